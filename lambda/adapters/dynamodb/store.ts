@@ -1,0 +1,126 @@
+import {
+  ConditionalCheckFailedException,
+  type DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
+  QueryCommand,
+  ScanCommand,
+  UpdateItemCommand,
+} from "@aws-sdk/client-dynamodb";
+import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
+import type { ApiKeyRecord, Project } from "../../core/model";
+import { ConflictError, type Store } from "../../core/ports";
+import type { TableNames } from "./tables";
+
+const opts = { removeUndefinedValues: true };
+
+/** The store port over DynamoDB: the same code talks to AWS and, locally, to dynalite. */
+export class DynamoStore implements Store {
+  constructor(
+    private readonly db: DynamoDBClient,
+    private readonly tables: TableNames,
+  ) {}
+
+  async createProject(project: Project): Promise<void> {
+    await this.putNew(this.tables.projects, project, "projectId", `project '${project.projectId}' exists already`);
+  }
+
+  async getProject(projectId: string): Promise<Project | undefined> {
+    return this.get<Project>(this.tables.projects, { projectId });
+  }
+
+  async listProjects(): Promise<Project[]> {
+    const items: Project[] = [];
+    let start: Record<string, unknown> | undefined;
+    do {
+      const page = await this.db.send(
+        new ScanCommand({ TableName: this.tables.projects, ExclusiveStartKey: start && marshall(start) }),
+      );
+      for (const item of page.Items ?? []) items.push(unmarshall(item) as Project);
+      start = page.LastEvaluatedKey && unmarshall(page.LastEvaluatedKey);
+    } while (start);
+    return items.sort((a, b) => a.projectId.localeCompare(b.projectId));
+  }
+
+  async createKey(key: ApiKeyRecord): Promise<void> {
+    await this.putNew(this.tables.keys, key, "keyId", "key id collision");
+  }
+
+  async getKey(keyId: string): Promise<ApiKeyRecord | undefined> {
+    return this.get<ApiKeyRecord>(this.tables.keys, { keyId });
+  }
+
+  async listKeys(projectId: string): Promise<ApiKeyRecord[]> {
+    const items: ApiKeyRecord[] = [];
+    let start: Record<string, unknown> | undefined;
+    do {
+      const page = await this.db.send(
+        new QueryCommand({
+          TableName: this.tables.keys,
+          IndexName: "byProject",
+          KeyConditionExpression: "projectId = :p",
+          ExpressionAttributeValues: marshall({ ":p": projectId }),
+          ExclusiveStartKey: start && marshall(start),
+        }),
+      );
+      for (const item of page.Items ?? []) items.push(unmarshall(item) as ApiKeyRecord);
+      start = page.LastEvaluatedKey && unmarshall(page.LastEvaluatedKey);
+    } while (start);
+    return items;
+  }
+
+  async revokeKey(keyId: string, at: number): Promise<ApiKeyRecord | undefined> {
+    try {
+      const out = await this.db.send(
+        new UpdateItemCommand({
+          TableName: this.tables.keys,
+          Key: marshall({ keyId }),
+          UpdateExpression: "SET revoked = :t, revokedAt = if_not_exists(revokedAt, :at)",
+          ConditionExpression: "attribute_exists(keyId)",
+          ExpressionAttributeValues: marshall({ ":t": true, ":at": at }),
+          ReturnValues: "ALL_NEW",
+        }),
+      );
+      return out.Attributes && (unmarshall(out.Attributes) as ApiKeyRecord);
+    } catch (err) {
+      if (err instanceof ConditionalCheckFailedException) return undefined;
+      throw err;
+    }
+  }
+
+  async touchKey(keyId: string, at: number): Promise<void> {
+    try {
+      await this.db.send(
+        new UpdateItemCommand({
+          TableName: this.tables.keys,
+          Key: marshall({ keyId }),
+          UpdateExpression: "SET lastUsedAt = :at",
+          ConditionExpression: "attribute_exists(keyId) AND (attribute_not_exists(lastUsedAt) OR lastUsedAt < :at)",
+          ExpressionAttributeValues: marshall({ ":at": at }),
+        }),
+      );
+    } catch (err) {
+      if (!(err instanceof ConditionalCheckFailedException)) throw err;
+    }
+  }
+
+  private async get<T>(table: string, key: Record<string, unknown>): Promise<T | undefined> {
+    const out = await this.db.send(new GetItemCommand({ TableName: table, Key: marshall(key), ConsistentRead: true }));
+    return out.Item && (unmarshall(out.Item) as T);
+  }
+
+  private async putNew(table: string, item: object, keyAttribute: string, conflict: string): Promise<void> {
+    try {
+      await this.db.send(
+        new PutItemCommand({
+          TableName: table,
+          Item: marshall(item, opts),
+          ConditionExpression: `attribute_not_exists(${keyAttribute})`,
+        }),
+      );
+    } catch (err) {
+      if (err instanceof ConditionalCheckFailedException) throw new ConflictError(conflict);
+      throw err;
+    }
+  }
+}

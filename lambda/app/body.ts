@@ -1,0 +1,52 @@
+import type { Context } from "hono";
+import { errors } from "../core/errors";
+
+/** Limit for the data API's JSON bodies. Proxy routes have their own, per vendor route. */
+export const DATA_API_BODY_LIMIT = 1024 * 1024;
+
+/** Reads the body, refusing it with 413 as soon as it passes `limit` bytes (declared or streamed). */
+export async function readBody(c: Context, limit: number): Promise<Uint8Array> {
+  const declared = c.req.header("content-length");
+  if (declared !== undefined && Number(declared) > limit) throw errors.payloadTooLarge(limit);
+  const body = c.req.raw.body;
+  if (!body) return new Uint8Array();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of body as AsyncIterable<Uint8Array>) {
+    size += chunk.byteLength;
+    if (size > limit) throw errors.payloadTooLarge(limit);
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks, size);
+}
+
+const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
+
+/**
+ * Parses a JSON body whatever the Content-Type claims (a wrong or missing type is not an error; a body
+ * that is not JSON is). A leading UTF-8 byte order mark is tolerated, as RFC 8259 allows.
+ */
+export async function readJson(c: Context, limit: number): Promise<unknown> {
+  const bytes = await readBody(c, limit);
+  if (bytes.byteLength === 0) throw errors.invalidJson("the body is empty");
+  let text: string;
+  try {
+    text = decoder.decode(bytes);
+  } catch {
+    throw errors.invalidJson("the body is not valid UTF-8");
+  }
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw errors.invalidJson((err as Error).message);
+  }
+}
+
+/** A JSON object body, or 400. */
+export async function readJsonObject(c: Context, limit: number): Promise<Record<string, unknown>> {
+  const value = await readJson(c, limit);
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw errors.badRequest("invalid_json", "The request body must be a JSON object.");
+  }
+  return value as Record<string, unknown>;
+}

@@ -1,0 +1,24 @@
+import { Hono, type MiddlewareHandler } from "hono";
+import type { Logger } from "../core/logger";
+import type { AppEnv } from "./env";
+import { appShell } from "./shell";
+import { type RouteTable, mountRoutes } from "./routing";
+
+export interface DataApiDeps {
+  /** The caller's identity: key verification locally, the authorizer's context in AWS. */
+  auth: MiddlewareHandler<AppEnv>;
+  logger: Logger;
+}
+
+/** The data API (`/api/v1/...`): status now; exports and deletion requests grow here. */
+export function createDataApp(deps: DataApiDeps): Hono<AppEnv> {
+  const app = appShell(deps.logger);
+  app.use("/api/*", deps.auth);
+  const routes: RouteTable = {
+    "/api/v1/status": {
+      GET: (c) => c.json({ status: "ok", project: c.get("auth").projectId }),
+    },
+  };
+  mountRoutes(app, routes);
+  return app;
+}

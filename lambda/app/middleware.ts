@@ -1,0 +1,69 @@
+import type { Context, MiddlewareHandler } from "hono";
+import { type AuthContext, authenticate } from "../core/auth";
+import { presentedCredentials } from "../core/credentials";
+import { endpointOf } from "../core/endpoints";
+import { errors } from "../core/errors";
+import type { KeyLookup } from "../core/ports";
+import type { AppEnv } from "./env";
+
+/** The spec's response security headers, on every response we send: success, error, 404 alike. */
+export const SECURITY_HEADERS: Readonly<Record<string, string>> = {
+  "Strict-Transport-Security": "max-age=31536000",
+  "Content-Security-Policy": "default-src 'self'",
+  "X-Content-Type-Options": "nosniff",
+  "X-Frame-Options": "DENY",
+};
+
+export const securityHeaders: MiddlewareHandler = async (c, next) => {
+  await next();
+  for (const [name, value] of Object.entries(SECURITY_HEADERS)) c.res.headers.set(name, value);
+};
+
+/**
+ * The request target exactly as the client sent it. Hosts normalise `..` away before Hono sees the
+ * URL, which would silently route `/openai/../api/...` elsewhere; we refuse such paths instead.
+ */
+function rawTarget(c: Context<AppEnv>): string {
+  const env = c.env as AppEnv["Bindings"] | undefined;
+  const raw = env?.incoming?.url ?? env?.event?.rawPath ?? env?.event?.path ?? new URL(c.req.url).pathname;
+  const q = raw.indexOf("?");
+  return q === -1 ? raw : raw.slice(0, q);
+}
+
+const DOT_SEGMENT = /(^|\/)(\.|%2e){1,2}(\/|$)/i;
+const ENCODED_SEPARATOR = /%2f|%5c|%00/i;
+
+/** Refuses dot segments (plain or percent-encoded), empty segments, backslashes and encoded separators. */
+export const safePath: MiddlewareHandler<AppEnv> = async (c, next) => {
+  const path = rawTarget(c);
+  if (DOT_SEGMENT.test(path)) throw errors.invalidPath("dot segments ('.' or '..') are not allowed.");
+  if (path.includes("//")) throw errors.invalidPath("empty path segments ('//') are not allowed.");
+  if (path.includes("\\") || ENCODED_SEPARATOR.test(path)) {
+    throw errors.invalidPath("encoded slashes, backslashes and NUL are not allowed.");
+  }
+  await next();
+};
+
+export interface KeyAuthDeps {
+  keys: KeyLookup;
+  clock: () => number;
+  /** Called after a successful authentication, off the request path (last-used tracking). */
+  onAuthenticated?: (auth: AuthContext) => void;
+}
+
+/** Authenticates the service key against the store (locally, and in the Lambda authorizer). */
+export function requireKey(deps: KeyAuthDeps): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const endpoint = endpointOf(c.req.path);
+    if (!endpoint) throw errors.notFound();
+    const credentials = presentedCredentials({
+      header: (name) => c.req.header(name),
+      query: (name) => c.req.query(name),
+      geminiFamily: endpoint.startsWith("gemini:"),
+    });
+    const auth = await authenticate(credentials, endpoint, deps.keys, deps.clock());
+    c.set("auth", auth);
+    deps.onAuthenticated?.(auth);
+    await next();
+  };
+}

@@ -1,0 +1,102 @@
+import { validatePattern } from "./endpoints";
+import { errors } from "./errors";
+import { displayPrefix, generateKey } from "./keys";
+import { type ApiKeyRecord, PROJECT_ID_PATTERN, type Project, type RateLimit, type Tier, isTier } from "./model";
+import { ConflictError, type Store } from "./ports";
+
+/**
+ * Project and key operations with their validation, shared by the CLI and the dashboard API.
+ * Invalid input throws an ApiError (400 / 404 / 409-like) with a message fit for a person.
+ */
+
+export async function createProject(store: Store, projectId: string, tier: string, now: number): Promise<Project> {
+  if (!PROJECT_ID_PATTERN.test(projectId)) {
+    throw errors.invalidField("project", "use 2-63 characters of a-z, 0-9 and '-', starting with a letter or digit");
+  }
+  if (!isTier(tier)) throw errors.invalidField("tier", "must be one of free, pro, enterprise");
+  const project: Project = { projectId, tier: tier as Tier, createdAt: now };
+  try {
+    await store.createProject(project);
+  } catch (err) {
+    if (err instanceof ConflictError) throw errors.badRequest("already_exists", `Project '${projectId}' already exists.`);
+    throw err;
+  }
+  return project;
+}
+
+export interface NewKeyInput {
+  projectId: string;
+  name: string;
+  allow?: string[];
+  rateLimit?: RateLimit;
+  expiresAt?: number;
+}
+
+/** The public view of a key: everything but the hash. */
+export type KeyView = Omit<ApiKeyRecord, "secretHash"> & { prefix: string; status: "active" | "revoked" | "expired" };
+
+export function keyView(record: ApiKeyRecord, now: number): KeyView {
+  const { secretHash: _hash, ...rest } = record;
+  const status = record.revoked ? "revoked" : record.expiresAt !== undefined && record.expiresAt <= now ? "expired" : "active";
+  return { ...rest, prefix: displayPrefix(record.keyId), status };
+}
+
+const MAX_NAME = 100;
+const MAX_PATTERNS = 50;
+
+export async function createKey(
+  store: Store,
+  input: NewKeyInput,
+  now: number,
+): Promise<{ key: string; record: ApiKeyRecord }> {
+  const name = input.name;
+  if (name.length === 0) throw errors.invalidField("name", "must not be empty");
+  if (name.length > MAX_NAME) throw errors.invalidField("name", `must be at most ${MAX_NAME} characters`);
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point
+  if (/[\u0000-\u001f\u007f]/.test(name)) throw errors.invalidField("name", "must not contain control characters");
+  if (input.allow) {
+    if (input.allow.length === 0 || input.allow.length > MAX_PATTERNS) {
+      throw errors.invalidField("allow", `give 1 to ${MAX_PATTERNS} endpoint patterns`);
+    }
+    for (const pattern of input.allow) {
+      const problem = validatePattern(pattern);
+      if (problem) throw errors.invalidField("allow", problem);
+    }
+  }
+  if (input.rateLimit) validateRateLimit(input.rateLimit);
+  if (input.expiresAt !== undefined && !(input.expiresAt > now)) {
+    throw errors.invalidField("expires", "must be in the future");
+  }
+  const project = await store.getProject(input.projectId);
+  if (!project) throw errors.notFound(`Project '${input.projectId}' does not exist.`);
+
+  const generated = generateKey();
+  const record: ApiKeyRecord = {
+    keyId: generated.keyId,
+    projectId: project.projectId,
+    name,
+    secretHash: generated.secretHash,
+    createdAt: now,
+    revoked: false,
+    ...(input.allow ? { allow: [...new Set(input.allow)] } : {}),
+    ...(input.rateLimit ? { rateLimit: input.rateLimit } : {}),
+    ...(input.expiresAt !== undefined ? { expiresAt: input.expiresAt } : {}),
+  };
+  await store.createKey(record);
+  return { key: generated.key, record };
+}
+
+export function validateRateLimit(limit: RateLimit): void {
+  for (const field of ["rpm", "burst"] as const) {
+    const value = limit[field];
+    if (!Number.isSafeInteger(value) || value < 1 || value > 1_000_000) {
+      throw errors.invalidField(field, "must be a whole number from 1 to 1000000");
+    }
+  }
+}
+
+export async function revokeKey(store: Store, keyId: string, now: number): Promise<ApiKeyRecord> {
+  const revoked = await store.revokeKey(keyId, now);
+  if (!revoked) throw errors.notFound(`Key '${keyId}' does not exist.`);
+  return revoked;
+}

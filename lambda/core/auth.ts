@@ -1,0 +1,47 @@
+import { endpointAllowed } from "./endpoints";
+import { errors } from "./errors";
+import { parseKey, secretMatches } from "./keys";
+import { type RateLimit, type Tier, effectiveRateLimit } from "./model";
+import type { KeyLookup } from "./ports";
+import type { PresentedCredentials } from "./credentials";
+
+/** Who is calling, once authenticated. The same shape travels as the Lambda authorizer's context. */
+export interface AuthContext {
+  projectId: string;
+  keyId: string;
+  tier: Tier;
+  rateLimit: RateLimit;
+  /** The vendor half of a dual key: used for this request only, never stored or logged. */
+  vendorKey?: string;
+}
+
+const INVALID = "Invalid API key provided.";
+
+/**
+ * Verifies presented credentials for an endpoint. Unknown, malformed and wrong-secret keys all get the
+ * same message; revoked and expired keys say so only once the caller has proven it holds the secret.
+ */
+export async function authenticate(
+  credentials: PresentedCredentials,
+  endpoint: string,
+  keys: KeyLookup,
+  now: number,
+): Promise<AuthContext> {
+  const parsed = parseKey(credentials.serviceKey);
+  if (!parsed) throw errors.invalidApiKey(INVALID);
+  const found = await keys.lookup(parsed.keyId);
+  if (!found || !secretMatches(parsed.secret, found.key.secretHash)) throw errors.invalidApiKey(INVALID);
+  const { key, project } = found;
+  if (key.revoked) throw errors.invalidApiKey("This API key has been revoked.");
+  if (key.expiresAt !== undefined && key.expiresAt <= now) throw errors.invalidApiKey("This API key has expired.");
+  if (!endpointAllowed(key.allow, endpoint)) throw errors.insufficientPermissions(endpoint);
+  const context: AuthContext = {
+    projectId: project.projectId,
+    keyId: key.keyId,
+    tier: project.tier,
+    rateLimit: effectiveRateLimit(project, key),
+  };
+  if (credentials.vendorKey !== undefined) context.vendorKey = credentials.vendorKey;
+  return context;
+}
+

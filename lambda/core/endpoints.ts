@@ -1,0 +1,46 @@
+/**
+ * Endpoint identities and the patterns that restrict a key to some of them.
+ * An endpoint is `<family>:<path>`: `openai:/v1/embeddings` for `/openai/v1/embeddings`,
+ * `api:/api/v1/exports` for the data API. A pattern may use `*` for any run of characters,
+ * so `openai:*`, `gemini:/v1beta/models/*:generateContent` and `*:/v1/models` all work.
+ */
+export const FAMILIES = ["groq", "openai", "anthropic", "gemini", "api"] as const;
+export type Family = (typeof FAMILIES)[number];
+
+const PATTERN_SHAPE = /^(groq|openai|anthropic|gemini|api|\*):(\*|\/[A-Za-z0-9._~:/*@-]*)$/;
+
+/** The endpoint identity of a request path, or undefined for paths outside every family. */
+export function endpointOf(path: string): string | undefined {
+  if (path === "/api" || path.startsWith("/api/")) return `api:${path}`;
+  const slash = path.indexOf("/", 1);
+  const family = path.slice(1, slash === -1 ? undefined : slash);
+  if (!(FAMILIES as readonly string[]).includes(family)) return undefined;
+  return `${family}:${slash === -1 ? "/" : path.slice(slash)}`;
+}
+
+export function validatePattern(pattern: string): string | undefined {
+  if (pattern.length > 200) return "a pattern is at most 200 characters";
+  if (!PATTERN_SHAPE.test(pattern)) {
+    return `'${pattern}' is not '<family>:<path>' with family one of ${FAMILIES.join(", ")} or '*', and a path starting with '/'`;
+  }
+  return undefined;
+}
+
+const compiled = new Map<string, RegExp>();
+function toRegExp(pattern: string): RegExp {
+  let re = compiled.get(pattern);
+  if (!re) {
+    const body = pattern
+      .split("*")
+      .map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"))
+      .join(".*");
+    re = new RegExp(`^${body}$`);
+    compiled.set(pattern, re);
+  }
+  return re;
+}
+
+export function endpointAllowed(allow: readonly string[] | undefined, endpoint: string): boolean {
+  if (!allow) return true;
+  return allow.some((pattern) => toRegExp(pattern).test(endpoint));
+}

@@ -1,0 +1,101 @@
+/**
+ * The service's own errors (DESIGN §7). Every error we produce is one of these, rendered by one
+ * `onError` as `{"error":{"message","type","code"}}`. Vendor errors are passed through untouched and
+ * never become an ApiError.
+ */
+export type ErrorType =
+  | "invalid_request_error"
+  | "authentication_error"
+  | "billing_error"
+  | "permission_error"
+  | "not_found_error"
+  | "method_not_allowed_error"
+  | "idempotency_error"
+  | "rate_limit_error"
+  | "upstream_error"
+  | "api_error";
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly type: ErrorType,
+    readonly code: string,
+    message: string,
+    /** Extra response headers, e.g. Retry-After or Allow. */
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = "ApiError";
+  }
+
+  toBody(): ErrorBody {
+    return { error: { message: this.message, type: this.type, code: this.code } };
+  }
+}
+
+export interface ErrorBody {
+  error: { message: string; type: string; code: string };
+}
+
+export const errors = {
+  invalidJson: (detail?: string) =>
+    new ApiError(400, "invalid_request_error", "invalid_json", `Request body is not valid JSON${detail ? `: ${detail}` : ""}.`),
+  missingField: (field: string) =>
+    new ApiError(400, "invalid_request_error", "missing_field", `Missing required field '${field}'.`),
+  invalidField: (field: string, why: string) =>
+    new ApiError(400, "invalid_request_error", "invalid_field", `Invalid field '${field}': ${why}`),
+  invalidPath: (why: string) => new ApiError(400, "invalid_request_error", "invalid_path", `Invalid request path: ${why}`),
+  invalidHeader: (header: string, why: string) =>
+    new ApiError(400, "invalid_request_error", "invalid_header", `Invalid header '${header}': ${why}`),
+  missingApiKey: () =>
+    new ApiError(
+      401,
+      "authentication_error",
+      "missing_api_key",
+      "No API key provided. Send 'Authorization: Bearer <API_KEY>'.",
+    ),
+  invalidApiKey: (why = "The API key is invalid.") => new ApiError(401, "authentication_error", "invalid_api_key", why),
+  insufficientCredits: (message = "Insufficient credits for this request.") =>
+    new ApiError(402, "billing_error", "insufficient_credits", message),
+  insufficientPermissions: (endpoint: string) =>
+    new ApiError(
+      403,
+      "permission_error",
+      "insufficient_permissions",
+      `This API key is not allowed to call ${endpoint}.`,
+    ),
+  notFound: (what = "The requested endpoint does not exist.") => new ApiError(404, "not_found_error", "not_found", what),
+  modelNotFound: (model: string) =>
+    new ApiError(404, "not_found_error", "model_not_found", `The model '${model}' is not available.`),
+  methodNotAllowed: (method: string, allow: string[]) =>
+    new ApiError(
+      405,
+      "method_not_allowed_error",
+      "method_not_allowed",
+      `Method ${method} is not allowed here; use ${allow.join(", ")}.`,
+      { Allow: allow.join(", ") },
+    ),
+  payloadTooLarge: (limitBytes: number) =>
+    new ApiError(
+      413,
+      "invalid_request_error",
+      "payload_too_large",
+      `Request body exceeds the limit of ${limitBytes} bytes.`,
+    ),
+  headersTooLarge: () =>
+    new ApiError(431, "invalid_request_error", "headers_too_large", "Request headers are too large."),
+  rateLimited: (retryAfterSeconds: number) =>
+    new ApiError(
+      429,
+      "rate_limit_error",
+      "rate_limit_exceeded",
+      `Rate limit exceeded; retry after ${retryAfterSeconds} s.`,
+      { "Retry-After": String(retryAfterSeconds) },
+    ),
+  upstreamUnreachable: (vendor: string) =>
+    new ApiError(502, "upstream_error", "upstream_unreachable", `The ${vendor} upstream could not be reached.`),
+  upstreamTimeout: (vendor: string) =>
+    new ApiError(504, "upstream_error", "upstream_timeout", `The ${vendor} upstream did not answer in time.`),
+  internal: () => new ApiError(500, "api_error", "internal_error", "An internal error occurred."),
+  badRequest: (code: string, message: string) => new ApiError(400, "invalid_request_error", code, message),
+};

@@ -1,0 +1,113 @@
+import { readFileSync } from "node:fs";
+import { type IncomingMessage, type Server, type ServerResponse, createServer } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
+import { type Socket, createServer as createNetServer } from "node:net";
+import { getRequestListener } from "@hono/node-server";
+import { type ApiError, errors } from "../core/errors";
+import { SECURITY_HEADERS } from "../app/middleware";
+
+// biome-ignore lint/suspicious/noExplicitAny: the host passes its own env object
+type Fetch = (request: Request, env: any) => Response | Promise<Response>;
+
+export interface HttpServerOptions {
+  fetch: Fetch;
+  tls?: { cert: string; key: string };
+}
+
+export interface RunningServer {
+  /** The listening server (a TCP front that sniffs TLS when TLS is on). */
+  listen(port: number, host: string): Promise<number>;
+  /** Stops accepting, lets requests in flight finish (up to `graceMs`), then closes every connection. */
+  close(graceMs: number): Promise<void>;
+}
+
+/** A response written straight to the socket, for requests Node refuses before any app sees them. */
+function rawErrorResponse(err: ApiError): string {
+  const body = JSON.stringify(err.toBody());
+  const headers = Object.entries({
+    "Content-Type": "application/json",
+    "Content-Length": String(Buffer.byteLength(body)),
+    Connection: "close",
+    ...SECURITY_HEADERS,
+  })
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join("");
+  return `HTTP/1.1 ${err.status} ${err.status === 431 ? "Request Header Fields Too Large" : "Bad Request"}\r\n${headers}\r\n${body}`;
+}
+
+function onClientError(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === "ECONNRESET" || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const apiError =
+    err.code === "HPE_HEADER_OVERFLOW"
+      ? errors.headersTooLarge()
+      : errors.badRequest("malformed_request", "The HTTP request is malformed.");
+  socket.end(rawErrorResponse(apiError));
+}
+
+/**
+ * Serves a fetch handler over HTTP, or over HTTPS when given a certificate, in which case plain HTTP
+ * on the same port gets a 308 redirect to the HTTPS URL (the first byte tells a TLS handshake apart).
+ */
+export function createHttpServer(options: HttpServerOptions): RunningServer {
+  const listener = getRequestListener(options.fetch, {
+    errorHandler: () => new Response(JSON.stringify(errors.internal().toBody()), { status: 500 }),
+  });
+  let inFlight = 0;
+  const tracked = (req: IncomingMessage, res: ServerResponse) => {
+    inFlight++;
+    res.once("close", () => inFlight--);
+    void listener(req, res);
+  };
+  const app: Server = options.tls
+    ? createHttpsServer({ cert: readFileSync(options.tls.cert), key: readFileSync(options.tls.key) }, tracked)
+    : createServer(tracked);
+  app.on("clientError", onClientError);
+
+  const redirect = createServer((req, res) => {
+    const host = req.headers.host ?? "localhost";
+    res.writeHead(308, { Location: `https://${host}${req.url ?? "/"}`, "Content-Length": "0", ...SECURITY_HEADERS });
+    res.end();
+  });
+  redirect.on("clientError", onClientError);
+
+  const sockets = new Set<Socket>();
+  const front = createNetServer((socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+    if (!options.tls) {
+      app.emit("connection", socket);
+      return;
+    }
+    socket.once("data", (first: Buffer) => {
+      socket.pause();
+      socket.unshift(first);
+      (first[0] === 0x16 ? app : redirect).emit("connection", socket);
+      process.nextTick(() => socket.resume());
+    });
+  });
+
+  return {
+    listen: (port, host) =>
+      new Promise((resolve, reject) => {
+        front.once("error", reject);
+        front.listen(port, host, () => resolve((front.address() as { port: number }).port));
+      }),
+    async close(graceMs) {
+      await new Promise<void>((resolve) => {
+        front.close(() => resolve());
+        app.closeIdleConnections();
+        const deadline = Date.now() + graceMs;
+        const drain = setInterval(() => {
+          app.closeIdleConnections();
+          if (inFlight === 0 || Date.now() > deadline) {
+            clearInterval(drain);
+            for (const socket of sockets) socket.destroy();
+          }
+        }, 25);
+      });
+    },
+  };
+}

@@ -1,0 +1,41 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createKey, createProject } from "../../lambda/core/accounts";
+import { silentLogger } from "../../lambda/core/logger";
+import type { NewKeyInput } from "../../lambda/core/accounts";
+import { parseLocalConfig } from "../../lambda/local/config";
+import { type LocalStack, startLocalStack } from "../../lambda/local/stack";
+
+export interface TestStack extends LocalStack {
+  dataDir: string;
+  /** Creates a project (tier free unless given) and a key for it; returns the full key. */
+  newKey(input?: Partial<NewKeyInput> & { tier?: string }): Promise<{ key: string; keyId: string; projectId: string }>;
+  /** Stops the stack; the data dir is removed unless `keepData`. */
+  stop(keepData?: boolean): Promise<void>;
+}
+
+let counter = 0;
+
+/** Starts the real local stack (dynalite on a temp dir, port 0) for a test file. */
+export async function startTestStack(env: Record<string, string> = {}, dataDir?: string): Promise<TestStack> {
+  const dir = dataDir ?? mkdtempSync(join(tmpdir(), "dmt-test-"));
+  const config = parseLocalConfig({ PORT: "0", DMT_DATA_DIR: dir, DMT_KEY_CACHE_MS: "200", ...env });
+  const stack = await startLocalStack(config, silentLogger);
+  return {
+    ...stack,
+    dataDir: dir,
+    async newKey(input = {}) {
+      const projectId = input.projectId ?? `p${process.pid}-${++counter}`;
+      if (!(await stack.store.getProject(projectId))) {
+        await createProject(stack.store, projectId, input.tier ?? "free", Date.now());
+      }
+      const { key, record } = await createKey(stack.store, { name: "test", ...input, projectId }, Date.now());
+      return { key, keyId: record.keyId, projectId };
+    },
+    async stop(keepData = false) {
+      await stack.close();
+      if (!keepData) rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
