@@ -18,7 +18,11 @@ interface Command {
   usage: string;
   options: ParseArgsConfig["options"];
   positionals?: number;
-  run(args: { values: Record<string, unknown>; positionals: string[]; store: () => Promise<Store> }): Promise<unknown>;
+  run(args: {
+    values: Record<string, unknown>;
+    positionals: string[];
+    store: () => Promise<Store>;
+  }): Promise<unknown>;
   /** Human output; --json prints the returned value as JSON instead. */
   print?(result: unknown): string;
 }
@@ -40,8 +44,10 @@ function wholeNumber(values: Record<string, unknown>, name: string): number | un
 
 function parseExpiry(raw: unknown): number | undefined {
   if (raw === undefined) return undefined;
-  const time = typeof raw === "string" && /^\d{4}-\d{2}-\d{2}(T.*)?$/.test(raw) ? Date.parse(raw) : Number.NaN;
-  if (Number.isNaN(time)) throw new UsageError("--expires must be a date like 2027-01-31 or 2027-01-31T12:00:00Z");
+  const time =
+    typeof raw === "string" && /^\d{4}-\d{2}-\d{2}(T.*)?$/.test(raw) ? Date.parse(raw) : Number.NaN;
+  if (Number.isNaN(time))
+    throw new UsageError("--expires must be a date like 2027-01-31 or 2027-01-31T12:00:00Z");
   return time;
 }
 
@@ -49,7 +55,11 @@ function table(rows: Record<string, unknown>[], columns: string[]): string {
   if (rows.length === 0) return "(none)";
   const cells = rows.map((row) => columns.map((c) => (row[c] === undefined ? "-" : String(row[c]))));
   const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((r) => (r[i] ?? "").length)));
-  const line = (r: string[]) => r.map((v, i) => v.padEnd(widths[i] ?? 0)).join("  ").trimEnd();
+  const line = (r: string[]) =>
+    r
+      .map((v, i) => v.padEnd(widths[i] ?? 0))
+      .join("  ")
+      .trimEnd();
   return [line(columns), ...cells.map(line)].join("\n");
 }
 
@@ -61,7 +71,12 @@ const commands: Record<string, Command> = {
     options: { tier: { type: "string" }, ...json },
     positionals: 1,
     run: async ({ values, positionals, store }) =>
-      createProject(await store(), positionals[0] ?? "", (values.tier as string | undefined) ?? "free", Date.now()),
+      createProject(
+        await store(),
+        positionals[0] ?? "",
+        (values.tier as string | undefined) ?? "free",
+        Date.now(),
+      ),
     print: (p) => {
       const project = p as { projectId: string; tier: string };
       return `Created project ${project.projectId} (tier ${project.tier}).`;
@@ -73,7 +88,10 @@ const commands: Record<string, Command> = {
     run: async ({ store }) => (await store()).listProjects(),
     print: (rows) =>
       table(
-        (rows as { projectId: string; tier: string; createdAt: number }[]).map((p) => ({ ...p, created: iso(p.createdAt) })),
+        (rows as { projectId: string; tier: string; createdAt: number }[]).map((p) => ({
+          ...p,
+          created: iso(p.createdAt),
+        })),
         ["projectId", "tier", "created"],
       ),
   },
@@ -94,7 +112,8 @@ const commands: Record<string, Command> = {
       const name = required(values, "name");
       const rpm = wholeNumber(values, "rpm");
       const burst = wholeNumber(values, "burst");
-      if ((rpm === undefined) !== (burst === undefined)) throw new UsageError("give --rpm and --burst together");
+      if ((rpm === undefined) !== (burst === undefined))
+        throw new UsageError("give --rpm and --burst together");
       const expiresAt = parseExpiry(values.expires);
       const { key, record } = await createKey(
         await store(),
@@ -145,7 +164,8 @@ const commands: Record<string, Command> = {
     usage: "dmt keys revoke <key id> [--json]",
     options: json,
     positionals: 1,
-    run: async ({ positionals, store }) => keyView(await revokeKey(await store(), positionals[0] ?? "", Date.now()), Date.now()),
+    run: async ({ positionals, store }) =>
+      keyView(await revokeKey(await store(), positionals[0] ?? "", Date.now()), Date.now()),
     print: (k) => `Revoked key ${(k as { keyId: string }).keyId}.`,
   },
 };
@@ -207,11 +227,17 @@ async function main(argv: string[]): Promise<number> {
   if (!command) throw new UsageError(`unknown command '${name}'; run 'dmt help'`);
   let parsed: ReturnType<typeof parseArgs>;
   try {
-    parsed = parseArgs({ args: argv.slice(2), options: command.options ?? {}, allowPositionals: true, strict: true });
+    parsed = parseArgs({
+      args: argv.slice(2),
+      options: command.options ?? {},
+      allowPositionals: true,
+      strict: true,
+    });
   } catch (err) {
     throw new UsageError(`${(err as Error).message.split("\n")[0]}; usage: ${command.usage}`);
   }
-  if (parsed.positionals.length !== (command.positionals ?? 0)) throw new UsageError(`usage: ${command.usage}`);
+  if (parsed.positionals.length !== (command.positionals ?? 0))
+    throw new UsageError(`usage: ${command.usage}`);
 
   const config = parseLocalConfig();
   let opened: Awaited<ReturnType<typeof openLocalStore>> | undefined;
@@ -224,7 +250,8 @@ async function main(argv: string[]): Promise<number> {
         return opened.store;
       },
     });
-    const out = parsed.values.json || !command.print ? JSON.stringify(result, null, 2) : command.print(result);
+    const out =
+      parsed.values.json || !command.print ? JSON.stringify(result, null, 2) : command.print(result);
     process.stdout.write(`${out}\n`);
     return 0;
   } finally {
@@ -238,7 +265,8 @@ main(process.argv.slice(2)).then(
   },
   (err: unknown) => {
     const usage = err instanceof UsageError;
-    const message = err instanceof ApiError || usage || err instanceof Error ? (err as Error).message : String(err);
+    const message =
+      err instanceof ApiError || usage || err instanceof Error ? (err as Error).message : String(err);
     process.stderr.write(`dmt: ${usage ? "usage: " : ""}${message}\n`);
     process.exitCode = usage ? 2 : 1;
   },

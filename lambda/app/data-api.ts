@@ -1,8 +1,8 @@
-import { Hono, type MiddlewareHandler } from "hono";
+import type { Hono, MiddlewareHandler } from "hono";
 import type { Logger } from "../core/logger";
 import type { AppEnv } from "./env";
+import { mountRoutes, type RouteTable } from "./routing";
 import { appShell } from "./shell";
-import { type RouteTable, mountRoutes } from "./routing";
 
 export interface DataApiDeps {
   /** The caller's identity: key verification locally, the authorizer's context in AWS. */

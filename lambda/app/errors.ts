@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { ApiError, errors } from "../core/errors";
-import { type Logger, errorFields } from "../core/logger";
+import { errorFields, type Logger } from "../core/logger";
 
 /** Renders any thrown value in the service's error shape; unknown failures become a bare 500. */
 export function errorResponse(err: unknown, c: Context, logger: Logger): Response {
@@ -22,7 +22,8 @@ export function apiErrorResponse(err: ApiError): Response {
 function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
   if (err instanceof HTTPException) {
-    if (err.status < 500) return new ApiError(err.status, "invalid_request_error", "invalid_request", err.message);
+    if (err.status < 500)
+      return new ApiError(err.status, "invalid_request_error", "invalid_request", err.message);
   }
   return errors.internal();
 }

@@ -1,7 +1,14 @@
 import { validatePattern } from "./endpoints";
 import { errors } from "./errors";
 import { displayPrefix, generateKey } from "./keys";
-import { type ApiKeyRecord, PROJECT_ID_PATTERN, type Project, type RateLimit, type Tier, isTier } from "./model";
+import {
+  type ApiKeyRecord,
+  isTier,
+  PROJECT_ID_PATTERN,
+  type Project,
+  type RateLimit,
+  type Tier,
+} from "./model";
 import { ConflictError, type Store } from "./ports";
 
 /**
@@ -9,16 +16,25 @@ import { ConflictError, type Store } from "./ports";
  * Invalid input throws an ApiError (400 / 404 / 409-like) with a message fit for a person.
  */
 
-export async function createProject(store: Store, projectId: string, tier: string, now: number): Promise<Project> {
+export async function createProject(
+  store: Store,
+  projectId: string,
+  tier: string,
+  now: number,
+): Promise<Project> {
   if (!PROJECT_ID_PATTERN.test(projectId)) {
-    throw errors.invalidField("project", "use 2-63 characters of a-z, 0-9 and '-', starting with a letter or digit");
+    throw errors.invalidField(
+      "project",
+      "use 2-63 characters of a-z, 0-9 and '-', starting with a letter or digit",
+    );
   }
   if (!isTier(tier)) throw errors.invalidField("tier", "must be one of free, pro, enterprise");
   const project: Project = { projectId, tier: tier as Tier, createdAt: now };
   try {
     await store.createProject(project);
   } catch (err) {
-    if (err instanceof ConflictError) throw errors.badRequest("already_exists", `Project '${projectId}' already exists.`);
+    if (err instanceof ConflictError)
+      throw errors.badRequest("already_exists", `Project '${projectId}' already exists.`);
     throw err;
   }
   return project;
@@ -33,11 +49,18 @@ export interface NewKeyInput {
 }
 
 /** The public view of a key: everything but the hash. */
-export type KeyView = Omit<ApiKeyRecord, "secretHash"> & { prefix: string; status: "active" | "revoked" | "expired" };
+export type KeyView = Omit<ApiKeyRecord, "secretHash"> & {
+  prefix: string;
+  status: "active" | "revoked" | "expired";
+};
 
 export function keyView(record: ApiKeyRecord, now: number): KeyView {
   const { secretHash: _hash, ...rest } = record;
-  const status = record.revoked ? "revoked" : record.expiresAt !== undefined && record.expiresAt <= now ? "expired" : "active";
+  const status = record.revoked
+    ? "revoked"
+    : record.expiresAt !== undefined && record.expiresAt <= now
+      ? "expired"
+      : "active";
   return { ...rest, prefix: displayPrefix(record.keyId), status };
 }
 
@@ -53,7 +76,8 @@ export async function createKey(
   if (name.length === 0) throw errors.invalidField("name", "must not be empty");
   if (name.length > MAX_NAME) throw errors.invalidField("name", `must be at most ${MAX_NAME} characters`);
   // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point
-  if (/[\u0000-\u001f\u007f]/.test(name)) throw errors.invalidField("name", "must not contain control characters");
+  if (/[\u0000-\u001f\u007f]/.test(name))
+    throw errors.invalidField("name", "must not contain control characters");
   if (input.allow) {
     if (input.allow.length === 0 || input.allow.length > MAX_PATTERNS) {
       throw errors.invalidField("allow", `give 1 to ${MAX_PATTERNS} endpoint patterns`);

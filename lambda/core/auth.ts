@@ -1,9 +1,9 @@
+import type { PresentedCredentials } from "./credentials";
 import { endpointAllowed } from "./endpoints";
 import { errors } from "./errors";
 import { parseKey, secretMatches } from "./keys";
-import { type RateLimit, type Tier, effectiveRateLimit } from "./model";
+import { effectiveRateLimit, type RateLimit, type Tier } from "./model";
 import type { KeyLookup } from "./ports";
-import type { PresentedCredentials } from "./credentials";
 
 /** Who is calling, once authenticated. The same shape travels as the Lambda authorizer's context. */
 export interface AuthContext {
@@ -33,7 +33,8 @@ export async function authenticate(
   if (!found || !secretMatches(parsed.secret, found.key.secretHash)) throw errors.invalidApiKey(INVALID);
   const { key, project } = found;
   if (key.revoked) throw errors.invalidApiKey("This API key has been revoked.");
-  if (key.expiresAt !== undefined && key.expiresAt <= now) throw errors.invalidApiKey("This API key has expired.");
+  if (key.expiresAt !== undefined && key.expiresAt <= now)
+    throw errors.invalidApiKey("This API key has expired.");
   if (!endpointAllowed(key.allow, endpoint)) throw errors.insufficientPermissions(endpoint);
   const context: AuthContext = {
     projectId: project.projectId,
@@ -44,4 +45,3 @@ export async function authenticate(
   if (credentials.vendorKey !== undefined) context.vendorKey = credentials.vendorKey;
   return context;
 }
-

@@ -39,12 +39,18 @@ export interface ErrorBody {
 
 export const errors = {
   invalidJson: (detail?: string) =>
-    new ApiError(400, "invalid_request_error", "invalid_json", `Request body is not valid JSON${detail ? `: ${detail}` : ""}.`),
+    new ApiError(
+      400,
+      "invalid_request_error",
+      "invalid_json",
+      `Request body is not valid JSON${detail ? `: ${detail}` : ""}.`,
+    ),
   missingField: (field: string) =>
     new ApiError(400, "invalid_request_error", "missing_field", `Missing required field '${field}'.`),
   invalidField: (field: string, why: string) =>
     new ApiError(400, "invalid_request_error", "invalid_field", `Invalid field '${field}': ${why}`),
-  invalidPath: (why: string) => new ApiError(400, "invalid_request_error", "invalid_path", `Invalid request path: ${why}`),
+  invalidPath: (why: string) =>
+    new ApiError(400, "invalid_request_error", "invalid_path", `Invalid request path: ${why}`),
   invalidHeader: (header: string, why: string) =>
     new ApiError(400, "invalid_request_error", "invalid_header", `Invalid header '${header}': ${why}`),
   missingApiKey: () =>
@@ -54,7 +60,8 @@ export const errors = {
       "missing_api_key",
       "No API key provided. Send 'Authorization: Bearer <API_KEY>'.",
     ),
-  invalidApiKey: (why = "The API key is invalid.") => new ApiError(401, "authentication_error", "invalid_api_key", why),
+  invalidApiKey: (why = "The API key is invalid.") =>
+    new ApiError(401, "authentication_error", "invalid_api_key", why),
   insufficientCredits: (message = "Insufficient credits for this request.") =>
     new ApiError(402, "billing_error", "insufficient_credits", message),
   insufficientPermissions: (endpoint: string) =>
@@ -64,7 +71,8 @@ export const errors = {
       "insufficient_permissions",
       `This API key is not allowed to call ${endpoint}.`,
     ),
-  notFound: (what = "The requested endpoint does not exist.") => new ApiError(404, "not_found_error", "not_found", what),
+  notFound: (what = "The requested endpoint does not exist.") =>
+    new ApiError(404, "not_found_error", "not_found", what),
   modelNotFound: (model: string) =>
     new ApiError(404, "not_found_error", "model_not_found", `The model '${model}' is not available.`),
   methodNotAllowed: (method: string, allow: string[]) =>
@@ -93,7 +101,12 @@ export const errors = {
       { "Retry-After": String(retryAfterSeconds) },
     ),
   upstreamUnreachable: (vendor: string) =>
-    new ApiError(502, "upstream_error", "upstream_unreachable", `The ${vendor} upstream could not be reached.`),
+    new ApiError(
+      502,
+      "upstream_error",
+      "upstream_unreachable",
+      `The ${vendor} upstream could not be reached.`,
+    ),
   upstreamTimeout: (vendor: string) =>
     new ApiError(504, "upstream_error", "upstream_timeout", `The ${vendor} upstream did not answer in time.`),
   internal: () => new ApiError(500, "api_error", "internal_error", "An internal error occurred."),

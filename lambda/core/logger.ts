@@ -13,7 +13,10 @@ const LEVELS = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 } as cons
 export const LOG_LEVELS = ["debug", "info", "warn", "error", "silent"] as const;
 export type LogLevel = keyof typeof LEVELS;
 
-export function jsonLogger(level: LogLevel = "info", write: (line: string) => void = (l) => process.stderr.write(l)): Logger {
+export function jsonLogger(
+  level: LogLevel = "info",
+  write: (line: string) => void = (l) => process.stderr.write(l),
+): Logger {
   const threshold = LEVELS[level];
   const log = (lvl: Exclude<LogLevel, "silent">) => (message: string, fields?: Record<string, unknown>) => {
     if (LEVELS[lvl] < threshold) return;

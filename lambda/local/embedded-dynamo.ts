@@ -19,7 +19,12 @@ const DISCOVERY = "store.json";
 
 export async function startEmbeddedDynamo(dataDir: string): Promise<EmbeddedDynamo> {
   mkdirSync(dataDir, { recursive: true });
-  const server = dynalite({ path: join(dataDir, "dynamodb"), createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
+  const server = dynalite({
+    path: join(dataDir, "dynamodb"),
+    createTableMs: 0,
+    deleteTableMs: 0,
+    updateTableMs: 0,
+  });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(0, "127.0.0.1", () => resolve());
@@ -32,7 +37,9 @@ export async function startEmbeddedDynamo(dataDir: string): Promise<EmbeddedDyna
     await probe.send(new ListTablesCommand({}));
   } catch (err) {
     await close();
-    throw new Error(`The local store in ${dataDir} is in use by another process (${(err as Error).message}).`);
+    throw new Error(
+      `The local store in ${dataDir} is in use by another process (${(err as Error).message}).`,
+    );
   } finally {
     probe.destroy();
   }

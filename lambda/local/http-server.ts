@@ -1,10 +1,10 @@
 import { readFileSync } from "node:fs";
-import { type IncomingMessage, type Server, type ServerResponse, createServer } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
-import { type Socket, createServer as createNetServer } from "node:net";
+import { createServer as createNetServer, type Socket } from "node:net";
 import { getRequestListener } from "@hono/node-server";
-import { type ApiError, errors } from "../core/errors";
 import { SECURITY_HEADERS } from "../app/middleware";
+import { type ApiError, errors } from "../core/errors";
 
 // biome-ignore lint/suspicious/noExplicitAny: the host passes its own env object
 type Fetch = (request: Request, env: any) => Response | Promise<Response>;
@@ -68,7 +68,11 @@ export function createHttpServer(options: HttpServerOptions): RunningServer {
 
   const redirect = createServer((req, res) => {
     const host = req.headers.host ?? "localhost";
-    res.writeHead(308, { Location: `https://${host}${req.url ?? "/"}`, "Content-Length": "0", ...SECURITY_HEADERS });
+    res.writeHead(308, {
+      Location: `https://${host}${req.url ?? "/"}`,
+      "Content-Length": "0",
+      ...SECURITY_HEADERS,
+    });
     res.end();
   });
   redirect.on("clientError", onClientError);

@@ -25,7 +25,8 @@ export interface LocalStore {
 
 export async function openLocalStore(dataDir: string, endpoint?: string): Promise<LocalStore> {
   let embedded: EmbeddedDynamo | undefined;
-  const url = endpoint ?? runningStoreEndpoint(dataDir) ?? (embedded = await startEmbeddedDynamo(dataDir)).endpoint;
+  const url =
+    endpoint ?? runningStoreEndpoint(dataDir) ?? (embedded = await startEmbeddedDynamo(dataDir)).endpoint;
   const db = createDynamoClient({ endpoint: url });
   const names = tableNames(process.env);
   await ensureTables(db, names);
@@ -66,7 +67,9 @@ export async function startLocalStack(config: LocalConfig, logger: Logger): Prom
 
   const server = createHttpServer({
     fetch,
-    ...(config.DMT_TLS_CERT && config.DMT_TLS_KEY ? { tls: { cert: config.DMT_TLS_CERT, key: config.DMT_TLS_KEY } } : {}),
+    ...(config.DMT_TLS_CERT && config.DMT_TLS_KEY
+      ? { tls: { cert: config.DMT_TLS_CERT, key: config.DMT_TLS_KEY } }
+      : {}),
   });
   let port: number;
   try {

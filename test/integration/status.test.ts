@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type TestStack, startTestStack } from "../support/stack";
+import { startTestStack, type TestStack } from "../support/stack";
 
 let stack: TestStack;
 beforeAll(async () => {

@@ -1,16 +1,18 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { NewKeyInput } from "../../lambda/core/accounts";
 import { createKey, createProject } from "../../lambda/core/accounts";
 import { silentLogger } from "../../lambda/core/logger";
-import type { NewKeyInput } from "../../lambda/core/accounts";
 import { parseLocalConfig } from "../../lambda/local/config";
 import { type LocalStack, startLocalStack } from "../../lambda/local/stack";
 
 export interface TestStack extends LocalStack {
   dataDir: string;
   /** Creates a project (tier free unless given) and a key for it; returns the full key. */
-  newKey(input?: Partial<NewKeyInput> & { tier?: string }): Promise<{ key: string; keyId: string; projectId: string }>;
+  newKey(
+    input?: Partial<NewKeyInput> & { tier?: string },
+  ): Promise<{ key: string; keyId: string; projectId: string }>;
   /** Stops the stack; the data dir is removed unless `keepData`. */
   stop(keepData?: boolean): Promise<void>;
 }

@@ -38,7 +38,10 @@ export async function ensureTables(db: DynamoDBClient, names: TableNames): Promi
         new CreateTableCommand({
           TableName: names[name],
           BillingMode: "PAY_PER_REQUEST",
-          AttributeDefinitions: [...attributes].map(([AttributeName, AttributeType]) => ({ AttributeName, AttributeType })),
+          AttributeDefinitions: [...attributes].map(([AttributeName, AttributeType]) => ({
+            AttributeName,
+            AttributeType,
+          })),
           KeySchema: [
             { AttributeName: def.partitionKey, KeyType: "HASH" },
             ...(sortKey ? [{ AttributeName: sortKey.name, KeyType: "RANGE" as const }] : []),

@@ -22,7 +22,12 @@ export class DynamoStore implements Store {
   ) {}
 
   async createProject(project: Project): Promise<void> {
-    await this.putNew(this.tables.projects, project, "projectId", `project '${project.projectId}' exists already`);
+    await this.putNew(
+      this.tables.projects,
+      project,
+      "projectId",
+      `project '${project.projectId}' exists already`,
+    );
   }
 
   async getProject(projectId: string): Promise<Project | undefined> {
@@ -95,7 +100,8 @@ export class DynamoStore implements Store {
           TableName: this.tables.keys,
           Key: marshall({ keyId }),
           UpdateExpression: "SET lastUsedAt = :at",
-          ConditionExpression: "attribute_exists(keyId) AND (attribute_not_exists(lastUsedAt) OR lastUsedAt < :at)",
+          ConditionExpression:
+            "attribute_exists(keyId) AND (attribute_not_exists(lastUsedAt) OR lastUsedAt < :at)",
           ExpressionAttributeValues: marshall({ ":at": at }),
         }),
       );
@@ -105,7 +111,9 @@ export class DynamoStore implements Store {
   }
 
   private async get<T>(table: string, key: Record<string, unknown>): Promise<T | undefined> {
-    const out = await this.db.send(new GetItemCommand({ TableName: table, Key: marshall(key), ConsistentRead: true }));
+    const out = await this.db.send(
+      new GetItemCommand({ TableName: table, Key: marshall(key), ConsistentRead: true }),
+    );
     return out.Item && (unmarshall(out.Item) as T);
   }
 
