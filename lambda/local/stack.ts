@@ -24,9 +24,9 @@ export interface LocalStore {
 }
 
 export async function openLocalStore(dataDir: string, endpoint?: string): Promise<LocalStore> {
-  let embedded: EmbeddedDynamo | undefined;
-  const url =
-    endpoint ?? runningStoreEndpoint(dataDir) ?? (embedded = await startEmbeddedDynamo(dataDir)).endpoint;
+  const shared = endpoint ?? runningStoreEndpoint(dataDir);
+  const embedded: EmbeddedDynamo | undefined = shared ? undefined : await startEmbeddedDynamo(dataDir);
+  const url = shared ?? (embedded as EmbeddedDynamo).endpoint;
   const db = createDynamoClient({ endpoint: url });
   const names = tableNames(process.env);
   await ensureTables(db, names);
