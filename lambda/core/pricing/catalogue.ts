@@ -1,0 +1,299 @@
+import { createHash } from "node:crypto";
+import type { z } from "zod";
+import { formatNanos, ONE, type Ratio, ratioOf } from "./decimal";
+import {
+  catalogueSchema,
+  type ModelKind,
+  overrideSchema,
+  type RawCatalogue,
+  type RawEntry,
+  type RawPriceRow,
+  type Vendor,
+} from "./schema";
+
+/** Token prices in nano-USD per million tokens, with the defaults of absent fields filled in. */
+export interface TokenRates {
+  input: bigint;
+  output: bigint;
+  /** Absent in the file: billed at the input rate (never cheaper than the vendor by omission). */
+  cachedInput: bigint;
+  /** Absent in the file: billed at the input rate. */
+  cacheWrite: bigint;
+  /** Absent in the file: reasoning is billed at the output rate. */
+  reasoning: bigint;
+}
+
+export type AudioUnit = "second" | "minute" | "hour";
+
+/** The price of one model at one moment, as `costMicros` and `maxCostMicros` use it. */
+export interface ModelPrice {
+  vendor: Vendor;
+  /** The catalogue's id for the model the request named (after alias and snapshot resolution). */
+  model: string;
+  kind: ModelKind;
+  effectiveFrom: string;
+  maxOutputTokens: number | undefined;
+  tokens: TokenRates;
+  /** Rates for the whole request once its input exceeds `aboveInputTokens`. */
+  longContext: { aboveInputTokens: number; tokens: TokenRates } | undefined;
+  /** Nano-USD per image, by "<quality>/<size>" variant (a single price is the variant "any"). */
+  perImage: ReadonlyMap<string, bigint> | undefined;
+  audio: { per: AudioUnit; nanos: bigint; minimumSeconds: number } | undefined;
+  /** Nano-USD per million characters of speech input. */
+  perMillionCharacters: bigint | undefined;
+  /** The deployment's markup, applied to every cost. */
+  markup: Ratio;
+  /** The `price_version` a usage record priced with this carries. */
+  priceVersion: string;
+}
+
+/** One row of `dmt prices list`: list prices as decimal USD text, exactly as the catalogue holds them. */
+export interface PriceListRow {
+  vendor: Vendor;
+  model: string;
+  kind: ModelKind;
+  aliases: string[];
+  effectiveFrom: string;
+  maxOutputTokens?: number;
+  input?: string;
+  cachedInput?: string;
+  cacheWrite?: string;
+  output?: string;
+  reasoning?: string;
+  longContext?: {
+    aboveInputTokens: number;
+    input: string;
+    output: string;
+    cachedInput?: string;
+    cacheWrite?: string;
+    reasoning?: string;
+  };
+  perImage?: Record<string, string>;
+  audio?: { per: AudioUnit; usd: string; minimumSeconds?: number };
+  perMillionCharacters?: string;
+  note?: string;
+}
+
+const MAX_MARKUP = 10;
+
+/** Dated snapshot suffixes: gpt-4o-2024-08-06, claude-sonnet-4-5-20250929, gemini-2.0-flash-001, -0125. */
+const SNAPSHOT_SUFFIX = /-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{2}-\d{4}|\d{3,4})$/;
+
+export class PriceCatalogue {
+  /** The base catalogue's `version`. */
+  readonly version: string;
+  /** The catalogue version, plus a hash of the override and markup when either is in force. */
+  readonly priceVersion: string;
+  readonly markup: Ratio;
+  private readonly models: readonly RawEntry[];
+  private readonly byId = new Map<string, RawEntry>();
+
+  constructor(catalogue: RawCatalogue, markup: Ratio, priceVersion: string) {
+    this.version = catalogue.version;
+    this.priceVersion = priceVersion;
+    this.markup = markup;
+    this.models = catalogue.models;
+    for (const entry of catalogue.models) {
+      for (const id of [entry.model, ...(entry.aliases ?? [])]) this.byId.set(`${entry.vendor}/${id}`, entry);
+    }
+  }
+
+  /**
+   * The price in force for `model` at `at` (rows apply from 00:00 UTC of their date), or undefined
+   * when the model is unknown or not yet priced then. A model id resolves by exact id or alias, then
+   * without a leading "models/" (Gemini paths), then without a dated snapshot suffix. There is no
+   * looser prefix match: gpt-4o-mini-tts must never be priced as gpt-4o-mini.
+   */
+  priceFor(vendor: Vendor, model: string, at: Date): ModelPrice | undefined {
+    const entry = this.resolve(vendor, model);
+    const row = entry && rowAt(entry, at);
+    return entry && row && toModelPrice(entry, row, this.markup, this.priceVersion);
+  }
+
+  /** The rows in force at `at`, for `dmt prices list [--vendor v] [--json]`. */
+  list(options: { vendor?: Vendor; at?: Date } = {}): PriceListRow[] {
+    const at = options.at ?? new Date();
+    const rows: PriceListRow[] = [];
+    for (const entry of this.models) {
+      if (options.vendor !== undefined && entry.vendor !== options.vendor) continue;
+      const row = rowAt(entry, at);
+      if (row) rows.push(toListRow(entry, row));
+    }
+    return rows;
+  }
+
+  private resolve(vendor: Vendor, model: string): RawEntry | undefined {
+    const find = (id: string) => this.byId.get(`${vendor}/${id}`);
+    const bare = model.startsWith("models/") ? model.slice("models/".length) : model;
+    return (
+      find(model) ??
+      find(bare) ??
+      (SNAPSHOT_SUFFIX.test(bare) ? find(bare.replace(SNAPSHOT_SUFFIX, "")) : undefined)
+    );
+  }
+}
+
+/**
+ * Loads the base catalogue, merges a deployment override over it and sets the markup. Throws at
+ * startup on any bad value, naming the model and the field. Override semantics: an entry for a model
+ * the catalogue lacks adds it (and must be complete); an entry for a catalogued model replaces the
+ * fields it gives, and its price rows replace the rows with the same `effective_from` or add new ones.
+ * The `markup` argument wins over the override file's `markup`; default 1.
+ */
+export function loadPriceCatalogue(base: unknown, override?: unknown, markup?: number): PriceCatalogue {
+  const parsedBase = parse(catalogueSchema, base, "Invalid price catalogue", base);
+  let catalogue = parsedBase;
+  let fileMarkup: number | undefined;
+  if (override !== undefined) {
+    const parsedOverride = parse(overrideSchema, override, "Invalid price override", override);
+    fileMarkup = parsedOverride.markup;
+    const { merged, touched } = mergeOverride(base as { models: Record<string, unknown>[] }, parsedOverride);
+    const result = catalogueSchema.safeParse(merged);
+    if (!result.success) {
+      const issue = result.error.issues[0];
+      const index = issue?.path[1];
+      const fromOverride = typeof index === "number" && touched.has(index);
+      throw new Error(
+        describeIssue(fromOverride ? "Invalid price override" : "Invalid price catalogue", issue, merged),
+      );
+    }
+    catalogue = result.data;
+  }
+  const markupValue = markup ?? fileMarkup ?? 1;
+  const ratio = ratioOf(markupValue);
+  if (!(markupValue > 0 && markupValue <= MAX_MARKUP) || ratio === undefined) {
+    throw new Error(
+      `Invalid price markup: ${markupValue} is not a factor above 0 and at most ${MAX_MARKUP} (e.g. 1.1)`,
+    );
+  }
+  const plain = override === undefined && markupValue === 1;
+  const priceVersion = plain
+    ? parsedBase.version
+    : `${parsedBase.version}+${createHash("sha256")
+        .update(JSON.stringify({ override: override ?? null, markup: String(markupValue) }))
+        .digest("hex")
+        .slice(0, 12)}`;
+  return new PriceCatalogue(catalogue, plain ? ONE : ratio, priceVersion);
+}
+
+function parse<T extends z.ZodType>(schema: T, value: unknown, what: string, raw: unknown): z.output<T> {
+  const result = schema.safeParse(value);
+  if (!result.success) throw new Error(describeIssue(what, result.error.issues[0], raw));
+  return result.data;
+}
+
+/** "Invalid price catalogue: openai/gpt-4o: prices[0].output: required for a chat model". */
+function describeIssue(what: string, issue: z.core.$ZodIssue | undefined, raw: unknown): string {
+  if (!issue) return what;
+  const path = [...issue.path];
+  let subject = "";
+  if (path[0] === "models" && typeof path[1] === "number") {
+    const model = (raw as { models?: Record<string, unknown>[] }).models?.[path[1]];
+    subject = `${String(model?.vendor ?? "?")}/${String(model?.model ?? `models[${path[1]}]`)}: `;
+    path.splice(0, 2);
+  }
+  const field = path
+    .map((part, i) => (typeof part === "number" ? `[${part}]` : `${i === 0 ? "" : "."}${String(part)}`))
+    .join("");
+  return `${what}: ${subject}${field || "(file)"}: ${issue.message}`;
+}
+
+function mergeOverride(
+  base: { models: Record<string, unknown>[] },
+  override: z.output<typeof overrideSchema>,
+): { merged: Record<string, unknown>; touched: Set<number> } {
+  const models = [...base.models];
+  const touched = new Set<number>();
+  for (const change of override.models ?? []) {
+    const index = models.findIndex((m) => m.vendor === change.vendor && m.model === change.model);
+    if (index === -1) {
+      touched.add(models.push(change) - 1);
+      continue;
+    }
+    const current = models[index] as Record<string, unknown> & { prices: { effective_from: string }[] };
+    const rows = new Map(current.prices.map((row) => [row.effective_from, row]));
+    for (const row of change.prices ?? []) rows.set(row.effective_from, row);
+    const prices = [...rows.values()].sort((a, b) => a.effective_from.localeCompare(b.effective_from));
+    models[index] = { ...current, ...change, prices };
+    touched.add(index);
+  }
+  return { merged: { ...base, models }, touched };
+}
+
+function rowAt(entry: RawEntry, at: Date): RawPriceRow | undefined {
+  const day = at.toISOString().slice(0, 10);
+  return entry.prices.findLast((row) => row.effective_from <= day);
+}
+
+type Rates = Pick<RawPriceRow, "input" | "output" | "cached_input" | "cache_write" | "reasoning">;
+
+function tokenRates(rates: Rates): TokenRates {
+  const input = rates.input ?? 0n;
+  const output = rates.output ?? 0n;
+  return {
+    input,
+    output,
+    cachedInput: rates.cached_input ?? input,
+    cacheWrite: rates.cache_write ?? input,
+    reasoning: rates.reasoning ?? output,
+  };
+}
+
+function toModelPrice(entry: RawEntry, row: RawPriceRow, markup: Ratio, priceVersion: string): ModelPrice {
+  const { per_image: perImage, audio, long_context: long } = row;
+  return {
+    vendor: entry.vendor,
+    model: entry.model,
+    kind: entry.kind,
+    effectiveFrom: row.effective_from,
+    maxOutputTokens: entry.max_output_tokens,
+    tokens: tokenRates(row),
+    longContext: long && { aboveInputTokens: long.above_input_tokens, tokens: tokenRates(long) },
+    perImage:
+      perImage === undefined
+        ? undefined
+        : new Map(typeof perImage === "bigint" ? [["any", perImage]] : Object.entries(perImage)),
+    audio: audio && { per: audio.per, nanos: audio.usd, minimumSeconds: audio.minimum_seconds ?? 0 },
+    perMillionCharacters: row.per_million_characters,
+    markup,
+    priceVersion,
+  };
+}
+
+const usdText = (nanos: bigint | undefined) => (nanos === undefined ? undefined : formatNanos(nanos));
+
+function toListRow(entry: RawEntry, row: RawPriceRow): PriceListRow {
+  const { per_image: perImage, audio, long_context: long } = row;
+  const listRow: PriceListRow = {
+    vendor: entry.vendor,
+    model: entry.model,
+    kind: entry.kind,
+    aliases: entry.aliases ?? [],
+    effectiveFrom: row.effective_from,
+    maxOutputTokens: entry.max_output_tokens,
+    input: usdText(row.input),
+    cachedInput: usdText(row.cached_input),
+    cacheWrite: usdText(row.cache_write),
+    output: usdText(row.output),
+    reasoning: usdText(row.reasoning),
+    longContext: long && {
+      aboveInputTokens: long.above_input_tokens,
+      input: formatNanos(long.input),
+      output: formatNanos(long.output),
+      cachedInput: usdText(long.cached_input),
+      cacheWrite: usdText(long.cache_write),
+      reasoning: usdText(long.reasoning),
+    },
+    perImage:
+      perImage === undefined
+        ? undefined
+        : typeof perImage === "bigint"
+          ? { any: formatNanos(perImage) }
+          : Object.fromEntries(Object.entries(perImage).map(([k, v]) => [k, formatNanos(v)])),
+    audio: audio && { per: audio.per, usd: formatNanos(audio.usd), minimumSeconds: audio.minimum_seconds },
+    perMillionCharacters: usdText(row.per_million_characters),
+    note: row.note ?? entry.note,
+  };
+  // Drop absent fields so `--json` shows only what the catalogue says.
+  return JSON.parse(JSON.stringify(listRow)) as PriceListRow;
+}
