@@ -14,8 +14,8 @@ export function createDynamoClient(options: { endpoint?: string; region?: string
       : {}),
     maxAttempts: 3,
     requestHandler: new NodeHttpHandler({
-      httpAgent: new Agent({ keepAlive: true, maxSockets: 64 }),
-      httpsAgent: new HttpsAgent({ keepAlive: true, maxSockets: 64 }),
+      httpAgent: new Agent({ keepAlive: true, maxSockets: 256 }),
+      httpsAgent: new HttpsAgent({ keepAlive: true, maxSockets: 256 }),
       connectionTimeout: 1000,
       requestTimeout: 3000,
     }),

@@ -1,0 +1,448 @@
+import { randomBytes } from "node:crypto";
+import {
+  ConditionalCheckFailedException,
+  type DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
+  QueryCommand,
+  ScanCommand,
+  UpdateItemCommand,
+} from "@aws-sdk/client-dynamodb";
+import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
+import {
+  type CreditBalance,
+  type CreditStore,
+  formatUsd,
+  type Hold,
+  type HoldResult,
+  type LedgerEntry,
+  type LedgerPage,
+  MAX_BALANCE_MICROS,
+  MAX_CALL_MICROS,
+  type Settlement,
+  type SweepReport,
+  validateGrant,
+  validateHold,
+  validateMicros,
+} from "../../core/credits";
+import { errors } from "../../core/errors";
+import type { TableNames } from "./tables";
+
+/**
+ * Credits over DynamoDB with single-item conditional writes only (dynalite has no transactions).
+ *
+ * Items. `credits` holds one balance item per project:
+ *   { projectId, available, holds: { <holdId>: {m, t, x} }, grants: { <grantId>: {m, t, s, n} } }
+ * where `holds` marks every open hold (amount, created, expires) and `grants` every grant whose
+ * ledger entry may not be written yet. `ledger` holds immutable entries under (projectId, entryId),
+ * with deterministic ids, so a repeated write of the same entry is a no-op (put-if-absent).
+ *
+ * The balance item is the only thing that moves money, and each of its writes moves money and its
+ * marker together, conditionally, so it applies exactly once whatever is retried. Ledger entries are
+ * written before the balance write that removes a marker, so a marker still present tells a sweeper
+ * exactly what to finish, and a missing one means its entries exist.
+ *
+ * Hold (one round trip, the critical path):
+ *   h1  balance: available -= m, holds[h] = {m,t,x}   if available >= m and holds[h] absent
+ * Settle or release (off the critical path):
+ *   r0  read the balance: no marker -> the hold resolved already: return its resolution entry
+ *   s1  ledger: put-if-absent `hold` entry (-m)                          } in parallel
+ *   s2  ledger: put-if-absent resolution entry, `settle` (+m-charged) or  } the first writer of s2
+ *       `release` (+m)                                                     } decides the outcome
+ *   s3  balance: available += refund of the winning s2, remove holds[h]   if holds[h] = {m,t,..}
+ * Grant:
+ *   g0  create the balance item if absent
+ *   g1  balance: available += m, grants[g] = {m,t,s,n}   if grants[g] absent and room below the cap
+ *   g2  ledger: put-if-absent `grant` entry (+m)
+ *   g3  balance: remove grants[g]
+ * Sweeper (`releaseExpired`): scans balance items with markers; for each expired hold runs s1-s3 with
+ * a `release` proposal (a settlement already written in s2 wins and is applied instead); for each grant
+ * marker older than GRANT_REPAIR_DELAY_MS runs g2-g3.
+ *
+ * A crash after h1 leaves a marker and the debit: the sweeper releases it at expiry. After s1 or s2:
+ * the marker stays; the sweeper writes or finds the resolution and applies it once (s3's condition).
+ * After g1 or g2: the grant marker stays; the sweeper writes or finds the entry and removes it. So the
+ * ledger's deltas sum to the balance's change whenever no marker is left.
+ *
+ * Limits. Every managed call writes the project's balance item twice (h1, s3). One DynamoDB item takes
+ * at most 1,000 WCU/s and a write costs 1 WCU per KB of item; each open hold adds ~50 bytes, so a
+ * project sustains ~500 calls/s with few calls in flight and fewer as in-flight calls grow (~40 calls/s
+ * at 200 in flight); the 400 KB item limit caps one project at ~7,000 holds in flight. To go beyond,
+ * shard: N balance items per project (`<projectId>#<k>`), a grant split across them, a hold taken on
+ * shard hash(holdId) mod N and tried on another on `insufficient`, a settle sent to the hold's shard;
+ * the sweeper and `balance` read all N. The sweeper scans the credits table (one item per project).
+ */
+
+/** A grant's own request completes in milliseconds; the sweeper leaves younger grant markers alone. */
+export const GRANT_REPAIR_DELAY_MS = 60_000;
+const MAX_LEDGER_PAGE = 1000;
+
+interface HoldMarker {
+  m: number;
+  t: number;
+  x: number;
+}
+
+interface GrantMarker {
+  m: number;
+  t: number;
+  s: string;
+  n?: string;
+}
+
+interface BalanceItem {
+  projectId: string;
+  available: number;
+  holds: Record<string, HoldMarker>;
+  grants: Record<string, GrantMarker>;
+}
+
+type Proposal = Pick<Settlement, "outcome" | "chargedMicros" | "uncollectedMicros">;
+const RELEASE: Proposal = { outcome: "released", chargedMicros: 0, uncollectedMicros: 0 };
+
+const opts = { removeUndefinedValues: true };
+
+export class DynamoCredits implements CreditStore {
+  constructor(
+    private readonly db: DynamoDBClient,
+    private readonly tables: Pick<TableNames, "credits" | "ledger">,
+    private readonly clock: () => number = Date.now,
+  ) {}
+
+  async grant(projectId: string, micros: number, source: string, note?: string): Promise<LedgerEntry> {
+    validateGrant(micros, source, note);
+    const grantId = randomBytes(12).toString("base64url");
+    const marker: GrantMarker = { m: micros, t: this.clock(), s: source, n: note };
+    await this.createBalance(projectId);
+    try {
+      await this.db.send(
+        new UpdateItemCommand({
+          TableName: this.tables.credits,
+          Key: marshall({ projectId }),
+          UpdateExpression: "SET available = available + :m, grants.#g = :marker",
+          ConditionExpression: "attribute_not_exists(grants.#g) AND available <= :room",
+          ExpressionAttributeNames: { "#g": grantId },
+          ExpressionAttributeValues: marshall(
+            { ":m": micros, ":marker": marker, ":room": MAX_BALANCE_MICROS - micros },
+            opts,
+          ),
+        }),
+      );
+    } catch (err) {
+      if (!(err instanceof ConditionalCheckFailedException)) throw err;
+      // A retried request whose first attempt landed finds its own marker; otherwise the cap refused it.
+      if (!(await this.readBalance(projectId))?.grants[grantId]) {
+        throw errors.invalidField("amount", `would take the balance above ${formatUsd(MAX_BALANCE_MICROS)}`);
+      }
+    }
+    return (await this.completeGrant(projectId, grantId, marker)).entry;
+  }
+
+  async hold(projectId: string, holdId: string, micros: number, expiresAt: number): Promise<HoldResult> {
+    const createdAt = this.clock();
+    validateHold(holdId, micros, expiresAt, createdAt);
+    const hold: Hold = { projectId, holdId, micros, createdAt, expiresAt };
+    const marker: HoldMarker = { m: micros, t: createdAt, x: expiresAt };
+    try {
+      await this.db.send(
+        new UpdateItemCommand({
+          TableName: this.tables.credits,
+          Key: marshall({ projectId }),
+          UpdateExpression: "SET available = available - :m, holds.#h = :marker",
+          ConditionExpression: "available >= :m AND attribute_not_exists(holds.#h)",
+          ExpressionAttributeNames: { "#h": holdId },
+          ExpressionAttributeValues: marshall({ ":m": micros, ":marker": marker }),
+        }),
+      );
+      return { ok: true, hold };
+    } catch (err) {
+      if (!(err instanceof ConditionalCheckFailedException)) throw err;
+    }
+    const balance = await this.readBalance(projectId);
+    const open = balance?.holds[holdId];
+    if (open) {
+      // The SDK retries a request whose answer was lost: its first attempt may have taken this hold.
+      if (open.m === micros && open.t === createdAt) return { ok: true, hold };
+      throw new Error(`Hold id ${holdId} is already in use in project ${projectId}.`);
+    }
+    return { ok: false, availableMicros: balance?.available ?? 0 };
+  }
+
+  settle(hold: Hold, actualMicros: number): Promise<Settlement> {
+    validateMicros("actualMicros", actualMicros, MAX_CALL_MICROS, 0);
+    const chargedMicros = Math.min(actualMicros, hold.micros);
+    return this.resolve(hold, {
+      outcome: "settled",
+      chargedMicros,
+      uncollectedMicros: actualMicros - chargedMicros,
+    });
+  }
+
+  release(hold: Hold): Promise<Settlement> {
+    return this.resolve(hold, RELEASE);
+  }
+
+  async releaseExpired(now: number): Promise<SweepReport> {
+    const report: SweepReport = { holdsReleased: 0, settlementsCompleted: 0, grantsCompleted: 0 };
+    let start: Record<string, unknown> | undefined;
+    do {
+      const page = await this.db.send(
+        new ScanCommand({
+          TableName: this.tables.credits,
+          FilterExpression: "size(holds) > :zero OR size(grants) > :zero",
+          ExpressionAttributeValues: marshall({ ":zero": 0 }),
+          ConsistentRead: true,
+          ExclusiveStartKey: start && marshall(start),
+        }),
+      );
+      for (const raw of page.Items ?? []) {
+        const item = unmarshall(raw) as BalanceItem;
+        for (const [holdId, marker] of Object.entries(item.holds)) {
+          if (marker.x > now) continue;
+          const done = await this.applyResolution(item.projectId, holdId, marker, RELEASE, now);
+          if (!done.applied) continue;
+          if (done.proposalWon) report.holdsReleased++;
+          else report.settlementsCompleted++;
+        }
+        for (const [grantId, marker] of Object.entries(item.grants)) {
+          if (marker.t > now - GRANT_REPAIR_DELAY_MS) continue;
+          if ((await this.completeGrant(item.projectId, grantId, marker)).applied) report.grantsCompleted++;
+        }
+      }
+      start = page.LastEvaluatedKey && unmarshall(page.LastEvaluatedKey);
+    } while (start);
+    return report;
+  }
+
+  async balance(projectId: string): Promise<CreditBalance> {
+    const item = await this.readBalance(projectId);
+    const holds = Object.values(item?.holds ?? {});
+    return {
+      projectId,
+      availableMicros: item?.available ?? 0,
+      heldMicros: holds.reduce((sum, hold) => sum + hold.m, 0),
+      openHolds: holds.length,
+    };
+  }
+
+  async ledger(projectId: string, options: { limit?: number; cursor?: string } = {}): Promise<LedgerPage> {
+    const limit = options.limit ?? 50;
+    if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_LEDGER_PAGE) {
+      throw errors.invalidField("limit", `must be a whole number from 1 to ${MAX_LEDGER_PAGE}`);
+    }
+    const after = options.cursor === undefined ? undefined : decodeCursor(options.cursor);
+    const page = await this.db.send(
+      new QueryCommand({
+        TableName: this.tables.ledger,
+        KeyConditionExpression: "projectId = :p",
+        ExpressionAttributeValues: marshall({ ":p": projectId }),
+        ScanIndexForward: false,
+        Limit: limit,
+        ExclusiveStartKey: after === undefined ? undefined : marshall({ projectId, entryId: after }),
+      }),
+    );
+    const entries = (page.Items ?? []).map((item) => unmarshall(item) as LedgerEntry);
+    const last = page.LastEvaluatedKey && (unmarshall(page.LastEvaluatedKey) as LedgerEntry);
+    return last ? { entries, cursor: Buffer.from(last.entryId).toString("base64url") } : { entries };
+  }
+
+  private async resolve(hold: Hold, proposal: Proposal): Promise<Settlement> {
+    const marker = (await this.readBalance(hold.projectId))?.holds[hold.holdId];
+    if (!marker) {
+      const first = await this.readEntry(hold.projectId, entryId(hold.createdAt, hold.holdId, "resolution"));
+      if (!first) throw new Error(`No hold ${hold.holdId} in project ${hold.projectId}.`);
+      return settlementOf(first);
+    }
+    if (marker.m !== hold.micros || marker.t !== hold.createdAt) {
+      throw new Error(`Hold ${hold.holdId} does not match the open hold of that id.`);
+    }
+    return (await this.applyResolution(hold.projectId, hold.holdId, marker, proposal, this.clock()))
+      .settlement;
+  }
+
+  /** s1-s3: the ledger entries first, then the balance, which applies the winning resolution once. */
+  private async applyResolution(
+    projectId: string,
+    holdId: string,
+    marker: HoldMarker,
+    proposal: Proposal,
+    at: number,
+  ): Promise<{ settlement: Settlement; proposalWon: boolean; applied: boolean }> {
+    const proposed = resolutionEntry(projectId, holdId, marker, proposal, at);
+    const [, proposalWon] = await Promise.all([
+      this.putEntry(holdEntry(projectId, holdId, marker)),
+      this.putEntry(proposed),
+    ]);
+    const entry = proposalWon ? proposed : await this.readEntry(projectId, proposed.entryId);
+    if (!entry) throw new Error(`The resolution of hold ${holdId} vanished from the ledger.`);
+    const applied = await this.updateIfMarked(
+      projectId,
+      "SET available = available + :refund REMOVE holds.#h",
+      "holds.#h.m = :m AND holds.#h.t = :t",
+      holdId,
+      { ":refund": entry.deltaMicros, ":m": marker.m, ":t": marker.t },
+    );
+    return { settlement: settlementOf(entry), proposalWon, applied };
+  }
+
+  /** g2-g3. */
+  private async completeGrant(
+    projectId: string,
+    grantId: string,
+    marker: GrantMarker,
+  ): Promise<{ entry: LedgerEntry; applied: boolean }> {
+    const entry: LedgerEntry = {
+      projectId,
+      entryId: entryId(marker.t, grantId, "origin"),
+      type: "grant",
+      deltaMicros: marker.m,
+      at: marker.t,
+      ref: grantId,
+      source: marker.s,
+      note: marker.n,
+    };
+    await this.putEntry(entry);
+    const applied = await this.updateIfMarked(
+      projectId,
+      "REMOVE grants.#h",
+      "attribute_exists(grants.#h)",
+      grantId,
+    );
+    return { entry, applied };
+  }
+
+  private async updateIfMarked(
+    projectId: string,
+    update: string,
+    condition: string,
+    markerId: string,
+    values?: Record<string, number>,
+  ): Promise<boolean> {
+    try {
+      await this.db.send(
+        new UpdateItemCommand({
+          TableName: this.tables.credits,
+          Key: marshall({ projectId }),
+          UpdateExpression: update,
+          ConditionExpression: condition,
+          ExpressionAttributeNames: { "#h": markerId },
+          ExpressionAttributeValues: values && marshall(values),
+        }),
+      );
+      return true;
+    } catch (err) {
+      if (err instanceof ConditionalCheckFailedException) return false;
+      throw err;
+    }
+  }
+
+  private async createBalance(projectId: string): Promise<void> {
+    try {
+      await this.db.send(
+        new PutItemCommand({
+          TableName: this.tables.credits,
+          Item: marshall({ projectId, available: 0, holds: {}, grants: {} }),
+          ConditionExpression: "attribute_not_exists(projectId)",
+        }),
+      );
+    } catch (err) {
+      if (!(err instanceof ConditionalCheckFailedException)) throw err;
+    }
+  }
+
+  /** Put-if-absent; true when this call wrote it. Entries are deterministic, so a repeat is a no-op. */
+  private async putEntry(entry: LedgerEntry): Promise<boolean> {
+    try {
+      await this.db.send(
+        new PutItemCommand({
+          TableName: this.tables.ledger,
+          Item: marshall(entry, opts),
+          ConditionExpression: "attribute_not_exists(entryId)",
+        }),
+      );
+      return true;
+    } catch (err) {
+      if (err instanceof ConditionalCheckFailedException) return false;
+      throw err;
+    }
+  }
+
+  private async readEntry(projectId: string, id: string): Promise<LedgerEntry | undefined> {
+    const out = await this.db.send(
+      new GetItemCommand({
+        TableName: this.tables.ledger,
+        Key: marshall({ projectId, entryId: id }),
+        ConsistentRead: true,
+      }),
+    );
+    return out.Item && (unmarshall(out.Item) as LedgerEntry);
+  }
+
+  private async readBalance(projectId: string): Promise<BalanceItem | undefined> {
+    const out = await this.db.send(
+      new GetItemCommand({
+        TableName: this.tables.credits,
+        Key: marshall({ projectId }),
+        ConsistentRead: true,
+      }),
+    );
+    return out.Item && (unmarshall(out.Item) as BalanceItem);
+  }
+}
+
+const ENTRY_ID = /^\d{15}#[A-Za-z0-9_-]{1,64}#[01]$/;
+
+/** Time-ordered and deterministic: a hold's `hold` entry (0) is followed by its resolution (1). */
+function entryId(at: number, ref: string, part: "origin" | "resolution"): string {
+  return `${String(at).padStart(15, "0")}#${ref}#${part === "origin" ? 0 : 1}`;
+}
+
+function decodeCursor(cursor: string): string {
+  const id = Buffer.from(cursor, "base64url").toString("utf8");
+  if (!ENTRY_ID.test(id)) throw errors.invalidField("cursor", "is not a cursor from a previous page");
+  return id;
+}
+
+function holdEntry(projectId: string, holdId: string, marker: HoldMarker): LedgerEntry {
+  return {
+    projectId,
+    entryId: entryId(marker.t, holdId, "origin"),
+    type: "hold",
+    deltaMicros: -marker.m,
+    at: marker.t,
+    ref: holdId,
+    heldMicros: marker.m,
+  };
+}
+
+function resolutionEntry(
+  projectId: string,
+  holdId: string,
+  marker: HoldMarker,
+  proposal: Proposal,
+  at: number,
+): LedgerEntry {
+  return {
+    projectId,
+    entryId: entryId(marker.t, holdId, "resolution"),
+    type: proposal.outcome === "settled" ? "settle" : "release",
+    deltaMicros: marker.m - proposal.chargedMicros,
+    at,
+    ref: holdId,
+    heldMicros: marker.m,
+    chargedMicros: proposal.chargedMicros,
+    uncollectedMicros: proposal.uncollectedMicros,
+  };
+}
+
+function settlementOf(entry: LedgerEntry): Settlement {
+  return {
+    projectId: entry.projectId,
+    holdId: entry.ref,
+    outcome: entry.type === "settle" ? "settled" : "released",
+    heldMicros: entry.heldMicros ?? 0,
+    chargedMicros: entry.chargedMicros ?? 0,
+    uncollectedMicros: entry.uncollectedMicros ?? 0,
+    at: entry.at,
+  };
+}

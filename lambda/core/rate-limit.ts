@@ -1,0 +1,81 @@
+import { ApiError, errors } from "./errors";
+import type { RateLimit } from "./model";
+
+/**
+ * Per-key rate limits: a token bucket of capacity `burst` refilled at `rpm / 60` tokens a second,
+ * kept as GCRA (the generic cell rate algorithm), which is the same bucket stored as one number:
+ * the theoretical arrival time `tat`, the moment the bucket will be full again. With interval
+ * T = 60 s / rpm, the bucket holds `burst - (tat - now) / T` tokens (all of them when tat <= now);
+ * a request is allowed when at least one token is left, i.e. `tat <= now + (burst - 1) T`, and takes it
+ * by setting `tat = max(tat, now) + T`. `tat` only ever grows, which makes a stale copy of it a safe
+ * lower bound. Times are integer microseconds.
+ */
+
+export interface RateLimitDecision {
+  allowed: boolean;
+  /** Requests per minute, for `X-RateLimit-Limit`. */
+  limit: number;
+  /** Whole requests available now (after this one), for `X-RateLimit-Remaining`. */
+  remaining: number;
+  /** Unix seconds when the bucket is full again, for `X-RateLimit-Reset`. */
+  reset: number;
+  /** 0 when allowed; else whole seconds until one request is available, for `Retry-After`. */
+  retryAfterSeconds: number;
+}
+
+/** The rate-limit port: state shared by every process (DynamoDB), never a per-process counter alone. */
+export interface RateLimiter {
+  check(bucketId: string, limit: RateLimit): Promise<RateLimitDecision>;
+}
+
+export interface BucketRule {
+  /** T: microseconds between two requests at the sustained rate. */
+  intervalUs: number;
+  /** (burst - 1) T: how far `tat` may run ahead of now for a request to pass. */
+  toleranceUs: number;
+}
+
+export function bucketRule(limit: RateLimit): BucketRule {
+  const intervalUs = Math.round(60_000_000 / limit.rpm);
+  return { intervalUs, toleranceUs: (limit.burst - 1) * intervalUs };
+}
+
+/** The decision for an allowed request, given `tat` after it took its token. */
+export function allowedDecision(limit: RateLimit, tatUs: number, nowUs: number): RateLimitDecision {
+  const { intervalUs } = bucketRule(limit);
+  return {
+    allowed: true,
+    limit: limit.rpm,
+    remaining: Math.max(0, Math.floor((nowUs + limit.burst * intervalUs - tatUs) / intervalUs)),
+    reset: Math.ceil(tatUs / 1_000_000),
+    retryAfterSeconds: 0,
+  };
+}
+
+/** The decision for a refused request, given the bucket's `tat`. */
+export function deniedDecision(limit: RateLimit, tatUs: number, nowUs: number): RateLimitDecision {
+  const { toleranceUs } = bucketRule(limit);
+  return {
+    allowed: false,
+    limit: limit.rpm,
+    remaining: 0,
+    reset: Math.ceil(tatUs / 1_000_000),
+    retryAfterSeconds: Math.max(1, Math.ceil((tatUs - toleranceUs - nowUs) / 1_000_000)),
+  };
+}
+
+/** The headers every response carries, success or error; `Retry-After` when refused. */
+export function rateLimitHeaders(decision: RateLimitDecision): Record<string, string> {
+  return {
+    "X-RateLimit-Limit": String(decision.limit),
+    "X-RateLimit-Remaining": String(decision.remaining),
+    "X-RateLimit-Reset": String(decision.reset),
+    ...(decision.allowed ? {} : { "Retry-After": String(decision.retryAfterSeconds) }),
+  };
+}
+
+/** The 429 for a refused request, with the rate-limit headers. */
+export function rateLimitError(decision: RateLimitDecision): ApiError {
+  const base = errors.rateLimited(decision.retryAfterSeconds);
+  return new ApiError(base.status, base.type, base.code, base.message, rateLimitHeaders(decision));
+}
