@@ -190,6 +190,10 @@ async function serve(): Promise<void> {
       `dmt is running at ${stack.url}`,
       `  data dir: ${config.dataDir}`,
       "",
+      `Dashboard: ${stack.dashboard.url}`,
+      `  sign in as ${stack.dashboard.email} with password ${stack.dashboard.password}`,
+      "  (a local development user; the password is kept in the data dir)",
+      "",
       "Next:",
       "  npx dmt projects create demo",
       "  npx dmt keys create --project demo --name laptop",
@@ -236,8 +240,7 @@ async function main(argv: string[]): Promise<number> {
   } catch (err) {
     throw new UsageError(`${(err as Error).message.split("\n")[0]}; usage: ${command.usage}`);
   }
-  if (parsed.positionals.length !== (command.positionals ?? 0))
-    throw new UsageError(`usage: ${command.usage}`);
+  if (parsed.positionals.length !== (command.positionals ?? 0)) throw new UsageError(command.usage);
 
   const config = parseLocalConfig();
   let opened: Awaited<ReturnType<typeof openLocalStore>> | undefined;

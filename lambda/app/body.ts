@@ -37,8 +37,9 @@ export async function readJson(c: Context, limit: number): Promise<unknown> {
   }
   try {
     return JSON.parse(text);
-  } catch (err) {
-    throw errors.invalidJson((err as Error).message);
+  } catch {
+    // Not the parser's message: it quotes the body, which may hold a secret.
+    throw errors.invalidJson();
   }
 }
 

@@ -25,7 +25,9 @@ export const securityHeaders: MiddlewareHandler = async (c, next) => {
  */
 function rawTarget(c: Context<AppEnv>): string {
   const env = c.env as AppEnv["Bindings"] | undefined;
-  const raw = env?.incoming?.url ?? env?.event?.rawPath ?? env?.event?.path ?? new URL(c.req.url).pathname;
+  const target = env?.incoming?.url ?? env?.event?.rawPath ?? env?.event?.path ?? new URL(c.req.url).pathname;
+  // An absolute-form target (`GET http://host/path`, RFC 9112 §3.2.2) carries the path after its authority.
+  const raw = target.replace(/^https?:\/\/[^/?]*/i, "");
   const q = raw.indexOf("?");
   return q === -1 ? raw : raw.slice(0, q);
 }

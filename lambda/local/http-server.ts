@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
 import { createServer as createNetServer, type Socket } from "node:net";
-import { getRequestListener } from "@hono/node-server";
+import { getRequestListener, RequestError } from "@hono/node-server";
 import { SECURITY_HEADERS } from "../app/middleware";
 import { type ApiError, errors } from "../core/errors";
 
@@ -35,6 +35,18 @@ function rawErrorResponse(err: ApiError): string {
   return `HTTP/1.1 ${err.status} ${err.status === 431 ? "Request Header Fields Too Large" : "Bad Request"}\r\n${headers}\r\n${body}`;
 }
 
+/**
+ * Requests the host adapter cannot turn into a fetch Request (missing or bad Host, a backslash in the
+ * path, a target like `*`) are the client's fault: 400, not 500.
+ */
+function adapterRefusal(err: unknown): ApiError {
+  if (!(err instanceof RequestError)) return errors.internal();
+  if (err.message === "Backslash in request path") {
+    return errors.invalidPath("encoded slashes, backslashes and NUL are not allowed.");
+  }
+  return errors.badRequest("malformed_request", "The HTTP request is malformed.");
+}
+
 function onClientError(err: NodeJS.ErrnoException, socket: Socket): void {
   if (err.code === "ECONNRESET" || !socket.writable) {
     socket.destroy();
@@ -53,7 +65,13 @@ function onClientError(err: NodeJS.ErrnoException, socket: Socket): void {
  */
 export function createHttpServer(options: HttpServerOptions): RunningServer {
   const listener = getRequestListener(options.fetch, {
-    errorHandler: () => new Response(JSON.stringify(errors.internal().toBody()), { status: 500 }),
+    errorHandler: (err) => {
+      const apiError = adapterRefusal(err);
+      return new Response(JSON.stringify(apiError.toBody()), {
+        status: apiError.status,
+        headers: { "Content-Type": "application/json", ...SECURITY_HEADERS },
+      });
+    },
   });
   let inFlight = 0;
   const tracked = (req: IncomingMessage, res: ServerResponse) => {
@@ -61,12 +79,17 @@ export function createHttpServer(options: HttpServerOptions): RunningServer {
     res.once("close", () => inFlight--);
     void listener(req, res);
   };
+  // Node answers a missing Host with a bare 400 of its own; let it reach the adapter's refusal instead.
+  const serverOptions = { requireHostHeader: false };
   const app: Server = options.tls
-    ? createHttpsServer({ cert: readFileSync(options.tls.cert), key: readFileSync(options.tls.key) }, tracked)
-    : createServer(tracked);
+    ? createHttpsServer(
+        { ...serverOptions, cert: readFileSync(options.tls.cert), key: readFileSync(options.tls.key) },
+        tracked,
+      )
+    : createServer(serverOptions, tracked);
   app.on("clientError", onClientError);
 
-  const redirect = createServer((req, res) => {
+  const redirect = createServer(serverOptions, (req, res) => {
     const host = req.headers.host ?? "localhost";
     res.writeHead(308, {
       Location: `https://${host}${req.url ?? "/"}`,
@@ -76,6 +99,10 @@ export function createHttpServer(options: HttpServerOptions): RunningServer {
     res.end();
   });
   redirect.on("clientError", onClientError);
+  // Node starts its connection tracking (headersTimeout, requestTimeout, closeIdleConnections) on
+  // 'listening'; these two only get sockets handed over by the front, so start it here.
+  app.emit("listening");
+  redirect.emit("listening");
 
   const sockets = new Set<Socket>();
   const front = createNetServer((socket) => {
@@ -109,6 +136,8 @@ export function createHttpServer(options: HttpServerOptions): RunningServer {
           if (inFlight === 0 || Date.now() > deadline) {
             clearInterval(drain);
             for (const socket of sockets) socket.destroy();
+            app.close(); // stops the tracking timers
+            redirect.close();
           }
         }, 25);
       });

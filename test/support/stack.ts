@@ -41,3 +41,19 @@ export async function startTestStack(env: Record<string, string> = {}, dataDir?:
     },
   };
 }
+
+/** The managed vendor key a test stack gets for `vendor` from `simulatorEnv`. */
+export const testVendorKey = (vendor: string) => `sk-test-managed-${vendor}-0123456789`;
+
+/**
+ * Environment that points every vendor of a test stack at an external simulator (started by the test,
+ * so it can inspect requests and inject faults), with a managed key per vendor.
+ */
+export function simulatorEnv(origins: Record<string, string>): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [vendor, origin] of Object.entries(origins)) {
+    env[`DMT_UPSTREAM_${vendor.toUpperCase()}`] = origin;
+    env[`${vendor.toUpperCase()}_API_KEY`] = testVendorKey(vendor);
+  }
+  return env;
+}
