@@ -1,8 +1,15 @@
 import { type ParseArgsConfig, parseArgs } from "node:util";
+import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
+import { tableNames } from "../lambda/adapters/dynamodb/tables";
+import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
+import { LocalMasterKey } from "../lambda/adapters/secrets/local-master-key";
+import { activePriceCatalogue } from "../lambda/app/prices";
 import { createKey, createProject, keyView, revokeKey } from "../lambda/core/accounts";
-import { ApiError } from "../lambda/core/errors";
+import { formatUsd, parseUsd } from "../lambda/core/credits";
+import { ApiError, errors } from "../lambda/core/errors";
 import { jsonLogger } from "../lambda/core/logger";
 import type { Store } from "../lambda/core/ports";
+import { formatPriceTable, VENDORS as PRICED_VENDORS } from "../lambda/core/pricing";
 import { parseLocalConfig } from "../lambda/local/config";
 import { openLocalStore, startLocalStack } from "../lambda/local/stack";
 
@@ -14,6 +21,15 @@ import { openLocalStore, startLocalStack } from "../lambda/local/stack";
 
 class UsageError extends Error {}
 
+/** What commands work with, opened on first use (commands like `prices list` need no store). */
+interface Services {
+  store: Store;
+  credits: DynamoCredits;
+  vendorKeys: DynamoVendorKeys;
+  /** The project, or a not-found error naming it. */
+  project(projectId: string): Promise<string>;
+}
+
 interface Command {
   usage: string;
   options: ParseArgsConfig["options"];
@@ -21,7 +37,7 @@ interface Command {
   run(args: {
     values: Record<string, unknown>;
     positionals: string[];
-    store: () => Promise<Store>;
+    open: () => Promise<Services>;
   }): Promise<unknown>;
   /** Human output; --json prints the returned value as JSON instead. */
   print?(result: unknown): string;
@@ -70,9 +86,9 @@ const commands: Record<string, Command> = {
     usage: "dmt projects create <id> [--tier free|pro|enterprise] [--json]",
     options: { tier: { type: "string" }, ...json },
     positionals: 1,
-    run: async ({ values, positionals, store }) =>
+    run: async ({ values, positionals, open }) =>
       createProject(
-        await store(),
+        (await open()).store,
         positionals[0] ?? "",
         (values.tier as string | undefined) ?? "free",
         Date.now(),
@@ -85,7 +101,7 @@ const commands: Record<string, Command> = {
   "projects list": {
     usage: "dmt projects list [--json]",
     options: json,
-    run: async ({ store }) => (await store()).listProjects(),
+    run: async ({ open }) => (await open()).store.listProjects(),
     print: (rows) =>
       table(
         (rows as { projectId: string; tier: string; createdAt: number }[]).map((p) => ({
@@ -107,7 +123,7 @@ const commands: Record<string, Command> = {
       expires: { type: "string" },
       ...json,
     },
-    run: async ({ values, store }) => {
+    run: async ({ values, open }) => {
       const projectId = required(values, "project");
       const name = required(values, "name");
       const rpm = wholeNumber(values, "rpm");
@@ -116,7 +132,7 @@ const commands: Record<string, Command> = {
         throw new UsageError("give --rpm and --burst together");
       const expiresAt = parseExpiry(values.expires);
       const { key, record } = await createKey(
-        await store(),
+        (await open()).store,
         {
           projectId,
           name,
@@ -142,9 +158,9 @@ const commands: Record<string, Command> = {
   "keys list": {
     usage: "dmt keys list --project <id> [--json]",
     options: { project: { type: "string" }, ...json },
-    run: async ({ values, store }) => {
+    run: async ({ values, open }) => {
       const now = Date.now();
-      return (await (await store()).listKeys(required(values, "project"))).map((k) => keyView(k, now));
+      return (await (await open()).store.listKeys(required(values, "project"))).map((k) => keyView(k, now));
     },
     print: (rows) =>
       table(
@@ -164,11 +180,155 @@ const commands: Record<string, Command> = {
     usage: "dmt keys revoke <key id> [--json]",
     options: json,
     positionals: 1,
-    run: async ({ positionals, store }) =>
-      keyView(await revokeKey(await store(), positionals[0] ?? "", Date.now()), Date.now()),
+    run: async ({ positionals, open }) =>
+      keyView(await revokeKey((await open()).store, positionals[0] ?? "", Date.now()), Date.now()),
     print: (k) => `Revoked key ${(k as { keyId: string }).keyId}.`,
   },
+  "credits grant": {
+    usage: "dmt credits grant --project <id> --usd <amount> [--note <text>] [--source <who>] [--json]",
+    options: {
+      project: { type: "string" },
+      usd: { type: "string" },
+      note: { type: "string" },
+      source: { type: "string" },
+      ...json,
+    },
+    run: async ({ values, open }) => {
+      const micros = parseUsd(required(values, "usd"));
+      const services = await open();
+      const projectId = await services.project(required(values, "project"));
+      const source = (values.source as string | undefined) ?? "cli";
+      const entry = await services.credits.grant(
+        projectId,
+        micros,
+        source,
+        values.note as string | undefined,
+      );
+      const balance = await services.credits.balance(projectId);
+      return { entry, balance };
+    },
+    print: (r) => {
+      const { entry, balance } = r as {
+        entry: { deltaMicros: number };
+        balance: { availableMicros: number; projectId: string };
+      };
+      return `Granted ${formatUsd(entry.deltaMicros)} to ${balance.projectId}; available ${formatUsd(balance.availableMicros)}.`;
+    },
+  },
+  "credits balance": {
+    usage: "dmt credits balance --project <id> [--json]",
+    options: { project: { type: "string" }, ...json },
+    run: async ({ values, open }) => {
+      const services = await open();
+      return services.credits.balance(await services.project(required(values, "project")));
+    },
+    print: (b) => {
+      const balance = b as { projectId: string; availableMicros: number; heldMicros: number };
+      return `${balance.projectId}: available ${formatUsd(balance.availableMicros)}, held ${formatUsd(balance.heldMicros)}`;
+    },
+  },
+  "credits ledger": {
+    usage: "dmt credits ledger --project <id> [--limit N] [--cursor <c>] [--json]",
+    options: { project: { type: "string" }, limit: { type: "string" }, cursor: { type: "string" }, ...json },
+    run: async ({ values, open }) => {
+      const services = await open();
+      const projectId = await services.project(required(values, "project"));
+      const limit = wholeNumber(values, "limit");
+      return services.credits.ledger(projectId, {
+        ...(limit !== undefined ? { limit } : {}),
+        ...(typeof values.cursor === "string" ? { cursor: values.cursor } : {}),
+      });
+    },
+    print: (p) => {
+      const page = p as { entries: Record<string, unknown>[]; cursor?: string };
+      const rows = page.entries.map((e) => ({
+        ...e,
+        at: iso(e.at),
+        usd: formatUsd(e.deltaMicros as number),
+      }));
+      const more = page.cursor ? `\n(more: --cursor ${page.cursor})` : "";
+      return table(rows, ["at", "type", "usd", "ref", "source", "note"]) + more;
+    },
+  },
+  "vendor-keys set": {
+    usage:
+      "dmt vendor-keys set --project <id> --vendor <groq|openai|anthropic|gemini> [--key <key>] (else read from stdin) [--json]",
+    options: { project: { type: "string" }, vendor: { type: "string" }, key: { type: "string" }, ...json },
+    run: async ({ values, open }) => {
+      const vendor = required(values, "vendor");
+      const key = typeof values.key === "string" ? values.key : await readStdinKey();
+      const services = await open();
+      return services.vendorKeys.set(await services.project(required(values, "project")), vendor, key);
+    },
+    print: (v) => {
+      const view = v as { vendor: string; last4: string; projectId: string };
+      return `Stored the ${view.vendor} key ending ${view.last4} for ${view.projectId}; calls to ${view.vendor} now use it (BYOK, not charged).`;
+    },
+  },
+  "vendor-keys list": {
+    usage: "dmt vendor-keys list --project <id> [--json]",
+    options: { project: { type: "string" }, ...json },
+    run: async ({ values, open }) => {
+      const services = await open();
+      return services.vendorKeys.list(await services.project(required(values, "project")));
+    },
+    print: (rows) =>
+      table(
+        (rows as { vendor: string; last4: string; updatedAt: number }[]).map((v) => ({
+          vendor: v.vendor,
+          key: `...${v.last4}`,
+          updated: iso(v.updatedAt),
+        })),
+        ["vendor", "key", "updated"],
+      ),
+  },
+  "vendor-keys delete": {
+    usage: "dmt vendor-keys delete --project <id> --vendor <vendor> [--json]",
+    options: { project: { type: "string" }, vendor: { type: "string" }, ...json },
+    run: async ({ values, open }) => {
+      const services = await open();
+      const projectId = await services.project(required(values, "project"));
+      const vendor = required(values, "vendor");
+      if (!(await services.vendorKeys.delete(projectId, vendor))) {
+        throw errors.notFound(`Project '${projectId}' has no ${vendor} key.`);
+      }
+      return { projectId, vendor, deleted: true };
+    },
+    print: (r) => `Deleted the ${(r as { vendor: string }).vendor} key.`,
+  },
+  "prices list": {
+    usage: "dmt prices list [--vendor <groq|openai|anthropic|gemini>] [--json]",
+    options: { vendor: { type: "string" }, ...json },
+    run: async ({ values }) => {
+      const vendor = values.vendor as string | undefined;
+      if (vendor !== undefined && !(PRICED_VENDORS as readonly string[]).includes(vendor)) {
+        throw new UsageError(`--vendor must be one of ${PRICED_VENDORS.join(", ")}`);
+      }
+      const catalogue = activePriceCatalogue();
+      const rows = catalogue.list(vendor ? { vendor: vendor as (typeof PRICED_VENDORS)[number] } : {});
+      const markup = Number(catalogue.markup.num) / Number(catalogue.markup.den);
+      return { priceVersion: catalogue.priceVersion, markup, rows };
+    },
+    print: (r) => {
+      const result = r as {
+        priceVersion: string;
+        markup: number;
+        rows: Parameters<typeof formatPriceTable>[0];
+      };
+      return `Prices ${result.priceVersion} (markup ${result.markup}); USD per million tokens unless noted.\n${formatPriceTable(result.rows)}`;
+    },
+  },
 };
+
+/** A vendor key piped on stdin: one trailing newline (from echo or a file) is not part of it. */
+async function readStdinKey(): Promise<string> {
+  if (process.stdin.isTTY) throw new UsageError("give --key or pipe the key on stdin");
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks)
+    .toString("utf8")
+    .replace(/\r?\n$/, "");
+}
 
 function help(): string {
   return [
@@ -248,9 +408,20 @@ async function main(argv: string[]): Promise<number> {
     const result = await command.run({
       values: parsed.values,
       positionals: parsed.positionals,
-      store: async () => {
+      open: async () => {
         opened ??= await openLocalStore(config.dataDir, config.DMT_DYNAMODB_ENDPOINT);
-        return opened.store;
+        const { store, db } = opened;
+        const names = tableNames(process.env);
+        return {
+          store,
+          credits: new DynamoCredits(db, names),
+          vendorKeys: new DynamoVendorKeys(db, names, LocalMasterKey.inDataDir(config.dataDir)),
+          async project(projectId) {
+            if (!(await store.getProject(projectId)))
+              throw errors.notFound(`Project '${projectId}' does not exist.`);
+            return projectId;
+          },
+        };
       },
     });
     const out =

@@ -10,7 +10,16 @@ export interface TableDefinition {
   ttlAttribute?: string;
 }
 
-export type TableName = "projects" | "keys";
+export type TableName =
+  | "projects"
+  | "keys"
+  | "members"
+  | "dashboardRequests"
+  | "credits"
+  | "ledger"
+  | "rateLimits"
+  | "idempotency"
+  | "vendorKeys";
 
 export const TABLES: Record<TableName, TableDefinition> = {
   projects: { partitionKey: "projectId" },
@@ -18,6 +27,24 @@ export const TABLES: Record<TableName, TableDefinition> = {
     partitionKey: "keyId",
     indexes: [{ name: "byProject", partitionKey: "projectId", sortKey: { name: "createdAt", type: "N" } }],
   },
+  /** Who belongs to which project: one item per (user, project), readable from either side. */
+  members: {
+    partitionKey: "userId",
+    sortKey: { name: "projectId", type: "S" },
+    indexes: [{ name: "byProject", partitionKey: "projectId", sortKey: { name: "userId", type: "S" } }],
+  },
+  /** Idempotency records of dashboard writes (Idempotency-Key), kept a day. */
+  dashboardRequests: { partitionKey: "requestId", ttlAttribute: "expiresAt" },
+  /** One balance item per project, with markers of open holds (adapters/dynamodb/credits.ts). */
+  credits: { partitionKey: "projectId" },
+  /** Every credit movement, time-ordered per project; kept for good. */
+  ledger: { partitionKey: "projectId", sortKey: { name: "entryId", type: "S" } },
+  /** One token bucket per key; an item past `gcAt` says the same as no item. */
+  rateLimits: { partitionKey: "bucketId", ttlAttribute: "gcAt" },
+  /** X-Request-ID records and their stored responses; expiry is checked on read. */
+  idempotency: { partitionKey: "recordId", ttlAttribute: "gcAt" },
+  /** BYOK vendor keys, envelope-encrypted, one per project and vendor. */
+  vendorKeys: { partitionKey: "projectId", sortKey: { name: "vendor", type: "S" } },
 };
 export type TableNames = Record<TableName, string>;
 
