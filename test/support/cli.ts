@@ -9,18 +9,26 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs `dmt <args>` as a child process on a data dir. Asynchronous: a server in this process must keep answering. */
-export function runDmt(args: string[], dataDir: string): Promise<CliResult> {
+/**
+ * Runs `dmt <args>` as a child process on a data dir, with optional stdin and extra environment.
+ * Asynchronous: a server in this process must keep answering.
+ */
+export function runDmt(
+  args: string[],
+  dataDir: string,
+  options: { input?: string; env?: Record<string, string> } = {},
+): Promise<CliResult> {
   return new Promise((resolve) => {
-    execFile(
+    const child = execFile(
       process.execPath,
       [DMT, ...args],
-      { env: { ...process.env, DMT_DATA_DIR: dataDir, DMT_LOG_LEVEL: "warn" } },
+      { env: { ...process.env, DMT_DATA_DIR: dataDir, DMT_LOG_LEVEL: "warn", ...options.env } },
       (err, stdout, stderr) => {
         const code = err ? (typeof err.code === "number" ? err.code : -1) : 0;
         resolve({ code, stdout, stderr });
       },
     );
+    child.stdin?.end(options.input ?? "");
   });
 }
 

@@ -1,0 +1,123 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runDmt } from "../support/cli";
+
+let dataDir: string;
+const dmt = (args: string[], input?: string) => runDmt(args, dataDir, input === undefined ? {} : { input });
+
+beforeAll(async () => {
+  dataDir = mkdtempSync(join(tmpdir(), "dmt-cli-metering-"));
+  expect((await dmt(["projects", "create", "acme"])).code).toBe(0);
+});
+afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+describe("dmt credits", () => {
+  it("grants, shows the balance and the ledger with the grant's source and note", async () => {
+    const grant = await dmt([
+      "credits",
+      "grant",
+      "--project",
+      "acme",
+      "--usd",
+      "12.50",
+      "--note",
+      "welcome",
+      "--json",
+    ]);
+    expect(grant.code).toBe(0);
+    expect(JSON.parse(grant.stdout).balance.availableMicros).toBe(12_500_000);
+    const balance = await dmt(["credits", "balance", "--project", "acme"]);
+    expect(balance.stdout).toContain("available $12.50");
+    const ledger = JSON.parse((await dmt(["credits", "ledger", "--project", "acme", "--json"])).stdout);
+    expect(ledger.entries).toEqual([
+      expect.objectContaining({ type: "grant", deltaMicros: 12_500_000, source: "cli", note: "welcome" }),
+    ]);
+  });
+
+  it.each([
+    [["--usd", "ten"], "Invalid field 'usd'"],
+    [["--usd=-3"], "Invalid field 'usd'"],
+    [["--usd", "0"], "Invalid field 'usd'"],
+    [["--usd", "1.0000001"], "Invalid field 'usd'"],
+    [["--usd", "99999999999"], "Invalid field 'usd'"],
+  ])("refuses the amount %j with one line and exit 1", async (args, message) => {
+    const res = await dmt(["credits", "grant", "--project", "acme", ...args]);
+    expect(res.code).toBe(1);
+    expect(res.stderr.trim().split("\n")).toHaveLength(1);
+    expect(res.stderr).toContain(message);
+  });
+
+  it("refuses an unknown project", async () => {
+    const res = await dmt(["credits", "balance", "--project", "ghost"]);
+    expect(res.code).toBe(1);
+    expect(res.stderr).toBe("dmt: Project 'ghost' does not exist.\n");
+  });
+});
+
+describe("dmt vendor-keys", () => {
+  const secret = "sk-proj-abcdefghijklmnop1234WXYZ";
+
+  it("stores a key from stdin, lists only its last 4 characters, deletes it", async () => {
+    const set = await dmt(
+      ["vendor-keys", "set", "--project", "acme", "--vendor", "openai", "--json"],
+      `${secret}\n`,
+    );
+    expect(set.code).toBe(0);
+    expect(set.stdout).not.toContain(secret);
+    const list = await dmt(["vendor-keys", "list", "--project", "acme", "--json"]);
+    expect(JSON.parse(list.stdout)).toEqual([expect.objectContaining({ vendor: "openai", last4: "WXYZ" })]);
+    expect(list.stdout).not.toContain(secret.slice(0, -4));
+    expect((await dmt(["vendor-keys", "delete", "--project", "acme", "--vendor", "openai"])).code).toBe(0);
+    const again = await dmt(["vendor-keys", "delete", "--project", "acme", "--vendor", "openai"]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain("has no openai key");
+  });
+
+  it("refuses a key with whitespace without echoing it, and an unknown vendor", async () => {
+    const spaced = await dmt([
+      "vendor-keys",
+      "set",
+      "--project",
+      "acme",
+      "--vendor",
+      "groq",
+      "--key",
+      "gsk_abc def_ghijklmnopqrst",
+    ]);
+    expect(spaced.code).toBe(1);
+    expect(spaced.stderr).toContain("whitespace");
+    expect(spaced.stderr).not.toContain("ghijklmnopqrst");
+    const vendor = await dmt([
+      "vendor-keys",
+      "set",
+      "--project",
+      "acme",
+      "--vendor",
+      "mistral",
+      "--key",
+      secret,
+    ]);
+    expect(vendor.code).toBe(1);
+    expect(vendor.stderr).toContain("vendor");
+  });
+});
+
+describe("dmt prices list", () => {
+  it("lists the active catalogue, filtered by vendor", async () => {
+    const res = await dmt(["prices", "list", "--vendor", "anthropic", "--json"]);
+    expect(res.code).toBe(0);
+    const out = JSON.parse(res.stdout);
+    expect(out.markup).toBe(1);
+    expect(out.rows.length).toBeGreaterThan(0);
+    expect(new Set(out.rows.map((r: { vendor: string }) => r.vendor))).toEqual(new Set(["anthropic"]));
+  });
+
+  it("applies a markup from the environment and refuses an unknown vendor", async () => {
+    const marked = await runDmt(["prices", "list", "--json"], dataDir, { env: { DMT_PRICE_MARKUP: "1.1" } });
+    expect(JSON.parse(marked.stdout).markup).toBe(1.1);
+    const bad = await dmt(["prices", "list", "--vendor", "mistral"]);
+    expect(bad.code).toBe(2);
+  });
+});
