@@ -1,0 +1,164 @@
+import { CfnOutput, Duration, RemovalPolicy, Validations } from "aws-cdk-lib";
+import {
+  AccessLogFormat,
+  type CfnAuthorizer,
+  EndpointType,
+  LambdaIntegration,
+  LogGroupLogDestination,
+  MethodLoggingLevel,
+  RequestAuthorizer,
+  RestApi,
+  SecurityPolicy,
+} from "aws-cdk-lib/aws-apigateway";
+import { Certificate } from "aws-cdk-lib/aws-certificatemanager";
+import type { IFunction } from "aws-cdk-lib/aws-lambda";
+import { LogGroup, type RetentionDays } from "aws-cdk-lib/aws-logs";
+import { Construct } from "constructs";
+import { GatewayResponses } from "./gateway-responses";
+
+export const STAGE_NAME = "prod";
+
+export interface CustomDomain {
+  name: string;
+  /** An ACM certificate for `name` in the stack's region (REGIONAL endpoint). */
+  certificateArn: string;
+}
+
+export interface ApiProps {
+  authorizer: IFunction;
+  dataApi: IFunction;
+  logRetention: RetentionDays;
+  /** Stage-wide steady rate (requests per second) and burst; per-key limits are the service's own. */
+  throttle: { rateLimit: number; burstLimit: number };
+  domain?: CustomDomain;
+}
+
+/**
+ * Access log fields. Never the query string (`?api_key=` may carry a key) and never headers: only the
+ * path, the outcome, and who the authorizer said the caller is.
+ */
+const ACCESS_LOG_FIELDS = {
+  requestId: "$context.requestId",
+  time: "$context.requestTime",
+  ip: "$context.identity.sourceIp",
+  method: "$context.httpMethod",
+  path: "$context.path",
+  resource: "$context.resourcePath",
+  status: "$context.status",
+  responseType: "$context.error.responseType",
+  error: "$context.error.message",
+  responseLength: "$context.responseLength",
+  latency: "$context.responseLatency",
+  integrationLatency: "$context.integrationLatency",
+  authorizerLatency: "$context.authorizer.integrationLatency",
+  keyId: "$context.authorizer.principalId",
+  projectId: "$context.authorizer.projectId",
+  authError: "$context.authorizer.errorCode",
+  userAgent: "$context.identity.userAgent",
+};
+
+/**
+ * The public face: a REGIONAL REST API whose every method goes through the Lambda REQUEST authorizer.
+ * `/api/v1/{proxy+}` is the data API; the vendor routes (`/{vendor}/{proxy+}`) join when the proxy
+ * functions exist.
+ */
+export class Api extends Construct {
+  readonly restApi: RestApi;
+  readonly authorizer: RequestAuthorizer;
+  readonly accessLogs: LogGroup;
+
+  constructor(scope: Construct, id: string, props: ApiProps) {
+    super(scope, id);
+    this.accessLogs = new LogGroup(this, "AccessLogs", {
+      retention: props.logRetention,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    this.restApi = new RestApi(this, "RestApi", {
+      description: "dmt: metering gateway for language-model vendors",
+      endpointConfiguration: { types: [EndpointType.REGIONAL] },
+      // Bodies pass byte for byte (multipart audio uploads, audio and image responses).
+      binaryMediaTypes: ["*/*"],
+      // Access and execution logs need the account-level CloudWatch role of API Gateway.
+      cloudWatchRole: true,
+      deployOptions: {
+        stageName: STAGE_NAME,
+        accessLogDestination: new LogGroupLogDestination(this.accessLogs),
+        accessLogFormat: AccessLogFormat.custom(JSON.stringify(ACCESS_LOG_FIELDS)),
+        metricsEnabled: true,
+        // ERROR, not INFO: INFO execution logs carry per-request detail, the authorizer's output among it.
+        loggingLevel: MethodLoggingLevel.ERROR,
+        dataTraceEnabled: false,
+        throttlingRateLimit: props.throttle.rateLimit,
+        throttlingBurstLimit: props.throttle.burstLimit,
+      },
+    });
+
+    // The stack publishes the URL as `ApiUrl`; drop the duplicate output RestApi adds.
+    this.restApi.node.tryRemoveChild("Endpoint");
+
+    this.authorizer = this.createAuthorizer(props.authorizer);
+    new GatewayResponses(this, "GatewayResponses", this.restApi);
+
+    const data = this.restApi.root.addResource("api").addResource("v1").addResource("{proxy+}");
+    data.addMethod("ANY", new LambdaIntegration(props.dataApi, { allowTestInvoke: false }), {
+      authorizer: this.authorizer,
+    });
+
+    if (props.domain) this.addDomain(props.domain);
+    this.acknowledgeFindings();
+  }
+
+  /**
+   * Keys arrive in five places (Authorization, X-API-Key, x-goog-api-key, ?api_key, ?key). A REQUEST
+   * authorizer answers 401 without running when any identity source is missing, and API Gateway's
+   * cache needs at least one, so: no identity sources and no gateway cache. Every request runs the
+   * authorizer, whose in-container key cache makes that cheap; the revocation delay is that cache's
+   * TTL. The policy it returns is a wildcard over the stage, so a decision never depends on the path.
+   */
+  private createAuthorizer(handler: IFunction): RequestAuthorizer {
+    const authorizer = new RequestAuthorizer(this, "Authorizer", {
+      handler,
+      identitySources: [],
+      resultsCacheTtl: Duration.seconds(0),
+    });
+    (authorizer.node.defaultChild as CfnAuthorizer).addPropertyDeletionOverride("IdentitySource");
+    return authorizer;
+  }
+
+  private addDomain(domain: CustomDomain): void {
+    const customDomain = this.restApi.addDomainName("Domain", {
+      domainName: domain.name,
+      certificate: Certificate.fromCertificateArn(this, "Certificate", domain.certificateArn),
+      endpointType: EndpointType.REGIONAL,
+      securityPolicy: SecurityPolicy.TLS_1_2,
+    });
+    new CfnOutput(this, "DomainTarget", {
+      description: `Point a CNAME (or an alias record) for ${domain.name} at this name`,
+      value: customDomain.domainNameAliasDomainName,
+    });
+  }
+
+  private acknowledgeFindings(): void {
+    const api = Validations.of(this.restApi);
+    api.acknowledge({
+      id: "AwsSolutions-APIG2",
+      reason:
+        "Bodies are validated by the functions (the same Hono apps as locally); proxied vendor bodies must pass byte for byte, which request models would break.",
+    });
+    api.acknowledge({
+      id: "AwsSolutions-APIG3",
+      reason:
+        "Every method needs a service key checked by the authorizer, and the stage and each key are throttled; a WAF web ACL is optional and can be associated by the operator.",
+    });
+    api.acknowledge({
+      id: "AwsSolutions-COG4",
+      reason:
+        "Callers are applications holding dmt service keys, not Cognito users; the Lambda REQUEST authorizer authenticates every method.",
+    });
+    Validations.of(this.restApi.node.findChild("CloudWatchRole")).acknowledge({
+      id: "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs]",
+      reason:
+        "The account-level role API Gateway needs to write access and execution logs; AWS maintains its policy for exactly this use.",
+    });
+  }
+}

@@ -1,0 +1,128 @@
+import { Duration, Stack } from "aws-cdk-lib";
+import type { RestApi } from "aws-cdk-lib/aws-apigateway";
+import {
+  Alarm,
+  AlarmStatusWidget,
+  ComparisonOperator,
+  Dashboard,
+  GraphWidget,
+  type IMetric,
+  TreatMissingData,
+} from "aws-cdk-lib/aws-cloudwatch";
+import type { IFunction } from "aws-cdk-lib/aws-lambda";
+import { FilterPattern, type ILogGroup, MetricFilter } from "aws-cdk-lib/aws-logs";
+import { Construct } from "constructs";
+
+export interface ObservabilityProps {
+  restApi: RestApi;
+  accessLogs: ILogGroup;
+}
+
+const MINUTE = Duration.minutes(1);
+
+/**
+ * Alarms and one CloudWatch dashboard. Each part of the stack adds its own row (`addFunction`, and
+ * later the queue, the warehouse and the deletion workflow). Alarms have no actions yet: subscribe a
+ * topic to `alarms` to be notified.
+ */
+export class Observability extends Construct {
+  readonly dashboard: Dashboard;
+  readonly alarms: Alarm[] = [];
+
+  constructor(scope: Construct, id: string, props: ObservabilityProps) {
+    super(scope, id);
+    const { restApi } = props;
+    this.dashboard = new Dashboard(this, "Dashboard", { defaultInterval: Duration.hours(3) });
+
+    // Average of 5XXError is the share of requests that failed on our side.
+    const serverErrorRate = restApi.metricServerError({ statistic: "Average", period: MINUTE });
+    this.alarm("ApiServerErrorRate", serverErrorRate, {
+      description: "More than 5% of API requests answered 5xx in 3 of the last 5 minutes.",
+      threshold: 0.05,
+      evaluationPeriods: 5,
+      datapointsToAlarm: 3,
+    });
+
+    // REST APIs have no throttle metric; the access log names the gateway's own THROTTLED responses
+    // (a key's rate limit, answered by the service, is a different thing and not counted here).
+    const throttled = new MetricFilter(this, "ApiThrottledFilter", {
+      logGroup: props.accessLogs,
+      filterPattern: FilterPattern.stringValue("$.responseType", "=", "THROTTLED"),
+      metricNamespace: `dmt/${Stack.of(this).stackName}`,
+      metricName: "ApiThrottled",
+      metricValue: "1",
+    }).metric({ statistic: "Sum", period: Duration.minutes(5) });
+    this.alarm("ApiThrottles", throttled, {
+      description: "API Gateway throttled requests at the stage limit in the last 5 minutes.",
+      threshold: 1,
+      evaluationPeriods: 1,
+      datapointsToAlarm: 1,
+    });
+
+    this.dashboard.addWidgets(
+      new GraphWidget({
+        title: "API requests",
+        left: [restApi.metricCount({ statistic: "Sum", period: MINUTE })],
+        right: [
+          restApi.metricClientError({ statistic: "Sum", period: MINUTE }),
+          restApi.metricServerError({ statistic: "Sum", period: MINUTE }),
+        ],
+      }),
+      new GraphWidget({
+        title: "API latency (ms)",
+        left: ["p50", "p99"].map((statistic) => restApi.metricLatency({ statistic, period: MINUTE })),
+        right: ["p50", "p99"].map((statistic) =>
+          restApi.metricIntegrationLatency({ statistic, period: MINUTE }),
+        ),
+      }),
+      new GraphWidget({ title: "Gateway throttles", left: [throttled] }),
+    );
+  }
+
+  /** A dashboard row for a function, and an alarm on its throttles (reserved concurrency exhausted). */
+  addFunction(title: string, fn: IFunction): void {
+    this.alarm(`${title}Throttles`, fn.metricThrottles({ statistic: "Sum", period: Duration.minutes(5) }), {
+      description: `The ${title} function was throttled in the last 5 minutes.`,
+      threshold: 1,
+      evaluationPeriods: 1,
+      datapointsToAlarm: 1,
+    });
+    this.dashboard.addWidgets(
+      new GraphWidget({
+        title: `${title}: invocations, errors, throttles`,
+        left: [fn.metricInvocations({ statistic: "Sum", period: MINUTE })],
+        right: [
+          fn.metricErrors({ statistic: "Sum", period: MINUTE }),
+          fn.metricThrottles({ statistic: "Sum", period: MINUTE }),
+        ],
+      }),
+      new GraphWidget({
+        title: `${title}: duration (ms)`,
+        left: ["p50", "p99"].map((statistic) => fn.metricDuration({ statistic, period: MINUTE })),
+      }),
+    );
+  }
+
+  /** The alarm-status row; the stack adds it last, once every part has added its alarms. */
+  addAlarmOverview(): void {
+    this.dashboard.addWidgets(new AlarmStatusWidget({ title: "Alarms", alarms: this.alarms, width: 24 }));
+  }
+
+  private alarm(
+    id: string,
+    metric: IMetric,
+    options: { description: string; threshold: number; evaluationPeriods: number; datapointsToAlarm: number },
+  ): void {
+    this.alarms.push(
+      new Alarm(this, id, {
+        metric,
+        alarmDescription: options.description,
+        threshold: options.threshold,
+        evaluationPeriods: options.evaluationPeriods,
+        datapointsToAlarm: options.datapointsToAlarm,
+        comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treatMissingData: TreatMissingData.NOT_BREACHING,
+      }),
+    );
+  }
+}

@@ -1,0 +1,61 @@
+import { type RemovalPolicy, Validations } from "aws-cdk-lib";
+import { Key } from "aws-cdk-lib/aws-kms";
+import { type CfnSecret, Secret } from "aws-cdk-lib/aws-secretsmanager";
+import { Construct } from "constructs";
+import { FAMILIES, type Family } from "../lambda/core/endpoints";
+import { constructId } from "./store";
+
+export type Vendor = Exclude<Family, "api">;
+export const VENDORS = FAMILIES.filter((family): family is Vendor => family !== "api");
+
+export interface SecretsProps {
+  /** For the BYOK key: RETAIN keeps it, so stored customer vendor keys stay decryptable. */
+  removalPolicy: RemovalPolicy;
+}
+
+/**
+ * The stack's secrets: one managed vendor key per vendor (created empty; the operator fills it), the
+ * KMS key that envelope-encrypts customers' own vendor keys (BYOK), and the origin secret that API
+ * Gateway sends to the proxy functions' URLs so that direct calls to them can be refused.
+ */
+export class Secrets extends Construct {
+  readonly vendorKeys: Record<Vendor, Secret>;
+  readonly byokKey: Key;
+  readonly originSecret: Secret;
+
+  constructor(scope: Construct, id: string, props: SecretsProps) {
+    super(scope, id);
+    const vendorKeys = {} as Record<Vendor, Secret>;
+    for (const vendor of VENDORS) {
+      const secret = new Secret(this, `VendorKey${constructId(vendor)}`, {
+        description: `dmt: the managed ${vendor} API key (fill with: aws secretsmanager put-secret-value)`,
+      });
+      // Without a value CloudFormation creates the secret empty; CDK would otherwise generate a password.
+      (secret.node.defaultChild as CfnSecret).addPropertyDeletionOverride("GenerateSecretString");
+      Validations.of(secret).acknowledge({
+        id: "AwsSolutions-SMG4",
+        reason: `The ${vendor} key is issued in the vendor's console; the operator rotates it there and puts the new value here.`,
+      });
+      vendorKeys[vendor] = secret;
+    }
+    this.vendorKeys = vendorKeys;
+
+    this.byokKey = new Key(this, "ByokKey", {
+      description: "dmt: envelope encryption of customers' own vendor keys (BYOK)",
+      enableKeyRotation: true,
+      removalPolicy: props.removalPolicy,
+    });
+
+    this.originSecret = new Secret(this, "OriginSecret", {
+      description:
+        "dmt: shared by API Gateway and the proxy functions; refuses direct calls to function URLs",
+      // A header value: letters and digits only, ~285 bits.
+      generateSecretString: { passwordLength: 48, excludePunctuation: true },
+    });
+    Validations.of(this.originSecret).acknowledge({
+      id: "AwsSolutions-SMG4",
+      reason:
+        "API Gateway's integrations read the origin secret at deploy time; rotate it by putting a new value and redeploying, which updates both sides together.",
+    });
+  }
+}

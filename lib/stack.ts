@@ -1,0 +1,105 @@
+import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from "aws-cdk-lib";
+import { RetentionDays } from "aws-cdk-lib/aws-logs";
+import type { Construct } from "constructs";
+import { TABLES, type TableName } from "../lambda/adapters/dynamodb/tables";
+import type { LogLevel } from "../lambda/core/logger";
+import { Api, type CustomDomain } from "./api";
+import { DmtFunction, type LambdaDefaults } from "./lambda-defaults";
+import { Observability } from "./observability";
+import { Secrets, VENDORS } from "./secrets";
+import { constructId, Store } from "./store";
+
+export interface DmtStackProps extends StackProps {
+  domain?: CustomDomain;
+  /** Keep the tables and the BYOK key when the stack is deleted (default true). */
+  retainData?: boolean;
+  logRetention?: RetentionDays;
+  logLevel?: LogLevel;
+  /** Stage-wide API Gateway throttling (default 1000 requests/s, burst 2000). */
+  throttle?: { rateLimit: number; burstLimit: number };
+  /** The authorizer's key cache: the revocation delay in AWS (default 5000 ms). */
+  keyCacheMs?: number;
+}
+
+/** The output key under which a table's physical name is published (the CLI reads these). */
+export function tableOutputKey(name: TableName): string {
+  return `Table${constructId(name)}`;
+}
+
+/** The whole service as one stack: one construct per concern, wired here. */
+export class DmtStack extends Stack {
+  readonly store: Store;
+  readonly secrets: Secrets;
+  readonly api: Api;
+  readonly observability: Observability;
+  readonly authorizer: DmtFunction;
+  readonly dataApi: DmtFunction;
+
+  constructor(scope: Construct, id: string, props: DmtStackProps = {}) {
+    super(scope, id, props);
+    const removalPolicy = props.retainData === false ? RemovalPolicy.DESTROY : RemovalPolicy.RETAIN;
+    const logRetention = props.logRetention ?? RetentionDays.ONE_MONTH;
+    const defaults: LambdaDefaults = { logRetention, logLevel: props.logLevel ?? "info" };
+
+    this.store = new Store(this, "Store", { removalPolicy });
+    this.secrets = new Secrets(this, "Secrets", { removalPolicy });
+
+    this.authorizer = new DmtFunction(this, "Authorizer", {
+      handler: "authorizer",
+      description: "dmt: API Gateway REQUEST authorizer (service keys)",
+      defaults,
+      environment: { ...this.store.environment(), DMT_KEY_CACHE_MS: String(props.keyCacheMs ?? 5000) },
+    });
+    this.store.grant(this.authorizer.function, "keys", ["GetItem"]);
+    this.store.grant(this.authorizer.function, "projects", ["GetItem"]);
+    // Last-used tracking: the authorizer faces the internet, so it may update that one attribute only.
+    this.store.grant(this.authorizer.function, "keys", ["UpdateItem"], {
+      "ForAllValues:StringEquals": { "dynamodb:Attributes": [TABLES.keys.partitionKey, "lastUsedAt"] },
+      StringEqualsIfExists: { "dynamodb:ReturnValues": ["NONE"] },
+    });
+
+    this.dataApi = new DmtFunction(this, "DataApi", {
+      handler: "api",
+      description: "dmt: data API (/api/v1)",
+      defaults,
+      // API Gateway's integration timeout is 29 s.
+      timeout: Duration.seconds(29),
+    });
+
+    this.api = new Api(this, "Api", {
+      authorizer: this.authorizer.function,
+      dataApi: this.dataApi.function,
+      logRetention,
+      throttle: props.throttle ?? { rateLimit: 1000, burstLimit: 2000 },
+      ...(props.domain && { domain: props.domain }),
+    });
+
+    this.observability = new Observability(this, "Observability", {
+      restApi: this.api.restApi,
+      accessLogs: this.api.accessLogs,
+    });
+    this.observability.addFunction("Authorizer", this.authorizer.function);
+    this.observability.addFunction("DataApi", this.dataApi.function);
+    this.observability.addAlarmOverview();
+
+    this.addOutputs();
+  }
+
+  private addOutputs(): void {
+    new CfnOutput(this, "ApiUrl", { value: this.api.restApi.url, description: "Base URL of the service" });
+    for (const [name, table] of Object.entries(this.store.tables) as [TableName, { tableName: string }][]) {
+      new CfnOutput(this, tableOutputKey(name), {
+        value: table.tableName,
+        description: `DMT_TABLE_${name.toUpperCase()}`,
+      });
+    }
+    for (const vendor of VENDORS) {
+      new CfnOutput(this, `VendorKeySecret${constructId(vendor)}`, {
+        value: this.secrets.vendorKeys[vendor].secretArn,
+        description: `Secret holding the managed ${vendor} API key`,
+      });
+    }
+    new CfnOutput(this, "ByokKeyArn", { value: this.secrets.byokKey.keyArn });
+    new CfnOutput(this, "DashboardName", { value: this.observability.dashboard.dashboardName });
+  }
+}

@@ -1,0 +1,79 @@
+import { RemovalPolicy } from "aws-cdk-lib";
+import { AttributeType, BillingMode, ProjectionType, Table, TableEncryption } from "aws-cdk-lib/aws-dynamodb";
+import { Grant, type IGrantable } from "aws-cdk-lib/aws-iam";
+import { Construct } from "constructs";
+import { TABLES, type TableName } from "../lambda/adapters/dynamodb/tables";
+
+export interface StoreProps {
+  /** RETAIN keeps the tables (and turns on deletion protection) when the stack is deleted. */
+  removalPolicy: RemovalPolicy;
+}
+
+const ATTRIBUTE_TYPES = { S: AttributeType.STRING, N: AttributeType.NUMBER } as const;
+
+/**
+ * The DynamoDB tables, generated from `TABLES` (the declaration the local stack creates in dynalite),
+ * so AWS and local cannot drift: on demand, point-in-time recovery, KMS encryption, TTL where declared.
+ */
+export class Store extends Construct {
+  readonly tables: Record<TableName, Table>;
+
+  constructor(scope: Construct, id: string, props: StoreProps) {
+    super(scope, id);
+    const tables = {} as Record<TableName, Table>;
+    for (const name of Object.keys(TABLES) as TableName[]) {
+      const definition = TABLES[name];
+      const table = new Table(this, constructId(name), {
+        partitionKey: { name: definition.partitionKey, type: AttributeType.STRING },
+        ...(definition.sortKey && {
+          sortKey: { name: definition.sortKey.name, type: ATTRIBUTE_TYPES[definition.sortKey.type] },
+        }),
+        billingMode: BillingMode.PAY_PER_REQUEST,
+        pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+        encryption: TableEncryption.AWS_MANAGED,
+        ...(definition.ttlAttribute && { timeToLiveAttribute: definition.ttlAttribute }),
+        removalPolicy: props.removalPolicy,
+        deletionProtection: props.removalPolicy === RemovalPolicy.RETAIN,
+      });
+      for (const index of definition.indexes ?? []) {
+        table.addGlobalSecondaryIndex({
+          indexName: index.name,
+          partitionKey: { name: index.partitionKey, type: AttributeType.STRING },
+          sortKey: { name: index.sortKey.name, type: ATTRIBUTE_TYPES[index.sortKey.type] },
+          projectionType: ProjectionType.ALL,
+        });
+      }
+      tables[name] = table;
+    }
+    this.tables = tables;
+  }
+
+  /** `DMT_TABLE_<NAME>` for every table: what `tableNames()` reads in the handlers. */
+  environment(): Record<string, string> {
+    const env: Record<string, string> = {};
+    for (const [name, table] of Object.entries(this.tables)) {
+      env[`DMT_TABLE_${name.toUpperCase()}`] = table.tableName;
+    }
+    return env;
+  }
+
+  /** Exactly these DynamoDB actions on one table (not its indexes), under optional IAM conditions. */
+  grant(
+    grantee: IGrantable,
+    table: TableName,
+    actions: string[],
+    conditions?: Record<string, Record<string, unknown>>,
+  ): Grant {
+    return Grant.addToPrincipal({
+      grantee,
+      actions: actions.map((action) => `dynamodb:${action}`),
+      resourceArns: [this.tables[table].tableArn],
+      ...(conditions && { conditions }),
+    });
+  }
+}
+
+/** `keys` -> `Keys`, `idempotency_records` -> `IdempotencyRecords`. */
+export function constructId(name: string): string {
+  return name.replace(/(^|[-_])([a-z])/g, (_, _sep: string, c: string) => c.toUpperCase());
+}

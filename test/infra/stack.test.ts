@@ -1,0 +1,484 @@
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { App, Validations } from "aws-cdk-lib";
+import { Match, Template } from "aws-cdk-lib/assertions";
+import { AttributeType, Table } from "aws-cdk-lib/aws-dynamodb";
+import type { CloudAssembly } from "aws-cdk-lib/cx-api";
+import { AwsSolutionsChecks, type IApplyRule, NagRuleCompliance } from "cdk-nag";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TABLES, type TableName } from "../../lambda/adapters/dynamodb/tables";
+import { SECURITY_HEADERS } from "../../lambda/app/middleware";
+import { CONTEXT, defineApp } from "../../lib/app";
+import { REPO_ROOT } from "../../lib/lambda-defaults";
+import { VENDORS } from "../../lib/secrets";
+import type { DmtStack } from "../../lib/stack";
+import { tableOutputKey } from "../../lib/stack";
+
+type Resources = Record<
+  string,
+  { Type: string; Properties: Record<string, unknown>; DeletionPolicy?: string }
+>;
+
+/** The feature flags `cdk synth` applies from cdk.json, so the tests see the template the CLI makes. */
+const CDK_JSON_CONTEXT = JSON.parse(readFileSync(join(REPO_ROOT, "cdk.json"), "utf8")).context as Record<
+  string,
+  unknown
+>;
+const outdirs: string[] = [];
+
+function synth(context: Record<string, unknown> = {}, bundle = true) {
+  const outdir = mkdtempSync(join(tmpdir(), "dmt-cdk-"));
+  outdirs.push(outdir);
+  const app = new App({
+    outdir,
+    // Bundling is real in the main synth; variants skip it (`aws:cdk:bundling-stacks` is CDK's own switch).
+    context: { ...CDK_JSON_CONTEXT, ...context, ...(bundle ? {} : { "aws:cdk:bundling-stacks": [] }) },
+  });
+  const stack = defineApp(app);
+  return { app, stack, outdir };
+}
+
+let stack: DmtStack;
+let assembly: CloudAssembly;
+let template: Template;
+let resources: Resources;
+
+beforeAll(() => {
+  const main = synth();
+  stack = main.stack;
+  // Throws if cdk-nag reports any finding that is not acknowledged.
+  assembly = main.app.synth();
+  const json = assembly.getStackByName(stack.stackName).template;
+  template = Template.fromJSON(json);
+  resources = json.Resources;
+});
+
+afterAll(() => {
+  for (const dir of outdirs) rmSync(dir, { recursive: true, force: true });
+});
+
+function ofType(type: string): [string, Resources[string]][] {
+  return Object.entries(resources).filter(([, r]) => r.Type === type);
+}
+
+function logicalId(construct: { node: { defaultChild?: unknown } }): string {
+  return stack.getLogicalId(construct.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0]);
+}
+
+describe("store", () => {
+  it("has exactly the tables of TABLES, with their keys, indexes and TTL", () => {
+    expect(ofType("AWS::DynamoDB::Table")).toHaveLength(Object.keys(TABLES).length);
+    for (const name of Object.keys(TABLES) as TableName[]) {
+      const definition = TABLES[name];
+      const table = resources[logicalId(stack.store.tables[name])];
+      expect(table?.Type).toBe("AWS::DynamoDB::Table");
+      const props = table?.Properties ?? {};
+      expect(props.KeySchema).toEqual([
+        { AttributeName: definition.partitionKey, KeyType: "HASH" },
+        ...(definition.sortKey ? [{ AttributeName: definition.sortKey.name, KeyType: "RANGE" }] : []),
+      ]);
+      const indexes = (definition.indexes ?? []).map((index) => ({
+        IndexName: index.name,
+        KeySchema: [
+          { AttributeName: index.partitionKey, KeyType: "HASH" },
+          { AttributeName: index.sortKey.name, KeyType: "RANGE" },
+        ],
+        Projection: { ProjectionType: "ALL" },
+      }));
+      expect(props.GlobalSecondaryIndexes ?? []).toEqual(indexes);
+      if (definition.sortKey) {
+        expect(props.AttributeDefinitions).toContainEqual({
+          AttributeName: definition.sortKey.name,
+          AttributeType: definition.sortKey.type,
+        });
+      }
+      expect(props.TimeToLiveSpecification).toEqual(
+        definition.ttlAttribute ? { AttributeName: definition.ttlAttribute, Enabled: true } : undefined,
+      );
+    }
+  });
+
+  it("bills on demand, keeps point-in-time recovery, encrypts with KMS and retains data by default", () => {
+    for (const [, table] of ofType("AWS::DynamoDB::Table")) {
+      expect(table.Properties).toMatchObject({
+        BillingMode: "PAY_PER_REQUEST",
+        PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+        SSESpecification: { SSEEnabled: true },
+        DeletionProtectionEnabled: true,
+      });
+      expect(table.DeletionPolicy).toBe("Retain");
+    }
+  });
+
+  it("publishes every table name as a stack output (the CLI finds tables there)", () => {
+    for (const name of Object.keys(TABLES) as TableName[]) {
+      template.hasOutput(tableOutputKey(name), { Value: { Ref: logicalId(stack.store.tables[name]) } });
+    }
+  });
+});
+
+describe("Lambda functions", () => {
+  it("all run Node 24 on ARM64 with source maps, logging to their own group with retention", () => {
+    const functions = ofType("AWS::Lambda::Function");
+    expect(functions.length).toBeGreaterThanOrEqual(2);
+    for (const [, fn] of functions) {
+      const props = fn.Properties as {
+        Runtime: string;
+        Architectures: string[];
+        Handler: string;
+        Environment: { Variables: Record<string, unknown> };
+        LoggingConfig: { LogGroup: { Ref: string } };
+      };
+      expect(props.Runtime).toBe("nodejs24.x");
+      expect(props.Architectures).toEqual(["arm64"]);
+      expect(props.Handler).toBe("index.handler");
+      expect(props.Environment.Variables.NODE_OPTIONS).toBe("--enable-source-maps");
+      const logGroup = resources[props.LoggingConfig.LogGroup.Ref];
+      expect(logGroup?.Type).toBe("AWS::Logs::LogGroup");
+      expect(logGroup?.Properties.RetentionInDays).toBe(30);
+    }
+  });
+
+  it("have roles that may write only to their own log group (no AWS managed policy)", () => {
+    for (const [, role] of ofType("AWS::IAM::Role")) {
+      const service = JSON.stringify(role.Properties.AssumeRolePolicyDocument);
+      if (service.includes("lambda.amazonaws.com")) expect(role.Properties.ManagedPolicyArns).toBeUndefined();
+    }
+  });
+
+  it("are bundled by local esbuild: one minified ESM file and its source map per function", () => {
+    for (const fn of [stack.authorizer, stack.dataApi]) {
+      const code = resources[logicalId(fn.function)]?.Properties.Code as { S3Key: string };
+      const dir = join(assembly.directory, `asset.${code.S3Key.replace(/\.zip$/, "")}`);
+      const bundle = readFileSync(join(dir, "index.mjs"), "utf8");
+      expect(bundle.startsWith("import{createRequire as __cr}from'node:module'")).toBe(true);
+      expect(bundle).toMatch(/export\s*\{[^}]*as handler\s*\}/);
+      // Minified: long lines, no indentation (a few template literals keep their line breaks).
+      expect(bundle.length / bundle.split("\n").length).toBeGreaterThan(1000);
+      expect(existsSync(join(dir, "index.mjs.map"))).toBe(true);
+      expect(statSync(join(dir, "index.mjs")).size).toBeLessThan(1024 * 1024);
+    }
+  });
+
+  it("give the authorizer the table names and exactly the DynamoDB access it needs", () => {
+    const { Environment } = resources[logicalId(stack.authorizer.function)]?.Properties ?? {};
+    const env = (Environment as { Variables: Record<string, unknown> }).Variables;
+    for (const name of Object.keys(TABLES) as TableName[]) {
+      expect(env[`DMT_TABLE_${name.toUpperCase()}`]).toEqual({ Ref: logicalId(stack.store.tables[name]) });
+    }
+    expect(env.DMT_KEY_CACHE_MS).toBe("5000");
+
+    const arn = (name: TableName) => ({ "Fn::GetAtt": [logicalId(stack.store.tables[name]), "Arn"] });
+    const policies = ofType("AWS::IAM::Policy").filter(([, p]) =>
+      JSON.stringify(p.Properties.Roles).includes(logicalId(stack.authorizer.function.role as never)),
+    );
+    const statements = policies.flatMap(
+      ([, p]) => (p.Properties.PolicyDocument as { Statement: Record<string, unknown>[] }).Statement,
+    );
+    const dynamo = statements.filter((s) => JSON.stringify(s.Action).includes("dynamodb:"));
+    expect(dynamo).toEqual([
+      { Action: "dynamodb:GetItem", Effect: "Allow", Resource: [arn("keys"), arn("projects")] },
+      {
+        Action: "dynamodb:UpdateItem",
+        Effect: "Allow",
+        Resource: arn("keys"),
+        Condition: {
+          "ForAllValues:StringEquals": { "dynamodb:Attributes": ["keyId", "lastUsedAt"] },
+          StringEqualsIfExists: { "dynamodb:ReturnValues": ["NONE"] },
+        },
+      },
+    ]);
+  });
+});
+
+describe("API", () => {
+  it("is a REGIONAL REST API passing bodies through as binary", () => {
+    template.hasResourceProperties("AWS::ApiGateway::RestApi", {
+      EndpointConfiguration: { Types: ["REGIONAL"] },
+      BinaryMediaTypes: ["*/*"],
+    });
+  });
+
+  it("runs a REQUEST authorizer on every request: no identity sources, no gateway cache", () => {
+    const authorizers = ofType("AWS::ApiGateway::Authorizer");
+    expect(authorizers).toHaveLength(1);
+    const props = authorizers[0]?.[1].Properties ?? {};
+    expect(props.Type).toBe("REQUEST");
+    expect(props.AuthorizerResultTtlInSeconds).toBe(0);
+    expect(props).not.toHaveProperty("IdentitySource");
+    expect(JSON.stringify(props.AuthorizerUri)).toContain(logicalId(stack.authorizer.function));
+    for (const [, method] of ofType("AWS::ApiGateway::Method")) {
+      expect(method.Properties).toMatchObject({
+        AuthorizationType: "CUSTOM",
+        AuthorizerId: { Ref: authorizers[0]?.[0] },
+      });
+    }
+  });
+
+  it("sends /api/v1/{proxy+} to the data API function", () => {
+    template.hasResourceProperties("AWS::ApiGateway::Resource", { PathPart: "{proxy+}" });
+    template.hasResourceProperties("AWS::ApiGateway::Method", {
+      HttpMethod: "ANY",
+      Integration: {
+        Type: "AWS_PROXY",
+        Uri: {
+          "Fn::Join": ["", Match.arrayWith([{ "Fn::GetAtt": [logicalId(stack.dataApi.function), "Arn"] }])],
+        },
+      },
+    });
+  });
+
+  it("logs access as JSON without query strings or headers, with metrics and throttling", () => {
+    const stages = ofType("AWS::ApiGateway::Stage");
+    expect(stages).toHaveLength(1);
+    const props = stages[0]?.[1].Properties as {
+      AccessLogSetting: { Format: string; DestinationArn: unknown };
+      MethodSettings: Record<string, unknown>[];
+    };
+    const format = JSON.parse(props.AccessLogSetting.Format) as Record<string, string>;
+    expect(format).toMatchObject({ path: "$context.path", status: "$context.status" });
+    expect(props.AccessLogSetting.Format).not.toMatch(/querystring|\$input|header|requestOverride/i);
+    expect(JSON.stringify(props.AccessLogSetting.DestinationArn)).toContain(logicalId(stack.api.accessLogs));
+    expect(props.MethodSettings).toEqual([
+      {
+        HttpMethod: "*",
+        ResourcePath: "/*",
+        MetricsEnabled: true,
+        LoggingLevel: "ERROR",
+        DataTraceEnabled: false,
+        ThrottlingRateLimit: 1000,
+        ThrottlingBurstLimit: 2000,
+      },
+    ]);
+  });
+
+  it("publishes its URL once", () => {
+    template.hasOutput("ApiUrl", {});
+    expect(Object.keys(assembly.getStackByName(stack.stackName).template.Outputs)).not.toContainEqual(
+      expect.stringMatching(/Endpoint/),
+    );
+  });
+});
+
+describe("gateway responses", () => {
+  const responses = () =>
+    new Map(
+      ofType("AWS::ApiGateway::GatewayResponse").map(([, r]) => [
+        r.Properties.ResponseType as string,
+        r.Properties as {
+          StatusCode?: string;
+          ResponseParameters: Record<string, string>;
+          ResponseTemplates: Record<string, string>;
+        },
+      ]),
+    );
+
+  // DESIGN §7, written out here independently of lib/gateway-responses.ts.
+  const expected: Record<string, [string | undefined, string, string]> = {
+    UNAUTHORIZED: ["401", "authentication_error", "invalid_api_key"],
+    MISSING_AUTHENTICATION_TOKEN: ["404", "not_found_error", "not_found"],
+    RESOURCE_NOT_FOUND: ["404", "not_found_error", "not_found"],
+    THROTTLED: ["429", "rate_limit_error", "rate_limit_exceeded"],
+    REQUEST_TOO_LARGE: ["413", "invalid_request_error", "payload_too_large"],
+    AUTHORIZER_FAILURE: ["500", "api_error", "internal_error"],
+    AUTHORIZER_CONFIGURATION_ERROR: ["500", "api_error", "internal_error"],
+    INTEGRATION_FAILURE: ["502", "upstream_error", "upstream_unreachable"],
+    INTEGRATION_TIMEOUT: ["504", "upstream_error", "upstream_timeout"],
+    DEFAULT_5XX: [undefined, "api_error", "internal_error"],
+  };
+
+  it("answer in the service's error shape with the right status, type and code", () => {
+    const all = responses();
+    for (const [type, [status, errorType, code]] of Object.entries(expected)) {
+      const response = all.get(type);
+      expect(response, type).toBeDefined();
+      expect(response?.StatusCode, type).toBe(status);
+      const body = JSON.parse(response?.ResponseTemplates["application/json"] ?? "");
+      expect(body, type).toEqual({ error: { message: expect.any(String), type: errorType, code } });
+      expect(body.error.message.length, type).toBeGreaterThan(10);
+    }
+    expect(all.get("THROTTLED")?.ResponseParameters["gatewayresponse.header.Retry-After"]).toBe("'1'");
+  });
+
+  it("render the authorizer's 401 from its context, and other 4xx from the gateway's message", () => {
+    const all = responses();
+    const denied = all.get("ACCESS_DENIED");
+    expect(denied?.StatusCode).toBe("401");
+    const context = {
+      errorType: "authentication_error",
+      errorCode: "missing_api_key",
+      errorMessage: "No key.",
+    };
+    const rendered = denied?.ResponseTemplates["application/json"]?.replace(
+      /\$context\.authorizer\.(\w+)/g,
+      (_, name: keyof typeof context) => context[name],
+    );
+    expect(JSON.parse(rendered ?? "")).toEqual({
+      error: { message: "No key.", type: "authentication_error", code: "missing_api_key" },
+    });
+
+    const fallback = all.get("DEFAULT_4XX");
+    expect(fallback?.StatusCode).toBeUndefined();
+    const body = fallback?.ResponseTemplates["application/json"]?.replace(
+      "$context.error.messageString",
+      JSON.stringify('Invalid "thing"'),
+    );
+    expect(JSON.parse(body ?? "")).toEqual({
+      error: { message: 'Invalid "thing"', type: "invalid_request_error", code: "invalid_request" },
+    });
+  });
+
+  it("all carry the four security headers and a JSON content type", () => {
+    const all = responses();
+    expect(all.size).toBe(Object.keys(expected).length + 2);
+    for (const [type, response] of all) {
+      for (const [name, value] of Object.entries({
+        "Content-Type": "application/json",
+        ...SECURITY_HEADERS,
+      })) {
+        expect(response.ResponseParameters[`gatewayresponse.header.${name}`], `${type} ${name}`).toBe(
+          `'${value}'`,
+        );
+      }
+    }
+  });
+});
+
+describe("secrets", () => {
+  it("creates one empty secret per vendor, its ARN in the outputs", () => {
+    for (const vendor of VENDORS) {
+      const id = logicalId(stack.secrets.vendorKeys[vendor]);
+      const props = resources[id]?.Properties ?? {};
+      expect(resources[id]?.Type).toBe("AWS::SecretsManager::Secret");
+      expect(props).not.toHaveProperty("SecretString");
+      expect(props).not.toHaveProperty("GenerateSecretString");
+      const outputs = assembly.getStackByName(stack.stackName).template.Outputs as Record<
+        string,
+        { Value: unknown }
+      >;
+      expect(Object.values(outputs).map((o) => o.Value)).toContainEqual({ Ref: id });
+    }
+  });
+
+  it("generates the origin secret as a plain header value, and a rotating KMS key for BYOK", () => {
+    expect(resources[logicalId(stack.secrets.originSecret)]?.Properties.GenerateSecretString).toEqual({
+      ExcludePunctuation: true,
+      PasswordLength: 48,
+    });
+    expect(resources[logicalId(stack.secrets.byokKey)]).toMatchObject({
+      Type: "AWS::KMS::Key",
+      Properties: { EnableKeyRotation: true },
+      DeletionPolicy: "Retain",
+    });
+  });
+});
+
+describe("observability", () => {
+  it("alarms on the API's 5xx rate and on throttles, and draws a dashboard", () => {
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      MetricName: "5XXError",
+      Namespace: "AWS/ApiGateway",
+      Statistic: "Average",
+      Threshold: 0.05,
+      ComparisonOperator: "GreaterThanOrEqualToThreshold",
+    });
+    template.hasResourceProperties("AWS::Logs::MetricFilter", {
+      FilterPattern: '{ $.responseType = "THROTTLED" }',
+      LogGroupName: { Ref: logicalId(stack.api.accessLogs) },
+      MetricTransformations: [Match.objectLike({ MetricName: "ApiThrottled", MetricValue: "1" })],
+    });
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", { MetricName: "ApiThrottled", Threshold: 1 });
+    for (const fn of [stack.authorizer, stack.dataApi]) {
+      template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+        MetricName: "Throttles",
+        Namespace: "AWS/Lambda",
+        Dimensions: [{ Name: "FunctionName", Value: { Ref: logicalId(fn.function) } }],
+      });
+    }
+    template.resourceCountIs("AWS::CloudWatch::Dashboard", 1);
+  });
+});
+
+/** Every finding of the AwsSolutions pack, acknowledged or not. */
+class AllFindings extends AwsSolutionsChecks {
+  readonly found: { path: string; id: string }[] = [];
+
+  protected override applyRule(params: IApplyRule): void {
+    const id = `${this.packName}-${params.ruleSuffixOverride ?? params.rule.name}`;
+    const path = params.node.node.path;
+    const result = params.rule(params.node);
+    if (result === NagRuleCompliance.NON_COMPLIANT) this.found.push({ path, id });
+    else if (Array.isArray(result))
+      for (const finding of result) this.found.push({ path, id: `${id}[${finding}]` });
+  }
+}
+
+describe("cdk-nag AwsSolutions", () => {
+  it("leaves no finding unacknowledged, and every acknowledgement matches a finding and says why", () => {
+    const acknowledged: { path: string; id: string; reason: string }[] = [];
+    for (const construct of stack.node.findAll()) {
+      for (const entry of construct.node.metadata) {
+        if (entry.type !== Validations.ACKNOWLEDGED_RULES_METADATA_KEY) continue;
+        for (const [id, reason] of Object.entries(entry.data as Record<string, string>)) {
+          acknowledged.push({ path: construct.node.path, id: id.replace(/^annotation::/i, ""), reason });
+        }
+      }
+    }
+    const checks = new AllFindings();
+    checks.validateScope(stack);
+    const covers = (ack: { path: string; id: string }, finding: { path: string; id: string }) =>
+      ack.id === finding.id && (finding.path === ack.path || finding.path.startsWith(`${ack.path}/`));
+
+    for (const finding of checks.found) {
+      expect(
+        acknowledged.some((ack) => covers(ack, finding)),
+        `${finding.id} at ${finding.path}`,
+      ).toBe(true);
+    }
+    for (const ack of acknowledged) {
+      expect(
+        checks.found.some((finding) => covers(ack, finding)),
+        `stale: ${ack.id} at ${ack.path}`,
+      ).toBe(true);
+      expect(ack.reason.length, ack.id).toBeGreaterThan(60);
+    }
+    expect(acknowledged.length).toBeGreaterThan(0);
+  });
+
+  it("fails synthesis on a finding nobody acknowledged", () => {
+    const variant = synth({}, false);
+    new Table(variant.stack, "Unprotected", { partitionKey: { name: "id", type: AttributeType.STRING } });
+    expect(() => variant.app.synth()).toThrow(/AwsSolutions-DDB3/);
+  });
+});
+
+describe("context", () => {
+  it("adds a custom domain with its certificate, and can let data go with the stack", () => {
+    const variant = synth(
+      {
+        [CONTEXT.domainName]: "api.example.com",
+        [CONTEXT.certificateArn]: "arn:aws:acm:eu-west-1:123456789012:certificate/abc",
+        [CONTEXT.retainData]: "false",
+      },
+      false,
+    );
+    const variantTemplate = Template.fromStack(variant.stack);
+    variantTemplate.hasResourceProperties("AWS::ApiGateway::DomainName", {
+      DomainName: "api.example.com",
+      RegionalCertificateArn: "arn:aws:acm:eu-west-1:123456789012:certificate/abc",
+      EndpointConfiguration: { Types: ["REGIONAL"] },
+      SecurityPolicy: "TLS_1_2",
+    });
+    variantTemplate.resourceCountIs("AWS::ApiGateway::BasePathMapping", 1);
+    variantTemplate.hasOutput("*", { Description: Match.stringLikeRegexp("api.example.com") });
+    variantTemplate.allResources("AWS::DynamoDB::Table", {
+      DeletionPolicy: "Delete",
+      Properties: Match.objectLike({ DeletionProtectionEnabled: false }),
+    });
+  });
+
+  it("refuses a domain without a certificate", () => {
+    expect(() => synth({ [CONTEXT.domainName]: "api.example.com" }, false)).toThrow(CONTEXT.certificateArn);
+  });
+});
