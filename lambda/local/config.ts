@@ -2,6 +2,8 @@ import { resolve } from "node:path";
 import { z } from "zod";
 import { LOG_LEVELS } from "../core/logger";
 
+const upstreamUrl = z.url({ protocol: /^https?$/ }).optional();
+
 /** Local configuration, parsed once at start; a bad value fails naming its variable. */
 const schema = z
   .object({
@@ -15,6 +17,18 @@ const schema = z
     DMT_LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
     /** Use an existing DynamoDB endpoint instead of starting the embedded one. */
     DMT_DYNAMODB_ENDPOINT: z.url().optional(),
+    /** Vendor upstreams (origin plus optional base path) and managed keys; see vendorSettings. */
+    DMT_UPSTREAM_GROQ: upstreamUrl,
+    DMT_UPSTREAM_OPENAI: upstreamUrl,
+    DMT_UPSTREAM_ANTHROPIC: upstreamUrl,
+    DMT_UPSTREAM_GEMINI: upstreamUrl,
+    GROQ_API_KEY: z.string().min(1).optional(),
+    OPENAI_API_KEY: z.string().min(1).optional(),
+    ANTHROPIC_API_KEY: z.string().min(1).optional(),
+    GEMINI_API_KEY: z.string().min(1).optional(),
+    DMT_UPSTREAM_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(1).max(120_000).default(10_000),
+    /** Longest wait for a vendor's first byte and between two chunks (reasoning models think for minutes). */
+    DMT_UPSTREAM_IDLE_TIMEOUT_MS: z.coerce.number().int().min(1).max(900_000).default(600_000),
   })
   .refine((env) => (env.DMT_TLS_CERT === undefined) === (env.DMT_TLS_KEY === undefined), {
     message: "set both DMT_TLS_CERT and DMT_TLS_KEY, or neither",
@@ -30,4 +44,17 @@ export function parseLocalConfig(env: Record<string, string | undefined> = proce
     throw new Error(`Invalid configuration: ${issue?.path.join(".")}: ${issue?.message}`);
   }
   return { ...parsed.data, dataDir: resolve(parsed.data.DMT_DATA_DIR) };
+}
+
+/**
+ * One vendor's upstream settings. A vendor with neither a key nor an upstream of its own is answered by
+ * the built-in simulator; setting its key (`OPENAI_API_KEY`...) makes it real.
+ */
+export function vendorSettings(
+  config: LocalConfig,
+  vendor: "groq" | "openai" | "anthropic" | "gemini",
+): { upstream: string | undefined; apiKey: string | undefined; simulated: boolean } {
+  const upstream = config[`DMT_UPSTREAM_${vendor.toUpperCase() as Uppercase<typeof vendor>}`];
+  const apiKey = config[`${vendor.toUpperCase() as Uppercase<typeof vendor>}_API_KEY`];
+  return { upstream, apiKey, simulated: upstream === undefined && apiKey === undefined };
 }

@@ -105,7 +105,8 @@ export function createHttpServer(options: HttpServerOptions): RunningServer {
   redirect.emit("listening");
 
   const sockets = new Set<Socket>();
-  const front = createNetServer((socket) => {
+  // No Nagle: streamed chunks must leave as soon as they are written.
+  const front = createNetServer({ noDelay: true }, (socket) => {
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
     if (!options.tls) {

@@ -1,20 +1,27 @@
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import type { Hono } from "hono";
 import { createDynamoClient, ensureTables } from "../adapters/dynamodb/client";
 import { DynamoStore } from "../adapters/dynamodb/store";
 import { tableNames } from "../adapters/dynamodb/tables";
+import { createUpstreamClient, type UpstreamClient } from "../adapters/upstream/client";
 import { createDataApp } from "../app/data-api";
 import type { AppEnv } from "../app/env";
 import { errorResponse } from "../app/errors";
 import { requireKey } from "../app/middleware";
+import { createProxyApp } from "../app/proxy";
 import { appShell } from "../app/shell";
 import { errors } from "../core/errors";
 import { CachedKeyLookup } from "../core/key-cache";
 import { KeyUsageTracker } from "../core/key-usage";
 import type { Logger } from "../core/logger";
 import type { Store } from "../core/ports";
-import type { LocalConfig } from "./config";
+import { VENDORS } from "../vendors";
+import { VENDOR_NAMES, type VendorName } from "../vendors/types";
+import { type LocalConfig, vendorSettings } from "./config";
 import { type EmbeddedDynamo, runningStoreEndpoint, startEmbeddedDynamo } from "./embedded-dynamo";
 import { createHttpServer } from "./http-server";
+import { type DashboardSignIn, localDashboard } from "./oidc-dashboard";
+import { type Simulator, startSimulator } from "./simulator";
 
 /** The store of a data dir: the embedded dynalite, or the endpoint of the process that already serves it. */
 export interface LocalStore {
@@ -44,6 +51,10 @@ export interface LocalStack {
   url: string;
   port: number;
   store: Store;
+  /** Vendors answered by the built-in simulator (no key or upstream configured). */
+  simulatedVendors: VendorName[];
+  /** Where the dashboard is and the development user that signs in to it. */
+  dashboard: DashboardSignIn;
   close(): Promise<void>;
 }
 
@@ -55,13 +66,58 @@ export async function startLocalStack(config: LocalConfig, logger: Logger): Prom
   const auth = requireKey({ keys, clock: Date.now, onAuthenticated: (a) => usage.touch(a.keyId) });
 
   const dataApp = createDataApp({ auth, logger });
+  // The dashboard: identity provider at /oidc, dashboard API at /dashboard/api, SPA at /dashboard.
+  const dashboard = localDashboard({
+    dataDir: config.dataDir,
+    db: local.db,
+    store: local.store,
+    logger,
+    onKeyRevoked: (keyId) => keys.forget(keyId),
+  });
   const fallback = appShell(logger);
   fallback.all("*", (c) => errorResponse(errors.notFound(), c, logger));
+
+  // Vendors without a key or an upstream of their own are answered by the simulator, in process.
+  const simulatedVendors = VENDOR_NAMES.filter((name) => vendorSettings(config, name).simulated);
+  const simulator: Simulator | undefined = simulatedVendors.length > 0 ? await startSimulator() : undefined;
+  if (simulator) {
+    logger.info(
+      `vendor simulator answers ${simulatedVendors.join(", ")} (no API key set; marked x-dmt-simulated)`,
+    );
+  }
+  const upstreams: UpstreamClient[] = [];
+  const proxies = new Map<string, Hono<AppEnv>>(
+    VENDOR_NAMES.map((name) => {
+      const settings = vendorSettings(config, name);
+      const upstream = createUpstreamClient({
+        target:
+          simulator && settings.simulated
+            ? simulator.origins[name]
+            : (settings.upstream ?? VENDORS[name].defaultUpstream),
+        connectTimeoutMs: config.DMT_UPSTREAM_CONNECT_TIMEOUT_MS,
+        idleTimeoutMs: config.DMT_UPSTREAM_IDLE_TIMEOUT_MS,
+      });
+      upstreams.push(upstream);
+      const app = createProxyApp({
+        vendor: VENDORS[name],
+        upstream,
+        // The simulator wants a key like the vendor does; any value serves.
+        managedKey: settings.apiKey ?? (settings.simulated ? "simulated-key" : undefined),
+        upstreamState: settings.simulated ? "simulated" : settings.apiKey ? "configured" : "missing_key",
+        auth,
+        logger,
+      });
+      return [`/${name}`, app] as const;
+    }),
+  );
 
   // Path prefix -> app, as API Gateway routes to one Lambda per concern in AWS.
   const fetch = (request: Request, env: AppEnv["Bindings"]) => {
     const path = new URL(request.url).pathname;
-    const app = path === "/api" || path.startsWith("/api/") ? dataApp : fallback;
+    if (dashboard.handles(path)) return dashboard.fetch(request, env);
+    const slash = path.indexOf("/", 1);
+    const prefix = slash === -1 ? path : path.slice(0, slash);
+    const app = prefix === "/api" ? dataApp : (proxies.get(prefix) ?? fallback);
     return app.fetch(request, env);
   };
 
@@ -75,17 +131,31 @@ export async function startLocalStack(config: LocalConfig, logger: Logger): Prom
   try {
     port = await server.listen(config.PORT, config.HOST);
   } catch (err) {
+    await Promise.all(upstreams.map((u) => u.close()));
+    await simulator?.close();
     await local.close();
     throw err;
   }
   const scheme = config.DMT_TLS_CERT ? "https" : "http";
   const host = config.HOST.includes(":") ? `[${config.HOST}]` : config.HOST;
+  const url = `${scheme}://${host}:${port}`;
+  const signIn = await dashboard.start(url).catch(async (err: unknown) => {
+    await server.close(0);
+    await Promise.all(upstreams.map((u) => u.close()));
+    await simulator?.close();
+    await local.close();
+    throw err;
+  });
   return {
-    url: `${scheme}://${host}:${port}`,
+    url,
     port,
     store: local.store,
+    dashboard: signIn,
+    simulatedVendors,
     async close() {
       await server.close(10_000);
+      await Promise.all(upstreams.map((u) => u.close()));
+      await simulator?.close();
       await usage.flush();
       await local.close();
     },

@@ -1,0 +1,125 @@
+import {
+  ConditionalCheckFailedException,
+  DeleteItemCommand,
+  type DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
+  QueryCommand,
+  type QueryCommandInput,
+  UpdateItemCommand,
+} from "@aws-sdk/client-dynamodb";
+import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
+import type { MemberStore, Membership, RequestLog, RequestRecord } from "../../core/members";
+import { ConflictError } from "../../core/ports";
+import type { TableNames } from "./tables";
+
+const opts = { removeUndefinedValues: true };
+
+/** The dashboard's own state over DynamoDB: memberships and idempotency records. */
+export class DynamoMemberStore implements MemberStore, RequestLog {
+  constructor(
+    private readonly db: DynamoDBClient,
+    private readonly tables: Pick<TableNames, "members" | "dashboardRequests">,
+  ) {}
+
+  async addMembership(membership: Membership): Promise<void> {
+    try {
+      await this.db.send(
+        new PutItemCommand({
+          TableName: this.tables.members,
+          Item: marshall(membership, opts),
+          ConditionExpression: "attribute_not_exists(userId)",
+        }),
+      );
+    } catch (err) {
+      if (err instanceof ConditionalCheckFailedException) {
+        throw new ConflictError(`already a member of '${membership.projectId}'`);
+      }
+      throw err;
+    }
+  }
+
+  async getMembership(userId: string, projectId: string): Promise<Membership | undefined> {
+    const out = await this.db.send(
+      new GetItemCommand({
+        TableName: this.tables.members,
+        Key: marshall({ userId, projectId }),
+        ConsistentRead: true,
+      }),
+    );
+    return out.Item && (unmarshall(out.Item) as Membership);
+  }
+
+  listMemberships(userId: string): Promise<Membership[]> {
+    return this.queryAll({
+      TableName: this.tables.members,
+      KeyConditionExpression: "userId = :u",
+      ExpressionAttributeValues: marshall({ ":u": userId }),
+      ConsistentRead: true,
+    });
+  }
+
+  listProjectMembers(projectId: string): Promise<Membership[]> {
+    return this.queryAll({
+      TableName: this.tables.members,
+      IndexName: "byProject",
+      KeyConditionExpression: "projectId = :p",
+      ExpressionAttributeValues: marshall({ ":p": projectId }),
+    });
+  }
+
+  async begin(record: RequestRecord, now: number): Promise<RequestRecord | undefined> {
+    try {
+      await this.db.send(
+        new PutItemCommand({
+          TableName: this.tables.dashboardRequests,
+          Item: marshall(record, opts),
+          // TTL deletion is lazy (and dynalite has none): an expired record counts as absent.
+          ConditionExpression: "attribute_not_exists(requestId) OR expiresAt <= :now",
+          ExpressionAttributeValues: marshall({ ":now": now }),
+        }),
+      );
+      return undefined;
+    } catch (err) {
+      if (!(err instanceof ConditionalCheckFailedException)) throw err;
+      const out = await this.db.send(
+        new GetItemCommand({
+          TableName: this.tables.dashboardRequests,
+          Key: marshall({ requestId: record.requestId }),
+          ConsistentRead: true,
+        }),
+      );
+      if (!out.Item) throw new ConflictError("idempotency record vanished; retry");
+      return unmarshall(out.Item) as RequestRecord;
+    }
+  }
+
+  async complete(requestId: string, resultId: string): Promise<void> {
+    await this.db.send(
+      new UpdateItemCommand({
+        TableName: this.tables.dashboardRequests,
+        Key: marshall({ requestId }),
+        UpdateExpression: "SET #state = :done, resultId = :r",
+        ExpressionAttributeNames: { "#state": "state" },
+        ExpressionAttributeValues: marshall({ ":done": "done", ":r": resultId }),
+      }),
+    );
+  }
+
+  async discard(requestId: string): Promise<void> {
+    await this.db.send(
+      new DeleteItemCommand({ TableName: this.tables.dashboardRequests, Key: marshall({ requestId }) }),
+    );
+  }
+
+  private async queryAll(input: QueryCommandInput): Promise<Membership[]> {
+    const items: Membership[] = [];
+    let start: QueryCommandInput["ExclusiveStartKey"];
+    do {
+      const page = await this.db.send(new QueryCommand({ ...input, ExclusiveStartKey: start }));
+      for (const item of page.Items ?? []) items.push(unmarshall(item) as Membership);
+      start = page.LastEvaluatedKey;
+    } while (start);
+    return items;
+  }
+}

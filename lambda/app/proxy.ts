@@ -1,0 +1,203 @@
+import { randomUUID } from "node:crypto";
+import type { Context, Hono, MiddlewareHandler } from "hono";
+import type { UpstreamClient } from "../adapters/upstream/client";
+import { upstreamFailureError, upstreamFailureKind } from "../adapters/upstream/errors";
+import { type CapturedBody, captureMetadata, captureText } from "../core/capture";
+import { endpointOf } from "../core/endpoints";
+import { ApiError } from "../core/errors";
+import { errorFields, type Logger } from "../core/logger";
+import { emptyUsage } from "../core/usage";
+import { requestHeaderFilter } from "../vendors/headers";
+import { RouteMatcher } from "../vendors/routes";
+import type { VendorDefinition } from "../vendors/types";
+import type { AppEnv } from "./env";
+import { errorResponse } from "./errors";
+import type { ProxyCall, ProxyHooks, ProxyOutcome } from "./proxy-hooks";
+import { type RelayResult, relayResponse } from "./proxy-relay";
+import { forwardedQuery, type PreparedRequest, prepareRequest } from "./proxy-request";
+import { appShell } from "./shell";
+
+/** What health reports: a managed key is set, the built-in simulator answers, or only dual keys can call. */
+export type UpstreamState = "configured" | "simulated" | "missing_key";
+
+export interface ProxyDeps {
+  vendor: VendorDefinition;
+  upstream: UpstreamClient;
+  /** The service's own key for this vendor; calls without a dual key use it. */
+  managedKey?: string;
+  upstreamState: UpstreamState;
+  /** The caller's identity: key verification locally, the authorizer's context in AWS. */
+  auth: MiddlewareHandler<AppEnv>;
+  logger: Logger;
+  /** Metering and recording; without them the proxy only relays. */
+  hooks?: ProxyHooks;
+  /** Largest body text an interaction record keeps, in bytes. */
+  captureLimit?: number;
+}
+
+export const DEFAULT_CAPTURE_LIMIT = 64 * 1024;
+
+/** The caller went away before we answered: nothing to send, only something to record. */
+class ClientGone extends Error {}
+
+/**
+ * One vendor's proxy, served under `/<vendor>`: every path behind authentication, only the routes the
+ * vendor's table declares (404 otherwise, 405 for another method), bodies checked, then relayed to the
+ * vendor with its key and streamed back. Health is answered here and never reaches the vendor.
+ */
+export function createProxyApp(deps: ProxyDeps): Hono<AppEnv> {
+  const { vendor, logger, hooks } = deps;
+  const captureLimit = deps.captureLimit ?? DEFAULT_CAPTURE_LIMIT;
+  const prefix = `/${vendor.name}`;
+  const matcher = new RouteMatcher(vendor.routes);
+  const upstreamHeaders = requestHeaderFilter(vendor);
+
+  const app = appShell(logger);
+  app.use(`${prefix}/*`, deps.auth);
+  app.all(`${prefix}/*`, async (c) => {
+    const arrived = performance.now();
+    const call = newCall(c, vendor);
+    let prepared: PreparedRequest | undefined;
+
+    /** Hands the outcome to `after` once, off the client's path (the heavy parts are computed there). */
+    const finish = (result: () => RelayResult) => {
+      // Without hooks nobody reads outcomes: parsing and capturing bodies would be wasted work.
+      if (!hooks) return;
+      const latencyMs = performance.now() - arrived;
+      setImmediate(() => {
+        let outcome: ProxyOutcome;
+        try {
+          outcome = { ...result(), latencyMs, request: capturedRequest(prepared, captureLimit) };
+        } catch (err) {
+          logger.error("proxy outcome failed", { ...errorFields(err), endpoint: call.endpoint });
+          return;
+        }
+        Promise.resolve()
+          .then(() => hooks.after(call, outcome))
+          .catch((err) =>
+            logger.error("proxy after hook failed", { ...errorFields(err), endpoint: call.endpoint }),
+          );
+      });
+    };
+
+    try {
+      const match = matcher.match(c.req.method, c.req.path.slice(prefix.length));
+      call.route = match.route;
+      call.model = match.model;
+      if (match.route.operation === "health") {
+        finish(() => ({
+          status: 200,
+          usage: emptyUsage(),
+          streamed: false,
+          response: captureMetadata(0, undefined),
+        }));
+        return c.json(
+          { status: "ok", vendor: vendor.name, upstream: deps.upstreamState },
+          200,
+          call.responseHeaders,
+        );
+      }
+      const query = forwardedQuery(c.req.url, vendor);
+      prepared = await prepareRequest(c, match.route);
+      call.body = prepared.json;
+      call.stream = prepared.stream;
+      if (call.model === undefined && typeof prepared.json?.model === "string")
+        call.model = prepared.json.model;
+      if (hooks) await hooks.before(call);
+
+      const signal = c.req.raw.signal;
+      try {
+        const upstream = await deps.upstream.request({
+          method: match.route.method,
+          path: match.upstreamPath + query,
+          headers: upstreamHeaders(c.req.raw.headers, call.auth.vendorKey ?? deps.managedKey),
+          ...(prepared.upstreamBody ? { body: prepared.upstreamBody } : {}),
+          signal,
+        });
+        return await relayResponse(upstream, {
+          route: match.route,
+          usage: vendor.usage,
+          usageContext: { operation: match.route.operation, request: prepared.json },
+          stripUsage: prepared.stripUsage,
+          captureLimit,
+          arrived,
+          extraHeaders: call.responseHeaders,
+          done: finish,
+        });
+      } catch (err) {
+        throw upstreamFailure(err, signal.aborted, vendor.name);
+      }
+    } catch (err) {
+      if (err instanceof ClientGone || c.req.raw.signal.aborted) {
+        finish(() => ({
+          status: 499,
+          error: { type: "client_error", code: "client_closed_request" },
+          usage: emptyUsage(),
+          streamed: false,
+          response: captureMetadata(0, undefined),
+        }));
+        return new Response(null, { status: 499 });
+      }
+      return refusal(err, c, call, logger, finish);
+    }
+  });
+  return app;
+}
+
+function newCall(c: Context<AppEnv>, vendor: VendorDefinition): ProxyCall {
+  return {
+    id: randomUUID(),
+    vendor: vendor.name,
+    endpoint: endpointOf(c.req.path) ?? `${vendor.name}:/`,
+    auth: c.get("auth"),
+    startedAt: Date.now(),
+    requestId: c.req.header("x-request-id"),
+    userHeader: c.req.header("x-user-id"),
+    userAgent: c.req.header("user-agent"),
+    route: undefined,
+    model: undefined,
+    stream: false,
+    body: undefined,
+    responseHeaders: {},
+  };
+}
+
+/** Maps what the upstream client threw to our error; anything that is not about the upstream stays as is. */
+function upstreamFailure(err: unknown, clientGone: boolean, vendor: string): unknown {
+  const kind = upstreamFailureKind(err, clientGone);
+  if (kind === undefined) return err;
+  if (kind === "client_aborted") return new ClientGone();
+  return upstreamFailureError(kind, vendor);
+}
+
+/** Our own error response, with the call's extra headers, recorded like any other outcome. */
+function refusal(
+  err: unknown,
+  c: Context<AppEnv>,
+  call: ProxyCall,
+  logger: Logger,
+  finish: (result: () => RelayResult) => void,
+): Response {
+  const response = errorResponse(err, c, logger);
+  for (const [name, value] of Object.entries(call.responseHeaders)) response.headers.set(name, value);
+  const known = err instanceof ApiError ? err : undefined;
+  finish(() => ({
+    status: response.status,
+    error: { type: known?.type ?? "api_error", code: known?.code ?? "internal_error" },
+    usage: emptyUsage(),
+    streamed: false,
+    response: known
+      ? captureText(Buffer.from(JSON.stringify(known.toBody())), "application/json", Number.POSITIVE_INFINITY)
+      : captureMetadata(0, undefined),
+  }));
+  return response;
+}
+
+/** The client's request body for the record: JSON as text (capped), uploads as metadata only. */
+function capturedRequest(prepared: PreparedRequest | undefined, limit: number): CapturedBody {
+  const body = prepared?.clientBody;
+  if (!prepared || !body) return captureMetadata(0, prepared?.contentType);
+  return prepared.json
+    ? captureText(body, prepared.contentType, limit)
+    : captureMetadata(body.byteLength, prepared.contentType);
+}

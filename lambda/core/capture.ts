@@ -1,0 +1,46 @@
+/**
+ * A request or response body as the interaction record keeps it: the text up to a size cap (with a
+ * truncated flag), or, for binary bodies and uploads, only what it was and how big.
+ */
+export interface CapturedBody {
+  /** Bytes on the wire (for a stream, what passed). */
+  bytes: number;
+  contentType?: string;
+  /** The body's text, or for a stream the assembled final message as JSON; absent for binary bodies. */
+  text?: string;
+  truncated: boolean;
+}
+
+const decoder = new TextDecoder();
+
+/** Text of a body, cut to `limit` bytes (a character split by the cut becomes U+FFFD). */
+export function captureText(
+  body: Uint8Array,
+  contentType: string | undefined,
+  limit: number,
+  bytes = body.byteLength,
+): CapturedBody {
+  const truncated = body.byteLength > limit;
+  const text = decoder.decode(truncated ? body.subarray(0, limit) : body);
+  return withType({ bytes, text, truncated }, contentType);
+}
+
+/** A value (an assembled stream message) as JSON text, cut to `limit` bytes. */
+export function captureValue(
+  value: unknown,
+  bytes: number,
+  contentType: string | undefined,
+  limit: number,
+): CapturedBody {
+  if (value === undefined) return captureMetadata(bytes, contentType);
+  return captureText(Buffer.from(JSON.stringify(value)), contentType, limit, bytes);
+}
+
+export function captureMetadata(bytes: number, contentType: string | undefined): CapturedBody {
+  return withType({ bytes, truncated: false }, contentType);
+}
+
+function withType(body: CapturedBody, contentType: string | undefined): CapturedBody {
+  if (contentType !== undefined) body.contentType = contentType;
+  return body;
+}

@@ -1,0 +1,128 @@
+import { createHash } from "node:crypto";
+import { createProject } from "./accounts";
+import { errors } from "./errors";
+import type { Project } from "./model";
+import { ConflictError, type Store } from "./ports";
+
+/**
+ * Dashboard users and the projects they belong to. A user is the `sub` of the identity provider's
+ * token; a user belongs to one or more projects; the first sign-in creates a personal project.
+ */
+
+export type Role = "owner" | "member";
+
+export interface Membership {
+  userId: string;
+  projectId: string;
+  role: Role;
+  createdAt: number;
+  /** The project made for this user at first sign-in. */
+  personal?: boolean;
+}
+
+/** The membership port. DynamoDB implements it. */
+export interface MemberStore {
+  /** Adds a membership; throws ConflictError if the user is a member of that project already. */
+  addMembership(membership: Membership): Promise<void>;
+  getMembership(userId: string, projectId: string): Promise<Membership | undefined>;
+  listMemberships(userId: string): Promise<Membership[]>;
+  listProjectMembers(projectId: string): Promise<Membership[]>;
+}
+
+/** A project as one of its members sees it. */
+export interface MemberProject {
+  projectId: string;
+  tier: Project["tier"];
+  role: Role;
+  personal: boolean;
+}
+
+/**
+ * The personal project's id is derived from the user id, so that two first sign-ins at once (two
+ * tabs) converge on one project instead of making two.
+ */
+export function personalProjectId(userId: string): string {
+  return `personal-${createHash("sha256").update(userId, "utf8").digest("hex").slice(0, 16)}`;
+}
+
+/** The user's projects, creating the personal project on first sign-in. */
+export async function signIn(
+  store: Store,
+  members: MemberStore,
+  userId: string,
+  now: number,
+): Promise<MemberProject[]> {
+  let memberships = await members.listMemberships(userId);
+  if (memberships.length === 0) {
+    await createPersonalProject(store, members, userId, now);
+    memberships = await members.listMemberships(userId);
+  }
+  const projects: MemberProject[] = [];
+  for (const membership of memberships) {
+    const project = await store.getProject(membership.projectId);
+    if (!project) continue; // a project deleted by an operator leaves memberships behind
+    projects.push({
+      projectId: project.projectId,
+      tier: project.tier,
+      role: membership.role,
+      personal: membership.personal === true,
+    });
+  }
+  return projects.sort(
+    (a, b) => Number(b.personal) - Number(a.personal) || a.projectId.localeCompare(b.projectId),
+  );
+}
+
+async function createPersonalProject(
+  store: Store,
+  members: MemberStore,
+  userId: string,
+  now: number,
+): Promise<void> {
+  const projectId = personalProjectId(userId);
+  try {
+    await createProject(store, projectId, "free", now);
+  } catch (err) {
+    // The project exists: adopt it only if nobody belongs to it (an earlier sign-in of this user that
+    // stopped between the two writes, or the other of two concurrent first sign-ins).
+    const others = (await members.listProjectMembers(projectId)).filter((m) => m.userId !== userId);
+    if (!(await store.getProject(projectId)) || others.length > 0) throw err;
+  }
+  try {
+    await members.addMembership({ userId, projectId, role: "owner", createdAt: now, personal: true });
+  } catch (err) {
+    if (!(err instanceof ConflictError)) throw err;
+  }
+}
+
+/** The caller's membership of a project; a project the user does not belong to does not exist for them. */
+export async function requireMembership(
+  members: MemberStore,
+  userId: string,
+  projectId: string,
+): Promise<Membership> {
+  const membership = await members.getMembership(userId, projectId);
+  if (!membership) throw errors.notFound(`Project '${projectId}' was not found.`);
+  return membership;
+}
+
+/** An idempotency record of a dashboard write: the first request wins, its retries replay its outcome. */
+export interface RequestRecord {
+  requestId: string;
+  /** Hash of the request's meaning: a retry with a different body is refused. */
+  fingerprint: string;
+  state: "pending" | "done";
+  /** The id of what the request created (never a secret). */
+  resultId?: string;
+  createdAt: number;
+  expiresAt: number;
+}
+
+/** The idempotency port. DynamoDB implements it. */
+export interface RequestLog {
+  /** Records a new request; returns the existing record instead if the id is taken and not expired. */
+  begin(record: RequestRecord, now: number): Promise<RequestRecord | undefined>;
+  complete(requestId: string, resultId: string): Promise<void>;
+  /** Forgets a request that failed without effect, so that it may be retried. */
+  discard(requestId: string): Promise<void>;
+}

@@ -1,0 +1,13 @@
+import { OPENAI_REQUEST_HEADERS } from "../openai";
+import type { VendorDefinition } from "../types";
+import { groqRoutes } from "./routes";
+import { groqUsageExtractor } from "./usage";
+
+export const groq: VendorDefinition = {
+  name: "groq",
+  defaultUpstream: "https://api.groq.com/openai",
+  routes: groqRoutes,
+  authHeaders: (vendorKey) => ({ authorization: `Bearer ${vendorKey}` }),
+  requestHeaders: OPENAI_REQUEST_HEADERS,
+  usage: groqUsageExtractor,
+};

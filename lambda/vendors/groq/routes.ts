@@ -1,0 +1,26 @@
+import { healthRoutes, JSON_BODY_LIMIT } from "../routes";
+import type { VendorRoute } from "../types";
+
+const json = { kind: "json", bodyLimit: JSON_BODY_LIMIT, billing: "billable" } as const;
+
+export const groqRoutes: readonly VendorRoute[] = [
+  ...healthRoutes("groq"),
+  {
+    method: "POST",
+    path: "/v1/chat/completions",
+    operation: "chat",
+    ...json,
+    stream: "body-flag",
+    injectStreamUsage: true,
+  },
+  { method: "POST", path: "/v1/responses", operation: "responses", ...json, stream: "body-flag" },
+  {
+    method: "GET",
+    path: "/v1/models",
+    operation: "models",
+    kind: "none",
+    bodyLimit: 0,
+    stream: "never",
+    billing: "free",
+  },
+];

@@ -1,0 +1,241 @@
+import { emptyUsage, type Usage } from "../../core/usage";
+import { asArray, asObject, asString, count, type JsonObject, parseJson, setIfDefined } from "../json";
+import type { StreamObserver, UsageContext, UsageExtractor } from "../types";
+
+/**
+ * OpenAI's usage objects in all their spellings: chat and completions (`prompt_tokens`,
+ * `completion_tokens`, `*_details`), responses, images and transcriptions (`input_tokens`,
+ * `output_tokens`), and whisper's `{"type":"duration","seconds":n}`.
+ */
+export function openAiUsage(raw: unknown): Usage {
+  const usage = emptyUsage();
+  const u = asObject(raw);
+  if (!u) return usage;
+  usage.inputTokens = count(u.prompt_tokens ?? u.input_tokens);
+  usage.outputTokens = count(u.completion_tokens ?? u.output_tokens);
+  usage.cachedInputTokens = count(
+    asObject(u.prompt_tokens_details)?.cached_tokens ?? asObject(u.input_tokens_details)?.cached_tokens,
+  );
+  usage.reasoningTokens = count(
+    asObject(u.completion_tokens_details)?.reasoning_tokens ??
+      asObject(u.output_tokens_details)?.reasoning_tokens,
+  );
+  if (u.type === "duration") usage.audioSeconds = count(u.seconds);
+  return usage;
+}
+
+/** Usage we could not read from the vendor: zero figures, marked estimated so nobody takes them as billed. */
+function unreported(): Usage {
+  return { ...emptyUsage(), estimated: true };
+}
+
+function fromResponse(context: UsageContext, body: unknown): Usage {
+  const response = asObject(body);
+  switch (context.operation) {
+    case "chat":
+    case "completions":
+    case "embeddings":
+    case "responses":
+      return response?.usage ? openAiUsage(response.usage) : unreported();
+    case "transcription":
+    case "translation": {
+      if (response?.usage) return openAiUsage(response.usage);
+      // verbose_json reports the audio's duration; text, srt and vtt formats report nothing.
+      const seconds = response?.duration;
+      return typeof seconds === "number" ? { ...emptyUsage(), audioSeconds: count(seconds) } : unreported();
+    }
+    case "speech":
+      // The vendor reports nothing for speech; the characters we sent are what it bills.
+      return {
+        ...emptyUsage(),
+        speechCharacters: [...(asString(context.request?.input) ?? "")].length,
+        estimated: true,
+      };
+    case "image": {
+      const usage = response?.usage ? openAiUsage(response.usage) : emptyUsage();
+      usage.images = asArray(response?.data).length;
+      return usage;
+    }
+    default:
+      return emptyUsage();
+  }
+}
+
+/** Where a stream chunk carries its usage: `usage` for OpenAI, also `x_groq.usage` for Groq. */
+export type StreamUsageOf = (chunk: JsonObject) => unknown;
+
+interface ChoiceState {
+  index: number;
+  role: string;
+  content: string;
+  refusal: string;
+  text: string;
+  finishReason: unknown;
+  toolCalls: JsonObject[];
+}
+
+/**
+ * Observes an OpenAI-style stream: chat chunks, completions chunks, responses events, transcription
+ * events. Keeps the last usage seen and assembles the final message the client effectively received.
+ */
+class OpenAiStreamObserver implements StreamObserver {
+  private usage: Usage | undefined;
+  private readonly head: JsonObject = {};
+  private readonly choices = new Map<number, ChoiceState>();
+  private final: JsonObject | undefined;
+  private text = "";
+  private images = 0;
+
+  constructor(
+    private readonly context: UsageContext,
+    private readonly usageOf: StreamUsageOf,
+  ) {}
+
+  event(data: string): void {
+    if (data === "[DONE]") return;
+    const chunk = asObject(parseJson(data));
+    if (!chunk) return;
+    const usage = this.usageOf(chunk);
+    if (asObject(usage)) this.usage = openAiUsage(usage);
+    switch (this.context.operation) {
+      case "chat":
+      case "completions":
+        this.onChoices(chunk);
+        break;
+      case "responses":
+        this.onResponsesEvent(chunk);
+        break;
+      default:
+        this.onOtherEvent(chunk);
+    }
+  }
+
+  private onChoices(chunk: JsonObject): void {
+    for (const key of ["id", "created", "model", "system_fingerprint", "service_tier"]) {
+      if (this.head[key] === undefined) setIfDefined(this.head, key, chunk[key]);
+    }
+    for (const raw of asArray(chunk.choices)) {
+      const choice = asObject(raw);
+      if (!choice) continue;
+      const index = count(choice.index);
+      let state = this.choices.get(index);
+      if (!state) {
+        state = {
+          index,
+          role: "assistant",
+          content: "",
+          refusal: "",
+          text: "",
+          finishReason: null,
+          toolCalls: [],
+        };
+        this.choices.set(index, state);
+      }
+      if (choice.finish_reason != null) state.finishReason = choice.finish_reason;
+      if (typeof choice.text === "string") state.text += choice.text;
+      const delta = asObject(choice.delta);
+      if (!delta) continue;
+      if (typeof delta.role === "string") state.role = delta.role;
+      if (typeof delta.content === "string") state.content += delta.content;
+      if (typeof delta.refusal === "string") state.refusal += delta.refusal;
+      for (const rawCall of asArray(delta.tool_calls)) addToolCallDelta(state.toolCalls, asObject(rawCall));
+    }
+  }
+
+  private onResponsesEvent(chunk: JsonObject): void {
+    const response = asObject(chunk.response);
+    if (response) {
+      this.final = response;
+      if (response.usage) this.usage = openAiUsage(response.usage);
+    }
+    if (chunk.type === "response.output_text.delta" && typeof chunk.delta === "string")
+      this.text += chunk.delta;
+  }
+
+  private onOtherEvent(chunk: JsonObject): void {
+    const type = asString(chunk.type) ?? "";
+    if (type === "transcript.text.delta" && typeof chunk.delta === "string") this.text += chunk.delta;
+    if (type === "transcript.text.done" && typeof chunk.text === "string") this.text = chunk.text;
+    if (type.endsWith(".completed") && this.context.operation === "image") this.images++;
+  }
+
+  result(complete: boolean): { usage: Usage; message: unknown } {
+    const usage = this.usage ?? unreported();
+    if (this.context.operation === "image") usage.images = this.images;
+    usage.complete = complete;
+    return { usage, message: this.message() };
+  }
+
+  private message(): unknown {
+    switch (this.context.operation) {
+      case "chat":
+        return {
+          ...this.head,
+          object: "chat.completion",
+          choices: [...this.choices.values()].map((c) => {
+            const message: JsonObject = { role: c.role, content: c.content };
+            if (c.refusal) message.refusal = c.refusal;
+            if (c.toolCalls.length > 0) message.tool_calls = c.toolCalls;
+            return { index: c.index, message, finish_reason: c.finishReason };
+          }),
+        };
+      case "completions":
+        return {
+          ...this.head,
+          object: "text_completion",
+          choices: [...this.choices.values()].map((c) => ({
+            index: c.index,
+            text: c.text,
+            finish_reason: c.finishReason,
+          })),
+        };
+      case "responses":
+        return this.final?.status === "completed" ? this.final : { ...this.final, output_text: this.text };
+      default:
+        return this.text ? { text: this.text } : undefined;
+    }
+  }
+}
+
+/** Tool calls stream as fragments keyed by index: the first names the call, later ones extend its arguments. */
+function addToolCallDelta(calls: JsonObject[], delta: JsonObject | undefined): void {
+  if (!delta) return;
+  const index = count(delta.index);
+  let call = calls[index];
+  if (!call) {
+    call = { id: delta.id, type: delta.type ?? "function", function: { name: "", arguments: "" } };
+    calls[index] = call;
+  }
+  if (typeof delta.id === "string") call.id = delta.id;
+  const fn = asObject(delta.function);
+  const target = call.function as { name: string; arguments: string };
+  if (typeof fn?.name === "string") target.name += fn.name;
+  if (typeof fn?.arguments === "string") target.arguments += fn.arguments;
+}
+
+export function openAiStyleUsage(usageOf: StreamUsageOf): UsageExtractor {
+  return {
+    fromResponse,
+    stream: (context) => new OpenAiStreamObserver(context, usageOf),
+  };
+}
+
+export const openAiUsageExtractor = openAiStyleUsage((chunk) => chunk.usage);
+
+const EMPTY_CHOICES = /"choices"\s*:\s*\[\s*\]/;
+
+/** The chunk `stream_options.include_usage` adds: usage and no choices. */
+export function isUsageOnlyChunk(data: string): boolean {
+  if (!EMPTY_CHOICES.test(data)) return false;
+  return asObject(asObject(parseJson(data))?.usage) !== undefined;
+}
+
+const NULL_USAGE = /,\s*"usage"\s*:\s*null/g;
+
+/**
+ * With `include_usage`, every other chunk carries `"usage":null`; removed so the client sees the chunks it
+ * would have seen without the option. (An unescaped `"usage"` cannot occur inside a JSON string.)
+ */
+export function withoutNullUsage(data: string): string {
+  return data.includes('"usage"') ? data.replace(NULL_USAGE, "") : data;
+}

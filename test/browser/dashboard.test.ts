@@ -1,0 +1,196 @@
+import { mkdirSync } from "node:fs";
+import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { startTestStack, type TestStack } from "../support/stack";
+
+/**
+ * The dashboard in a real browser (Debian's chromium, driven by playwright-core): sign in through the
+ * local provider, create a key, copy it, use it, revoke it, sign out. One browser for the file; the
+ * steps share one page and run in order. A failing step leaves a screenshot in test-results/.
+ */
+
+const CHROMIUM = "/usr/bin/chromium";
+const SHOTS = "test-results";
+
+let stack: TestStack;
+let browser: Browser;
+let context: BrowserContext;
+let page: Page;
+const problems: string[] = [];
+
+beforeAll(async () => {
+  stack = await startTestStack();
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--no-first-run",
+    ],
+  });
+  context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: stack.url });
+  page = await context.newPage();
+  page.setDefaultTimeout(10_000);
+  // Anything the page logs as an error (a CSP violation, a failed script) fails the run at the end.
+  // (Refusals the test provokes from the dashboard API are expected; the page shows their message.)
+  page.on("console", (message) => {
+    if (message.type() !== "error") return;
+    if (message.location().url.startsWith(`${stack.url}/dashboard/api/`)) return;
+    problems.push(message.text());
+  });
+  page.on("pageerror", (error) => problems.push(error.message));
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await stack?.stop();
+});
+
+beforeEach(({ task, onTestFailed }) => {
+  onTestFailed(async () => {
+    mkdirSync(SHOTS, { recursive: true });
+    await page.screenshot({
+      path: `${SHOTS}/dashboard-${task.name.replace(/\W+/g, "-")}.png`,
+      fullPage: true,
+    });
+  });
+});
+
+const KEY_NAME = "<b>bold</b> & <script>alert(1)</script>";
+let copiedKey = "";
+
+async function status(key: string): Promise<number> {
+  return (await fetch(`${stack.url}/api/v1/status`, { headers: { Authorization: `Bearer ${key}` } })).status;
+}
+
+describe.sequential("the dashboard in a browser", () => {
+  it("signs in through the local identity provider", async () => {
+    await page.goto(`${stack.url}/dashboard/`);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.waitForURL(/\/oidc\/interaction\//);
+    await page.getByLabel("Email").fill(stack.dashboard.email);
+    await page.getByLabel("Password").fill(stack.dashboard.password);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.waitForURL(`${stack.url}/dashboard/keys`);
+    await expect.poll(() => page.getByText("No API keys yet").isVisible()).toBe(true);
+    await expect.poll(() => page.getByText(stack.dashboard.email).isVisible()).toBe(true);
+  });
+
+  it("opens the create form by keyboard and closes it with Escape", async () => {
+    const create = page.getByRole("button", { name: "Create key", exact: true });
+    await create.focus();
+    await page.keyboard.press("Enter");
+    await expect.poll(() => page.evaluate(() => document.activeElement?.id)).toBe("key-name");
+    await page.keyboard.press("Escape");
+    await expect.poll(() => page.locator("dialog").count()).toBe(0);
+  });
+
+  it("explains why a 10 KB name is refused", async () => {
+    await page.getByRole("button", { name: "Create key", exact: true }).click();
+    await page.getByLabel("Name", { exact: true }).fill("n".repeat(10 * 1024));
+    await page.locator("dialog").getByRole("button", { name: "Create key" }).click();
+    await expect
+      .poll(() => page.getByRole("alert").textContent())
+      .toContain("Invalid field 'name': must be at most 100 characters");
+    await page.getByRole("button", { name: "Cancel" }).click();
+  });
+
+  it("creates one key on a double submit and shows it once, with a copy button", async () => {
+    await page.getByRole("button", { name: "Create key", exact: true }).click();
+    await page.getByLabel("Name", { exact: true }).fill(KEY_NAME);
+    await page.locator("dialog").getByRole("button", { name: "Create key" }).dblclick();
+    await expect
+      .poll(() => page.getByText("This is the only time the full key is shown.").isVisible())
+      .toBe(true);
+    await page.getByRole("button", { name: "Copy" }).click();
+    await expect.poll(() => page.getByText("Copied to the clipboard.").isVisible()).toBe(true);
+    copiedKey = await page.evaluate(() => navigator.clipboard.readText());
+    expect(copiedKey).toMatch(/^dmt_[a-z0-9]{16}_[A-Za-z0-9]{43}$/);
+    expect(await page.getByLabel("Your new API key").inputValue()).toBe(copiedKey);
+    await page.getByRole("button", { name: "Done" }).click();
+
+    const rows = page.locator("tbody tr");
+    await expect.poll(() => rows.count()).toBe(1);
+    // The name is shown as text: no element was made from its markup.
+    expect(await rows.first().locator(".key-name").textContent()).toBe(KEY_NAME);
+    expect(await rows.first().locator("b, script").count()).toBe(0);
+    expect(await rows.first().textContent()).toContain(copiedKey.slice(0, 20));
+    expect(await rows.first().textContent()).not.toContain(copiedKey.slice(21));
+  });
+
+  it("lets the copied key call the API", async () => {
+    expect(await status(copiedKey)).toBe(200);
+  });
+
+  it("revokes the key after a confirmation, and the API refuses it", async () => {
+    await page.getByRole("button", { name: `Revoke key ${KEY_NAME}` }).click();
+    const confirm = page.locator("dialog").getByRole("button", { name: "Revoke key" });
+    await confirm.click();
+    await expect.poll(() => page.locator("tbody tr .badge").textContent()).toBe("Revoked");
+    await expect.poll(() => page.getByText("was revoked.").isVisible()).toBe(true);
+    expect(await status(copiedKey)).toBe(401);
+  });
+
+  it("lets an operator grant credits and shows them in the balance and the ledger", async () => {
+    await page.getByRole("link", { name: "Credits" }).click();
+    await expect.poll(() => page.getByTestId("available").textContent()).toBe("$0.00");
+    await page.getByLabel("Amount (USD)").fill("25");
+    await page.getByLabel("Source").selectOption("invoice");
+    await page.getByLabel("Note (optional)").fill("first invoice");
+    await page.getByRole("button", { name: "Grant credits" }).click();
+    await expect.poll(() => page.getByTestId("available").textContent()).toBe("$25.00");
+    await expect.poll(() => page.locator("tbody tr").first().textContent()).toContain("+$25.00");
+    expect(await page.locator("tbody tr").first().textContent()).toContain("invoice · first invoice");
+  });
+
+  it("stores a vendor key, shows only its last 4 characters, and deletes it", async () => {
+    await page.getByRole("link", { name: "Settings" }).click();
+    await page.getByRole("button", { name: "Set the OpenAI key" }).click();
+    const secret = "sk-browser-test-0123456789LAST";
+    await page.getByLabel("Key", { exact: true }).fill(`${secret} `);
+    await page.getByRole("button", { name: "Save key" }).click();
+    await expect.poll(() => page.locator("dialog").getByRole("alert").textContent()).toMatch(/whitespace/);
+    await page.getByLabel("Key", { exact: true }).fill(secret);
+    await page.getByRole("button", { name: "Save key" }).click();
+    const row = page.locator('tr[data-vendor="openai"]');
+    await expect.poll(() => row.textContent()).toContain("••••LAST");
+    expect(await page.content()).not.toContain(secret);
+    await page.getByRole("button", { name: "Delete the OpenAI key" }).click();
+    await page.locator("dialog").getByRole("button", { name: "Delete key" }).click();
+    await expect.poll(() => row.textContent()).toContain("Not set");
+  });
+
+  it("shows the pages still to come with their layout", async () => {
+    for (const name of ["Interactions", "Usage"]) {
+      await page.getByRole("link", { name }).click();
+      await page.waitForURL(`${stack.url}/dashboard/${name.toLowerCase()}`);
+      await expect.poll(() => page.getByRole("heading", { level: 1 }).textContent()).toBe(name);
+      await expect
+        .poll(() =>
+          page
+            .getByText(/^Coming with /)
+            .first()
+            .isVisible(),
+        )
+        .toBe(true);
+    }
+  });
+
+  it("signs out of the dashboard and of the provider", async () => {
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.getByRole("button", { name: "Yes, sign me out" }).click();
+    await page.waitForURL(`${stack.url}/dashboard/signed-out`);
+    await expect.poll(() => page.getByText("You have signed out.").isVisible()).toBe(true);
+    // The provider's session is gone too: signing in again asks for the password.
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.waitForURL(/\/oidc\/interaction\//);
+    expect(await page.getByLabel("Password").isVisible()).toBe(true);
+  });
+
+  it("logged no error on any page (no CSP violation, no failed script)", () => {
+    expect(problems).toEqual([]);
+  });
+});

@@ -1,0 +1,497 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { importJWK, type JWK, SignJWT } from "jose";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SECURITY_HEADERS } from "../../lambda/app/middleware";
+import { createProject } from "../../lambda/core/accounts";
+import { personalProjectId } from "../../lambda/core/members";
+import { startTestStack, type TestStack } from "../support/stack";
+
+/**
+ * The dashboard API on the real local stack. Tokens are minted with the local provider's own signing
+ * key (kept in the data dir), so each test can be any user; dashboard-signin.test.ts gets real ones
+ * through the provider's sign-in.
+ */
+
+let stack: TestStack;
+let signingKey: CryptoKey | Uint8Array;
+let kid: string;
+let alg: string;
+
+beforeAll(async () => {
+  stack = await startTestStack();
+  const state = JSON.parse(readFileSync(join(stack.dataDir, "oidc.json"), "utf8")) as { signingKey: JWK };
+  alg = state.signingKey.alg ?? "";
+  signingKey = await importJWK(state.signingKey, alg);
+  kid = state.signingKey.kid ?? "";
+});
+afterAll(() => stack.stop());
+
+interface TokenOptions {
+  expiresInSeconds?: number;
+  audience?: string;
+  clientId?: string;
+  operator?: boolean;
+}
+
+function tokenFor(userId: string, options: TokenOptions = {}): Promise<string> {
+  const now = Math.floor(Date.now() / 1000);
+  return new SignJWT({
+    client_id: options.clientId ?? "dmt-dashboard",
+    scope: "dashboard",
+    ...(options.operator ? { "cognito:groups": ["operators"] } : {}),
+  })
+    .setProtectedHeader({ alg, typ: "at+jwt", kid })
+    .setSubject(userId)
+    .setIssuer(`${stack.url}/oidc`)
+    .setAudience(options.audience ?? `${stack.url}/dashboard/api`)
+    .setIssuedAt(now - 5)
+    .setExpirationTime(now + (options.expiresInSeconds ?? 600))
+    .sign(signingKey);
+}
+
+interface Answer {
+  status: number;
+  headers: Headers;
+  body: Record<string, unknown>;
+}
+
+async function api(
+  token: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<Answer> {
+  const res = await fetch(`${stack.url}/dashboard/api${path}`, {
+    method,
+    headers: { Authorization: `Bearer ${token}`, ...headers },
+    ...(body === undefined ? {} : { body: typeof body === "string" ? body : JSON.stringify(body) }),
+  });
+  return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, unknown> };
+}
+
+let users = 0;
+/** A new user, signed in once so that its personal project exists. */
+async function newUser(options: TokenOptions = {}): Promise<{ token: string; projectId: string }> {
+  const token = await tokenFor(`user-${process.pid}-${++users}`, options);
+  const me = await api(token, "GET", "/me");
+  const projects = me.body.projects as { projectId: string }[];
+  return { token, projectId: projects[0]?.projectId ?? "" };
+}
+
+async function createKey(token: string, projectId: string, body: Record<string, unknown>, headers = {}) {
+  return api(token, "POST", `/projects/${projectId}/keys`, body, headers);
+}
+
+async function status(key: string): Promise<number> {
+  return (await fetch(`${stack.url}/api/v1/status`, { headers: { Authorization: `Bearer ${key}` } })).status;
+}
+
+describe("first sign-in", () => {
+  it("creates one personal project per user, owned by that user", async () => {
+    const token = await tokenFor("first-sign-in-user");
+    const [a, b] = await Promise.all([api(token, "GET", "/me"), api(token, "GET", "/me")]);
+    expect(a.status).toBe(200);
+    expect(b.body).toEqual(a.body);
+    expect(a.body).toEqual({
+      user: { id: "first-sign-in-user", operator: false },
+      projects: [
+        {
+          projectId: expect.stringMatching(/^personal-[0-9a-f]{16}$/),
+          tier: "free",
+          role: "owner",
+          personal: true,
+        },
+      ],
+    });
+    const other = await api(await tokenFor("another-user"), "GET", "/me");
+    expect(other.body.projects).not.toEqual(a.body.projects);
+  });
+
+  it("completes a first sign-in that stopped after creating the project", async () => {
+    const projectId = personalProjectId("interrupted-user");
+    await createProject(stack.store, projectId, "free", Date.now());
+    const me = await api(await tokenFor("interrupted-user"), "GET", "/me");
+    expect(me.body.projects).toEqual([{ projectId, tier: "free", role: "owner", personal: true }]);
+  });
+});
+
+describe("API keys", () => {
+  it("creates, lists and revokes a key that works until it is revoked", async () => {
+    const { token, projectId } = await newUser();
+    const created = await createKey(token, projectId, { name: "backend" });
+    expect(created.status).toBe(201);
+    const key = created.body.key as string;
+    const view = created.body.apiKey as Record<string, unknown>;
+    expect(key).toMatch(/^dmt_[a-z0-9]{16}_[A-Za-z0-9]{43}$/);
+    expect(view).toMatchObject({ name: "backend", projectId, status: "active", prefix: key.slice(0, 20) });
+    expect(view).not.toHaveProperty("secretHash");
+    const listed = await api(token, "GET", `/projects/${projectId}/keys`);
+    expect(listed.body.keys).toEqual([view]);
+    expect(JSON.stringify(listed.body)).not.toContain(key.slice(20));
+    expect(await status(key)).toBe(200);
+
+    const revoked = await api(token, "POST", `/projects/${projectId}/keys/${view.keyId}/revoke`);
+    expect(revoked.status).toBe(200);
+    expect(revoked.body.apiKey).toMatchObject({ keyId: view.keyId, status: "revoked", revoked: true });
+    expect(await status(key)).toBe(401);
+
+    // Revoking again is harmless and keeps the first revocation time.
+    const again = await api(token, "POST", `/projects/${projectId}/keys/${view.keyId}/revoke`);
+    expect(again.status).toBe(200);
+    expect((again.body.apiKey as { revokedAt: number }).revokedAt).toBe(
+      (revoked.body.apiKey as { revokedAt: number }).revokedAt,
+    );
+  });
+
+  it("keeps endpoint restrictions and expiry", async () => {
+    const { token, projectId } = await newUser();
+    const expiresAt = Date.now() + 86_400_000;
+    const created = await createKey(token, projectId, { name: "embeddings", allow: ["openai:*"], expiresAt });
+    expect(created.body.apiKey).toMatchObject({ allow: ["openai:*"], expiresAt });
+    expect(await status(created.body.key as string)).toBe(403);
+  });
+
+  it("stores a name with markup as plain data", async () => {
+    const { token, projectId } = await newUser();
+    const name = `<img src=x onerror="alert(1)"><script>alert(2)</script>`;
+    const created = await createKey(token, projectId, { name });
+    expect(created.status).toBe(201);
+    expect((created.body.apiKey as { name: string }).name).toBe(name);
+    expect(created.headers.get("content-type")).toMatch(/^application\/json/);
+  });
+
+  it("refuses bad input with a clear 400", async () => {
+    const { token, projectId } = await newUser();
+    const cases: [unknown, string, RegExp][] = [
+      [{ name: "x".repeat(10 * 1024) }, "invalid_field", /'name': must be at most 100 characters/],
+      [{ name: "" }, "invalid_field", /'name': must not be empty/],
+      [{}, "missing_field", /'name'/],
+      [{ name: 42 }, "invalid_field", /'name'/],
+      [{ name: "ok", allow: ["nowhere"] }, "invalid_field", /'allow'/],
+      [{ name: "ok", allow: [] }, "invalid_field", /'allow'/],
+      [{ name: "ok", expiresAt: Date.now() - 1000 }, "invalid_field", /'expires': must be in the future/],
+      [{ name: "ok", expiresAt: "tomorrow" }, "invalid_field", /'expiresAt'/],
+      [{ name: "ok", owner: "me" }, "invalid_field", /'owner'/],
+      ["{not json", "invalid_json", /not valid JSON/],
+      [[1, 2], "invalid_json", /JSON object/],
+    ];
+    for (const [body, code, message] of cases) {
+      const res = await createKey(token, projectId, body as Record<string, unknown>);
+      expect(res.status, JSON.stringify(body).slice(0, 80)).toBe(400);
+      expect(res.body).toEqual({
+        error: { type: "invalid_request_error", code, message: expect.stringMatching(message) },
+      });
+    }
+    expect((await api(token, "GET", `/projects/${projectId}/keys`)).body.keys).toEqual([]);
+  });
+
+  it("answers unknown keys and malformed ids with 404", async () => {
+    const { token, projectId } = await newUser();
+    for (const keyId of ["abcdefghijklmnop", "x".repeat(3000), "UPPER"]) {
+      const res = await api(token, "POST", `/projects/${projectId}/keys/${keyId}/revoke`);
+      expect(res.status).toBe(404);
+      expect(res.body).toMatchObject({ error: { type: "not_found_error", code: "not_found" } });
+    }
+  });
+
+  it("answers other methods with 405 and Allow", async () => {
+    const { token, projectId } = await newUser();
+    const res = await api(token, "DELETE", `/projects/${projectId}/keys`);
+    expect(res.status).toBe(405);
+    expect(res.headers.get("allow")).toBe("GET, POST");
+  });
+});
+
+describe("Idempotency-Key on key creation", () => {
+  it("replays a repeated request without making a second key or showing the secret again", async () => {
+    const { token, projectId } = await newUser();
+    const headers = { "Idempotency-Key": "form-1" };
+    const first = await createKey(token, projectId, { name: "once" }, headers);
+    const second = await createKey(token, projectId, { name: "once" }, headers);
+    expect(first.status).toBe(201);
+    expect(second.status).toBe(200);
+    expect(second.body).toEqual({ apiKey: first.body.apiKey, replayed: true });
+    expect((await api(token, "GET", `/projects/${projectId}/keys`)).body.keys).toHaveLength(1);
+  });
+
+  it("makes one key out of concurrent submissions", async () => {
+    const { token, projectId } = await newUser();
+    const headers = { "Idempotency-Key": "double-click" };
+    const answers = await Promise.all(
+      Array.from({ length: 4 }, () => createKey(token, projectId, { name: "double" }, headers)),
+    );
+    const statuses = answers.map((a) => a.status);
+    expect(statuses.filter((s) => s === 201)).toHaveLength(1);
+    for (const answer of answers.filter((a) => a.status !== 201)) {
+      expect([200, 409]).toContain(answer.status);
+      expect(answer.body).not.toHaveProperty("key");
+    }
+    expect((await api(token, "GET", `/projects/${projectId}/keys`)).body.keys).toHaveLength(1);
+  });
+
+  it("refuses the same key for a different request", async () => {
+    const { token, projectId } = await newUser();
+    const headers = { "Idempotency-Key": "form-2" };
+    expect((await createKey(token, projectId, { name: "first" }, headers)).status).toBe(201);
+    const other = await createKey(token, projectId, { name: "second" }, headers);
+    expect(other.status).toBe(409);
+    expect(other.body).toMatchObject({
+      error: { type: "idempotency_error", code: "idempotency_key_reused" },
+    });
+  });
+
+  it("lets a refused request be corrected under the same key", async () => {
+    const { token, projectId } = await newUser();
+    const headers = { "Idempotency-Key": "form-3" };
+    expect((await createKey(token, projectId, { name: "x".repeat(200) }, headers)).status).toBe(400);
+    expect((await createKey(token, projectId, { name: "fixed" }, headers)).status).toBe(201);
+  });
+
+  it("scopes keys per user: another user's identical key is a new request", async () => {
+    const a = await newUser();
+    const b = await newUser();
+    const headers = { "Idempotency-Key": "same-for-both" };
+    expect((await createKey(a.token, a.projectId, { name: "k" }, headers)).status).toBe(201);
+    expect((await createKey(b.token, b.projectId, { name: "k" }, headers)).status).toBe(201);
+  });
+
+  it("refuses an unusable Idempotency-Key", async () => {
+    const { token, projectId } = await newUser();
+    const res = await createKey(token, projectId, { name: "k" }, { "Idempotency-Key": "x".repeat(300) });
+    expect(res.status).toBe(400);
+    expect(res.body).toMatchObject({ error: { code: "invalid_header" } });
+  });
+});
+
+describe("authorization between projects", () => {
+  it("never lets a user of project A see or touch project B", async () => {
+    const a = await newUser();
+    const b = await newUser();
+    const bKey = await createKey(b.token, b.projectId, { name: "b's key" });
+    const bKeyId = (bKey.body.apiKey as { keyId: string }).keyId;
+
+    const attempts: [string, string, unknown?][] = [
+      ["GET", `/projects/${b.projectId}/keys`],
+      ["POST", `/projects/${b.projectId}/keys`, { name: "intruder" }],
+      ["POST", `/projects/${b.projectId}/keys/${bKeyId}/revoke`],
+      // A's own project, B's key id: still B's key, still not found.
+      ["POST", `/projects/${a.projectId}/keys/${bKeyId}/revoke`],
+      ["GET", "/projects/no-such-project/keys"],
+    ];
+    for (const [method, path, body] of attempts) {
+      const res = await api(a.token, method, path, body);
+      expect(res.status, `${method} ${path}`).toBe(404);
+      expect(res.body).toMatchObject({ error: { type: "not_found_error", code: "not_found" } });
+    }
+    const bKeys = (await api(b.token, "GET", `/projects/${b.projectId}/keys`)).body.keys as {
+      status: string;
+    }[];
+    expect(bKeys.map((k) => k.status)).toEqual(["active"]);
+    expect(await status(bKey.body.key as string)).toBe(200);
+  });
+});
+
+describe("tokens the dashboard API refuses", () => {
+  it("refuses expired, wrong-audience, wrong-client and forged tokens with 401", async () => {
+    const { projectId } = await newUser();
+    const forged = (await tokenFor("user-x")).replace(
+      /\.[^.]+$/,
+      `.${Buffer.from("forged").toString("base64url")}`,
+    );
+    const tokens = [
+      await tokenFor("user-x", { expiresInSeconds: -60 }),
+      await tokenFor("user-x", { audience: "dmt-dashboard" }),
+      await tokenFor("user-x", { clientId: "other-client" }),
+      forged,
+    ];
+    for (const token of tokens) {
+      const res = await api(token, "GET", `/projects/${projectId}/keys`);
+      expect(res.status).toBe(401);
+      expect(res.body).toMatchObject({ error: { type: "authentication_error", code: "invalid_token" } });
+    }
+  });
+
+  it("refuses a service key, even a valid one", async () => {
+    const { key } = await stack.newKey();
+    const res = await api(key, "GET", "/me");
+    expect(res.status).toBe(401);
+    expect(res.body).toMatchObject({
+      error: { code: "invalid_token", message: expect.stringMatching(/API keys are not accepted/) },
+    });
+  });
+
+  it("and the data API refuses a dashboard token", async () => {
+    const token = await tokenFor("user-y");
+    const res = await fetch(`${stack.url}/api/v1/status`, { headers: { Authorization: `Bearer ${token}` } });
+    expect(res.status).toBe(401);
+    expect(await res.json()).toMatchObject({
+      error: { type: "authentication_error", code: "invalid_api_key" },
+    });
+  });
+
+  it("refuses a request without a token", async () => {
+    const res = await fetch(`${stack.url}/dashboard/api/me`);
+    expect(res.status).toBe(401);
+    expect(await res.json()).toMatchObject({ error: { code: "missing_token" } });
+  });
+});
+
+describe("responses", () => {
+  it("carry the security headers and are never cached", async () => {
+    const { token } = await newUser();
+    for (const res of [await api(token, "GET", "/me"), await api("bad", "GET", "/me")]) {
+      for (const [name, value] of Object.entries(SECURITY_HEADERS)) expect(res.headers.get(name)).toBe(value);
+      expect(res.headers.get("cache-control")).toBe("no-store");
+    }
+  });
+});
+
+describe("credits", () => {
+  it("lets an operator grant credits, recorded in the ledger with their source", async () => {
+    const { token, projectId } = await newUser({ operator: true });
+    expect((await api(token, "GET", `/projects/${projectId}/credits`)).body).toEqual({
+      balance: { projectId, availableMicros: 0, heldMicros: 0, openHolds: 0 },
+    });
+    const granted = await api(token, "POST", `/projects/${projectId}/credits/grants`, {
+      usd: "12.50",
+      source: "invoice",
+      note: "invoice 2031-004",
+    });
+    expect(granted.status).toBe(201);
+    expect(granted.body.balance).toMatchObject({ availableMicros: 12_500_000 });
+    const ledger = await api(token, "GET", `/projects/${projectId}/credits/ledger`);
+    expect(ledger.body.entries).toEqual([
+      expect.objectContaining({
+        type: "grant",
+        deltaMicros: 12_500_000,
+        source: "invoice",
+        note: "invoice 2031-004",
+      }),
+    ]);
+  });
+
+  it("refuses grants from non-operators and bad amounts", async () => {
+    const member = await newUser();
+    const refused = await api(member.token, "POST", `/projects/${member.projectId}/credits/grants`, {
+      usd: "5",
+      source: "promotion",
+    });
+    expect(refused.status).toBe(403);
+    expect(refused.body).toMatchObject({
+      error: { type: "permission_error", code: "insufficient_permissions" },
+    });
+
+    const operator = await newUser({ operator: true });
+    for (const body of [
+      { usd: "-5", source: "promotion" },
+      { usd: "1.1234567", source: "promotion" },
+      { usd: "5", source: "Not A Source!" },
+      { usd: 5, source: "promotion" },
+    ]) {
+      const res = await api(operator.token, "POST", `/projects/${operator.projectId}/credits/grants`, body);
+      expect(res.status, JSON.stringify(body)).toBe(400);
+    }
+    expect(
+      (await api(operator.token, "GET", `/projects/${operator.projectId}/credits/ledger`)).body.entries,
+    ).toEqual([]);
+  });
+
+  it("grants once per Idempotency-Key", async () => {
+    const { token, projectId } = await newUser({ operator: true });
+    const headers = { "Idempotency-Key": "grant-form-1" };
+    const body = { usd: "3", source: "promotion" };
+    expect((await api(token, "POST", `/projects/${projectId}/credits/grants`, body, headers)).status).toBe(
+      201,
+    );
+    const again = await api(token, "POST", `/projects/${projectId}/credits/grants`, body, headers);
+    expect(again.status).toBe(200);
+    expect(again.body).toMatchObject({ replayed: true, balance: { availableMicros: 3_000_000 } });
+  });
+
+  it("pages the ledger newest first", async () => {
+    const { token, projectId } = await newUser({ operator: true });
+    for (let i = 1; i <= 27; i++) {
+      await api(token, "POST", `/projects/${projectId}/credits/grants`, {
+        usd: String(i),
+        source: "promotion",
+      });
+    }
+    const first = await api(token, "GET", `/projects/${projectId}/credits/ledger`);
+    const firstEntries = first.body.entries as { deltaMicros: number }[];
+    expect(firstEntries).toHaveLength(25);
+    expect(firstEntries[0]?.deltaMicros).toBe(27_000_000);
+    const second = await api(
+      token,
+      "GET",
+      `/projects/${projectId}/credits/ledger?cursor=${encodeURIComponent(first.body.cursor as string)}`,
+    );
+    expect((second.body.entries as { deltaMicros: number }[]).map((e) => e.deltaMicros)).toEqual([
+      2_000_000, 1_000_000,
+    ]);
+  });
+});
+
+describe("vendor keys (BYOK)", () => {
+  const secret = "sk-test-0123456789abcdefWXYZ";
+
+  it("sets, replaces and deletes a key, showing only its last 4 characters", async () => {
+    const { token, projectId } = await newUser();
+    const set = await api(token, "PUT", `/projects/${projectId}/vendor-keys/openai`, { key: secret });
+    expect(set.status).toBe(200);
+    expect(set.body.vendorKey).toMatchObject({ projectId, vendor: "openai", last4: "WXYZ" });
+    const listed = await api(token, "GET", `/projects/${projectId}/vendor-keys`);
+    expect(listed.body.vendorKeys).toEqual([set.body.vendorKey]);
+    for (const answer of [set, listed])
+      expect(JSON.stringify(answer.body)).not.toContain(secret.slice(0, -4));
+
+    const replaced = await api(token, "PUT", `/projects/${projectId}/vendor-keys/openai`, {
+      key: "sk-test-9999999999999999ABCD",
+    });
+    expect(replaced.body.vendorKey).toMatchObject({ last4: "ABCD" });
+
+    expect((await api(token, "DELETE", `/projects/${projectId}/vendor-keys/openai`)).body).toEqual({
+      deleted: true,
+    });
+    const gone = await api(token, "DELETE", `/projects/${projectId}/vendor-keys/openai`);
+    expect(gone.status).toBe(404);
+    expect((await api(token, "GET", `/projects/${projectId}/vendor-keys`)).body.vendorKeys).toEqual([]);
+  });
+
+  it("refuses keys with whitespace and unknown vendors, never echoing the key", async () => {
+    const { token, projectId } = await newUser();
+    const padded = await api(token, "PUT", `/projects/${projectId}/vendor-keys/groq`, { key: `${secret}\n` });
+    expect(padded.status).toBe(400);
+    expect(padded.body).toMatchObject({
+      error: { code: "invalid_field", message: expect.stringMatching(/whitespace/) },
+    });
+    expect(JSON.stringify(padded.body)).not.toContain(secret);
+    const unknown = await api(token, "PUT", `/projects/${projectId}/vendor-keys/mistral`, { key: secret });
+    expect(unknown.status).toBe(400);
+    expect(unknown.body).toMatchObject({ error: { message: expect.stringMatching(/'vendor'/) } });
+  });
+
+  it("keeps each project's keys and credits to its members", async () => {
+    const a = await newUser({ operator: true });
+    const b = await newUser();
+    await api(b.token, "PUT", `/projects/${b.projectId}/vendor-keys/anthropic`, { key: secret });
+    const attempts: [string, string, unknown?][] = [
+      ["GET", `/projects/${b.projectId}/vendor-keys`],
+      ["PUT", `/projects/${b.projectId}/vendor-keys/anthropic`, { key: "sk-intruder-000000000000" }],
+      ["DELETE", `/projects/${b.projectId}/vendor-keys/anthropic`],
+      ["GET", `/projects/${b.projectId}/credits`],
+      ["GET", `/projects/${b.projectId}/credits/ledger`],
+      // Being an operator does not open other projects.
+      ["POST", `/projects/${b.projectId}/credits/grants`, { usd: "1", source: "promotion" }],
+    ];
+    for (const [method, path, body] of attempts) {
+      expect((await api(a.token, method, path, body)).status, `${method} ${path}`).toBe(404);
+    }
+    const bKeys = (await api(b.token, "GET", `/projects/${b.projectId}/vendor-keys`)).body.vendorKeys;
+    expect(bKeys).toEqual([expect.objectContaining({ vendor: "anthropic", last4: "WXYZ" })]);
+    expect((await api(b.token, "GET", `/projects/${b.projectId}/credits`)).body).toMatchObject({
+      balance: { availableMicros: 0 },
+    });
+  });
+});

@@ -1,0 +1,66 @@
+import type { Api, Me, MemberProject } from "../api";
+import { type Child, h, icon } from "../dom";
+
+/** What every page gets: the API, the selected project, the signed-in user, and a way to notify. */
+export interface PageContext {
+  api: Api;
+  me: Me;
+  project: MemberProject;
+  toast(message: string, kind?: "success" | "error"): void;
+}
+
+export interface Page {
+  path: string;
+  title: string;
+  icon: string;
+  render(ctx: PageContext, main: HTMLElement): void;
+}
+
+export function pageHead(title: string, subtitle: string, ...actions: Child[]): HTMLElement {
+  return h(
+    "div",
+    { class: "page-head" },
+    h("div", {}, h("h1", { id: "page-title" }, title), h("p", { class: "subtitle" }, subtitle)),
+    actions.length > 0 ? h("div", { class: "actions" }, ...actions) : null,
+  );
+}
+
+export function emptyState(iconName: string, title: string, text: string, ...actions: Child[]): HTMLElement {
+  return h(
+    "div",
+    { class: "empty" },
+    h("div", { class: "empty-icon" }, icon(iconName)),
+    h("h2", {}, title),
+    h("p", {}, text),
+    ...actions,
+  );
+}
+
+export function loadingState(label: string, rows = 3): HTMLElement {
+  return h(
+    "div",
+    { class: "loading", role: "status" },
+    h("span", { class: "sr-only" }, label),
+    ...Array.from({ length: rows }, () => h("div", { class: "skeleton-row", "aria-hidden": "true" })),
+  );
+}
+
+export function errorState(message: string, retry: () => void): HTMLElement {
+  return h(
+    "div",
+    { class: "callout error", role: "alert" },
+    icon("alert"),
+    h("div", {}, h("strong", {}, "Something went wrong. "), message),
+    h("button", { type: "button", class: "button", on: { click: retry } }, "Try again"),
+  );
+}
+
+export const errorMessage = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+/** A modal dialog (native: focus stays inside, Escape closes), removed from the page once closed. */
+export function modal(labelledBy: string): HTMLDialogElement {
+  const el = h("dialog", { class: "dialog", "aria-labelledby": labelledBy });
+  el.addEventListener("close", () => el.remove());
+  document.body.append(el);
+  return el;
+}
