@@ -1,0 +1,77 @@
+/**
+ * Export encodings: one JSON array, or CSV (RFC 4180) with a header row. Rows arrive in batches and
+ * leave as text chunks, so an export of any size streams in bounded memory.
+ */
+import type { ExportFormat } from "./export-request";
+import { RECORD_COLUMNS } from "./record";
+
+export type ExportValue = string | number | boolean | null;
+
+/**
+ * The columns of an export, in order. A row is encoded one of two ways: as its JSON object text (keys
+ * in this order, timestamps as ISO 8601 UTC strings with milliseconds), or as one CSV line. Query
+ * engines produce rows already encoded (DuckDB natively, in SQL), so the export only frames them.
+ */
+export const EXPORT_COLUMNS: readonly string[] = RECORD_COLUMNS.map((c) => c.name);
+/** Columns whose text comes from callers or vendors: the ones formula neutralising applies to. */
+export const TEXT_COLUMNS: ReadonlySet<string> = new Set(
+  RECORD_COLUMNS.filter((c) => c.kind === "string").map((c) => c.name),
+);
+
+export const EXPORT_CONTENT_TYPES: Record<ExportFormat, string> = {
+  json: "application/json; charset=utf-8",
+  csv: "text/csv; charset=utf-8",
+};
+
+export const CSV_HEADER = `${EXPORT_COLUMNS.join(",")}\r\n`;
+
+const NEEDS_QUOTES = /[",\r\n]/;
+/** Spreadsheets run a cell starting with one of these as a formula (CSV injection). */
+const FORMULA_START = /^[=+\-@\t\r]/;
+
+/**
+ * One CSV cell. Text that a spreadsheet would run as a formula gets a leading `'` (OWASP's advice), so it
+ * shows as the text it is; cells with commas, quotes or line breaks are quoted with quotes doubled.
+ * Null is the empty cell.
+ */
+export function csvCell(value: ExportValue, text: boolean): string {
+  if (value === null) return "";
+  let cell = String(value);
+  if (text && FORMULA_START.test(cell)) cell = `'${cell}`;
+  return NEEDS_QUOTES.test(cell) ? `"${cell.replaceAll('"', '""')}"` : cell;
+}
+
+/** One row's CSV line, CRLF-terminated as RFC 4180 says. */
+export function csvLine(row: Readonly<Record<string, ExportValue>>): string {
+  return `${EXPORT_COLUMNS.map((name) => csvCell(row[name] ?? null, TEXT_COLUMNS.has(name))).join(",")}\r\n`;
+}
+
+/** One row's JSON text. */
+export function jsonRow(row: Readonly<Record<string, ExportValue>>): string {
+  const ordered: Record<string, ExportValue> = {};
+  for (const name of EXPORT_COLUMNS) ordered[name] = row[name] ?? null;
+  return JSON.stringify(ordered);
+}
+
+/**
+ * Frames encoded rows as the export body: one JSON array, or CSV with its header. One chunk per batch;
+ * the first chunk is produced only once the first batch arrived, so a query that fails at once fails
+ * before any byte is sent. An empty export is `[]` or the header alone.
+ */
+export async function* frameExport(
+  format: ExportFormat,
+  batches: AsyncIterable<string[]>,
+): AsyncGenerator<string> {
+  let opening = format === "json" ? "[" : CSV_HEADER;
+  let empty = true;
+  for await (const batch of batches) {
+    if (batch.length === 0) continue;
+    const chunk =
+      format === "json" ? `${opening}${empty ? "\n" : ",\n"}${batch.join(",\n")}` : opening + batch.join("");
+    opening = "";
+    empty = false;
+    yield chunk;
+  }
+  if (format === "json") yield `${opening}${empty ? "]" : "\n]"}\n`;
+  else if (opening) yield opening;
+}

@@ -1,0 +1,377 @@
+/**
+ * The interaction record: one per proxied call, the row the warehouse stores. This file is the one
+ * declaration of its schema; the Parquet writer, the Glue table columns and the query layer all derive
+ * from `RECORD_COLUMNS`. Changing a column means a new `RECORD_SCHEMA_VERSION` (add nullable columns only,
+ * so older files stay readable side by side: readers merge files by column name).
+ *
+ * The record builder takes no key material: service keys, vendor keys and the `api_key`/`key` query
+ * parameters cannot reach a record because nothing that carries them is an input.
+ */
+import { PROJECT_ID_PATTERN } from "./model";
+import type { Usage } from "./usage";
+
+export const RECORD_SCHEMA_VERSION = 1;
+
+/** The vendors a record names; the same four as the proxy prefixes (DESIGN §2). */
+export const RECORD_VENDORS = ["groq", "openai", "anthropic", "gemini"] as const;
+export type RecordVendor = (typeof RECORD_VENDORS)[number];
+
+/**
+ * How a call was paid (metering's `BillingMode`): from prepaid credits (`managed`), with the project's
+ * stored vendor key (`byok`), or with the vendor half of a dual key sent with the request (`dual`).
+ */
+export const BILLING_MODES = ["managed", "byok", "dual"] as const;
+export type BillingMode = (typeof BILLING_MODES)[number];
+
+/** Each captured body is cut to this many UTF-8 bytes, so a record always fits one SQS message (1 MiB). */
+export const RECORD_BODY_LIMIT_BYTES = 64 * 1024;
+
+export type ColumnKind = "string" | "int32" | "int64" | "double" | "boolean" | "timestamp";
+
+export interface ColumnDefinition {
+  name: string;
+  kind: ColumnKind;
+  nullable: boolean;
+  doc: string;
+}
+
+const column = <const N extends string, const K extends ColumnKind, const Null extends boolean>(
+  name: N,
+  kind: K,
+  nullable: Null,
+  doc: string,
+) => ({ name, kind, nullable, doc });
+
+/** The columns of schema version 1, in file and export order. Timestamps are UTC, millisecond precision. */
+export const RECORD_COLUMNS = [
+  column("schema_version", "int32", false, "version of this schema the record was written with"),
+  column("transaction_id", "string", false, "our id of the call, returned to the client in a header"),
+  column("request_id", "string", true, "the client's X-Request-ID"),
+  column("project_id", "string", false, "project of the calling key"),
+  column("key_id", "string", false, "public id of the calling key (never the secret)"),
+  column(
+    "user_id",
+    "string",
+    true,
+    "X-User-ID, else the body's user (OpenAI) or metadata.user_id (Anthropic)",
+  ),
+  column("vendor", "string", false, "groq, openai, anthropic or gemini"),
+  column("endpoint", "string", false, "request path under the vendor prefix, without query string"),
+  column("model", "string", true, "model named by the request"),
+  column("billing_mode", "string", false, "managed (prepaid credits), byok or dual"),
+  column("status_code", "int32", false, "HTTP status sent to the client"),
+  column("error_type", "string", true, "error type when the call failed (ours, or vendor_error)"),
+  column("error_code", "string", true, "error code when the call failed (ours, or the vendor's status)"),
+  column("vendor_request_id", "string", true, "the vendor's request id, when it sent one"),
+  column("streamed", "boolean", false, "the response was streamed"),
+  column("started_at", "timestamp", false, "when the request arrived (UTC, ms)"),
+  column("latency_ms", "int32", false, "from arrival to the last byte sent"),
+  column("ttft_ms", "int32", true, "from arrival to the first byte of the response"),
+  column("input_tokens", "int32", false, "all input tokens, cached included"),
+  column("output_tokens", "int32", false, "all output tokens, reasoning included"),
+  column("cached_input_tokens", "int32", false, "input tokens read from a prompt cache"),
+  column("cache_write_tokens", "int32", false, "input tokens written to a prompt cache"),
+  column("reasoning_tokens", "int32", false, "output tokens spent on reasoning"),
+  column("images", "int32", true, "images generated, for endpoints billed per image"),
+  column("audio_seconds", "double", true, "audio seconds, for endpoints billed per second"),
+  column("speech_characters", "int32", true, "characters spoken, for text to speech"),
+  column("usage_estimated", "boolean", false, "some usage figure was estimated, not reported by the vendor"),
+  column("usage_complete", "boolean", false, "false when the response ended early"),
+  column(
+    "cost_micros",
+    "int64",
+    true,
+    "micro-USD: charged (managed) or list price (byok, dual); null: unpriced",
+  ),
+  column("price_version", "string", true, "version of the price list that priced the call"),
+  column("request_body", "string", true, "request body as text, at most 64 KiB (null for binary bodies)"),
+  column("response_body", "string", true, "response body as text; a stream's assembled final message"),
+  column("truncated", "boolean", false, "a stored body is cut short (binary bodies are not stored at all)"),
+  column("request_bytes", "int64", false, "size of the whole request body"),
+  column("response_bytes", "int64", false, "size of the whole response body"),
+  column("user_agent", "string", true, "the client's User-Agent"),
+] as const satisfies readonly ColumnDefinition[];
+
+type Column = (typeof RECORD_COLUMNS)[number];
+type KindValue = {
+  string: string;
+  int32: number;
+  int64: number;
+  double: number;
+  boolean: boolean;
+  /** Epoch milliseconds. */
+  timestamp: number;
+};
+
+/** One record as it travels through the queue (JSON) and lands in Parquet. */
+export type InteractionRecord = {
+  [C in Column as C["name"]]: C["nullable"] extends true ? KindValue[C["kind"]] | null : KindValue[C["kind"]];
+};
+export type RecordColumnName = Column["name"];
+
+/** Partition columns: folders in the object store, partition keys in Glue. */
+export const PARTITION_KEYS = [
+  { name: "project", doc: "project_id of the rows" },
+  { name: "dt", doc: "UTC day of started_at, YYYY-MM-DD" },
+] as const;
+
+/** The Parquet objects of the warehouse: `interactions/project=<id>/dt=YYYY-MM-DD/<file>.parquet`. */
+export const INTERACTIONS_PREFIX = "interactions/";
+
+export function partitionPrefix(projectId: string, day: string): string {
+  return `${INTERACTIONS_PREFIX}project=${projectId}/dt=${day}/`;
+}
+
+/** The UTC day (YYYY-MM-DD) a record belongs to. */
+export function recordDay(record: Pick<InteractionRecord, "started_at">): string {
+  return new Date(record.started_at).toISOString().slice(0, 10);
+}
+
+const GLUE_TYPES: Record<ColumnKind, string> = {
+  string: "string",
+  int32: "int",
+  int64: "bigint",
+  double: "double",
+  boolean: "boolean",
+  timestamp: "timestamp",
+};
+
+/** The Glue table's data columns, in Parquet order (the partition keys come from `gluePartitionKeys`). */
+export function glueColumns(): { name: string; type: string; comment: string }[] {
+  return RECORD_COLUMNS.map((c) => ({ name: c.name, type: GLUE_TYPES[c.kind], comment: c.doc }));
+}
+
+export function gluePartitionKeys(): { name: string; type: string; comment: string }[] {
+  return PARTITION_KEYS.map((p) => ({ name: p.name, type: "string", comment: p.doc }));
+}
+
+/**
+ * Table parameters for Athena partition projection: no crawler and no partition registration. `project`
+ * is injected, so every query must say `project = ?`, which the query layer always does.
+ */
+export function glueProjectionParameters(location: string): Record<string, string> {
+  const base = location.endsWith("/") ? location : `${location}/`;
+  return {
+    "projection.enabled": "true",
+    "projection.project.type": "injected",
+    "projection.dt.type": "date",
+    "projection.dt.format": "yyyy-MM-dd",
+    "projection.dt.range": "2024-01-01,NOW",
+    "projection.dt.interval": "1",
+    "projection.dt.interval.unit": "DAYS",
+    "storage.location.template": `${base}project=\${project}/dt=\${dt}/`,
+    "parquet.compression": "SNAPPY",
+    "dmt.schema_version": String(RECORD_SCHEMA_VERSION),
+  };
+}
+
+/**
+ * A body as the proxy captured it (structurally the same as `CapturedBody` in core/capture.ts): the
+ * text, if it is text, possibly already cut, and the size of the whole body.
+ */
+export interface BodyCapture {
+  bytes: number;
+  /** Absent for binary bodies, which are not stored. */
+  text?: string;
+  /** The proxy already cut the text. */
+  truncated: boolean;
+}
+
+/** What the proxy knows about a finished call. Nothing here can carry a key. */
+export interface InteractionInput {
+  transactionId: string;
+  requestId?: string;
+  projectId: string;
+  keyId: string;
+  vendor: RecordVendor;
+  /**
+   * The path under the vendor prefix (`/v1/chat/completions`); the proxy's endpoint form
+   * (`openai:/v1/chat/completions`) is accepted too. A query string, if any, is dropped.
+   */
+  endpoint: string;
+  model?: string;
+  billingMode: BillingMode;
+  statusCode: number;
+  error?: { type: string; code: string };
+  vendorRequestId?: string;
+  streamed: boolean;
+  startedAt: number;
+  latencyMs: number;
+  ttftMs?: number;
+  usage: Usage;
+  /** Absent when nothing priced the call (a model without a price). */
+  costMicros?: number;
+  priceVersion?: string;
+  /** The X-User-ID header, when sent. */
+  userIdHeader?: string;
+  /** The parsed JSON request body, when the proxy has it (saves parsing the text again). */
+  requestJson?: unknown;
+  userAgent?: string;
+  request: BodyCapture;
+  response: BodyCapture;
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** The stored text of a body: at most RECORD_BODY_LIMIT_BYTES of UTF-8, never splitting a character. */
+function storedText(body: BodyCapture): { text: string | null; truncated: boolean } {
+  if (body.text === undefined) return { text: null, truncated: body.truncated };
+  // Fewer UTF-16 units than the limit/3 cannot exceed the limit in UTF-8 bytes: skip the encoding.
+  if (body.text.length <= RECORD_BODY_LIMIT_BYTES / 3) return { text: body.text, truncated: body.truncated };
+  const bytes = encoder.encode(body.text);
+  if (bytes.byteLength <= RECORD_BODY_LIMIT_BYTES) return { text: body.text, truncated: body.truncated };
+  let cut = RECORD_BODY_LIMIT_BYTES;
+  // Back off to the start of a UTF-8 sequence so no character is split.
+  while (cut > 0 && ((bytes[cut] ?? 0) & 0xc0) === 0x80) cut--;
+  return { text: decoder.decode(bytes.subarray(0, cut)), truncated: true };
+}
+
+function parseObject(text: string | null): unknown {
+  if (text?.charCodeAt(0) !== 0x7b /* { */) return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Who the call was for: `X-User-ID`, else the JSON body's `user` (OpenAI) or `metadata.user_id`
+ * (Anthropic). Empty values count as absent.
+ */
+export function resolveUserId(header: string | undefined, body: unknown): string | null {
+  if (header) return header;
+  if (typeof body !== "object" || body === null) return null;
+  const fields = body as { user?: unknown; metadata?: { user_id?: unknown } };
+  if (typeof fields.user === "string" && fields.user) return fields.user;
+  const fromMetadata = fields.metadata?.user_id;
+  return typeof fromMetadata === "string" && fromMetadata ? fromMetadata : null;
+}
+
+function endpointPath(endpoint: string, vendor: string): string {
+  const queryAt = endpoint.indexOf("?");
+  const path = queryAt === -1 ? endpoint : endpoint.slice(0, queryAt);
+  return path.startsWith(`${vendor}:`) ? path.slice(vendor.length + 1) : path;
+}
+
+/** Builds the record of one call. */
+export function buildRecord(input: InteractionInput): InteractionRecord {
+  const request = storedText(input.request);
+  const response = storedText(input.response);
+  const { usage } = input;
+  return {
+    schema_version: RECORD_SCHEMA_VERSION,
+    transaction_id: input.transactionId,
+    request_id: input.requestId ?? null,
+    project_id: input.projectId,
+    key_id: input.keyId,
+    user_id: resolveUserId(input.userIdHeader, input.requestJson ?? parseObject(request.text)),
+    vendor: input.vendor,
+    endpoint: endpointPath(input.endpoint, input.vendor),
+    model: input.model ?? null,
+    billing_mode: input.billingMode,
+    status_code: input.statusCode,
+    error_type: input.error?.type ?? null,
+    error_code: input.error?.code ?? null,
+    vendor_request_id: input.vendorRequestId ?? null,
+    streamed: input.streamed,
+    started_at: input.startedAt,
+    latency_ms: Math.round(input.latencyMs),
+    ttft_ms: input.ttftMs === undefined ? null : Math.round(input.ttftMs),
+    input_tokens: usage.inputTokens,
+    output_tokens: usage.outputTokens,
+    cached_input_tokens: usage.cachedInputTokens,
+    cache_write_tokens: usage.cacheWriteTokens,
+    reasoning_tokens: usage.reasoningTokens,
+    images: usage.images ?? null,
+    audio_seconds: usage.audioSeconds ?? null,
+    speech_characters: usage.speechCharacters ?? null,
+    usage_estimated: usage.estimated,
+    usage_complete: usage.complete,
+    cost_micros: input.costMicros ?? null,
+    price_version: input.priceVersion ?? null,
+    request_body: request.text,
+    response_body: response.text,
+    truncated: request.truncated || response.truncated,
+    request_bytes: input.request.bytes,
+    response_bytes: input.response.bytes,
+    user_agent: input.userAgent ?? null,
+  };
+}
+
+/** A record that cannot be stored: a poison message, dead-lettered with this message. */
+export class RecordError extends Error {
+  override name = "RecordError";
+}
+
+const INT32_MAX = 2 ** 31 - 1;
+
+function checkValue(kind: ColumnKind, value: unknown): string | undefined {
+  switch (kind) {
+    case "string":
+      return typeof value === "string" ? undefined : "a string";
+    case "boolean":
+      return typeof value === "boolean" ? undefined : "a boolean";
+    case "double":
+      return typeof value === "number" && Number.isFinite(value) && value >= 0 ? undefined : "a number >= 0";
+    case "int32":
+      return Number.isInteger(value) && (value as number) >= 0 && (value as number) <= INT32_MAX
+        ? undefined
+        : "an integer from 0 to 2^31-1";
+    case "int64":
+    case "timestamp":
+      return Number.isSafeInteger(value) && (value as number) >= 0
+        ? undefined
+        : "a non-negative safe integer";
+  }
+}
+
+const COLUMN_NAMES: ReadonlySet<string> = new Set(RECORD_COLUMNS.map((c) => c.name));
+/** Our transaction ids; also one line each in the delivery ledger, so no whitespace. */
+const TRANSACTION_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
+
+const ENUMS: Partial<Record<RecordColumnName, readonly string[]>> = {
+  vendor: RECORD_VENDORS,
+  billing_mode: BILLING_MODES,
+};
+
+/**
+ * Checks a record received from the queue against the schema. Anything wrong is a RecordError: the
+ * message cannot become a row however often it is retried.
+ */
+export function parseRecord(value: unknown): InteractionRecord {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new RecordError("the record is not a JSON object");
+  }
+  const fields = value as Record<string, unknown>;
+  if (fields.schema_version !== RECORD_SCHEMA_VERSION) {
+    throw new RecordError(`unsupported schema_version ${JSON.stringify(fields.schema_version)}`);
+  }
+  for (const key in fields) {
+    if (!COLUMN_NAMES.has(key)) throw new RecordError(`unknown field '${key.slice(0, 64)}'`);
+  }
+  // Checked in place: the parsed object becomes the record, absent nullable fields set to null.
+  for (const c of RECORD_COLUMNS) {
+    const v = fields[c.name];
+    if (v === undefined || v === null) {
+      if (!c.nullable) throw new RecordError(`'${c.name}' is required`);
+      fields[c.name] = null;
+      continue;
+    }
+    const expected = checkValue(c.kind, v);
+    if (expected) throw new RecordError(`'${c.name}' must be ${expected}`);
+    const allowed = ENUMS[c.name];
+    if (allowed && !allowed.includes(v as string)) {
+      throw new RecordError(`'${c.name}' must be one of ${allowed.join(", ")}`);
+    }
+  }
+  if (!TRANSACTION_ID.test(fields.transaction_id as string)) {
+    throw new RecordError("'transaction_id' must be 1 to 128 letters, digits, '_', '.', ':' or '-'");
+  }
+  // The project id names a folder: anything but a valid id could escape the partition layout.
+  if (!PROJECT_ID_PATTERN.test(fields.project_id as string)) {
+    throw new RecordError("'project_id' is not a project id");
+  }
+  return fields as InteractionRecord;
+}
