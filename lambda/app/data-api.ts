@@ -7,6 +7,8 @@ import { appShell } from "./shell";
 export interface DataApiDeps {
   /** The caller's identity: key verification locally, the authorizer's context in AWS. */
   auth: MiddlewareHandler<AppEnv>;
+  /** The per-key rate limit, after authentication (app/metering-rate-limit.ts); absent: unlimited. */
+  rateLimit?: MiddlewareHandler<AppEnv>;
   logger: Logger;
 }
 
@@ -14,6 +16,7 @@ export interface DataApiDeps {
 export function createDataApp(deps: DataApiDeps): Hono<AppEnv> {
   const app = appShell(deps.logger);
   app.use("/api/*", deps.auth);
+  if (deps.rateLimit) app.use("/api/*", deps.rateLimit);
   const routes: RouteTable = {
     "/api/v1/status": {
       GET: (c) => c.json({ status: "ok", project: c.get("auth").projectId }),

@@ -1,6 +1,7 @@
 import type { UpstreamResponse } from "../adapters/upstream/client";
 import { upstreamFailureKind } from "../adapters/upstream/errors";
 import { type CapturedBody, captureMetadata, captureText, captureValue } from "../core/capture";
+import type { StoredResponse } from "../core/idempotency";
 import { emptyUsage, type Usage } from "../core/usage";
 import { headerValue, responseHeaders } from "../vendors/headers";
 import { parseJson } from "../vendors/json";
@@ -8,6 +9,7 @@ import { JsonArrayReader } from "../vendors/json-array";
 import { isUsageOnlyChunk, withoutNullUsage } from "../vendors/openai/usage";
 import { parseSseEvent, SseReader } from "../vendors/sse";
 import type { StreamObserver, UsageContext, UsageExtractor, VendorRoute } from "../vendors/types";
+import type { SentResponse } from "./proxy-hooks";
 
 /** What the relay reports when the response is done; computed lazily, off the client's path. */
 export interface RelayResult {
@@ -18,6 +20,8 @@ export interface RelayResult {
   ttftMs?: number;
   response: CapturedBody;
   vendorRequestId?: string;
+  sent?: SentResponse;
+  replayed?: boolean;
 }
 
 export interface RelayOptions {
@@ -31,6 +35,8 @@ export interface RelayOptions {
   arrived: number;
   /** Headers to add to the response (rate-limit headers and the like). */
   extraHeaders: Record<string, string>;
+  /** Keep the bytes sent, up to about this many, for `RelayResult.sent`. */
+  keepBytes?: number;
   /** Called once, when the response ended (or broke, or the client left). */
   done(result: () => RelayResult): void;
 }
@@ -67,6 +73,7 @@ export async function relayResponse(upstream: UpstreamResponse, options: RelayOp
   if (!streamed) {
     const body = first.done ? Buffer.alloc(0) : await readRest(first.value, iterator);
     const ttftMs = performance.now() - options.arrived;
+    const vendorHeaders = responseHeaders(upstream.headers, true);
     options.done(() => {
       const result: RelayResult = {
         status,
@@ -79,9 +86,12 @@ export async function relayResponse(upstream: UpstreamResponse, options: RelayOp
       };
       if (!ok) result.error = { type: "vendor_error", code: String(status) };
       if (vendorRequestId !== undefined) result.vendorRequestId = vendorRequestId;
+      if (options.keepBytes !== undefined) {
+        result.sent = { headers: Object.entries(vendorHeaders), chunks: body.byteLength > 0 ? [body] : [] };
+      }
       return result;
     });
-    const headers = { ...responseHeaders(upstream.headers, true), ...options.extraHeaders };
+    const headers = { ...vendorHeaders, ...options.extraHeaders };
     return new Response(NULL_BODY_STATUSES.has(status) ? null : (body as Uint8Array<ArrayBuffer>), {
       status,
       headers,
@@ -89,6 +99,8 @@ export async function relayResponse(upstream: UpstreamResponse, options: RelayOp
   }
 
   const tap = createTap(options, sse, contentType);
+  const vendorHeaders = responseHeaders(upstream.headers, !options.stripUsage);
+  const kept = options.keepBytes === undefined ? undefined : new ChunkKeeper(options.keepBytes);
   let ttftMs: number | undefined;
   let ended = false;
   const end = (error: RelayResult["error"]) => {
@@ -100,6 +112,7 @@ export async function relayResponse(upstream: UpstreamResponse, options: RelayOp
       if (error) result.error = error;
       if (ttftMs !== undefined) result.ttftMs = ttftMs;
       if (vendorRequestId !== undefined) result.vendorRequestId = vendorRequestId;
+      if (kept) result.sent = { headers: Object.entries(vendorHeaders), chunks: kept.chunks };
       return result;
     });
   };
@@ -113,6 +126,7 @@ export async function relayResponse(upstream: UpstreamResponse, options: RelayOp
       const out = tap.pass(first.value);
       if (out.byteLength > 0) {
         controller.enqueue(out);
+        kept?.keep(out);
         ttftMs = performance.now() - options.arrived;
       }
       tap.observe(first.value);
@@ -135,7 +149,10 @@ export async function relayResponse(upstream: UpstreamResponse, options: RelayOp
         if (ended) return;
         if (next.done) {
           const rest = tap.rest();
-          if (rest.byteLength > 0) controller.enqueue(rest);
+          if (rest.byteLength > 0) {
+            controller.enqueue(rest);
+            kept?.keep(rest);
+          }
           end(undefined);
           controller.close();
           return;
@@ -143,6 +160,7 @@ export async function relayResponse(upstream: UpstreamResponse, options: RelayOp
         const out = tap.pass(next.value);
         if (out.byteLength > 0) {
           controller.enqueue(out);
+          kept?.keep(out);
           ttftMs ??= performance.now() - options.arrived;
         }
         tap.observe(next.value);
@@ -154,8 +172,41 @@ export async function relayResponse(upstream: UpstreamResponse, options: RelayOp
       upstream.body.destroy();
     },
   });
-  const headers = { ...responseHeaders(upstream.headers, !options.stripUsage), ...options.extraHeaders };
+  const headers = { ...vendorHeaders, ...options.extraHeaders };
   return new Response(body, { status, headers });
+}
+
+/** Collects chunks until their total passed `limit`: past it, whoever reads them knows it is too many. */
+class ChunkKeeper {
+  readonly chunks: Uint8Array[] = [];
+  private bytes = 0;
+
+  constructor(private readonly limit: number) {}
+
+  keep(chunk: Uint8Array): void {
+    if (this.bytes > this.limit) return;
+    this.chunks.push(chunk);
+    this.bytes += chunk.byteLength;
+  }
+}
+
+/**
+ * A stored response as the client gets it again: its status, headers and body, a stream chunk by chunk
+ * (as it was first sent), with `extraHeaders` (this call's rate-limit headers) on top.
+ */
+export function replayResponse(stored: StoredResponse, extraHeaders: Record<string, string>): Response {
+  const headers = new Headers(stored.headers);
+  for (const [name, value] of Object.entries(extraHeaders)) headers.set(name, value);
+  if (NULL_BODY_STATUSES.has(stored.status)) return new Response(null, { status: stored.status, headers });
+  let next = 0;
+  const body = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      const chunk = stored.chunks[next++];
+      if (chunk) controller.enqueue(chunk);
+      else controller.close();
+    },
+  });
+  return new Response(body, { status: stored.status, headers });
 }
 
 async function readRest(first: Uint8Array, iterator: AsyncIterator<Uint8Array>): Promise<Buffer> {

@@ -2,6 +2,7 @@ import type { Context } from "hono";
 import { KEY_QUERY_PARAMS } from "../core/credentials";
 import { errors } from "../core/errors";
 import { asObject } from "../vendors/json";
+import { formFields } from "../vendors/multipart";
 import type { VendorDefinition, VendorRoute } from "../vendors/types";
 import { readBody } from "./body";
 import type { AppEnv } from "./env";
@@ -14,6 +15,10 @@ export interface PreparedRequest {
   clientBody: Uint8Array | undefined;
   contentType: string | undefined;
   json: Record<string, unknown> | undefined;
+  /** An upload's small text fields (`model`, `n`, `size`...). */
+  form: Map<string, string> | undefined;
+  /** The model the body names: JSON `model` or an upload's `model` field. */
+  model: string | undefined;
   stream: boolean;
   /** Usage was asked for on the client's behalf: its usage chunk must not reach the client. */
   stripUsage: boolean;
@@ -31,6 +36,8 @@ export async function prepareRequest(c: Context<AppEnv>, route: VendorRoute): Pr
       clientBody: undefined,
       contentType,
       json: undefined,
+      form: undefined,
+      model: undefined,
       stream: false,
       stripUsage: false,
     };
@@ -40,11 +47,14 @@ export async function prepareRequest(c: Context<AppEnv>, route: VendorRoute): Pr
   }
   const body = await readLimited(c, route.bodyLimit);
   if (route.kind === "multipart") {
+    const form = formFields(contentType, body);
     return {
       upstreamBody: body,
       clientBody: body,
       contentType,
       json: undefined,
+      form,
+      model: form.get("model"),
       stream: false,
       stripUsage: false,
     };
@@ -57,6 +67,8 @@ export async function prepareRequest(c: Context<AppEnv>, route: VendorRoute): Pr
     clientBody: body,
     contentType,
     json,
+    form: undefined,
+    model: typeof json.model === "string" ? json.model : undefined,
     stream,
     stripUsage: withUsage !== undefined,
   };

@@ -12,8 +12,14 @@ import { RouteMatcher } from "../vendors/routes";
 import type { VendorDefinition } from "../vendors/types";
 import type { AppEnv } from "./env";
 import { errorResponse } from "./errors";
-import type { ProxyCall, ProxyHooks, ProxyOutcome } from "./proxy-hooks";
-import { type RelayResult, relayResponse } from "./proxy-relay";
+import {
+  type BeforeDecision,
+  PendingWork,
+  type ProxyCall,
+  type ProxyHooks,
+  type ProxyOutcome,
+} from "./proxy-hooks";
+import { type RelayResult, relayResponse, replayResponse } from "./proxy-relay";
 import { forwardedQuery, type PreparedRequest, prepareRequest } from "./proxy-request";
 import { appShell } from "./shell";
 
@@ -31,6 +37,8 @@ export interface ProxyDeps {
   logger: Logger;
   /** Metering and recording; without them the proxy only relays. */
   hooks?: ProxyHooks;
+  /** Where `after` work is tracked, for whoever must wait for it (a shutdown, the Lambda handler). */
+  pending?: PendingWork;
   /** Largest body text an interaction record keeps, in bytes. */
   captureLimit?: number;
 }
@@ -47,6 +55,7 @@ class ClientGone extends Error {}
  */
 export function createProxyApp(deps: ProxyDeps): Hono<AppEnv> {
   const { vendor, logger, hooks } = deps;
+  const pending = deps.pending ?? new PendingWork();
   const captureLimit = deps.captureLimit ?? DEFAULT_CAPTURE_LIMIT;
   const prefix = `/${vendor.name}`;
   const matcher = new RouteMatcher(vendor.routes);
@@ -62,9 +71,9 @@ export function createProxyApp(deps: ProxyDeps): Hono<AppEnv> {
     /** Hands the outcome to `after` once, off the client's path (the heavy parts are computed there). */
     const finish = (result: () => RelayResult) => {
       // Without hooks nobody reads outcomes: parsing and capturing bodies would be wasted work.
-      if (!hooks) return;
+      if (!hooks?.after) return;
       const latencyMs = performance.now() - arrived;
-      setImmediate(() => {
+      const work = new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
         let outcome: ProxyOutcome;
         try {
           outcome = { ...result(), latencyMs, request: capturedRequest(prepared, captureLimit) };
@@ -72,19 +81,23 @@ export function createProxyApp(deps: ProxyDeps): Hono<AppEnv> {
           logger.error("proxy outcome failed", { ...errorFields(err), endpoint: call.endpoint });
           return;
         }
-        Promise.resolve()
-          .then(() => hooks.after(call, outcome))
-          .catch((err) =>
-            logger.error("proxy after hook failed", { ...errorFields(err), endpoint: call.endpoint }),
-          );
+        await hooks.after?.(call, outcome);
       });
+      pending.add(
+        work.catch((err) =>
+          logger.error("proxy after hook failed", { ...errorFields(err), endpoint: call.endpoint }),
+        ),
+      );
     };
+    // Started at once so that it runs while the body is read; awaited before anything is answered.
+    const admission = settle(hooks?.admit?.(call));
 
     try {
       const match = matcher.match(c.req.method, c.req.path.slice(prefix.length));
       call.route = match.route;
       call.model = match.model;
       if (match.route.operation === "health") {
+        await admitted(admission);
         finish(() => ({
           status: 200,
           usage: emptyUsage(),
@@ -98,19 +111,38 @@ export function createProxyApp(deps: ProxyDeps): Hono<AppEnv> {
         );
       }
       const query = forwardedQuery(c.req.url, vendor);
+      call.target = match.upstreamPath + query;
       prepared = await prepareRequest(c, match.route);
+      call.rawBody = prepared.clientBody;
       call.body = prepared.json;
+      call.form = prepared.form;
       call.stream = prepared.stream;
-      if (call.model === undefined && typeof prepared.json?.model === "string")
-        call.model = prepared.json.model;
-      if (hooks) await hooks.before(call);
+      call.model ??= prepared.model;
+      const decision = await beforeForwarding(hooks, call, admission);
+      if (decision?.replay) {
+        const replay = decision.replay;
+        finish(() => ({
+          status: replay.status,
+          usage: emptyUsage(),
+          streamed: replay.chunks.length > 1,
+          response: captureMetadata(
+            replay.chunks.reduce((sum, chunk) => sum + chunk.byteLength, 0),
+            undefined,
+          ),
+          replayed: true,
+        }));
+        return replayResponse(replay, call.responseHeaders);
+      }
 
       const signal = c.req.raw.signal;
       try {
         const upstream = await deps.upstream.request({
           method: match.route.method,
-          path: match.upstreamPath + query,
-          headers: upstreamHeaders(c.req.raw.headers, call.auth.vendorKey ?? deps.managedKey),
+          path: call.target,
+          headers: upstreamHeaders(
+            c.req.raw.headers,
+            call.auth.vendorKey ?? decision?.vendorKey ?? deps.managedKey,
+          ),
           ...(prepared.upstreamBody ? { body: prepared.upstreamBody } : {}),
           signal,
         });
@@ -122,6 +154,7 @@ export function createProxyApp(deps: ProxyDeps): Hono<AppEnv> {
           captureLimit,
           arrived,
           extraHeaders: call.responseHeaders,
+          keepBytes: decision?.keepResponseBytes,
           done: finish,
         });
       } catch (err) {
@@ -138,10 +171,44 @@ export function createProxyApp(deps: ProxyDeps): Hono<AppEnv> {
         }));
         return new Response(null, { status: 499 });
       }
-      return refusal(err, c, call, logger, finish);
+      return refusal(await admissionFirst(err, admission), c, call, logger, finish);
     }
   });
   return app;
+}
+
+type Settled = Promise<PromiseSettledResult<void>> | undefined;
+
+/** A promise that never rejects (so it may wait unobserved), telling how the original settled. */
+function settle(promise: Promise<void> | undefined): Settled {
+  return promise?.then(
+    () => ({ status: "fulfilled", value: undefined }),
+    (reason: unknown) => ({ status: "rejected", reason }),
+  );
+}
+
+/** Throws the admission's refusal, once it is known. */
+async function admitted(admission: Settled): Promise<void> {
+  const result = await admission;
+  if (result?.status === "rejected") throw result.reason;
+}
+
+/** A refused admission wins over another refusal: it is what the client must act on first. */
+async function admissionFirst(err: unknown, admission: Settled): Promise<unknown> {
+  const result = await admission;
+  return result?.status === "rejected" ? result.reason : err;
+}
+
+/** `before` and the admission's wait, side by side: the store work of both overlaps. */
+async function beforeForwarding(
+  hooks: ProxyHooks | undefined,
+  call: ProxyCall,
+  admission: Settled,
+): Promise<BeforeDecision | undefined> {
+  const [decision] = await Promise.allSettled([hooks?.before?.(call), admission]);
+  await admitted(admission); // settled by now: its refusal comes first
+  if (decision.status === "rejected") throw decision.reason;
+  return decision.value ?? undefined;
 }
 
 function newCall(c: Context<AppEnv>, vendor: VendorDefinition): ProxyCall {
@@ -149,16 +216,21 @@ function newCall(c: Context<AppEnv>, vendor: VendorDefinition): ProxyCall {
     id: randomUUID(),
     vendor: vendor.name,
     endpoint: endpointOf(c.req.path) ?? `${vendor.name}:/`,
+    method: c.req.method,
     auth: c.get("auth"),
     startedAt: Date.now(),
     requestId: c.req.header("x-request-id"),
     userHeader: c.req.header("x-user-id"),
     userAgent: c.req.header("user-agent"),
     route: undefined,
+    target: undefined,
     model: undefined,
     stream: false,
+    rawBody: undefined,
     body: undefined,
+    form: undefined,
     responseHeaders: {},
+    billing: undefined,
   };
 }
 

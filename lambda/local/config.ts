@@ -29,6 +29,15 @@ const schema = z
     DMT_UPSTREAM_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(1).max(120_000).default(10_000),
     /** Longest wait for a vendor's first byte and between two chunks (reasoning models think for minutes). */
     DMT_UPSTREAM_IDLE_TIMEOUT_MS: z.coerce.number().int().min(1).max(900_000).default(600_000),
+    /** Credits, rate limits and idempotency; `off` relays unmetered (benchmarks measure the difference). */
+    DMT_METERING: z.enum(["on", "off"]).default("on"),
+    /** How long a credit hold lasts before the sweeper may release it: longer than any call. */
+    DMT_HOLD_TTL_MS: z.coerce.number().int().min(1000).max(86_400_000).default(3_600_000),
+    /** How often expired holds are swept. */
+    DMT_SWEEP_INTERVAL_MS: z.coerce.number().int().min(100).max(3_600_000).default(60_000),
+    /** Price override (a JSON file or inline JSON) and markup factor; see prices/README.md. */
+    DMT_PRICES_OVERRIDE: z.string().min(1).optional(),
+    DMT_PRICE_MARKUP: z.string().min(1).optional(),
   })
   .refine((env) => (env.DMT_TLS_CERT === undefined) === (env.DMT_TLS_KEY === undefined), {
     message: "set both DMT_TLS_CERT and DMT_TLS_KEY, or neither",

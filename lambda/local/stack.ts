@@ -1,19 +1,30 @@
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { Hono } from "hono";
 import { createDynamoClient, ensureTables } from "../adapters/dynamodb/client";
+import { DynamoCredits } from "../adapters/dynamodb/credits";
+import { DynamoIdempotency } from "../adapters/dynamodb/idempotency";
+import { DynamoRateLimiter } from "../adapters/dynamodb/rate-limit";
 import { DynamoStore } from "../adapters/dynamodb/store";
-import { tableNames } from "../adapters/dynamodb/tables";
+import { type TableNames, tableNames } from "../adapters/dynamodb/tables";
+import { DynamoVendorKeys } from "../adapters/dynamodb/vendor-keys";
+import { LocalMasterKey } from "../adapters/secrets/local-master-key";
 import { createUpstreamClient, type UpstreamClient } from "../adapters/upstream/client";
 import { createDataApp } from "../app/data-api";
 import type { AppEnv } from "../app/env";
 import { errorResponse } from "../app/errors";
+import { createMetering } from "../app/metering";
+import { rateLimitMiddleware } from "../app/metering-rate-limit";
+import { type Sweeper, startSweeper } from "../app/metering-sweeper";
 import { requireKey } from "../app/middleware";
+import { activePriceCatalogue } from "../app/prices";
 import { createProxyApp } from "../app/proxy";
+import { combineHooks, PendingWork, type ProxyHooks } from "../app/proxy-hooks";
 import { appShell } from "../app/shell";
 import { errors } from "../core/errors";
 import { CachedKeyLookup } from "../core/key-cache";
 import { KeyUsageTracker } from "../core/key-usage";
 import type { Logger } from "../core/logger";
+import { CachedVendorKeys } from "../core/metering-vendor-keys";
 import type { Store } from "../core/ports";
 import { VENDORS } from "../vendors";
 import { VENDOR_NAMES, type VendorName } from "../vendors/types";
@@ -27,6 +38,7 @@ import { type Simulator, startSimulator } from "./simulator";
 export interface LocalStore {
   store: Store;
   db: DynamoDBClient;
+  tables: TableNames;
   close(): Promise<void>;
 }
 
@@ -40,6 +52,7 @@ export async function openLocalStore(dataDir: string, endpoint?: string): Promis
   return {
     store: new DynamoStore(db, names),
     db,
+    tables: names,
     async close() {
       db.destroy();
       await embedded?.close();
@@ -51,21 +64,68 @@ export interface LocalStack {
   url: string;
   port: number;
   store: Store;
+  /** The store's client: what the service's store round trips go through. */
+  db: DynamoDBClient;
   /** Vendors answered by the built-in simulator (no key or upstream configured). */
   simulatedVendors: VendorName[];
   /** Where the dashboard is and the development user that signs in to it. */
   dashboard: DashboardSignIn;
+  /** Resolves once the after-work of every call answered so far (settlements, records) is done. */
+  drain(): Promise<void>;
   close(): Promise<void>;
 }
 
+export interface LocalStackOptions {
+  /** The clock of metering (rate limits, holds, idempotency records); tests inject one. */
+  clock?: () => number;
+  /** More proxy hooks, run after metering's, which they see on the call (the warehouse's record). */
+  hooks?: ProxyHooks[];
+}
+
 /** The whole service in one process: the same apps the Lambda handlers wrap, over embedded parts. */
-export async function startLocalStack(config: LocalConfig, logger: Logger): Promise<LocalStack> {
+export async function startLocalStack(
+  config: LocalConfig,
+  logger: Logger,
+  options: LocalStackOptions = {},
+): Promise<LocalStack> {
+  // First: a bad price file stops the start before anything runs, naming the model and field.
+  const prices = activePriceCatalogue({
+    DMT_PRICES_OVERRIDE: config.DMT_PRICES_OVERRIDE,
+    DMT_PRICE_MARKUP: config.DMT_PRICE_MARKUP,
+  });
   const local = await openLocalStore(config.dataDir, config.DMT_DYNAMODB_ENDPOINT);
   const keys = new CachedKeyLookup(local.store, config.DMT_KEY_CACHE_MS);
   const usage = new KeyUsageTracker(local.store, logger);
   const auth = requireKey({ keys, clock: Date.now, onAuthenticated: (a) => usage.touch(a.keyId) });
 
-  const dataApp = createDataApp({ auth, logger });
+  const clock = options.clock ?? Date.now;
+  const credits = new DynamoCredits(local.db, local.tables, clock);
+  const limiter = new DynamoRateLimiter(local.db, local.tables, clock);
+  const metering =
+    config.DMT_METERING === "on"
+      ? createMetering({
+          credits,
+          limiter,
+          idempotency: new DynamoIdempotency(local.db, local.tables, clock),
+          vendorKeys: new CachedVendorKeys(
+            new DynamoVendorKeys(local.db, local.tables, LocalMasterKey.inDataDir(config.dataDir), clock),
+            config.DMT_KEY_CACHE_MS,
+          ),
+          prices,
+          logger,
+          clock,
+          holdTtlMs: config.DMT_HOLD_TTL_MS,
+        })
+      : undefined;
+  const hookList = [...(metering ? [metering] : []), ...(options.hooks ?? [])];
+  const hooks = hookList.length > 0 ? combineHooks(hookList, logger) : undefined;
+  const pending = new PendingWork();
+
+  const dataApp = createDataApp({
+    auth,
+    ...(metering ? { rateLimit: rateLimitMiddleware(limiter) } : {}),
+    logger,
+  });
   // The dashboard: identity provider at /oidc, dashboard API at /dashboard/api, SPA at /dashboard.
   const dashboard = localDashboard({
     dataDir: config.dataDir,
@@ -106,6 +166,8 @@ export async function startLocalStack(config: LocalConfig, logger: Logger): Prom
         upstreamState: settings.simulated ? "simulated" : settings.apiKey ? "configured" : "missing_key",
         auth,
         logger,
+        ...(hooks ? { hooks } : {}),
+        pending,
       });
       return [`/${name}`, app] as const;
     }),
@@ -146,14 +208,22 @@ export async function startLocalStack(config: LocalConfig, logger: Logger): Prom
     await local.close();
     throw err;
   });
+  const sweeper: Sweeper | undefined = metering
+    ? startSweeper(credits, config.DMT_SWEEP_INTERVAL_MS, clock, logger)
+    : undefined;
   return {
     url,
     port,
     store: local.store,
+    db: local.db,
     dashboard: signIn,
     simulatedVendors,
+    drain: () => pending.drain(),
     async close() {
       await server.close(10_000);
+      // Settlements of the calls just answered need the store: before it closes.
+      await pending.drain();
+      await sweeper?.stop();
       await Promise.all(upstreams.map((u) => u.close()));
       await simulator?.close();
       await usage.flush();

@@ -22,7 +22,14 @@ let counter = 0;
 /** Starts the real local stack (dynalite on a temp dir, port 0) for a test file. */
 export async function startTestStack(env: Record<string, string> = {}, dataDir?: string): Promise<TestStack> {
   const dir = dataDir ?? mkdtempSync(join(tmpdir(), "dmt-test-"));
-  const config = parseLocalConfig({ PORT: "0", DMT_DATA_DIR: dir, DMT_KEY_CACHE_MS: "200", ...env });
+  // Metering is off unless a test asks for it: proxy tests need no credits or rate-limit headroom.
+  const config = parseLocalConfig({
+    PORT: "0",
+    DMT_DATA_DIR: dir,
+    DMT_KEY_CACHE_MS: "200",
+    DMT_METERING: "off",
+    ...env,
+  });
   const stack = await startLocalStack(config, silentLogger);
   return {
     ...stack,

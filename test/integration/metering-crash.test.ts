@@ -1,0 +1,96 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
+import { createKey, createProject } from "../../lambda/core/accounts";
+import { type Simulator, startSimulator } from "../../lambda/local/simulator";
+import { type LocalStore, openLocalStore } from "../../lambda/local/stack";
+import { type ServeProcess, startDmtServe } from "../support/cli";
+import { simulatorEnv } from "../support/stack";
+
+/**
+ * A server killed between a hold and its settlement (SIGKILL in the middle of a stream) leaves the hold
+ * open; the sweeper of the restarted server releases it once it expired, in full.
+ */
+let simulator: Simulator;
+let dataDir: string;
+const servers: ServeProcess[] = [];
+const stores: LocalStore[] = [];
+const saved = { ...process.env };
+
+beforeAll(async () => {
+  simulator = await startSimulator({ chunkDelayMs: 300 });
+  dataDir = mkdtempSync(join(tmpdir(), "dmt-crash-"));
+  // `dmt serve` children take their configuration from this process's environment.
+  Object.assign(process.env, simulatorEnv(simulator.origins), {
+    DMT_METERING: "on",
+    DMT_HOLD_TTL_MS: "1000",
+    DMT_SWEEP_INTERVAL_MS: "3600000",
+  });
+});
+afterAll(async () => {
+  for (const store of stores) await store.close();
+  for (const server of servers) if (server.child.exitCode === null) await server.stop("SIGKILL");
+  await simulator.close();
+  process.env = saved;
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+async function serve(): Promise<ServeProcess> {
+  const server = await startDmtServe(dataDir);
+  servers.push(server);
+  return server;
+}
+
+/** The store of the server running now, through the endpoint it published. */
+async function store(): Promise<LocalStore> {
+  const local = await openLocalStore(dataDir);
+  stores.push(local);
+  return local;
+}
+
+describe("a crash between hold and settlement", () => {
+  it("leaves the hold to the sweeper, which releases it after a restart", async () => {
+    const crashing = await serve();
+    const local = await store();
+    await createProject(local.store, "crash", "pro", Date.now());
+    const { key } = await createKey(local.store, { projectId: "crash", name: "test" }, Date.now());
+    const credits = new DynamoCredits(local.db, local.tables);
+    await credits.grant("crash", 1_000_000, "test");
+
+    const res = await fetch(`${crashing.url}/openai/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        model: "gpt-4o-mini",
+        messages: [{ role: "user", content: "one two three four five six seven eight nine ten" }],
+        max_tokens: 100,
+        stream: true,
+      }),
+    });
+    const reader = res.body?.getReader();
+    expect((await reader?.read())?.done).toBe(false);
+    const during = await credits.balance("crash");
+    expect(during.openHolds).toBe(1);
+    expect(during.availableMicros).toBe(1_000_000 - during.heldMicros);
+
+    expect(await crashing.stop("SIGKILL")).toBeNull();
+    await reader?.read().catch(() => undefined);
+    process.env.DMT_SWEEP_INTERVAL_MS = "100";
+    await serve();
+    const restarted = new DynamoCredits((await store()).db, local.tables);
+    // The sweeper runs every 100 ms: wait for it to find the hold expired and release it.
+    let balance = await restarted.balance("crash");
+    while (balance.openHolds > 0) {
+      await sleep(50);
+      balance = await restarted.balance("crash");
+    }
+    expect(balance).toEqual({ projectId: "crash", availableMicros: 1_000_000, heldMicros: 0, openHolds: 0 });
+    const entries = (await restarted.ledger("crash")).entries;
+    expect(entries.map((e) => e.type)).toEqual(["release", "hold", "grant"]);
+    expect(entries[0]?.deltaMicros).toBe(during.heldMicros);
+    expect(entries.reduce((sum, e) => sum + e.deltaMicros, 0)).toBe(1_000_000);
+  });
+});
