@@ -7,7 +7,10 @@
  * time `import()` of a bundle takes in a fresh Node process (module evaluation plus everything a handler
  * does at module scope: configuration, clients), with the function's environment from the template
  * (NODE_OPTIONS=--enable-source-maps included); it is measured once more without NODE_OPTIONS, run for
- * run in alternation, to show what mapped stack traces cost.
+ * run in alternation, to show what mapped stack traces cost. Functions that share a bundle (the four
+ * proxy functions run one, parameterized by `DMT_VENDOR`) are measured once, with the first one's
+ * environment. Streaming handlers call the Lambda runtime's `awslambda` global at import; the import
+ * script defines it as the runtime does.
  * Prints a table and writes `bench/results/bundles.json`.
  */
 import { execFile } from "node:child_process";
@@ -37,6 +40,7 @@ interface InitStats {
 }
 
 interface BundleResult {
+  /** The functions that run this bundle. */
   function: string;
   bundleBytes: number;
   gzipBytes: number;
@@ -60,6 +64,7 @@ function environmentOf(resource: LambdaResource): Record<string, string> {
 }
 
 const IMPORT_SCRIPT = `
+globalThis.awslambda = { streamifyResponse: (handler) => handler, HttpResponseStream: { from: (s) => s } };
 const started = performance.now();
 await import(process.env.BENCH_BUNDLE);
 const ended = performance.now();
@@ -118,17 +123,22 @@ async function main(): Promise<void> {
       LambdaResource
     >;
 
-    const results: BundleResult[] = [];
-    const functions = stack.node.findAll().filter((c): c is CfnFunction => c instanceof CfnFunction);
-    for (const fn of functions) {
+    const bundles = new Map<string, { names: string[]; env: Record<string, string> }>();
+    for (const fn of stack.node.findAll().filter((c): c is CfnFunction => c instanceof CfnFunction)) {
       const name = fn.node.path.split("/")[1] ?? fn.node.path;
       const resource = resources[stack.getLogicalId(fn)] as LambdaResource;
       const dir = join(outdir, `asset.${resource.Properties.Code.S3Key.replace(/\.zip$/, "")}`);
+      const seen = bundles.get(dir);
+      if (seen) seen.names.push(name);
+      else bundles.set(dir, { names: [name], env: environmentOf(resource) });
+    }
+
+    const results: BundleResult[] = [];
+    for (const [dir, { names, env }] of bundles) {
       const bundle = join(dir, "index.mjs");
-      const env = environmentOf(resource);
       const { deployed, withoutSourceMaps } = await measure(bundle, env);
       results.push({
-        function: name,
+        function: names.join(", "),
         bundleBytes: statSync(bundle).size,
         gzipBytes: gzipSync(readFileSync(bundle), { level: 9 }).byteLength,
         sourceMapBytes: statSync(join(dir, "index.mjs.map")).size,

@@ -3,10 +3,12 @@ import {
   AccessLogFormat,
   type CfnAuthorizer,
   EndpointType,
+  HttpIntegration,
   LambdaIntegration,
   LogGroupLogDestination,
   MethodLoggingLevel,
   RequestAuthorizer,
+  ResponseTransferMode,
   RestApi,
   SecurityPolicy,
 } from "aws-cdk-lib/aws-apigateway";
@@ -14,7 +16,10 @@ import { Certificate } from "aws-cdk-lib/aws-certificatemanager";
 import type { IFunction } from "aws-cdk-lib/aws-lambda";
 import { LogGroup, type RetentionDays } from "aws-cdk-lib/aws-logs";
 import { Construct } from "constructs";
+import { CONTEXT_FIELDS, contextHeader } from "../lambda/handlers/authorizer-context";
+import { ORIGIN_SECRET_HEADER } from "../lambda/handlers/origin";
 import { GatewayResponses } from "./gateway-responses";
+import { PROXY_TIMEOUT } from "./proxy";
 
 export const STAGE_NAME = "prod";
 
@@ -59,8 +64,7 @@ const ACCESS_LOG_FIELDS = {
 
 /**
  * The public face: a REGIONAL REST API whose every method goes through the Lambda REQUEST authorizer.
- * `/api/v1/{proxy+}` is the data API; the vendor routes (`/{vendor}/{proxy+}`) join when the proxy
- * functions exist.
+ * `/api/v1/{proxy+}` is the data API; `addVendorProxy` adds each vendor's routes.
  */
 export class Api extends Construct {
   readonly restApi: RestApi;
@@ -123,6 +127,40 @@ export class Api extends Construct {
     });
     (authorizer.node.defaultChild as CfnAuthorizer).addPropertyDeletionOverride("IdentitySource");
     return authorizer;
+  }
+
+  /**
+   * `/{vendor}` and `/{vendor}/{proxy+}` to a proxy function's URL: HTTP_PROXY (method, headers, query
+   * and body pass as sent), the response streamed for up to 15 minutes, and in request headers the
+   * origin secret and each field of the authorizer's context (`authorizer-context.ts` reads them).
+   * `originSecret` is the header value as CloudFormation resolves it at deploy time.
+   */
+  addVendorProxy(vendor: string, functionUrl: string, originSecret: string): void {
+    const headers: Record<string, string> = {
+      [`integration.request.header.${ORIGIN_SECRET_HEADER}`]: `'${originSecret}'`,
+    };
+    for (const field of CONTEXT_FIELDS) {
+      headers[`integration.request.header.${contextHeader(field)}`] = `context.authorizer.${field}`;
+    }
+    // The function URL ends with a slash.
+    const integration = (path: string, parameters: Record<string, string> = {}) =>
+      new HttpIntegration(`${functionUrl}${path}`, {
+        httpMethod: "ANY",
+        options: {
+          requestParameters: { ...headers, ...parameters },
+          responseTransferMode: ResponseTransferMode.STREAM,
+          timeout: PROXY_TIMEOUT,
+        },
+      });
+    const prefix = this.restApi.root.addResource(vendor);
+    prefix.addMethod("ANY", integration(vendor), { authorizer: this.authorizer });
+    prefix
+      .addResource("{proxy+}")
+      .addMethod(
+        "ANY",
+        integration(`${vendor}/{proxy}`, { "integration.request.path.proxy": "method.request.path.proxy" }),
+        { authorizer: this.authorizer, requestParameters: { "method.request.path.proxy": true } },
+      );
   }
 
   private addDomain(domain: CustomDomain): void {

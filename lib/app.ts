@@ -1,5 +1,6 @@
 import { type App, Validations } from "aws-cdk-lib";
 import { AwsSolutionsChecks } from "cdk-nag";
+import { VENDORS, type Vendor } from "./secrets";
 import { DmtStack } from "./stack";
 
 /** Context keys (`cdk deploy -c dmt:domainName=api.example.com ...`, or `context` in cdk.json). */
@@ -8,6 +9,10 @@ export const CONTEXT = {
   domainName: "dmt:domainName",
   certificateArn: "dmt:certificateArn",
   retainData: "dmt:retainData",
+  /** `50` for each proxy function, or per vendor: `{"openai":100,"gemini":0}` (0 turns a vendor off). */
+  proxyReservedConcurrency: "dmt:proxyReservedConcurrency",
+  /** The version id `put-secret-value` printed when rotating the origin secret (docs/aws.md). */
+  originSecretVersion: "dmt:originSecretVersion",
 } as const;
 
 /**
@@ -22,14 +27,49 @@ export function defineApp(app: App): DmtStack {
     throw new Error(`Set both ${CONTEXT.domainName} and ${CONTEXT.certificateArn}, or neither.`);
   }
   const retainData = context(CONTEXT.retainData);
+  const reserved = context(CONTEXT.proxyReservedConcurrency);
+  const originSecretVersion = context(CONTEXT.originSecretVersion);
   const stack = new DmtStack(app, String(context(CONTEXT.stackName) ?? "Dmt"), {
     description: "dmt: metering gateway for language-model vendors",
     env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION },
     retainData: !(retainData === false || retainData === "false"),
+    ...(reserved !== undefined && { proxyReservedConcurrency: parseConcurrency(reserved) }),
+    ...(originSecretVersion !== undefined && { originSecretVersion: String(originSecretVersion) }),
     ...(domainName !== undefined && {
       domain: { name: String(domainName), certificateArn: String(certificateArn) },
     }),
   });
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
   return stack;
+}
+
+/** A whole number of executions, or one per vendor; from the command line both arrive as text. */
+function parseConcurrency(value: unknown): number | Partial<Record<Vendor, number>> {
+  const count = (n: unknown): number => {
+    if (typeof n !== "number" || !Number.isInteger(n) || n < 0) {
+      throw new Error(
+        `${CONTEXT.proxyReservedConcurrency}: ${JSON.stringify(n)} is not a whole number >= 0.`,
+      );
+    }
+    return n;
+  };
+  let parsed = value;
+  if (typeof value === "string") {
+    try {
+      parsed = JSON.parse(value);
+    } catch {
+      return count(value);
+    }
+  }
+  if (typeof parsed !== "object" || parsed === null) return count(parsed);
+  const perVendor: Partial<Record<Vendor, number>> = {};
+  for (const [vendor, n] of Object.entries(parsed)) {
+    if (!(VENDORS as readonly string[]).includes(vendor)) {
+      throw new Error(
+        `${CONTEXT.proxyReservedConcurrency}: '${vendor}' is not one of ${VENDORS.join(", ")}.`,
+      );
+    }
+    perVendor[vendor as Vendor] = count(n);
+  }
+  return perVendor;
 }

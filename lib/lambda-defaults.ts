@@ -42,6 +42,8 @@ export interface DmtFunctionProps {
   environment?: Record<string, string>;
   memorySize?: number;
   timeout?: Duration;
+  /** Concurrency set aside for (and capping) this function; unset, it shares the account's pool. */
+  reservedConcurrency?: number;
 }
 
 /**
@@ -70,6 +72,9 @@ export class DmtFunction extends Construct {
       architecture: Architecture.ARM_64,
       memorySize: props.memorySize ?? 512,
       timeout: props.timeout ?? Duration.seconds(10),
+      ...(props.reservedConcurrency !== undefined && {
+        reservedConcurrentExecutions: props.reservedConcurrency,
+      }),
       description: props.description,
       role,
       logGroup: this.logGroup,

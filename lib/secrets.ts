@@ -1,4 +1,4 @@
-import { type RemovalPolicy, Validations } from "aws-cdk-lib";
+import { type RemovalPolicy, SecretValue, Validations } from "aws-cdk-lib";
 import { Key } from "aws-cdk-lib/aws-kms";
 import { type CfnSecret, Secret } from "aws-cdk-lib/aws-secretsmanager";
 import { Construct } from "constructs";
@@ -55,7 +55,17 @@ export class Secrets extends Construct {
     Validations.of(this.originSecret).acknowledge({
       id: "AwsSolutions-SMG4",
       reason:
-        "API Gateway's integrations read the origin secret at deploy time; rotate it by putting a new value and redeploying, which updates both sides together.",
+        "API Gateway's integrations take the origin secret at deploy time; it is rotated by putting a new value and deploying with its version id, while the functions accept the current and the previous value (docs/aws.md).",
     });
+  }
+
+  /**
+   * The origin secret as CloudFormation resolves it at deploy time: a dynamic reference, never the value.
+   * CloudFormation reads it again only when the reference changes, so a rotation names the new version.
+   */
+  originSecretReference(versionId?: string): string {
+    return SecretValue.secretsManager(this.originSecret.secretArn, {
+      ...(versionId !== undefined && { versionId }),
+    }).unsafeUnwrap();
   }
 }

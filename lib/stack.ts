@@ -6,7 +6,8 @@ import type { LogLevel } from "../lambda/core/logger";
 import { Api, type CustomDomain } from "./api";
 import { DmtFunction, type LambdaDefaults } from "./lambda-defaults";
 import { Observability } from "./observability";
-import { Secrets, VENDORS } from "./secrets";
+import { VendorProxy } from "./proxy";
+import { Secrets, VENDORS, type Vendor } from "./secrets";
 import { constructId, Store } from "./store";
 
 export interface DmtStackProps extends StackProps {
@@ -19,6 +20,13 @@ export interface DmtStackProps extends StackProps {
   throttle?: { rateLimit: number; burstLimit: number };
   /** The authorizer's key cache: the revocation delay in AWS (default 5000 ms). */
   keyCacheMs?: number;
+  /**
+   * Reserved concurrency of the proxy functions: one number for each, or per vendor (0 turns a vendor
+   * off). Default: none reserved, they share the account's pool.
+   */
+  proxyReservedConcurrency?: number | Partial<Record<Vendor, number>>;
+  /** The origin secret version API Gateway sends (after a rotation); default the current one. */
+  originSecretVersion?: string;
 }
 
 /** The output key under which a table's physical name is published (the CLI reads these). */
@@ -34,6 +42,7 @@ export class DmtStack extends Stack {
   readonly observability: Observability;
   readonly authorizer: DmtFunction;
   readonly dataApi: DmtFunction;
+  readonly proxies: Record<Vendor, VendorProxy>;
 
   constructor(scope: Construct, id: string, props: DmtStackProps = {}) {
     super(scope, id, props);
@@ -74,12 +83,34 @@ export class DmtStack extends Stack {
       ...(props.domain && { domain: props.domain }),
     });
 
+    const originSecret = this.secrets.originSecretReference(props.originSecretVersion);
+    const reserved = props.proxyReservedConcurrency;
+    const proxies = {} as Record<Vendor, VendorProxy>;
+    for (const vendor of VENDORS) {
+      const reservedConcurrency = typeof reserved === "number" ? reserved : reserved?.[vendor];
+      const proxy = new VendorProxy(this, `Proxy${constructId(vendor)}`, {
+        vendor,
+        defaults,
+        store: this.store,
+        vendorKey: this.secrets.vendorKeys[vendor],
+        originSecret: this.secrets.originSecret,
+        byokKey: this.secrets.byokKey,
+        ...(reservedConcurrency !== undefined && { reservedConcurrency }),
+      });
+      this.api.addVendorProxy(vendor, proxy.url.url, originSecret);
+      proxies[vendor] = proxy;
+    }
+    this.proxies = proxies;
+
     this.observability = new Observability(this, "Observability", {
       restApi: this.api.restApi,
       accessLogs: this.api.accessLogs,
     });
     this.observability.addFunction("Authorizer", this.authorizer.function);
     this.observability.addFunction("DataApi", this.dataApi.function);
+    for (const vendor of VENDORS) {
+      this.observability.addFunction(`Proxy${constructId(vendor)}`, this.proxies[vendor].fn.function);
+    }
     this.observability.addAlarmOverview();
 
     this.addOutputs();
@@ -100,6 +131,10 @@ export class DmtStack extends Stack {
       });
     }
     new CfnOutput(this, "ByokKeyArn", { value: this.secrets.byokKey.keyArn });
+    new CfnOutput(this, "OriginSecretArn", {
+      value: this.secrets.originSecret.secretArn,
+      description: "Secret API Gateway sends to the proxy functions (rotation: docs/aws.md)",
+    });
     new CfnOutput(this, "DashboardName", { value: this.observability.dashboard.dashboardName });
   }
 }

@@ -2,8 +2,10 @@ import type { MiddlewareHandler } from "hono";
 import * as z from "zod/mini";
 import type { AppEnv } from "../app/env";
 import type { AuthContext } from "../core/auth";
+import { presentedCredentials } from "../core/credentials";
+import { endpointOf } from "../core/endpoints";
 import { ApiError, type ErrorType } from "../core/errors";
-import { TIERS } from "../core/model";
+import { PROJECT_ID_PATTERN, TIERS } from "../core/model";
 
 /**
  * The contract between the Lambda authorizer and the functions behind API Gateway. The authorizer's
@@ -44,9 +46,10 @@ const refusal = z.object({
   errorMessage: z.string(),
 });
 
+// Strict shapes: a value joined from a forwarded header and one the caller sent ("a,b") cannot pass.
 const granted = z.object({
-  projectId: text,
-  keyId: text,
+  projectId: z.string().check(z.regex(PROJECT_ID_PATTERN)),
+  keyId: z.string().check(z.regex(/^[a-z0-9]+$/)),
   tier: z.enum(TIERS),
   rpm: z.coerce.number().check(z.positive()),
   burst: z.coerce.number().check(z.positive()),
@@ -74,5 +77,41 @@ interface LambdaBindings {
 export const authorizerAuth: MiddlewareHandler<AppEnv> = async (c, next) => {
   const env = c.env as LambdaBindings | undefined;
   c.set("auth", authFromContext(env?.event?.requestContext?.authorizer));
+  await next();
+};
+
+/**
+ * Behind an HTTP_PROXY integration (the proxy functions' URLs) the event carries no authorizer
+ * context: API Gateway maps each context field into a request header (lib/api.ts), and the function
+ * trusts those headers only on requests that carry the origin secret. A mapped header replaces one the
+ * caller sent under the same name. A field the context lacks can still be sent by the caller, which
+ * cannot hurt anyone else: a granted context has every identity field, and a refusal wins over identity.
+ */
+export const CONTEXT_FIELDS: readonly string[] = [
+  ...Object.keys(granted.shape),
+  ...Object.keys(refusal.shape),
+];
+
+/** `projectId` -> `x-dmt-auth-project-id`. */
+export function contextHeader(field: string): string {
+  return `x-dmt-auth-${field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+}
+
+/** The proxy functions' auth in AWS: the authorizer's decision from the forwarded context headers. */
+export const forwardedAuth: MiddlewareHandler<AppEnv> = async (c, next) => {
+  const context: AuthorizerContext = {};
+  for (const field of CONTEXT_FIELDS) {
+    const value = c.req.header(contextHeader(field));
+    if (value) context[field] = value;
+  }
+  const auth = authFromContext(context);
+  // The vendor half of a dual key never enters the authorizer's context (contexts can end up in
+  // execution logs): it is read from the request the authorizer saw, forwarded as is.
+  const { vendorKey } = presentedCredentials({
+    header: (name) => c.req.header(name),
+    query: (name) => c.req.query(name),
+    geminiFamily: endpointOf(c.req.path)?.startsWith("gemini:") ?? false,
+  });
+  c.set("auth", vendorKey === undefined ? auth : { ...auth, vendorKey });
   await next();
 };

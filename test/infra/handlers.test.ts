@@ -270,7 +270,7 @@ describe("api handler", () => {
   });
 
   it("answers an unknown route with the service's 404", async () => {
-    const context = { projectId: "p", keyId: "k", tier: "free", rpm: 60, burst: 100 };
+    const context = { projectId: "acme", keyId: "k1", tier: "free", rpm: 60, burst: 100 };
     const response = await api(apiEvent("/api/v1/nothing-here", context));
     expect(response.statusCode).toBe(404);
     expect(JSON.parse(response.body)).toEqual(errors.notFound().toBody());

@@ -9,9 +9,11 @@ import { AwsSolutionsChecks, type IApplyRule, NagRuleCompliance } from "cdk-nag"
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TABLES, type TableName } from "../../lambda/adapters/dynamodb/tables";
 import { SECURITY_HEADERS } from "../../lambda/app/middleware";
+import { errors } from "../../lambda/core/errors";
+import { grantedContext, refusalContext } from "../../lambda/handlers/authorizer-context";
 import { CONTEXT, defineApp } from "../../lib/app";
 import { REPO_ROOT } from "../../lib/lambda-defaults";
-import { VENDORS } from "../../lib/secrets";
+import { VENDORS, type Vendor } from "../../lib/secrets";
 import type { DmtStack } from "../../lib/stack";
 import { tableOutputKey } from "../../lib/stack";
 
@@ -148,7 +150,7 @@ describe("Lambda functions", () => {
   });
 
   it("are bundled by local esbuild: one minified ESM file and its source map per function", () => {
-    for (const fn of [stack.authorizer, stack.dataApi]) {
+    for (const fn of [stack.authorizer, stack.dataApi, ...VENDORS.map((v) => stack.proxies[v].fn)]) {
       const code = resources[logicalId(fn.function)]?.Properties.Code as { S3Key: string };
       const dir = join(assembly.directory, `asset.${code.S3Key.replace(/\.zip$/, "")}`);
       const bundle = readFileSync(join(dir, "index.mjs"), "utf8");
@@ -258,6 +260,235 @@ describe("API", () => {
     expect(Object.keys(assembly.getStackByName(stack.stackName).template.Outputs)).not.toContainEqual(
       expect.stringMatching(/Endpoint/),
     );
+  });
+});
+
+describe("proxy functions", () => {
+  interface MethodProps {
+    AuthorizationType: string;
+    HttpMethod: string;
+    RequestParameters?: Record<string, boolean>;
+    Integration: {
+      Type: string;
+      IntegrationHttpMethod: string;
+      ResponseTransferMode: string;
+      TimeoutInMillis: number;
+      Uri: unknown;
+      RequestParameters: Record<string, unknown>;
+    };
+  }
+
+  function methodOf(vendor: Vendor, below: boolean, on: DmtStack = stack, all = resources): MethodProps {
+    const prefix = on.api.restApi.root.getResource(vendor);
+    const method = (below ? prefix?.getResource("{proxy+}") : prefix)?.node.tryFindChild("ANY");
+    if (!method) throw new Error(`no ANY method on /${vendor}${below ? "/{proxy+}" : ""}`);
+    return all[on.getLogicalId(method.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0])]
+      ?.Properties as unknown as MethodProps;
+  }
+
+  const functionUrl = (vendor: Vendor) => ({
+    "Fn::GetAtt": [logicalId(stack.proxies[vendor].url), "FunctionUrl"],
+  });
+  const originHeader = (versionId = "") => ({
+    "Fn::Join": [
+      "",
+      [
+        "'{{resolve:secretsmanager:",
+        { Ref: logicalId(stack.secrets.originSecret) },
+        `:SecretString:::${versionId}}}'`,
+      ],
+    ],
+  });
+
+  // The authorizer's context fields and their headers, written out here independently of lib/api.ts.
+  const CONTEXT_HEADERS: Record<string, string> = {
+    projectId: "x-dmt-auth-project-id",
+    keyId: "x-dmt-auth-key-id",
+    tier: "x-dmt-auth-tier",
+    rpm: "x-dmt-auth-rpm",
+    burst: "x-dmt-auth-burst",
+    errorStatus: "x-dmt-auth-error-status",
+    errorType: "x-dmt-auth-error-type",
+    errorCode: "x-dmt-auth-error-code",
+    errorMessage: "x-dmt-auth-error-message",
+  };
+
+  it("run one function per vendor for 15 minutes, behind a streaming function URL without IAM auth", () => {
+    for (const vendor of VENDORS) {
+      const fnId = logicalId(stack.proxies[vendor].fn.function);
+      const fn = resources[fnId]?.Properties as {
+        Timeout: number;
+        Environment: { Variables: Record<string, unknown> };
+        ReservedConcurrentExecutions?: number;
+      };
+      expect(fn.Timeout).toBe(900);
+      expect(fn.Environment.Variables).toMatchObject({
+        DMT_VENDOR: vendor,
+        DMT_VENDOR_KEY_SECRET_ARN: { Ref: logicalId(stack.secrets.vendorKeys[vendor]) },
+        DMT_ORIGIN_SECRET_ARN: { Ref: logicalId(stack.secrets.originSecret) },
+      });
+      expect(fn.ReservedConcurrentExecutions).toBeUndefined();
+      expect(resources[logicalId(stack.proxies[vendor].url)]).toEqual({
+        Type: "AWS::Lambda::Url",
+        Properties: {
+          AuthType: "NONE",
+          InvokeMode: "RESPONSE_STREAM",
+          TargetFunctionArn: { "Fn::GetAtt": [fnId, "Arn"] },
+        },
+      });
+    }
+  });
+
+  it("stream /{vendor} and /{vendor}/{proxy+} over HTTP_PROXY to the vendor's URL, for up to 15 minutes", () => {
+    for (const vendor of VENDORS) {
+      for (const [below, path] of [
+        [false, vendor],
+        [true, `${vendor}/{proxy}`],
+      ] as const) {
+        const method = methodOf(vendor, below);
+        expect(method.HttpMethod).toBe("ANY");
+        expect(method.AuthorizationType).toBe("CUSTOM");
+        expect(method.Integration).toMatchObject({
+          Type: "HTTP_PROXY",
+          IntegrationHttpMethod: "ANY",
+          ResponseTransferMode: "STREAM",
+          TimeoutInMillis: 900_000,
+          Uri: { "Fn::Join": ["", [functionUrl(vendor), path]] },
+        });
+      }
+      expect(methodOf(vendor, true).RequestParameters).toEqual({ "method.request.path.proxy": true });
+      expect(methodOf(vendor, true).Integration.RequestParameters["integration.request.path.proxy"]).toBe(
+        "method.request.path.proxy",
+      );
+    }
+  });
+
+  it("send the origin secret and every field of the authorizer's context in request headers", () => {
+    // Every field the authorizer can put in its context, granted or refused, has its header.
+    const sample = { projectId: "acme", keyId: "k1", tier: "pro" as const, rateLimit: { rpm: 1, burst: 1 } };
+    const emitted = [
+      ...Object.keys(grantedContext(sample)),
+      ...Object.keys(refusalContext(errors.internal())),
+    ];
+    expect(emitted.sort()).toEqual(Object.keys(CONTEXT_HEADERS).sort());
+    const expected = {
+      "integration.request.header.x-dmt-origin-secret": originHeader(),
+      ...Object.fromEntries(
+        Object.entries(CONTEXT_HEADERS).map(([field, header]) => [
+          `integration.request.header.${header}`,
+          `context.authorizer.${field}`,
+        ]),
+      ),
+    };
+    for (const vendor of VENDORS) {
+      expect(methodOf(vendor, false).Integration.RequestParameters).toEqual(expected);
+      expect(methodOf(vendor, true).Integration.RequestParameters).toEqual({
+        ...expected,
+        "integration.request.path.proxy": "method.request.path.proxy",
+      });
+    }
+  });
+
+  it("may read their own vendor's key, the origin secret, the tables metering uses, and decrypt BYOK keys", () => {
+    const arn = (name: TableName) => ({ "Fn::GetAtt": [logicalId(stack.store.tables[name]), "Arn"] });
+    for (const vendor of VENDORS) {
+      const role = logicalId(stack.proxies[vendor].fn.function.role as never);
+      const statements = ofType("AWS::IAM::Policy")
+        .filter(([, p]) => JSON.stringify(p.Properties.Roles).includes(role))
+        .flatMap(
+          ([, p]) => (p.Properties.PolicyDocument as { Statement: Record<string, unknown>[] }).Statement,
+        );
+      const others = statements.filter((s) => !JSON.stringify(s.Action).includes("logs:"));
+      expect(others).toEqual([
+        {
+          Action: ["secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"],
+          Effect: "Allow",
+          Resource: [
+            { Ref: logicalId(stack.secrets.originSecret) },
+            { Ref: logicalId(stack.secrets.vendorKeys[vendor]) },
+          ],
+        },
+        {
+          Action: "dynamodb:GetItem",
+          Effect: "Allow",
+          Resource: [arn("keys"), arn("projects"), arn("vendorKeys")],
+        },
+        {
+          Action: ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
+          Effect: "Allow",
+          Resource: arn("credits"),
+        },
+        { Action: ["dynamodb:GetItem", "dynamodb:PutItem"], Effect: "Allow", Resource: arn("ledger") },
+        { Action: ["dynamodb:GetItem", "dynamodb:UpdateItem"], Effect: "Allow", Resource: arn("rateLimits") },
+        {
+          Action: ["dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
+          Effect: "Allow",
+          Resource: arn("idempotency"),
+        },
+        {
+          Action: "kms:Decrypt",
+          Effect: "Allow",
+          Resource: { "Fn::GetAtt": [logicalId(stack.secrets.byokKey), "Arn"] },
+        },
+      ]);
+    }
+  });
+
+  it("publish the origin secret's ARN (for rotations)", () => {
+    template.hasOutput("OriginSecretArn", { Value: { Ref: logicalId(stack.secrets.originSecret) } });
+  });
+
+  const reservedConcurrency = (context: Record<string, unknown>) => {
+    const variant = synth(context, false);
+    const json = variant.app.synth().getStackByName(variant.stack.stackName).template;
+    return Object.fromEntries(
+      VENDORS.map((vendor) => [
+        vendor,
+        json.Resources[
+          variant.stack.getLogicalId(
+            variant.stack.proxies[vendor].fn.function.node.defaultChild as Parameters<
+              DmtStack["getLogicalId"]
+            >[0],
+          )
+        ].Properties.ReservedConcurrentExecutions,
+      ]),
+    );
+  };
+
+  it("reserve concurrency from context: one number for each, or per vendor", () => {
+    expect(reservedConcurrency({ [CONTEXT.proxyReservedConcurrency]: "25" })).toEqual({
+      groq: 25,
+      openai: 25,
+      anthropic: 25,
+      gemini: 25,
+    });
+    expect(reservedConcurrency({ [CONTEXT.proxyReservedConcurrency]: '{"openai":100,"gemini":0}' })).toEqual({
+      groq: undefined,
+      openai: 100,
+      anthropic: undefined,
+      gemini: 0,
+    });
+    expect(() => synth({ [CONTEXT.proxyReservedConcurrency]: "-1" }, false)).toThrow(/whole number/);
+    expect(() => synth({ [CONTEXT.proxyReservedConcurrency]: "many" }, false)).toThrow(/"many" is not/);
+    expect(() => synth({ [CONTEXT.proxyReservedConcurrency]: '{"mistral":5}' }, false)).toThrow(/mistral/);
+  });
+
+  it("send a rotated origin secret version to every integration, and redeploy the API for it", () => {
+    const deploymentOf = (json: { Resources: Resources }) =>
+      Object.entries(json.Resources).find(([, r]) => r.Type === "AWS::ApiGateway::Deployment")?.[0];
+    const rotated = synth({ [CONTEXT.originSecretVersion]: "0b7c9e1a-rotated" }, false);
+    const json = rotated.app.synth().getStackByName(rotated.stack.stackName).template;
+    for (const vendor of VENDORS) {
+      for (const below of [false, true]) {
+        expect(
+          methodOf(vendor, below, rotated.stack, json.Resources).Integration.RequestParameters[
+            "integration.request.header.x-dmt-origin-secret"
+          ],
+        ).toEqual(originHeader("0b7c9e1a-rotated"));
+      }
+    }
+    expect(deploymentOf(json)).toBeDefined();
+    expect(deploymentOf(json)).not.toBe(deploymentOf({ Resources: resources }));
   });
 });
 
@@ -389,7 +620,7 @@ describe("observability", () => {
       MetricTransformations: [Match.objectLike({ MetricName: "ApiThrottled", MetricValue: "1" })],
     });
     template.hasResourceProperties("AWS::CloudWatch::Alarm", { MetricName: "ApiThrottled", Threshold: 1 });
-    for (const fn of [stack.authorizer, stack.dataApi]) {
+    for (const fn of [stack.authorizer, stack.dataApi, ...VENDORS.map((v) => stack.proxies[v].fn)]) {
       template.hasResourceProperties("AWS::CloudWatch::Alarm", {
         MetricName: "Throttles",
         Namespace: "AWS/Lambda",

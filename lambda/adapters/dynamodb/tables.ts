@@ -19,7 +19,8 @@ export type TableName =
   | "ledger"
   | "rateLimits"
   | "idempotency"
-  | "vendorKeys";
+  | "vendorKeys"
+  | "warehouseDeliveries";
 
 export const TABLES: Record<TableName, TableDefinition> = {
   projects: { partitionKey: "projectId" },
@@ -45,6 +46,8 @@ export const TABLES: Record<TableName, TableDefinition> = {
   idempotency: { partitionKey: "recordId", ttlAttribute: "gcAt" },
   /** BYOK vendor keys, envelope-encrypted, one per project and vendor. */
   vendorKeys: { partitionKey: "projectId", sortKey: { name: "vendor", type: "S" } },
+  /** Transaction ids the warehouse consumer already wrote (adapters/queue/ledger-dynamodb.ts). */
+  warehouseDeliveries: { partitionKey: "transactionId", ttlAttribute: "expiresAt" },
 };
 export type TableNames = Record<TableName, string>;
 

@@ -1,0 +1,76 @@
+import { Duration } from "aws-cdk-lib";
+import type { IKey } from "aws-cdk-lib/aws-kms";
+import { type FunctionUrl, FunctionUrlAuthType, InvokeMode } from "aws-cdk-lib/aws-lambda";
+import type { ISecret } from "aws-cdk-lib/aws-secretsmanager";
+import { Construct } from "constructs";
+import type { TableName } from "../lambda/adapters/dynamodb/tables";
+import { DmtFunction, type LambdaDefaults } from "./lambda-defaults";
+import type { Vendor } from "./secrets";
+import type { Store } from "./store";
+
+/** The longest a proxied call may run: the streaming integration's timeout, and the function's. */
+export const PROXY_TIMEOUT = Duration.minutes(15);
+
+/**
+ * The store access of a proxy call: the caller's key and project, credit holds and their settlement
+ * in the ledger, rate-limit buckets, idempotency records, and the project's own vendor keys (BYOK).
+ */
+export const PROXY_TABLE_ACCESS: Partial<Record<TableName, string[]>> = {
+  keys: ["GetItem"],
+  projects: ["GetItem"],
+  credits: ["GetItem", "PutItem", "UpdateItem"],
+  ledger: ["GetItem", "PutItem"],
+  rateLimits: ["GetItem", "UpdateItem"],
+  idempotency: ["GetItem", "PutItem", "UpdateItem", "DeleteItem"],
+  vendorKeys: ["GetItem"],
+};
+
+export interface VendorProxyProps {
+  vendor: Vendor;
+  defaults: LambdaDefaults;
+  store: Store;
+  /** The managed key of this vendor, and nobody else's. */
+  vendorKey: ISecret;
+  originSecret: ISecret;
+  /** Unwraps the data keys of customers' own vendor keys. */
+  byokKey: IKey;
+  reservedConcurrency?: number;
+}
+
+/**
+ * One vendor's proxy function (`lambda/handlers/proxy.ts`) behind a function URL that streams. The URL
+ * has no IAM auth: API Gateway's HTTP_PROXY integration cannot sign its requests, so the function
+ * refuses every request that lacks the origin secret instead (docs/aws.md).
+ */
+export class VendorProxy extends Construct {
+  readonly fn: DmtFunction;
+  readonly url: FunctionUrl;
+
+  constructor(scope: Construct, id: string, props: VendorProxyProps) {
+    super(scope, id);
+    this.fn = new DmtFunction(this, "Function", {
+      handler: "proxy",
+      description: `dmt: ${props.vendor} proxy (streaming, behind the API)`,
+      defaults: props.defaults,
+      environment: {
+        ...props.store.environment(),
+        DMT_VENDOR: props.vendor,
+        DMT_VENDOR_KEY_SECRET_ARN: props.vendorKey.secretArn,
+        DMT_ORIGIN_SECRET_ARN: props.originSecret.secretArn,
+      },
+      timeout: PROXY_TIMEOUT,
+      ...(props.reservedConcurrency !== undefined && { reservedConcurrency: props.reservedConcurrency }),
+    });
+    const fn = this.fn.function;
+    this.url = fn.addFunctionUrl({
+      authType: FunctionUrlAuthType.NONE,
+      invokeMode: InvokeMode.RESPONSE_STREAM,
+    });
+    props.vendorKey.grantRead(fn);
+    props.originSecret.grantRead(fn);
+    for (const [table, actions] of Object.entries(PROXY_TABLE_ACCESS) as [TableName, string[]][]) {
+      props.store.grant(fn, table, actions);
+    }
+    props.byokKey.grantDecrypt(fn);
+  }
+}

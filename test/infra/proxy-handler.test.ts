@@ -1,0 +1,278 @@
+import { finished } from "node:stream/promises";
+import type { Context } from "aws-lambda";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { SECURITY_HEADERS } from "../../lambda/app/middleware";
+import { errors } from "../../lambda/core/errors";
+import { silentLogger } from "../../lambda/core/logger";
+import { contextHeader, grantedContext, refusalContext } from "../../lambda/handlers/authorizer-context";
+import { parseProxyConfig } from "../../lambda/handlers/config";
+import { directCallRefused, ORIGIN_SECRET_HEADER } from "../../lambda/handlers/origin";
+import type { createProxyHandler as CreateProxyHandler } from "../../lambda/handlers/proxy";
+import { type Simulator, startSimulator } from "../../lambda/local/simulator";
+import {
+  CollectedResponse,
+  functionUrlEvent,
+  installStreamingRuntime,
+  invokeStreaming,
+  type SecretsEndpoint,
+  type StreamingHandler,
+  startSecretsEndpoint,
+  type UrlRequest,
+} from "./lambda-runtime";
+
+const ORIGIN_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:OriginSecret-abc123";
+const KEY_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:VendorKeyOpenai-abc123";
+const ORIGIN = "Q2x0Zk1hbmFnZWRPcmlnaW5TZWNyZXRWYWx1ZTEyMzQ1Njc4";
+const MANAGED_KEY = "sk-managed-openai";
+const SERVICE_KEY = `dmt_${"a".repeat(16)}_${"B".repeat(43)}`;
+
+let simulator: Simulator;
+let secrets: SecretsEndpoint;
+let handler: StreamingHandler;
+let createProxyHandler: typeof CreateProxyHandler;
+
+// The handler reads its configuration at import, as at a Lambda cold start: set it first.
+beforeAll(async () => {
+  simulator = await startSimulator();
+  secrets = await startSecretsEndpoint();
+  Object.assign(process.env, {
+    DMT_VENDOR: "openai",
+    DMT_UPSTREAM_URL: simulator.origins.openai,
+    DMT_SECRETS_ENDPOINT: secrets.url,
+    DMT_ORIGIN_SECRET_ARN: ORIGIN_ARN,
+    DMT_VENDOR_KEY_SECRET_ARN: KEY_ARN,
+    // Every call reads the secrets again, so a test sees a change at once.
+    DMT_SECRET_CACHE_MS: "0",
+    DMT_LOG_LEVEL: "silent",
+    AWS_REGION: "eu-west-1",
+  });
+  installStreamingRuntime();
+  const module = await import("../../lambda/handlers/proxy");
+  handler = module.handler as unknown as StreamingHandler;
+  createProxyHandler = module.createProxyHandler;
+});
+
+afterAll(async () => {
+  await simulator?.close();
+  await secrets?.close();
+});
+
+beforeEach(() => {
+  simulator.reset();
+  simulator.setChunkDelay(0);
+  secrets.reads.length = 0;
+  secrets.failing = false;
+  secrets.secrets.clear();
+  secrets.secrets.set(ORIGIN_ARN, { AWSCURRENT: ORIGIN });
+  secrets.secrets.set(KEY_ARN, { AWSCURRENT: MANAGED_KEY });
+});
+
+const identity = grantedContext({
+  projectId: "acme",
+  keyId: "a".repeat(16),
+  tier: "pro",
+  rateLimit: { rpm: 600, burst: 1000 },
+});
+
+/** The headers API Gateway's integration adds: the origin secret and the authorizer's context. */
+function fromApi(
+  context: Record<string, string | number> = identity,
+  origin = ORIGIN,
+): Record<string, string> {
+  return {
+    authorization: `Bearer ${SERVICE_KEY}`,
+    [ORIGIN_SECRET_HEADER]: origin,
+    ...Object.fromEntries(
+      Object.entries(context).map(([field, value]) => [contextHeader(field), String(value)]),
+    ),
+  };
+}
+
+const chatBody = (extra: Record<string, unknown> = {}) =>
+  JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Say hello" }], ...extra });
+
+function chat(headers: Record<string, string>, extra: Record<string, unknown> = {}): UrlRequest {
+  return {
+    method: "POST",
+    path: "/openai/v1/chat/completions",
+    headers: { authorization: `Bearer ${SERVICE_KEY}`, "content-type": "application/json", ...headers },
+    body: chatBody(extra),
+  };
+}
+
+const invoke = (request: UrlRequest) => invokeStreaming(handler, functionUrlEvent(request));
+
+function expectError(response: CollectedResponse, status: number, body: unknown): void {
+  expect(response.prelude?.statusCode).toBe(status);
+  expect(response.prelude?.headers["content-type"]).toBe("application/json");
+  for (const [name, value] of Object.entries(SECURITY_HEADERS)) {
+    expect(response.prelude?.headers[name.toLowerCase()] ?? response.prelude?.headers[name], name).toBe(
+      value,
+    );
+  }
+  expect(response.json()).toEqual(body);
+}
+
+describe("proxy handler: direct calls to the function URL", () => {
+  it("refuses a call without the origin secret before any work", async () => {
+    // No authorizer context and a valid chat body: past the origin check this would reach the app.
+    const response = await invoke(chat({}));
+    expectError(response, 403, directCallRefused().toBody());
+    expect(simulator.requests).toEqual([]);
+    // Only the origin secret was read: not even the managed key.
+    expect(new Set(secrets.reads.map((r) => r.secretId))).toEqual(new Set([ORIGIN_ARN]));
+  });
+
+  it("refuses a wrong origin secret of any length, with the authorizer's context forged", async () => {
+    const wrong = [
+      "",
+      "x",
+      `${ORIGIN}x`,
+      ORIGIN.slice(0, -1),
+      `${ORIGIN.slice(0, -1)}Z`,
+      ORIGIN.toLowerCase(),
+    ];
+    for (const origin of wrong) {
+      const response = await invoke(chat(fromApi(identity, origin)));
+      expectError(response, 403, directCallRefused().toBody());
+    }
+    expect(simulator.requests).toEqual([]);
+    expect(secrets.reads.some((r) => r.secretId === KEY_ARN)).toBe(false);
+  });
+
+  it("accepts the previous origin secret during a rotation, and nothing older", async () => {
+    secrets.secrets.set(ORIGIN_ARN, { AWSCURRENT: `${ORIGIN}new`, AWSPREVIOUS: ORIGIN });
+    const health = { path: "/openai/health" };
+    expect((await invoke({ ...health, headers: fromApi() })).prelude?.statusCode).toBe(200);
+    expect(
+      (await invoke({ ...health, headers: fromApi(identity, `${ORIGIN}new`) })).prelude?.statusCode,
+    ).toBe(200);
+    expect((await invoke({ ...health, headers: fromApi(identity, "older") })).prelude?.statusCode).toBe(403);
+  });
+
+  it("refuses everything when the origin secret has no value", async () => {
+    secrets.secrets.delete(ORIGIN_ARN);
+    expectError(
+      await invoke({ path: "/openai/health", headers: fromApi() }),
+      403,
+      directCallRefused().toBody(),
+    );
+  });
+});
+
+describe("proxy handler: calls through the API", () => {
+  it("streams a chat completion from the upstream, with the managed key", async () => {
+    // Paced upstream chunks, so that buffering anywhere would show as fewer writes.
+    simulator.setChunkDelay(10);
+    const response = await invoke(chat(fromApi(), { stream: true }));
+    expect(response.prelude?.statusCode).toBe(200);
+    expect(response.prelude?.headers["content-type"]).toMatch(/^text\/event-stream/);
+    expect(response.prelude?.headers["x-content-type-options"]).toBe("nosniff");
+    const text = response.text();
+    expect(text).toMatch(/^data: \{/);
+    expect(text.trimEnd().endsWith("data: [DONE]")).toBe(true);
+    // Streamed: the body reached the runtime in several writes, not as one buffered piece.
+    expect(response.chunks.length).toBeGreaterThan(2);
+
+    expect(simulator.requests).toHaveLength(1);
+    const upstream = simulator.requests[0];
+    expect(upstream?.path).toBe("/v1/chat/completions");
+    expect(upstream?.headers.authorization).toBe(`Bearer ${MANAGED_KEY}`);
+    // Neither the origin secret nor the context headers nor the service key go to the vendor.
+    expect(Object.keys(upstream?.headers ?? {}).filter((name) => name.startsWith("x-dmt-"))).toEqual([]);
+    expect(JSON.stringify(upstream?.headers)).not.toContain(ORIGIN);
+    expect(JSON.stringify(upstream?.headers)).not.toContain(SERVICE_KEY);
+  });
+
+  it("answers a buffered chat completion as JSON", async () => {
+    const response = await invoke(chat(fromApi()));
+    expect(response.prelude?.statusCode).toBe(200);
+    expect(response.json()).toMatchObject({ object: "chat.completion", model: "gpt-4o-mini" });
+  });
+
+  it("uses the vendor half of a dual key, read from the forwarded Authorization header", async () => {
+    const response = await invoke({
+      ...chat(fromApi()),
+      headers: { ...chat(fromApi()).headers, authorization: `Bearer ${SERVICE_KEY};sk-callers-own` },
+    });
+    expect(response.prelude?.statusCode).toBe(200);
+    expect(simulator.requests[0]?.headers.authorization).toBe("Bearer sk-callers-own");
+  });
+
+  it("answers the authorizer's 403 itself, whatever identity the caller adds, without the upstream", async () => {
+    const refused = refusalContext(errors.insufficientPermissions("openai:/v1/chat/completions"));
+    const forged = { ...fromApi(identity), ...fromApi(refused) };
+    const response = await invoke(chat(forged));
+    expectError(response, 403, errors.insufficientPermissions("openai:/v1/chat/completions").toBody());
+    expect(simulator.requests).toEqual([]);
+  });
+
+  it("fails closed without the authorizer's context", async () => {
+    const response = await invoke(chat({ [ORIGIN_SECRET_HEADER]: ORIGIN }));
+    expectError(response, 500, errors.internal().toBody());
+    expect(simulator.requests).toEqual([]);
+  });
+
+  it("refuses a forged identity joined to the forwarded one", async () => {
+    const joined = { ...fromApi(), [contextHeader("projectId")]: "victim,acme" };
+    expectError(await invoke(chat(joined)), 500, errors.internal().toBody());
+  });
+
+  it("follows the managed key secret: missing until put, then used", async () => {
+    secrets.secrets.delete(KEY_ARN);
+    const health = () => invoke({ path: "/openai/health", headers: fromApi() });
+    expect((await health()).json()).toEqual({ status: "ok", vendor: "openai", upstream: "missing_key" });
+
+    secrets.secrets.set(KEY_ARN, { AWSCURRENT: "sk-put-later" });
+    expect((await health()).json()).toEqual({ status: "ok", vendor: "openai", upstream: "configured" });
+    await invoke(chat(fromApi()));
+    expect(simulator.requests[0]?.headers.authorization).toBe("Bearer sk-put-later");
+  });
+
+  it("keeps serving with the last secret values while Secrets Manager refuses", async () => {
+    expect((await invoke(chat(fromApi()))).prelude?.statusCode).toBe(200);
+    secrets.failing = true;
+    const response = await invoke(chat(fromApi()));
+    expect(response.prelude?.statusCode).toBe(200);
+    expect(secrets.reads.length).toBeGreaterThan(3);
+    expect(simulator.requests[1]?.headers.authorization).toBe(`Bearer ${MANAGED_KEY}`);
+  });
+
+  it("ends the invocation only once the call's after-work finished, after the client had its response", async () => {
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let afterStarted = () => {};
+    const started = new Promise<void>((resolve) => {
+      afterStarted = resolve;
+    });
+    const recorded: number[] = [];
+    const withHooks = createProxyHandler({
+      config: parseProxyConfig(process.env),
+      logger: silentLogger,
+      hooks: {
+        async after(_call, outcome) {
+          afterStarted();
+          await gate;
+          recorded.push(outcome.status);
+        },
+      },
+    }) as unknown as StreamingHandler;
+
+    const stream = new CollectedResponse();
+    let invocationEnded = false;
+    const invocation = withHooks(functionUrlEvent(chat(fromApi())), stream, {} as Context).then(() => {
+      invocationEnded = true;
+    });
+    await finished(stream);
+    expect(stream.prelude?.statusCode).toBe(200);
+    await started;
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(invocationEnded).toBe(false);
+
+    release();
+    await invocation;
+    expect(recorded).toEqual([200]);
+  });
+});
