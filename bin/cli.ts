@@ -7,11 +7,13 @@ import { activePriceCatalogue } from "../lambda/app/prices";
 import { createKey, createProject, keyView, revokeKey } from "../lambda/core/accounts";
 import { formatUsd, parseUsd } from "../lambda/core/credits";
 import { ApiError, errors } from "../lambda/core/errors";
+import { DestinationError, parseExportDestination } from "../lambda/core/export-destination";
 import { jsonLogger } from "../lambda/core/logger";
 import type { Store } from "../lambda/core/ports";
 import { formatPriceTable, VENDORS as PRICED_VENDORS } from "../lambda/core/pricing";
 import { parseLocalConfig } from "../lambda/local/config";
 import { openLocalStore, startLocalStack } from "../lambda/local/stack";
+import { localExportSettings } from "../lambda/warehouse/local";
 
 /**
  * `dmt`: the local server and the operator commands. Every command works whether or not the server
@@ -26,6 +28,7 @@ interface Services {
   store: Store;
   credits: DynamoCredits;
   vendorKeys: DynamoVendorKeys;
+  dataDir: string;
   /** The project, or a not-found error naming it. */
   project(projectId: string): Promise<string>;
 }
@@ -296,6 +299,40 @@ const commands: Record<string, Command> = {
     },
     print: (r) => `Deleted the ${(r as { vendor: string }).vendor} key.`,
   },
+  "settings set": {
+    usage:
+      "dmt settings set --project <id> (--export-bucket <s3://bucket/prefix | file:///folder> | --no-export-bucket) [--json]",
+    options: {
+      project: { type: "string" },
+      "export-bucket": { type: "string" },
+      "no-export-bucket": { type: "boolean" },
+      ...json,
+    },
+    run: async ({ values, open }) => {
+      const url = values["export-bucket"] as string | undefined;
+      const clear = values["no-export-bucket"] === true;
+      if ((url === undefined) === !clear)
+        throw new UsageError("give exactly one of --export-bucket and --no-export-bucket");
+      if (url !== undefined) {
+        try {
+          parseExportDestination(url);
+        } catch (err) {
+          if (err instanceof DestinationError) throw errors.invalidField("export-bucket", err.message);
+          throw err;
+        }
+      }
+      const services = await open();
+      const projectId = await services.project(required(values, "project"));
+      await localExportSettings(services.dataDir).setExportDestination(projectId, url);
+      return { projectId, exportBucket: url ?? null };
+    },
+    print: (r) => {
+      const { projectId, exportBucket } = r as { projectId: string; exportBucket: string | null };
+      return exportBucket
+        ? `Exports of ${projectId} now go to ${exportBucket}.`
+        : `Exports of ${projectId} are streamed back again.`;
+    },
+  },
   "prices list": {
     usage: "dmt prices list [--vendor <groq|openai|anthropic|gemini>] [--json]",
     options: { vendor: { type: "string" }, ...json },
@@ -414,6 +451,7 @@ async function main(argv: string[]): Promise<number> {
         const names = tableNames(process.env);
         return {
           store,
+          dataDir: config.dataDir,
           credits: new DynamoCredits(db, names),
           vendorKeys: new DynamoVendorKeys(db, names, LocalMasterKey.inDataDir(config.dataDir)),
           async project(projectId) {

@@ -1,6 +1,7 @@
 import type { Hono, MiddlewareHandler } from "hono";
 import type { Logger } from "../core/logger";
 import type { AppEnv } from "./env";
+import { type ExportRouteDeps, exportRoutes } from "./exports";
 import { mountRoutes, type RouteTable } from "./routing";
 import { appShell } from "./shell";
 
@@ -10,9 +11,11 @@ export interface DataApiDeps {
   /** The per-key rate limit, after authentication (app/metering-rate-limit.ts); absent: unlimited. */
   rateLimit?: MiddlewareHandler<AppEnv>;
   logger: Logger;
+  /** `POST /api/v1/exports` over the warehouse; absent: not served. */
+  exports?: ExportRouteDeps;
 }
 
-/** The data API (`/api/v1/...`): status now; exports and deletion requests grow here. */
+/** The data API (`/api/v1/...`): status, exports, and what else the deployment wires in. */
 export function createDataApp(deps: DataApiDeps): Hono<AppEnv> {
   const app = appShell(deps.logger);
   app.use("/api/*", deps.auth);
@@ -21,6 +24,7 @@ export function createDataApp(deps: DataApiDeps): Hono<AppEnv> {
     "/api/v1/status": {
       GET: (c) => c.json({ status: "ok", project: c.get("auth").projectId }),
     },
+    ...(deps.exports ? exportRoutes(deps.exports) : {}),
   };
   mountRoutes(app, routes);
   return app;

@@ -31,6 +31,8 @@ const schema = z
     DMT_UPSTREAM_IDLE_TIMEOUT_MS: z.coerce.number().int().min(1).max(900_000).default(600_000),
     /** Credits, rate limits and idempotency; `off` relays unmetered (benchmarks measure the difference). */
     DMT_METERING: z.enum(["on", "off"]).default("on"),
+    /** How often queued interaction records are written to Parquet (and become queryable). */
+    DMT_WAREHOUSE_FLUSH_MS: z.coerce.number().int().min(50).max(5000).default(2000),
     /** How long a credit hold lasts before the sweeper may release it: longer than any call. */
     DMT_HOLD_TTL_MS: z.coerce.number().int().min(1000).max(86_400_000).default(3_600_000),
     /** How often expired holds are swept. */

@@ -28,6 +28,8 @@ import { CachedVendorKeys } from "../core/metering-vendor-keys";
 import type { Store } from "../core/ports";
 import { VENDORS } from "../vendors";
 import { VENDOR_NAMES, type VendorName } from "../vendors/types";
+import { warehouseHooks } from "../warehouse/hooks";
+import { startLocalWarehouse } from "../warehouse/local";
 import { type LocalConfig, vendorSettings } from "./config";
 import { type EmbeddedDynamo, runningStoreEndpoint, startEmbeddedDynamo } from "./embedded-dynamo";
 import { createHttpServer } from "./http-server";
@@ -70,7 +72,7 @@ export interface LocalStack {
   simulatedVendors: VendorName[];
   /** Where the dashboard is and the development user that signs in to it. */
   dashboard: DashboardSignIn;
-  /** Resolves once the after-work of every call answered so far (settlements, records) is done. */
+  /** Resolves once the after-work of every call answered so far is done: settled, and written to the warehouse. */
   drain(): Promise<void>;
   close(): Promise<void>;
 }
@@ -117,7 +119,17 @@ export async function startLocalStack(
           holdTtlMs: config.DMT_HOLD_TTL_MS,
         })
       : undefined;
-  const hookList = [...(metering ? [metering] : []), ...(options.hooks ?? [])];
+  // Every finished call becomes one interaction record: queued, written to Parquet within the flush interval.
+  const warehouse = await startLocalWarehouse({
+    dataDir: config.dataDir,
+    logger,
+    flushIntervalMs: config.DMT_WAREHOUSE_FLUSH_MS,
+  });
+  const hookList = [
+    ...(metering ? [metering] : []),
+    warehouseHooks(warehouse.queue),
+    ...(options.hooks ?? []),
+  ];
   const hooks = hookList.length > 0 ? combineHooks(hookList, logger) : undefined;
   const pending = new PendingWork();
 
@@ -125,6 +137,7 @@ export async function startLocalStack(
     auth,
     ...(metering ? { rateLimit: rateLimitMiddleware(limiter) } : {}),
     logger,
+    exports: warehouse.exports,
   });
   // The dashboard: identity provider at /oidc, dashboard API at /dashboard/api, SPA at /dashboard.
   const dashboard = localDashboard({
@@ -195,6 +208,7 @@ export async function startLocalStack(
   } catch (err) {
     await Promise.all(upstreams.map((u) => u.close()));
     await simulator?.close();
+    await warehouse.close();
     await local.close();
     throw err;
   }
@@ -205,6 +219,7 @@ export async function startLocalStack(
     await server.close(0);
     await Promise.all(upstreams.map((u) => u.close()));
     await simulator?.close();
+    await warehouse.close();
     await local.close();
     throw err;
   });
@@ -218,11 +233,15 @@ export async function startLocalStack(
     db: local.db,
     dashboard: signIn,
     simulatedVendors,
-    drain: () => pending.drain(),
+    async drain() {
+      await pending.drain();
+      await warehouse.queue.deliver();
+    },
     async close() {
       await server.close(10_000);
       // Settlements of the calls just answered need the store: before it closes.
       await pending.drain();
+      await warehouse.close();
       await sweeper?.stop();
       await Promise.all(upstreams.map((u) => u.close()));
       await simulator?.close();

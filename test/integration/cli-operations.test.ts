@@ -121,3 +121,26 @@ describe("dmt prices list", () => {
     expect(bad.code).toBe(2);
   });
 });
+
+describe("dmt settings set", () => {
+  it("sets and clears the export destination, refusing what is not a bucket URL", async () => {
+    const set = await dmt([
+      "settings",
+      "set",
+      "--project",
+      "acme",
+      "--export-bucket",
+      "s3://acme-exports/dmt",
+      "--json",
+    ]);
+    expect(set.code).toBe(0);
+    expect(JSON.parse(set.stdout)).toEqual({ projectId: "acme", exportBucket: "s3://acme-exports/dmt" });
+    const gcs = await dmt(["settings", "set", "--project", "acme", "--export-bucket", "gs://acme-exports"]);
+    expect(gcs.code).toBe(1);
+    expect(gcs.stderr).toContain("s3://bucket/prefix");
+    const both = await dmt(["settings", "set", "--project", "acme"]);
+    expect(both.code).toBe(2);
+    const cleared = await dmt(["settings", "set", "--project", "acme", "--no-export-bucket"]);
+    expect(cleared.stdout).toContain("streamed back");
+  });
+});
