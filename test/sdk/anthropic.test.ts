@@ -22,7 +22,7 @@ afterAll(async () => {
 beforeEach(() => simulator.reset());
 
 const request = {
-  model: "claude-sonnet-4-5",
+  model: "claude-sonnet-4-6",
   max_tokens: 64,
   messages: [{ role: "user" as const, content: "Say hello" }],
 };
