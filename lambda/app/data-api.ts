@@ -1,5 +1,6 @@
 import type { Hono, MiddlewareHandler } from "hono";
 import type { Logger } from "../core/logger";
+import { type DeletionRouteDeps, deletionRoutes } from "./deletion";
 import type { AppEnv } from "./env";
 import { type ExportRouteDeps, exportRoutes } from "./exports";
 import { mountRoutes, type RouteTable } from "./routing";
@@ -13,6 +14,8 @@ export interface DataApiDeps {
   logger: Logger;
   /** `POST /api/v1/exports` over the warehouse; absent: not served. */
   exports?: ExportRouteDeps;
+  /** `POST /api/v1/data` and `GET /api/v1/data/{request_id}` (deletion requests); absent: not served. */
+  deletion?: DeletionRouteDeps;
 }
 
 /** The data API (`/api/v1/...`): status, exports, and what else the deployment wires in. */
@@ -25,6 +28,7 @@ export function createDataApp(deps: DataApiDeps): Hono<AppEnv> {
       GET: (c) => c.json({ status: "ok", project: c.get("auth").projectId }),
     },
     ...(deps.exports ? exportRoutes(deps.exports) : {}),
+    ...(deps.deletion ? deletionRoutes(deps.deletion) : {}),
   };
   mountRoutes(app, routes);
   return app;

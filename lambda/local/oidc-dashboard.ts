@@ -5,12 +5,16 @@ import { createLocalJWKSet } from "jose";
 import { bundleWeb, type WebFiles } from "../../web/build";
 import { createWebApp } from "../../web/serve";
 import { DynamoCredits } from "../adapters/dynamodb/credits";
+import type { DynamoInteractionIndex } from "../adapters/dynamodb/interactions";
 import { DynamoMemberStore } from "../adapters/dynamodb/members";
+import { DynamoProjectTiers } from "../adapters/dynamodb/project-tier";
 import { tableNames } from "../adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../adapters/dynamodb/vendor-keys";
+import type { WarehouseQuery } from "../adapters/query/port";
 import { LocalMasterKey } from "../adapters/secrets/local-master-key";
 import { createDashboardApp, DASHBOARD_API_PREFIX } from "../app/dashboard";
 import { tokenVerifier } from "../app/dashboard-auth";
+import type { ExportSettingsStore } from "../app/dashboard-settings";
 import type { AppEnv } from "../app/env";
 import type { Logger } from "../core/logger";
 import type { Store } from "../core/ports";
@@ -47,6 +51,10 @@ export interface LocalDashboardDeps {
   store: Store;
   logger: Logger;
   onKeyRevoked?: (keyId: string) => void;
+  /** The recent-interactions index and its rollups, as the warehouse consumer keeps them. */
+  interactions: DynamoInteractionIndex;
+  /** The warehouse's query layer and export settings (export downloads, the export destination). */
+  warehouse: { query: WarehouseQuery; settings: ExportSettingsStore };
 }
 
 const under = (path: string, prefix: string) => path === prefix || path.startsWith(`${prefix}/`);
@@ -101,6 +109,12 @@ export function localDashboard(deps: LocalDashboardDeps): LocalDashboard {
           }),
           logger: deps.logger,
           ...(deps.onKeyRevoked ? { onKeyRevoked: deps.onKeyRevoked } : {}),
+          interactions: { interactions: deps.interactions, usage: deps.interactions.rollups },
+          settings: {
+            exportSettings: deps.warehouse.settings,
+            tiers: new DynamoProjectTiers(deps.db, tables),
+            warehouse: deps.warehouse.query,
+          },
         });
         const web = createWebApp({
           origin,

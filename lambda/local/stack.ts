@@ -3,6 +3,7 @@ import type { Hono } from "hono";
 import { createDynamoClient, ensureTables } from "../adapters/dynamodb/client";
 import { DynamoCredits } from "../adapters/dynamodb/credits";
 import { DynamoIdempotency } from "../adapters/dynamodb/idempotency";
+import { DynamoInteractionIndex } from "../adapters/dynamodb/interactions";
 import { DynamoRateLimiter } from "../adapters/dynamodb/rate-limit";
 import { DynamoStore } from "../adapters/dynamodb/store";
 import { type TableNames, tableNames } from "../adapters/dynamodb/tables";
@@ -120,10 +121,15 @@ export async function startLocalStack(
         })
       : undefined;
   // Every finished call becomes one interaction record: queued, written to Parquet within the flush interval.
+  // Once written, the dashboard's index and daily rollups get it too.
+  const interactions = new DynamoInteractionIndex(local.db, local.tables);
   const warehouse = await startLocalWarehouse({
     dataDir: config.dataDir,
     logger,
     flushIntervalMs: config.DMT_WAREHOUSE_FLUSH_MS,
+    onWritten: [(records) => interactions.write(records)],
+    // Deletion requests run here; they purge the dashboard's index and rollups too.
+    deletion: { db: local.db, tables: local.tables, purgers: [interactions] },
   });
   const hookList = [
     ...(metering ? [metering] : []),
@@ -138,6 +144,7 @@ export async function startLocalStack(
     ...(metering ? { rateLimit: rateLimitMiddleware(limiter) } : {}),
     logger,
     exports: warehouse.exports,
+    ...(warehouse.deletion ? { deletion: warehouse.deletion.routes } : {}),
   });
   // The dashboard: identity provider at /oidc, dashboard API at /dashboard/api, SPA at /dashboard.
   const dashboard = localDashboard({
@@ -146,6 +153,8 @@ export async function startLocalStack(
     store: local.store,
     logger,
     onKeyRevoked: (keyId) => keys.forget(keyId),
+    interactions,
+    warehouse: { query: warehouse.exports.query, settings: warehouse.settings },
   });
   const fallback = appShell(logger);
   fallback.all("*", (c) => errorResponse(errors.notFound(), c, logger));

@@ -8,6 +8,7 @@ import type {
   DeadLetterSink,
   QueueMessage,
 } from "../adapters/queue/port";
+import { type TombstoneReader, tombstoneMatcher } from "../core/deletion";
 import { errorFields, type Logger } from "../core/logger";
 import { type InteractionRecord, parseRecord, partitionPrefix, RecordError, recordDay } from "../core/record";
 import { encodeRecords } from "./parquet";
@@ -18,7 +19,20 @@ export interface ConsumerDeps {
   deadLetters: DeadLetterSink;
   logger: Logger;
   clock?: () => number;
+  /**
+   * Told of records once they are in the warehouse (the dashboard's index and rollups). Also told of
+   * records already written when they come again, so a listener that failed gets them once more: a
+   * listener must treat a repeat as a no-op. A listener's failure fails those records' messages.
+   */
+  onWritten?: WrittenListener[];
+  /**
+   * Deletion tombstones (core/deletion.ts): records a running deletion covers are dropped, neither
+   * written nor told to listeners. Absent: nothing is dropped.
+   */
+  tombstones?: TombstoneReader;
 }
+
+export type WrittenListener = (records: InteractionRecord[]) => Promise<void>;
 
 interface Accepted {
   messageId: string;
@@ -97,15 +111,47 @@ export function createWarehouseConsumer(deps: ConsumerDeps): BatchHandler {
       }
     }
 
+    // Read before anything is written: a deletion waits out batches that read them before its tombstone.
+    const projects = new Set([...byTransaction.values()].map((a) => a.record.project_id));
+    const tombstoned = deps.tombstones && tombstoneMatcher(await deps.tombstones.forProjects([...projects]));
+    let dropped = 0;
     const written = await deps.ledger.committed([...byTransaction.keys()]);
     const partitions = new Map<string, Accepted[]>();
+    const again: Accepted[] = [];
     for (const [transactionId, accepted] of byTransaction) {
-      if (written.has(transactionId)) continue;
+      if (tombstoned?.(accepted.record)) {
+        dropped++;
+        continue;
+      }
+      if (written.has(transactionId)) {
+        again.push(accepted);
+        continue;
+      }
       const prefix = partitionPrefix(accepted.record.project_id, recordDay(accepted.record));
       const group = partitions.get(prefix);
       if (group) group.push(accepted);
       else partitions.set(prefix, [accepted]);
     }
+
+    if (dropped > 0) {
+      deps.logger.info("records dropped: a deletion request covers them", {
+        metric: "warehouse.tombstoned",
+        count: dropped,
+      });
+    }
+
+    const notify = async (accepted: Accepted[]): Promise<void> => {
+      const records = accepted.map((a) => a.record);
+      try {
+        for (const listener of deps.onWritten ?? []) await listener(records);
+      } catch (err) {
+        deps.logger.error("a listener of written records failed; its records will be retried", {
+          ...errorFields(err),
+          count: accepted.length,
+        });
+        failures.push(...accepted.map((a) => a.messageId));
+      }
+    };
 
     const groups = [...partitions];
     const writeNext = async (): Promise<void> => {
@@ -122,10 +168,13 @@ export function createWarehouseConsumer(deps: ConsumerDeps): BatchHandler {
             count: accepted.length,
           });
           failures.push(...accepted.map((a) => a.messageId));
+          continue;
         }
+        await notify(accepted);
       }
     };
     await Promise.all(Array.from({ length: Math.min(WRITE_CONCURRENCY, groups.length) }, writeNext));
+    if (again.length > 0) await notify(again);
     return { batchItemFailures: failures.map((itemIdentifier) => ({ itemIdentifier })) };
   };
 }

@@ -1,12 +1,18 @@
 import { join } from "node:path";
+import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import type { TableNames } from "../adapters/dynamodb/tables";
 import { FsObjectStore } from "../adapters/objectstore/fs";
 import { DuckDBWarehouseQuery } from "../adapters/query/duckdb";
 import { FolderDeadLetters } from "../adapters/queue/dead-letter-folder";
 import { InProcessQueue } from "../adapters/queue/in-process";
+import { QueueJournal } from "../adapters/queue/journal";
 import { FileDeliveryLedger } from "../adapters/queue/ledger";
 import type { ExportRouteDeps } from "../app/exports";
+import type { CopyPurger } from "../core/deletion";
 import type { Logger } from "../core/logger";
-import { createWarehouseConsumer } from "./consumer";
+import { type LocalDeletion, type LocalDeletionOptions, startLocalDeletion } from "../deletion/local";
+import { DynamoTombstones } from "../deletion/tombstones-dynamodb";
+import { createWarehouseConsumer, type WrittenListener } from "./consumer";
 import { FileExportSettings } from "./export-settings-file";
 
 /**
@@ -29,6 +35,16 @@ export interface LocalWarehouseOptions {
   /** Deliveries before a record is dead-lettered (default 5). */
   maxReceives?: number;
   clock?: () => number;
+  /** Told of records once written (the dashboard's interactions index). */
+  onWritten?: WrittenListener[];
+  /** Runs deletion requests here (their tables live in the store); absent: no deletion. */
+  deletion?: {
+    db: DynamoDBClient;
+    tables: TableNames;
+    /** More copies a deletion purges (the dashboard's interaction index and rollups). */
+    purgers?: CopyPurger[];
+    runner?: LocalDeletionOptions["runner"];
+  };
 }
 
 export interface LocalWarehouse {
@@ -39,6 +55,8 @@ export interface LocalWarehouse {
   settings: FileExportSettings;
   /** The warehouse folder: `interactions/`, `dead-letter/`. */
   objects: FsObjectStore;
+  /** The deletion workflow, when `deletion` was given: `routes` are `deletionRoutes`' dependencies. */
+  deletion?: LocalDeletion;
   /** Delivers every waiting record, then releases DuckDB. */
   close(): Promise<void>;
 }
@@ -46,7 +64,8 @@ export interface LocalWarehouse {
 /**
  * The embedded warehouse under the data dir:
  * `warehouse/` (Parquet under `interactions/project=<id>/dt=<day>/`, dead letters under `dead-letter/`),
- * `warehouse-ledger/` (ids already written), `export-settings.json`, and `buckets/<bucket>/` standing in
+ * `warehouse-ledger/` (ids already written), `warehouse-queue/` (the queue's journal: records not yet
+ * written, which survive a killed process), `export-settings.json`, and `buckets/<bucket>/` standing in
  * for `s3://` export destinations.
  */
 export async function startLocalWarehouse(options: LocalWarehouseOptions): Promise<LocalWarehouse> {
@@ -54,7 +73,17 @@ export async function startLocalWarehouse(options: LocalWarehouseOptions): Promi
   const objects = new FsObjectStore(join(options.dataDir, "warehouse"));
   const ledger = await FileDeliveryLedger.open(join(options.dataDir, "warehouse-ledger"), clock);
   const deadLetters = new FolderDeadLetters(objects);
-  const handler = createWarehouseConsumer({ objects, ledger, deadLetters, logger: options.logger, clock });
+  const tombstones =
+    options.deletion && new DynamoTombstones(options.deletion.db, options.deletion.tables.deletionTombstones);
+  const handler = createWarehouseConsumer({
+    objects,
+    ledger,
+    deadLetters,
+    logger: options.logger,
+    clock,
+    ...(options.onWritten ? { onWritten: options.onWritten } : {}),
+    ...(tombstones ? { tombstones } : {}),
+  });
   const queue = new InProcessQueue({
     handler,
     deadLetters,
@@ -64,6 +93,7 @@ export async function startLocalWarehouse(options: LocalWarehouseOptions): Promi
     visibilityTimeoutMs: options.visibilityTimeoutMs ?? 2000,
     maxReceives: options.maxReceives ?? 5,
     clock,
+    journal: await QueueJournal.open(join(options.dataDir, "warehouse-queue"), options.logger),
   }).start();
   const query = await DuckDBWarehouseQuery.open(objects.root);
   const settings = localExportSettings(options.dataDir);
@@ -77,12 +107,30 @@ export async function startLocalWarehouse(options: LocalWarehouseOptions): Promi
     logger: options.logger,
     clock,
   };
+  const deletion =
+    options.deletion && tombstones
+      ? await startLocalDeletion({
+          db: options.deletion.db,
+          requestsTable: options.deletion.tables.deletionRequests,
+          tombstones,
+          objects,
+          exports,
+          // Locally the in-flight window is the queue itself: deliver what it holds, now.
+          waitForInFlight: () => queue.deliver(),
+          ...(options.deletion.purgers ? { purgers: options.deletion.purgers } : {}),
+          ...(options.deletion.runner ? { runner: options.deletion.runner } : {}),
+          logger: options.logger,
+          clock,
+        })
+      : undefined;
   return {
     queue,
     exports,
     settings,
     objects,
+    ...(deletion ? { deletion } : {}),
     async close() {
+      await deletion?.close();
       await queue.close();
       query.close();
     },

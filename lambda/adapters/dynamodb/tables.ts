@@ -20,7 +20,12 @@ export type TableName =
   | "rateLimits"
   | "idempotency"
   | "vendorKeys"
-  | "warehouseDeliveries";
+  | "warehouseDeliveries"
+  | "projectSettings"
+  | "interactions"
+  | "usageRollups"
+  | "deletionRequests"
+  | "deletionTombstones";
 
 export const TABLES: Record<TableName, TableDefinition> = {
   projects: { partitionKey: "projectId" },
@@ -48,6 +53,39 @@ export const TABLES: Record<TableName, TableDefinition> = {
   vendorKeys: { partitionKey: "projectId", sortKey: { name: "vendor", type: "S" } },
   /** Transaction ids the warehouse consumer already wrote (adapters/queue/ledger-dynamodb.ts). */
   warehouseDeliveries: { partitionKey: "transactionId", ttlAttribute: "expiresAt" },
+  /** Per-project settings the operator sets with the CLI: the bucket-export destination (export-settings.ts). */
+  projectSettings: { partitionKey: "projectId" },
+  /**
+   * The dashboard's recent-interactions index (adapters/dynamodb/interactions.ts): per project, an entry
+   * per interaction under `e#<position>` (newest-first listing) and its whole record under
+   * `r#<transaction id>`. Each filter has an index keyed by project and value, sorted like the table.
+   */
+  interactions: {
+    partitionKey: "projectId",
+    sortKey: { name: "sk", type: "S" },
+    indexes: [
+      { name: "byUser", partitionKey: "userKey", sortKey: { name: "sk", type: "S" } },
+      { name: "byModel", partitionKey: "modelKey", sortKey: { name: "sk", type: "S" } },
+      { name: "byVendor", partitionKey: "vendorKey", sortKey: { name: "sk", type: "S" } },
+      { name: "byStatus", partitionKey: "statusKey", sortKey: { name: "sk", type: "S" } },
+      { name: "byBilling", partitionKey: "billingKey", sortKey: { name: "sk", type: "S" } },
+    ],
+    ttlAttribute: "gcAt",
+  },
+  /** Daily sums per project, day, vendor, billing mode and model (adapters/dynamodb/rollups.ts); kept for good. */
+  usageRollups: { partitionKey: "projectId", sortKey: { name: "rollupId", type: "S" } },
+  /**
+   * Deletion requests, kept for good as the audit trail (reason, counts, user-id hash), and per-file
+   * progress items `<requestId>#file#<hash>` (lambda/deletion/requests-dynamodb.ts). In AWS its stream
+   * starts the deletion workflow (lib/deletion.ts).
+   */
+  deletionRequests: { partitionKey: "projectId", sortKey: { name: "itemId", type: "S" } },
+  /** What the warehouse consumer drops while a deletion runs; kept past the queue's retention. */
+  deletionTombstones: {
+    partitionKey: "projectId",
+    sortKey: { name: "requestId", type: "S" },
+    ttlAttribute: "expiresAt",
+  },
 };
 export type TableNames = Record<TableName, string>;
 

@@ -1,0 +1,175 @@
+import {
+  type CopyPurger,
+  type DeletionQuery,
+  type DeletionRequestRecord,
+  type DeletionRequestStore,
+  deletionMatcher,
+  type TombstoneStore,
+  targetOf,
+  tombstoneOf,
+  type WarehouseFiles,
+} from "../core/deletion";
+import {
+  DeletionAlreadyCompletedError,
+  DeletionFatalError,
+  type DeletionState,
+  type DeletionStepHandlers,
+  FIND_BATCH_FILES,
+  MAX_VERIFY_ROUNDS,
+  type RewriteItem,
+} from "../core/deletion-steps";
+import type { Logger } from "../core/logger";
+import { INTERACTIONS_PREFIX } from "../core/record";
+import { encodeRecords } from "../warehouse/parquet";
+import { decodeRecords } from "./parquet-read";
+
+export interface DeletionStepDeps {
+  requests: DeletionRequestStore;
+  tombstones: TombstoneStore;
+  query: DeletionQuery;
+  files: WarehouseFiles;
+  /** Every other copy: the dashboard's index and rollups, bucket exports, query results. */
+  purgers: readonly CopyPurger[];
+  logger: Logger;
+  clock?: () => number;
+}
+
+/** Longest failure reason kept on a request. */
+const MAX_ERROR_LENGTH = 500;
+
+/** Step Functions hands a Lambda error over as `Cause`: JSON with `errorMessage`; locally, the message. */
+function causeMessage(cause: string): string {
+  try {
+    const parsed = JSON.parse(cause) as { errorMessage?: unknown };
+    if (typeof parsed.errorMessage === "string") return parsed.errorMessage;
+  } catch {
+    // Not JSON: the message itself.
+  }
+  return cause;
+}
+
+/**
+ * The handlers of the deletion workflow's steps (core/deletion-steps.ts), the same in the step Lambda
+ * and the local runner. Each is idempotent: run again after a crash, it finds its work done or does it
+ * again with the same result.
+ */
+export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandlers {
+  const clock = deps.clock ?? Date.now;
+
+  /** The request, not yet completed: a completed one ends a (duplicate) run as succeeded. */
+  async function pending(state: { projectId: string; requestId: string }): Promise<DeletionRequestRecord> {
+    const request = await deps.requests.get(state.projectId, state.requestId);
+    if (!request) throw new DeletionFatalError("the deletion request does not exist");
+    if (request.status === "completed") throw new DeletionAlreadyCompletedError("the request is completed");
+    return request;
+  }
+
+  const base = (state: DeletionState): DeletionState => ({
+    projectId: state.projectId,
+    requestId: state.requestId,
+    ...(state.round !== undefined && { round: state.round }),
+  });
+
+  return {
+    async record(state) {
+      const request = await pending(state);
+      // The tombstone first: from here on the consumer drops what the request covers.
+      await deps.tombstones.put(tombstoneOf(request));
+      await deps.requests.markRunning(state.projectId, state.requestId, clock());
+      return base(state);
+    },
+
+    async find(state) {
+      const request = await pending(state);
+      const files = (await deps.query.affectedFiles(targetOf(request))).map((f) => f.key);
+      return {
+        ...base(state),
+        files: files.slice(0, FIND_BATCH_FILES),
+        more: files.length > FIND_BATCH_FILES,
+      };
+    },
+
+    async rewrite(item: RewriteItem) {
+      const request = await pending(item);
+      // The query names the files; a key outside the project's folder is a bug, not something to rewrite.
+      if (!item.key.startsWith(`${INTERACTIONS_PREFIX}project=${item.projectId}/`)) {
+        throw new DeletionFatalError("a file outside the project's folder");
+      }
+      const file = await deps.files.read(item.key);
+      if (!file) return;
+      const records = await decodeRecords(file.bytes);
+      const matches = deletionMatcher(targetOf(request));
+      const kept = records.filter((r) => !matches(r));
+      const rows = records.length - kept.length;
+      if (rows === 0) return;
+      // Counted before the file changes: if we crash after the change, a re-run finds nothing to
+      // rewrite here, and the count stays right.
+      await deps.requests.recordFile(item.projectId, item.requestId, {
+        key: item.key,
+        rows,
+        removed: kept.length === 0,
+      });
+      if (kept.length === 0) await deps.files.remove(item.key, file.version);
+      else await deps.files.replace(item.key, encodeRecords(kept), file.version);
+    },
+
+    async purge(state) {
+      const request = await pending(state);
+      let purged = 0;
+      for (const purger of deps.purgers) {
+        if (request.userId !== undefined) purged += await purger.purgeUser(state.projectId, request.userId);
+        if (request.transactionIds) {
+          purged += await purger.purgeTransactions(state.projectId, request.transactionIds);
+        }
+      }
+      if (purged > 0) await deps.requests.addCopiesPurged(state.projectId, state.requestId, purged, clock());
+      return base(state);
+    },
+
+    async verify(state) {
+      const request = await pending(state);
+      const remaining = await deps.query.countMatching(targetOf(request));
+      if (remaining > 0) {
+        // A file that landed late, or a rewrite another writer undid: round again, a few times.
+        const round = (state.round ?? 0) + 1;
+        if (round >= MAX_VERIFY_ROUNDS) {
+          throw new DeletionFatalError(`${remaining} matching rows remain after ${round} rounds`);
+        }
+        deps.logger.warn("deletion: matching rows remain, going round again", {
+          requestId: state.requestId,
+          remaining,
+          round,
+        });
+        return { projectId: state.projectId, requestId: state.requestId, round, rowsRemain: true };
+      }
+      const counts = await deps.requests.fileCounts(state.projectId, state.requestId);
+      await deps.requests.complete(state.projectId, state.requestId, counts, clock());
+      // The audit line: the reason, the counts and the user's hash, never what was deleted.
+      deps.logger.info("deletion completed", {
+        metric: "deletion.completed",
+        projectId: state.projectId,
+        requestId: state.requestId,
+        reason: request.reason,
+        userIdHash: request.userIdHash ?? null,
+        transactionIdCount: request.transactionIdCount,
+        ...counts,
+        copiesPurged: request.copiesPurged,
+      });
+      return { ...base(state), rowsRemain: false };
+    },
+
+    async fail(state) {
+      const error = state.error
+        ? `${state.error.Error}: ${causeMessage(state.error.Cause)}`.slice(0, MAX_ERROR_LENGTH)
+        : "the deletion failed";
+      await deps.requests.fail(state.projectId, state.requestId, error, clock());
+      deps.logger.error("deletion failed", {
+        metric: "deletion.failed",
+        projectId: state.projectId,
+        requestId: state.requestId,
+        error,
+      });
+      return base(state);
+    },
+  };
+}

@@ -1,0 +1,512 @@
+/**
+ * The deletion workflow end to end, locally: records go through the in-process queue and the real
+ * consumer into Parquet; requests go over HTTP to the data API app (real key authentication against the
+ * embedded DynamoDB, which also holds the requests and tombstones); the local runner executes the steps;
+ * exports read the result. The local stack does not mount the deletion routes yet, so the data API is
+ * built here with the same parts the stack uses.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { serve } from "@hono/node-server";
+import { afterEach, describe, expect, it } from "vitest";
+import { syntheticRecord } from "../../bench/warehouse-records";
+import { createDataApp } from "../../lambda/app/data-api";
+import { requireKey } from "../../lambda/app/middleware";
+import { createKey, createProject } from "../../lambda/core/accounts";
+import type { CopyPurger } from "../../lambda/core/deletion";
+import { hashUserId } from "../../lambda/core/deletion";
+import { CachedKeyLookup } from "../../lambda/core/key-cache";
+import { jsonLogger } from "../../lambda/core/logger";
+import { INTERACTIONS_PREFIX, type InteractionRecord, partitionPrefix } from "../../lambda/core/record";
+import { startLocalDeletion } from "../../lambda/deletion/local";
+import { DynamoDeletionRequests } from "../../lambda/deletion/requests-dynamodb";
+import { DynamoTombstones } from "../../lambda/deletion/tombstones-dynamodb";
+import { type LocalStore, openLocalStore } from "../../lambda/local/stack";
+import { type LocalWarehouse, startLocalWarehouse } from "../../lambda/warehouse/local";
+import { encodeRecords } from "../../lambda/warehouse/parquet";
+
+const U1 = "u1-alice@example.com";
+const U2 = "u2-bob@example.com";
+
+interface Env {
+  dir: string;
+  local: LocalStore;
+  warehouse: LocalWarehouse;
+  base: string;
+  keys: { a: string; b: string };
+  states: string[];
+  logs: string[];
+  close(): Promise<void>;
+}
+
+let env: Env | undefined;
+afterEach(async () => {
+  await env?.close();
+  env = undefined;
+});
+
+async function start(purgers: CopyPurger[] = []): Promise<Env> {
+  const dir = mkdtempSync(join(tmpdir(), "dmt-deletion-"));
+  const logs: string[] = [];
+  const states: string[] = [];
+  const logger = jsonLogger("debug", (line) => logs.push(line));
+  const local = await openLocalStore(dir);
+  const warehouse = await startLocalWarehouse({
+    dataDir: dir,
+    logger,
+    // Deliveries happen when a test says so (queue.deliver) or when a deletion waits out the queue.
+    flushIntervalMs: 3_600_000,
+    deletion: {
+      db: local.db,
+      tables: local.tables,
+      purgers,
+      runner: { sleep: async () => {}, onState: (name) => states.push(name) },
+    },
+  });
+  const keys = { a: "", b: "" };
+  for (const project of ["proj-a", "proj-b"] as const) {
+    await createProject(local.store, project, "free", Date.now());
+    const { key } = await createKey(local.store, { projectId: project, name: "test" }, Date.now());
+    keys[project === "proj-a" ? "a" : "b"] = key;
+  }
+  const app = createDataApp({
+    auth: requireKey({ keys: new CachedKeyLookup(local.store, 0), clock: Date.now }),
+    logger,
+    exports: warehouse.exports,
+    deletion: warehouse.deletion?.routes,
+  });
+  const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }) as Server;
+  await new Promise((resolve) => server.once("listening", resolve));
+  env = {
+    dir,
+    local,
+    warehouse,
+    base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    keys,
+    states,
+    logs,
+    async close() {
+      await new Promise((resolve) => server.close(resolve));
+      await warehouse.close();
+      await local.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  return env;
+}
+
+let counter = 0;
+/** One call's record: the project, the user (null: none), the UTC day of January 2026. */
+function call(projectId: string, user: string | null, day: number): InteractionRecord {
+  const i = counter++;
+  return syntheticRecord(i, {
+    projectId,
+    startMs: Date.UTC(2026, 0, day, 10),
+    stepMs: 0,
+    overrides: user === null ? { requestJson: {} } : { userIdHeader: user },
+  });
+}
+
+/** Hands records to the queue and delivers them: one batch, so one file per project and day. */
+async function land(e: Env, records: InteractionRecord[]): Promise<void> {
+  for (const r of records) await e.warehouse.queue.send(r);
+  await e.warehouse.queue.deliver();
+}
+
+async function files(e: Env, project = "proj-a"): Promise<string[]> {
+  const keys: string[] = [];
+  for await (const o of e.warehouse.objects.list(`${INTERACTIONS_PREFIX}project=${project}/`))
+    keys.push(o.key);
+  return keys.sort();
+}
+
+function api(e: Env, path: string, key: string, body?: unknown): Promise<Response> {
+  return fetch(`${e.base}${path}`, {
+    method: body === undefined ? "GET" : "POST",
+    headers: { Authorization: `Bearer ${key}` },
+    ...(body !== undefined && { body: typeof body === "string" ? body : JSON.stringify(body) }),
+  });
+}
+
+/** Every row of the project, by transaction id, as the export serves it (JSON text of each row). */
+async function exported(e: Env, key: string): Promise<Map<string, string>> {
+  const res = await api(e, "/api/v1/exports", key, {
+    format: "json",
+    range: { start: "2026-01-01", end: new Date(Date.now() + 86_400_000).toISOString().slice(0, 10) },
+  });
+  expect(res.status).toBe(200);
+  const rows = (await res.json()) as Record<string, unknown>[];
+  const byId = new Map(rows.map((r) => [r.transaction_id as string, JSON.stringify(r)]));
+  expect(byId.size).toBe(rows.length); // no row twice
+  return byId;
+}
+
+async function requestDeletion(e: Env, key: string, body: unknown): Promise<string> {
+  const res = await api(e, "/api/v1/data", key, body);
+  expect(res.status).toBe(202);
+  const answer = (await res.json()) as { status: string; message: string; request_id: string };
+  expect(answer).toEqual({
+    status: "ok",
+    message: "Deletion request queued",
+    request_id: expect.any(String),
+  });
+  return answer.request_id;
+}
+
+async function state(e: Env, key: string, requestId: string) {
+  const res = await api(e, `/api/v1/data/${requestId}`, key);
+  expect(res.status).toBe(200);
+  return (await res.json()) as {
+    status: string;
+    counts: { rows_deleted: number; files_rewritten: number; files_deleted: number; copies_purged: number };
+    [field: string]: unknown;
+  };
+}
+
+const ids = (records: InteractionRecord[]) => records.map((r) => r.transaction_id);
+
+describe("deleting a user", () => {
+  it("removes every u1 row, keeps every u2 row byte for byte, and removes files that held only u1", async () => {
+    const e = await start();
+    const mixed = [
+      call("proj-a", U1, 14),
+      call("proj-a", U2, 14),
+      call("proj-a", U1, 14),
+      call("proj-a", null, 14),
+    ];
+    const onlyU1 = [call("proj-a", U1, 15), call("proj-a", U1, 15)];
+    const onlyU2 = [call("proj-a", U2, 16), call("proj-a", U2, 16)];
+    const otherProject = [call("proj-b", U1, 14), call("proj-b", U2, 14)];
+    await land(e, [...mixed, ...otherProject]);
+    await land(e, onlyU1);
+    await land(e, onlyU2);
+    const u1 = [...mixed, ...onlyU1].filter((r) => r.user_id === U1);
+    const filesBefore = await files(e);
+    expect(filesBefore).toHaveLength(3);
+    const onlyU2File = filesBefore.find((k) => k.startsWith(partitionPrefix("proj-a", "2026-01-16")));
+    const onlyU2Bytes = await e.warehouse.objects.get(onlyU2File as string);
+    const before = await exported(e, e.keys.a);
+    const beforeB = await exported(e, e.keys.b);
+
+    // A call of u1 after the request is new data: kept.
+    const later = { ...call("proj-a", U1, 14), started_at: Date.now() + 5000 };
+    const requestId = await requestDeletion(e, e.keys.a, { user_id: U1, reason: "GDPR erasure request #42" });
+    await land(e, [later]);
+    await e.warehouse.deletion?.runner.idle();
+
+    const done = await state(e, e.keys.a, requestId);
+    expect(done).toMatchObject({
+      request_id: requestId,
+      status: "completed",
+      reason: "GDPR erasure request #42",
+      user_id_hash: hashUserId("proj-a", U1),
+      transaction_ids: 0,
+      counts: { rows_deleted: u1.length, files_rewritten: 1, files_deleted: 1, copies_purged: 0 },
+      error: null,
+    });
+    expect(Date.parse(done.created_at as string)).toBeLessThanOrEqual(Date.parse(done.started_at as string));
+    expect(Date.parse(done.started_at as string)).toBeLessThanOrEqual(Date.parse(done.finished_at as string));
+
+    const after = await exported(e, e.keys.a);
+    for (const id of ids(u1)) expect(after.has(id)).toBe(false);
+    const kept = [...before.keys()].filter((id) => !ids(u1).includes(id));
+    expect(kept.length).toBeGreaterThan(0);
+    for (const id of kept) expect(after.get(id)).toBe(before.get(id)); // bodies and all, unchanged
+    expect([...after.keys()].sort()).toEqual([...kept, later.transaction_id].sort());
+    // Project B's u1 is another person: untouched.
+    expect(await exported(e, e.keys.b)).toEqual(beforeB);
+
+    const filesAfter = await files(e);
+    expect(filesAfter).not.toContain(
+      filesBefore.find((k) => k.startsWith(partitionPrefix("proj-a", "2026-01-15"))),
+    );
+    expect(await e.warehouse.objects.get(onlyU2File as string)).toEqual(onlyU2Bytes);
+
+    // The audit keeps the reason, counts and the hash; the user id itself is gone from the request,
+    // and no log line ever held it.
+    const stored = await new DynamoDeletionRequests(e.local.db, e.local.tables.deletionRequests).get(
+      "proj-a",
+      requestId,
+    );
+    expect(stored).not.toHaveProperty("userId");
+    expect(
+      e.logs.some((l) => l.includes('"deletion.completed"') && l.includes("GDPR erasure request #42")),
+    ).toBe(true);
+    expect(e.logs.filter((l) => l.includes(U1))).toEqual([]);
+  });
+
+  it("deletes exactly the transactions named, and no other row", async () => {
+    const e = await start();
+    const records = Array.from({ length: 12 }, (_, i) => call("proj-a", i % 2 ? U1 : U2, 14 + (i % 3)));
+    await land(e, records.slice(0, 6));
+    await land(e, records.slice(6));
+    const before = await exported(e, e.keys.a);
+    const named = [records[0], records[5], records[7]].map((r) => (r as InteractionRecord).transaction_id);
+
+    const requestId = await requestDeletion(e, e.keys.a, {
+      transaction_ids: [...named, "txn_never_written", named[0]],
+      reason: "user asked to remove three conversations",
+    });
+    await e.warehouse.deletion?.runner.idle();
+
+    expect((await state(e, e.keys.a, requestId)).counts).toEqual({
+      rows_deleted: 3,
+      files_rewritten: 3,
+      files_deleted: 0,
+      copies_purged: 0,
+    });
+    const after = await exported(e, e.keys.a);
+    expect([...after.keys()].sort()).toEqual([...before.keys()].filter((id) => !named.includes(id)).sort());
+    for (const [id, row] of after) expect(row).toBe(before.get(id));
+  });
+});
+
+describe("records in flight", () => {
+  it("drops a u1 record that is still in the queue when the request arrives", async () => {
+    const e = await start();
+    const written = [call("proj-a", U1, 14), call("proj-a", U2, 14)];
+    await land(e, written);
+    const inQueue = call("proj-a", U1, 14);
+    const u2InQueue = call("proj-a", U2, 14);
+    await e.warehouse.queue.send(inQueue);
+    await e.warehouse.queue.send(u2InQueue);
+    expect(e.warehouse.queue.depth).toBe(2);
+
+    const requestId = await requestDeletion(e, e.keys.a, { user_id: U1, reason: "erasure" });
+    await e.warehouse.deletion?.runner.idle();
+
+    // The consumer dropped it on delivery (the wait step delivered the queue after the tombstone was
+    // written): it was never in a file, so the rewrite counted only the row that was.
+    expect(e.warehouse.queue.depth).toBe(0);
+    expect(
+      e.logs.filter((l) => l.includes('"warehouse.tombstoned"')).map((l) => JSON.parse(l).count),
+    ).toEqual([1]);
+    expect((await state(e, e.keys.a, requestId)).counts.rows_deleted).toBe(1);
+    const after = await exported(e, e.keys.a);
+    expect([...after.keys()].sort()).toEqual([written[1], u2InQueue].map((r) => r?.transaction_id).sort());
+
+    // A redelivery of the same record, later on, is dropped as well.
+    await land(e, [inQueue]);
+    expect((await exported(e, e.keys.a)).has(inQueue.transaction_id)).toBe(false);
+  });
+});
+
+describe("crash safety", () => {
+  it("completes a request whose worker died between rewrite and verify, without losing or doubling rows", async () => {
+    let reached!: () => void;
+    const atPurge = new Promise<void>((resolve) => {
+      reached = resolve;
+    });
+    let release!: () => void;
+    const hold = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    // The first worker stops for good inside PurgeCopies: after its rewrites, before Verify.
+    const stuck: CopyPurger = {
+      async purgeUser() {
+        reached();
+        await hold;
+        return 0;
+      },
+      async purgeTransactions() {
+        return 0;
+      },
+    };
+    const e = await start([stuck]);
+    const records = [
+      call("proj-a", U1, 14),
+      call("proj-a", U2, 14),
+      call("proj-a", U1, 15),
+      call("proj-a", U2, 15),
+    ];
+    await land(e, records);
+    const before = await exported(e, e.keys.a);
+    const requestId = await requestDeletion(e, e.keys.a, { user_id: U1, reason: "erasure" });
+    await atPurge;
+    expect((await state(e, e.keys.a, requestId)).status).toBe("running");
+
+    // A new worker on the same store and files takes over the unfinished request from the start.
+    const warehouse = e.warehouse;
+    const logger = jsonLogger("silent");
+    const second = await startLocalDeletion({
+      db: e.local.db,
+      requestsTable: e.local.tables.deletionRequests,
+      tombstones: new DynamoTombstones(e.local.db, e.local.tables.deletionTombstones),
+      objects: warehouse.objects,
+      exports: warehouse.exports,
+      waitForInFlight: () => warehouse.queue.deliver(),
+      logger,
+    });
+    await second.runner.idle();
+    await second.close();
+
+    const done = await state(e, e.keys.a, requestId);
+    expect(done.status).toBe("completed");
+    expect(done.counts).toEqual({ rows_deleted: 2, files_rewritten: 2, files_deleted: 0, copies_purged: 0 });
+    const after = await exported(e, e.keys.a);
+    expect([...after.keys()].sort()).toEqual(ids([records[1], records[3]] as InteractionRecord[]).sort());
+    for (const [id, row] of after) expect(row).toBe(before.get(id));
+
+    // The first worker wakes up to a completed request and changes nothing.
+    release();
+    await e.warehouse.deletion?.runner.idle();
+    expect(await state(e, e.keys.a, requestId)).toEqual(done);
+    expect(await exported(e, e.keys.a)).toEqual(after);
+  });
+
+  it("goes round again when rows turn up after the rewrite, and counts them", async () => {
+    const late = call("proj-a", U1, 20);
+    let e!: Env;
+    let landed = false;
+    // Stands in for a file that lands late (a consumer that read the tombstones just before them).
+    const lateFile: CopyPurger = {
+      async purgeUser() {
+        if (!landed) {
+          landed = true;
+          await e.warehouse.objects.put(
+            `${partitionPrefix("proj-a", "2026-01-20")}late.parquet`,
+            encodeRecords([late]),
+          );
+        }
+        return 0;
+      },
+      async purgeTransactions() {
+        return 0;
+      },
+    };
+    e = await start([lateFile]);
+    await land(e, [call("proj-a", U1, 14), call("proj-a", U2, 14)]);
+    const requestId = await requestDeletion(e, e.keys.a, { user_id: U1, reason: "erasure" });
+    await e.warehouse.deletion?.runner.idle();
+
+    const done = await state(e, e.keys.a, requestId);
+    expect(done.status).toBe("completed");
+    expect(done.counts).toMatchObject({ rows_deleted: 2, files_rewritten: 1, files_deleted: 1 });
+    expect(e.states).toEqual([
+      "RecordRequest",
+      "WaitForInFlight",
+      "FindFiles",
+      "RewriteFiles",
+      "MoreFiles",
+      "PurgeCopies",
+      "Verify",
+      "RowsRemain",
+      "FindFiles",
+      "RewriteFiles",
+      "MoreFiles",
+      "PurgeCopies",
+      "Verify",
+      "RowsRemain",
+    ]);
+  });
+
+  it("marks a request failed, with the reason, when a step keeps failing", async () => {
+    const broken: CopyPurger = {
+      async purgeUser() {
+        throw new Error("the index is unreachable");
+      },
+      async purgeTransactions() {
+        return 0;
+      },
+    };
+    const e = await start([broken]);
+    await land(e, [call("proj-a", U1, 14)]);
+    const requestId = await requestDeletion(e, e.keys.a, { user_id: U1, reason: "erasure" });
+    await e.warehouse.deletion?.runner.idle();
+
+    const failed = await state(e, e.keys.a, requestId);
+    expect(failed).toMatchObject({ status: "failed", error: "Error: the index is unreachable" });
+    expect(failed.finished_at).toEqual(expect.any(String));
+    expect(e.states.slice(-2)).toEqual(["PurgeCopies", "MarkFailed"]);
+    // Retried as the policy says before giving up: five retries after the first try.
+    expect(e.logs.filter((l) => l.includes("deletion step failed; retrying"))).toHaveLength(5);
+  });
+});
+
+describe("project isolation", () => {
+  it("lets a project neither delete nor read another project's data or requests", async () => {
+    const e = await start();
+    const a = [call("proj-a", U1, 14), call("proj-a", U2, 14)];
+    await land(e, [...a, call("proj-b", U2, 14)]);
+    const beforeA = await exported(e, e.keys.a);
+
+    // B names A's user and A's transactions: nothing of A goes.
+    const fromB = await requestDeletion(e, e.keys.b, {
+      user_id: U1,
+      transaction_ids: ids(a),
+      reason: "not theirs to delete",
+    });
+    await e.warehouse.deletion?.runner.idle();
+    expect((await state(e, e.keys.b, fromB)).counts.rows_deleted).toBe(0);
+    expect(await exported(e, e.keys.a)).toEqual(beforeA);
+
+    // Neither reads the other's request: the same 404 as an id that never existed.
+    const fromA = await requestDeletion(e, e.keys.a, { user_id: U2, reason: "erasure" });
+    await e.warehouse.deletion?.runner.idle();
+    for (const [key, id] of [
+      [e.keys.a, fromB],
+      [e.keys.b, fromA],
+      [e.keys.a, "del_000000000000000000000000"],
+      [e.keys.a, "not-an-id"],
+    ] as const) {
+      const res = await api(e, `/api/v1/data/${id}`, key);
+      expect(res.status).toBe(404);
+      expect(await res.json()).toEqual({
+        error: { message: "No deletion request with this id.", type: "not_found_error", code: "not_found" },
+      });
+    }
+    expect((await state(e, e.keys.a, fromA)).status).toBe("completed");
+  });
+});
+
+describe("bad requests over HTTP", () => {
+  it("answers each bad input with a 400 that says what is wrong, and records nothing", async () => {
+    const e = await start();
+    const cases: [unknown, string, string][] = [
+      [{ user_id: "u1" }, "missing_field", "Missing required field 'reason'."],
+      [{ reason: "r" }, "missing_field", "Provide 'user_id' or 'transaction_ids' (or both)."],
+      [{ user_id: "", reason: "r" }, "invalid_field", "Invalid field 'user_id': must not be empty."],
+      [{ user_id: "u1", reason: "" }, "invalid_field", "Invalid field 'reason': must not be empty."],
+      [{ transaction_ids: [""], reason: "r" }, "invalid_field", "Invalid field 'transaction_ids[0]'"],
+      [{ transaction_ids: "txn_1", reason: "r" }, "invalid_field", "must be an array of strings."],
+      [
+        { transaction_ids: Array.from({ length: 1001 }, (_, i) => `t${i}`), reason: "r" },
+        "invalid_field",
+        "a request names at most 1000.",
+      ],
+      [
+        { transaction_ids: ["t1", 5, null], reason: "r" },
+        "invalid_field",
+        "'transaction_ids[1]': must be a string.",
+      ],
+      [{ user_id: "x".repeat(10_240), reason: "r" }, "invalid_field", "must be at most 256 characters."],
+      [{ user_id: "u1", reason: "r", force: true }, "invalid_field", "unknown field 'force'"],
+      ["{not json", "invalid_json", "Request body is not valid JSON."],
+      [["u1"], "invalid_json", "The request body must be a JSON object."],
+    ];
+    for (const [body, code, message] of cases) {
+      const res = await api(e, "/api/v1/data", e.keys.a, body);
+      expect(res.status, JSON.stringify(body).slice(0, 80)).toBe(400);
+      const answer = (await res.json()) as { error: { type: string; code: string; message: string } };
+      expect(answer.error.type).toBe("invalid_request_error");
+      expect(answer.error.code).toBe(code);
+      expect(answer.error.message).toContain(message);
+    }
+    expect(
+      await new DynamoDeletionRequests(e.local.db, e.local.tables.deletionRequests).unfinished(),
+    ).toEqual([]);
+    expect(e.states).toEqual([]);
+
+    // Without a key, or with another method, the usual answers.
+    expect((await fetch(`${e.base}/api/v1/data`, { method: "POST", body: "{}" })).status).toBe(401);
+    const put = await fetch(`${e.base}/api/v1/data`, {
+      method: "PUT",
+      headers: { Authorization: `Bearer ${e.keys.a}` },
+    });
+    expect(put.status).toBe(405);
+    expect(put.headers.get("allow")).toBe("POST");
+  });
+});
