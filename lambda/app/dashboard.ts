@@ -8,7 +8,9 @@ import type { Store } from "../core/ports";
 import type { VendorKeyStore } from "../core/vendor-keys";
 import { requireUser, type TokenVerifier } from "./dashboard-auth";
 import { billingRoutes } from "./dashboard-billing";
+import { type InteractionRoutesDeps, interactionRoutes } from "./dashboard-interactions";
 import { keyRoutes } from "./dashboard-keys";
+import { type SettingsRoutesDeps, settingsRoutes } from "./dashboard-settings";
 import type { AppEnv } from "./env";
 import { mountRoutes } from "./routing";
 import { appShell } from "./shell";
@@ -24,6 +26,10 @@ export interface DashboardApiDeps {
   clock?: () => number;
   /** Told of each revoked key (the local stack drops it from its key cache at once). */
   onKeyRevoked?: (keyId: string) => void;
+  /** The Interactions and Usage pages' data; absent: those routes are not served. */
+  interactions?: Omit<InteractionRoutesDeps, "clock">;
+  /** Export destination, tier and export downloads; absent: not served. */
+  settings?: Omit<SettingsRoutesDeps, "logger">;
 }
 
 export const DASHBOARD_API_PREFIX = "/dashboard/api";
@@ -61,6 +67,8 @@ export function createDashboardApp(deps: DashboardApiDeps): Hono<AppEnv> {
     },
     ...keyRoutes(PROJECT, { ...deps, clock }),
     ...billingRoutes(PROJECT, { ...deps, clock }),
+    ...(deps.interactions ? interactionRoutes(PROJECT, { ...deps.interactions, clock }) : {}),
+    ...(deps.settings ? settingsRoutes(PROJECT, { ...deps.settings, logger: deps.logger }) : {}),
   });
   return app;
 }

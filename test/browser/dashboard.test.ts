@@ -163,22 +163,6 @@ describe.sequential("the dashboard in a browser", () => {
     await expect.poll(() => row.textContent()).toContain("Not set");
   });
 
-  it("shows the pages still to come with their layout", async () => {
-    for (const name of ["Interactions", "Usage"]) {
-      await page.getByRole("link", { name }).click();
-      await page.waitForURL(`${stack.url}/dashboard/${name.toLowerCase()}`);
-      await expect.poll(() => page.getByRole("heading", { level: 1 }).textContent()).toBe(name);
-      await expect
-        .poll(() =>
-          page
-            .getByText(/^Coming with /)
-            .first()
-            .isVisible(),
-        )
-        .toBe(true);
-    }
-  });
-
   it("signs out of the dashboard and of the provider", async () => {
     await page.getByRole("button", { name: "Sign out" }).click();
     await page.getByRole("button", { name: "Yes, sign me out" }).click();

@@ -77,6 +77,96 @@ export interface VendorKeyView {
   updatedAt: number;
 }
 
+export type BillingMode = "managed" | "byok" | "dual";
+
+/** One row of the Interactions list: the record's fields without bodies (snake_case, as in exports). */
+export interface InteractionSummary {
+  transaction_id: string;
+  started_at: number;
+  vendor: Vendor;
+  endpoint: string;
+  model: string | null;
+  billing_mode: BillingMode;
+  status_code: number;
+  error_type: string | null;
+  error_code: string | null;
+  user_id: string | null;
+  key_id: string;
+  streamed: boolean;
+  latency_ms: number;
+  ttft_ms: number | null;
+  input_tokens: number;
+  output_tokens: number;
+  cached_input_tokens: number;
+  reasoning_tokens: number;
+  cost_micros: number | null;
+  usage_estimated: boolean;
+  usage_complete: boolean;
+}
+
+/** The whole interaction record, bodies included. */
+export interface Interaction extends InteractionSummary {
+  request_id: string | null;
+  project_id: string;
+  vendor_request_id: string | null;
+  cache_write_tokens: number;
+  images: number | null;
+  audio_seconds: number | null;
+  speech_characters: number | null;
+  price_version: string | null;
+  request_body: string | null;
+  response_body: string | null;
+  truncated: boolean;
+  request_bytes: number;
+  response_bytes: number;
+  user_agent: string | null;
+}
+
+/** The list filters as URL parameters (`from`, `to`, `vendor`, `model`, `user_id`, `status`, `billing_mode`). */
+export type InteractionFilters = Partial<
+  Record<"from" | "to" | "vendor" | "model" | "user_id" | "status" | "billing_mode", string>
+>;
+
+export interface InteractionPage {
+  interactions: InteractionSummary[];
+  cursor?: string;
+}
+
+export interface UsageSeries {
+  vendor: Vendor;
+  model: string | null;
+  requests: number[];
+  errors: number[];
+  input_tokens: number[];
+  output_tokens: number[];
+  cost_micros: number[];
+}
+
+export interface UsageCounters {
+  requests: number;
+  errors: number;
+  input_tokens: number;
+  output_tokens: number;
+  cached_input_tokens: number;
+  cost_micros: number;
+  unpriced: number;
+  latency_ms: number;
+}
+
+export interface UsageReport {
+  from: string;
+  to: string;
+  days: string[];
+  series: UsageSeries[];
+  totals: Record<BillingMode, UsageCounters>;
+}
+
+export interface ExportInput {
+  format: "json" | "csv";
+  range: { start: string; end: string };
+  filters?: Record<string, string | number>;
+}
+
 /** An error answered by the API (`{"error":{"message","type","code"}}`), or a network failure. */
 export class ApiFailure extends Error {
   constructor(
@@ -102,6 +192,16 @@ export class Api {
     body?: unknown,
     headers: Record<string, string> = {},
   ): Promise<T> {
+    return (await (await this.send(method, path, body, headers)).json()) as T;
+  }
+
+  /** A successful response, or an ApiFailure with the service's message. */
+  private async send(
+    method: string,
+    path: string,
+    body?: unknown,
+    headers: Record<string, string> = {},
+  ): Promise<Response> {
     let response: Response;
     try {
       response = await fetch(`${this.base}${path}`, {
@@ -120,10 +220,10 @@ export class Api {
         "network",
       );
     }
-    const payload = (await response.json().catch(() => undefined)) as
-      | { error?: { message?: string; code?: string } }
-      | undefined;
     if (!response.ok) {
+      const payload = (await response.json().catch(() => undefined)) as
+        | { error?: { message?: string; code?: string } }
+        | undefined;
       if (response.status === 401) this.onUnauthorized();
       throw new ApiFailure(
         payload?.error?.message ?? `The request failed (HTTP ${response.status}).`,
@@ -131,7 +231,7 @@ export class Api {
         payload?.error?.code ?? "unknown",
       );
     }
-    return payload as T;
+    return response;
   }
 
   me(): Promise<Me> {
@@ -181,6 +281,55 @@ export class Api {
 
   async deleteVendorKey(projectId: string, vendor: Vendor): Promise<void> {
     await this.call("DELETE", this.project(projectId, `/vendor-keys/${vendor}`));
+  }
+
+  interactions(projectId: string, filters: InteractionFilters, cursor?: string): Promise<InteractionPage> {
+    const query = new URLSearchParams();
+    for (const [name, value] of Object.entries(filters)) if (value) query.set(name, value);
+    if (cursor !== undefined) query.set("cursor", cursor);
+    const search = query.toString() === "" ? "" : `?${query}`;
+    return this.call("GET", this.project(projectId, `/interactions${search}`));
+  }
+
+  async interaction(projectId: string, transactionId: string): Promise<Interaction> {
+    const path = this.project(projectId, `/interactions/${encodeURIComponent(transactionId)}`);
+    return (await this.call<{ interaction: Interaction }>("GET", path)).interaction;
+  }
+
+  usage(projectId: string, from: string, to: string): Promise<UsageReport> {
+    const query = new URLSearchParams({ from, to });
+    return this.call("GET", this.project(projectId, `/usage?${query}`));
+  }
+
+  async exportDestination(projectId: string): Promise<string | null> {
+    const path = this.project(projectId, "/export-destination");
+    return (
+      (await this.call<{ exportDestination: { url: string } | null }>("GET", path)).exportDestination?.url ??
+      null
+    );
+  }
+
+  async setExportDestination(projectId: string, url: string): Promise<string> {
+    const path = this.project(projectId, "/export-destination");
+    return (await this.call<{ exportDestination: { url: string } }>("PUT", path, { url })).exportDestination
+      .url;
+  }
+
+  async clearExportDestination(projectId: string): Promise<void> {
+    await this.call("DELETE", this.project(projectId, "/export-destination"));
+  }
+
+  async setTier(projectId: string, tier: string): Promise<string> {
+    const path = this.project(projectId, "/tier");
+    return (await this.call<{ project: { tier: string } }>("PUT", path, { tier })).project.tier;
+  }
+
+  /** The export as a file: its bytes and the name the server gave it. */
+  async downloadExport(projectId: string, input: ExportInput): Promise<{ blob: Blob; fileName: string }> {
+    const response = await this.send("POST", this.project(projectId, "/exports"), input);
+    const disposition = response.headers.get("Content-Disposition") ?? "";
+    const fileName = /filename="([^"]+)"/.exec(disposition)?.[1] ?? `dmt-export.${input.format}`;
+    return { blob: await response.blob(), fileName };
   }
 
   async revokeKey(projectId: string, keyId: string): Promise<KeyView> {

@@ -75,6 +75,11 @@ const ICONS: Record<string, string[]> = {
   alert: ["M12 3l10 18H2z", "M12 10v4", "M12 17h.01"],
   check: ["M5 12l5 5L20 7"],
   clock: ["M12 3a9 9 0 1 1 0 18 9 9 0 0 1 0-18z", "M12 7v5l3 2"],
+  refresh: ["M20 12a8 8 0 1 1-2.3-5.7", "M20 4v5h-5"],
+  download: ["M12 4v11", "M7 10l5 5 5-5", "M5 20h14"],
+  close: ["M6 6l12 12", "M18 6L6 18"],
+  filter: ["M4 5h16l-6 8v5l-4 2v-7z"],
+  trash: ["M4 7h16", "M10 11v6", "M14 11v6", "M6 7l1 13h10l1-13", "M9 7V4h6v3"],
 };
 
 export function icon(name: keyof typeof ICONS): SVGSVGElement {

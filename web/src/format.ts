@@ -42,3 +42,45 @@ export function usd(micros: number): string {
     .replace(/0{1,4}$/, "");
   return `${sign}$${Math.floor(abs / 1_000_000).toLocaleString("en-US")}.${fraction}`;
 }
+
+const integer = new Intl.NumberFormat("en-US");
+const compact = new Intl.NumberFormat("en-US", { notation: "compact", maximumFractionDigits: 1 });
+
+/** A count as people read it: `1,234`. */
+export function count(value: number): string {
+  return integer.format(value);
+}
+
+/** A large count in short: `12.3K`, `4.5M`. */
+export function shortCount(value: number): string {
+  return compact.format(value);
+}
+
+/** A duration: `840 ms`, `2.4 s`. */
+export function duration(ms: number): string {
+  return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
+}
+
+/** Micro-USD as dollars with the precision the amount needs: `$0.000125` below a cent, else `$12.50`. */
+export function usdShort(micros: number): string {
+  return Math.abs(micros) < 10_000 ? usd(micros) : usd(Math.round(micros / 10_000) * 10_000);
+}
+
+const clock = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+const dated = new Intl.DateTimeFormat(undefined, {
+  month: "short",
+  day: "numeric",
+  hour: "2-digit",
+  minute: "2-digit",
+});
+
+/** A log time: the clock time today, the date and time before; exact and relative in a tooltip. */
+export function logTime(ms: number, now = Date.now()): HTMLElement {
+  const date = new Date(ms);
+  const sameDay = date.toDateString() === new Date(now).toDateString();
+  return h(
+    "time",
+    { datetime: date.toISOString(), title: `${absolute.format(date)} (${relativeTime(ms, now)})` },
+    sameDay ? clock.format(date) : dated.format(date),
+  );
+}

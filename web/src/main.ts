@@ -2,11 +2,12 @@ import { Api, type Me, type MemberProject } from "./api";
 import { Auth, CALLBACK_PATH, SIGNED_OUT_PATH } from "./auth";
 import type { DashboardConfig } from "./config";
 import { h, icon, replace } from "./dom";
-import { interactionsPage, usagePage } from "./pages/coming";
 import { creditsPage } from "./pages/credits";
+import { interactionsPage } from "./pages/interactions";
 import { keysPage } from "./pages/keys";
 import type { Page, PageContext } from "./pages/page";
 import { settingsPage } from "./pages/settings";
+import { usagePage } from "./pages/usage";
 
 const PAGES: Page[] = [keysPage, interactionsPage, usagePage, creditsPage, settingsPage];
 const HOME = keysPage.path;

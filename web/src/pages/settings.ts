@@ -1,5 +1,5 @@
 import type { Vendor, VendorKeyView } from "../api";
-import { type Child, h, replace } from "../dom";
+import { type Child, h, icon, replace } from "../dom";
 import { timeCell } from "../format";
 import {
   emptyState,
@@ -173,6 +173,242 @@ function vendorKeysTable(ctx: PageContext, keys: VendorKeyView[], reload: () => 
   );
 }
 
+/** The bucket exports go to, instead of a download from `POST /api/v1/exports`. */
+function destinationSection(ctx: PageContext): HTMLElement {
+  const body = h("div", {});
+  const load = async (): Promise<void> => {
+    replace(body, loadingState("Loading the export destination…", 1));
+    try {
+      replace(body, destinationForm(ctx, await ctx.api.exportDestination(ctx.project.projectId), load));
+    } catch (err) {
+      replace(body, errorState(`The export destination could not be loaded: ${errorMessage(err)}`, load));
+    }
+  };
+  void load();
+  return section(
+    "Export destination",
+    h(
+      "p",
+      { class: "card-intro muted" },
+      "With a destination, exports requested through the API are written to this bucket and answered with its URL instead of being streamed back.",
+    ),
+    body,
+  );
+}
+
+function destinationForm(ctx: PageContext, current: string | null, reload: () => void): HTMLElement {
+  const input = h("input", {
+    id: "export-destination",
+    type: "text",
+    value: current ?? "",
+    placeholder: "s3://bucket/prefix/",
+    autocomplete: "off",
+    spellcheck: "false",
+    "aria-describedby": "export-destination-hint",
+  });
+  const error = h("div", { class: "form-error", role: "alert" });
+  const save = h("button", { type: "submit", class: "button primary" }, "Save destination");
+  const remove = h(
+    "button",
+    { type: "button", class: "button danger-quiet", hidden: current === null },
+    "Remove",
+  );
+  const form = h(
+    "form",
+    { class: "form padded", novalidate: true },
+    error,
+    h("label", { for: "export-destination", class: "field-label" }, "Bucket URL"),
+    input,
+    h(
+      "p",
+      { class: "hint", id: "export-destination-hint" },
+      current === null
+        ? "Not set: exports are streamed back to the caller."
+        : `Exports are written to ${current}`,
+    ),
+    h("div", { class: "dialog-actions" }, remove, save),
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (save.disabled) return;
+    error.replaceChildren();
+    save.disabled = true;
+    try {
+      const url = await ctx.api.setExportDestination(ctx.project.projectId, input.value.trim());
+      ctx.toast(`Exports now go to ${url}`);
+      reload();
+    } catch (err) {
+      error.textContent = errorMessage(err);
+      input.focus();
+    } finally {
+      save.disabled = false;
+    }
+  });
+  remove.addEventListener("click", async () => {
+    remove.disabled = true;
+    try {
+      await ctx.api.clearExportDestination(ctx.project.projectId);
+      ctx.toast("The export destination was removed; exports are streamed back again.");
+      reload();
+    } catch (err) {
+      error.textContent = errorMessage(err);
+      remove.disabled = false;
+    }
+  });
+  return form;
+}
+
+const today = () => new Date().toISOString().slice(0, 10);
+const daysAgo = (days: number) => new Date(Date.now() - days * 86_400_000).toISOString().slice(0, 10);
+
+/** A download of the project's stored interactions, the same rows `POST /api/v1/exports` returns. */
+function exportSection(ctx: PageContext): HTMLElement {
+  const from = h("input", { id: "export-from", type: "date", value: daysAgo(29), required: true });
+  const to = h("input", { id: "export-to", type: "date", value: today(), required: true });
+  const format = h(
+    "select",
+    { id: "export-format" },
+    h("option", { value: "csv" }, "CSV (spreadsheets)"),
+    h("option", { value: "json" }, "JSON"),
+  );
+  const vendor = h(
+    "select",
+    { id: "export-vendor" },
+    h("option", { value: "" }, "All vendors"),
+    ...VENDORS.map(([value, label]) => h("option", { value }, label)),
+  );
+  const error = h("div", { class: "form-error", role: "alert" });
+  const status = h("p", { class: "hint", role: "status" });
+  const submit = h(
+    "button",
+    { type: "submit", class: "button primary" },
+    icon("download"),
+    "Download export",
+  );
+  const field = (id: string, label: string, control: HTMLElement) =>
+    h("div", { class: "filter" }, h("label", { for: id }, label), control);
+  const form = h(
+    "form",
+    { class: "form padded", novalidate: true },
+    error,
+    h(
+      "div",
+      { class: "filters" },
+      field("export-from", "From (UTC)", from),
+      field("export-to", "To (UTC)", to),
+      field("export-format", "Format", format),
+      field("export-vendor", "Vendor", vendor),
+    ),
+    h("div", { class: "dialog-actions" }, status, submit),
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (submit.disabled) return;
+    error.replaceChildren();
+    submit.disabled = true;
+    status.textContent = "Preparing the export…";
+    try {
+      const { blob, fileName } = await ctx.api.downloadExport(ctx.project.projectId, {
+        format: format.value as "csv" | "json",
+        range: { start: from.value, end: to.value },
+        ...(vendor.value ? { filters: { vendor: vendor.value } } : {}),
+      });
+      const url = URL.createObjectURL(blob);
+      const link = h("a", { href: url, download: fileName, hidden: true });
+      document.body.append(link);
+      link.click();
+      link.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 60_000);
+      status.textContent = `Downloaded ${fileName}.`;
+    } catch (err) {
+      status.textContent = "";
+      error.textContent = errorMessage(err);
+    } finally {
+      submit.disabled = false;
+    }
+  });
+  return section(
+    "Data export",
+    h(
+      "p",
+      { class: "card-intro muted" },
+      "Every stored interaction of the chosen days, with request and response bodies. Applications can request the same export with POST /api/v1/exports.",
+    ),
+    form,
+  );
+}
+
+/** Deletion requests: no deletion store is wired into the dashboard yet, and the page says so. */
+function deletionSection(): HTMLElement {
+  return section(
+    "Deletion requests",
+    emptyState(
+      "trash",
+      "Not available in this deployment yet",
+      "Requests to delete a user's data or single transactions, and their status, will be listed here once this deployment processes deletions.",
+    ),
+  );
+}
+
+/** The project's facts, and for operators its tier. */
+function projectSection(ctx: PageContext): HTMLElement {
+  const tierValue = h("span", { "data-testid": "tier" }, ctx.project.tier);
+  const facts = h(
+    "dl",
+    { class: "facts" },
+    h("dt", {}, "Project ID"),
+    h("dd", {}, h("code", {}, ctx.project.projectId)),
+    h("dt", {}, "Tier"),
+    h("dd", {}, tierValue),
+    h("dt", {}, "Your role"),
+    h("dd", {}, ctx.project.role),
+  );
+  if (!ctx.me.user.operator) return section("Project", facts);
+  const tier = h(
+    "select",
+    { id: "project-tier" },
+    ...["free", "pro", "enterprise"].map((t) =>
+      h("option", { value: t, selected: t === ctx.project.tier }, t),
+    ),
+  );
+  const error = h("div", { class: "form-error", role: "alert" });
+  const save = h("button", { type: "submit", class: "button primary" }, "Change tier");
+  const form = h(
+    "form",
+    { class: "form padded" },
+    error,
+    h("label", { for: "project-tier", class: "field-label" }, "Tier"),
+    tier,
+    h(
+      "p",
+      { class: "hint" },
+      "The tier sets the rate limit of every key of the project; a change applies within seconds.",
+    ),
+    h("div", { class: "dialog-actions" }, save),
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (save.disabled) return;
+    error.replaceChildren();
+    save.disabled = true;
+    try {
+      ctx.project.tier = await ctx.api.setTier(ctx.project.projectId, tier.value);
+      tierValue.textContent = ctx.project.tier;
+      ctx.toast(`The project is now on the ${ctx.project.tier} tier.`);
+    } catch (err) {
+      error.textContent = errorMessage(err);
+    } finally {
+      save.disabled = false;
+    }
+  });
+  return section(
+    "Project",
+    facts,
+    h("h3", { class: "subsection" }, "Tier ", h("span", { class: "badge operator" }, "Operators")),
+    form,
+  );
+}
+
 export const settingsPage: Page = {
   path: "/dashboard/settings",
   title: "Settings",
@@ -181,7 +417,7 @@ export const settingsPage: Page = {
     const vendorBody = h("div", {});
     replace(
       main,
-      pageHead("Settings", "Vendor keys, exports and the project's details."),
+      pageHead("Settings", "Vendor keys, exports, deletion requests and the project's details."),
       section(
         "Vendor keys (BYOK)",
         h(
@@ -191,31 +427,10 @@ export const settingsPage: Page = {
         ),
         vendorBody,
       ),
-      section(
-        "Export destination",
-        emptyState("out", "Coming with the warehouse", "A bucket that exports are written to."),
-      ),
-      section(
-        "Data export and deletion",
-        emptyState(
-          "clock",
-          "Coming with the warehouse",
-          "Request exports and deletions and follow their status.",
-        ),
-      ),
-      section(
-        "Project",
-        h(
-          "dl",
-          { class: "facts" },
-          h("dt", {}, "Project ID"),
-          h("dd", {}, h("code", {}, ctx.project.projectId)),
-          h("dt", {}, "Tier"),
-          h("dd", {}, ctx.project.tier),
-          h("dt", {}, "Your role"),
-          h("dd", {}, ctx.project.role),
-        ),
-      ),
+      destinationSection(ctx),
+      exportSection(ctx),
+      deletionSection(),
+      projectSection(ctx),
     );
 
     async function load(): Promise<void> {

@@ -1,0 +1,353 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type DynamoDBClient, GetItemCommand } from "@aws-sdk/client-dynamodb";
+import { unmarshall } from "@aws-sdk/util-dynamodb";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DynamoInteractionIndex, PAGE_SCAN_BUDGET } from "../../lambda/adapters/dynamodb/interactions";
+import { FsObjectStore } from "../../lambda/adapters/objectstore/fs";
+import { FolderDeadLetters } from "../../lambda/adapters/queue/dead-letter-folder";
+import { FileDeliveryLedger } from "../../lambda/adapters/queue/ledger";
+import { DAY_MS, parseListQuery } from "../../lambda/core/interactions";
+import {
+  deltaOf,
+  ROLLUP_COUNTERS,
+  rollupId,
+  rollupKeyOf,
+  sumCounters,
+} from "../../lambda/core/interactions-usage";
+import { silentLogger } from "../../lambda/core/logger";
+import { buildRecord, type InteractionRecord } from "../../lambda/core/record";
+import { type LocalStore, openLocalStore } from "../../lambda/local/stack";
+import { createWarehouseConsumer } from "../../lambda/warehouse/consumer";
+
+/**
+ * The recent-interactions index and its rollups over dynalite, through the same adapter as in AWS:
+ * listing with filters and cursors, exactly-once writes and purges however a crash interrupts them.
+ */
+
+let dir: string;
+let local: LocalStore;
+let index: DynamoInteractionIndex;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "dmt-index-"));
+  local = await openLocalStore(dir);
+  index = new DynamoInteractionIndex(local.db, local.tables);
+});
+afterAll(async () => {
+  await local.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const NOW = Date.now();
+let sequence = 0;
+
+function record(projectId: string, overrides: Partial<InteractionRecord> = {}): InteractionRecord {
+  sequence++;
+  return {
+    ...buildRecord({
+      transactionId: `tx-${process.pid}-${sequence}`,
+      projectId,
+      keyId: "abcdefghijklmnop",
+      vendor: "openai",
+      endpoint: "/v1/chat/completions",
+      model: "gpt-4o-mini",
+      billingMode: "managed",
+      statusCode: 200,
+      streamed: false,
+      startedAt: NOW - sequence * 1000,
+      latencyMs: 100,
+      usage: {
+        inputTokens: 10,
+        outputTokens: 5,
+        cachedInputTokens: 0,
+        cacheWriteTokens: 0,
+        reasoningTokens: 0,
+        estimated: false,
+        complete: true,
+      },
+      costMicros: 12,
+      request: { bytes: 30, text: '{"messages":[]}', truncated: false },
+      response: { bytes: 30, text: '{"choices":[]}', truncated: false },
+    }),
+    ...overrides,
+  };
+}
+
+const query = (projectId: string, params: Record<string, string> = {}) =>
+  parseListQuery(projectId, Object.fromEntries(Object.entries(params).map(([k, v]) => [k, [v]])), NOW);
+
+/** Every page of a listing, following cursors. */
+async function listAll(projectId: string, params: Record<string, string> = {}) {
+  const rows: string[] = [];
+  let pages = 0;
+  let after: string | undefined;
+  do {
+    const page = await index.list({ ...query(projectId, params), ...(after ? { after } : {}) });
+    rows.push(...page.interactions.map((i) => i.transaction_id));
+    after = page.next;
+    pages++;
+  } while (after);
+  return { rows, pages };
+}
+
+async function totals(projectId: string) {
+  const day = new Date(NOW).toISOString().slice(0, 10);
+  const from = new Date(NOW - 2 * DAY_MS).toISOString().slice(0, 10);
+  return sumCounters(await index.rollups.query(projectId, from, day));
+}
+
+/** The rollup item as stored: counters and any markers left on it. */
+async function rollupItem(db: DynamoDBClient, r: InteractionRecord) {
+  const out = await db.send(
+    new GetItemCommand({
+      TableName: local.tables.usageRollups,
+      Key: { projectId: { S: r.project_id }, rollupId: { S: rollupId(rollupKeyOf(r)) } },
+    }),
+  );
+  return out.Item ? unmarshall(out.Item) : undefined;
+}
+
+const markersOf = (item: Record<string, unknown> | undefined) =>
+  Object.keys(item ?? {}).filter((k) => k.startsWith("m_"));
+
+/** A client that fails the first command `crash` picks, as a process dying at that step would. */
+function crashingAt(crash: (command: { constructor: { name: string }; input: unknown }) => boolean) {
+  let crashed = false;
+  const db = local.db;
+  const faulty = Object.create(db) as DynamoDBClient;
+  faulty.send = ((command: { constructor: { name: string }; input: unknown }) => {
+    if (!crashed && crash(command)) {
+      crashed = true;
+      return Promise.reject(new Error("simulated crash"));
+    }
+    return db.send(command as never);
+  }) as DynamoDBClient["send"];
+  return { index: new DynamoInteractionIndex(faulty, local.tables), crashed: () => crashed };
+}
+
+const writesEntries = (command: { constructor: { name: string }; input: unknown }) =>
+  command.constructor.name === "BatchWriteItemCommand" &&
+  JSON.stringify(command.input).includes('"sk":{"S":"e#');
+const writesRecords = (command: { constructor: { name: string }; input: unknown }) =>
+  command.constructor.name === "BatchWriteItemCommand" &&
+  JSON.stringify(command.input).includes('"sk":{"S":"r#');
+const updateWith = (word: string) => (command: { constructor: { name: string }; input: unknown }) =>
+  command.constructor.name === "UpdateItemCommand" &&
+  String((command.input as { UpdateExpression?: string }).UpdateExpression).startsWith(word);
+const deletes = (prefix: string) => (command: { constructor: { name: string }; input: unknown }) =>
+  command.constructor.name === "DeleteItemCommand" &&
+  JSON.stringify(command.input).includes(`"S":"${prefix}`);
+
+describe("listing", () => {
+  it("pages through a project's interactions newest first, never another project's", async () => {
+    const mine = Array.from({ length: 130 }, (_, i) =>
+      record("list-a", {
+        vendor: i % 3 === 0 ? "groq" : "openai",
+        user_id: i % 10 === 0 ? "<i>u</i>" : null,
+      }),
+    );
+    const theirs = Array.from({ length: 40 }, () => record("list-b"));
+    await index.write([...mine, ...theirs]);
+
+    const expected = [...mine].sort((a, b) => b.started_at - a.started_at).map((r) => r.transaction_id);
+    const { rows, pages } = await listAll("list-a");
+    expect(rows).toEqual(expected);
+    expect(pages).toBe(3);
+    expect((await listAll("list-b")).rows).toHaveLength(40);
+
+    const groq = await listAll("list-a", { vendor: "groq" });
+    expect(groq.rows).toEqual(
+      expected.filter((id) => mine.find((r) => r.transaction_id === id)?.vendor === "groq"),
+    );
+    const user = await listAll("list-a", { user_id: "<i>u</i>", vendor: "openai" });
+    expect(user.rows).toEqual(
+      mine
+        .filter((r) => r.user_id === "<i>u</i>" && r.vendor === "openai")
+        .sort((a, b) => b.started_at - a.started_at)
+        .map((r) => r.transaction_id),
+    );
+  });
+
+  it("answers a sparse filter with partial pages and a cursor rather than reading everything", async () => {
+    const failures = Array.from({ length: PAGE_SCAN_BUDGET + 200 }, () =>
+      record("sparse", { status_code: 500, error_type: "vendor_error", error_code: "500" }),
+    );
+    const teapot = record("sparse", { status_code: 418, started_at: NOW - 10 * DAY_MS });
+    await index.write([...failures, teapot]);
+    const first = await index.list(query("sparse", { status: "418" }));
+    expect(first.interactions).toEqual([]);
+    expect(first.next).toBeDefined();
+    const { rows, pages } = await listAll("sparse", { status: "418" });
+    expect(rows).toEqual([teapot.transaction_id]);
+    expect(pages).toBeGreaterThan(1);
+    expect((await listAll("sparse", { status: "error", limit: "100" })).rows).toHaveLength(
+      failures.length + 1,
+    );
+  });
+
+  it("keeps to the day range, both ends included", async () => {
+    const day = Date.UTC(2026, 0, 15);
+    const edges = [day - 1, day, day + DAY_MS - 1, day + DAY_MS].map((startedAt) =>
+      record("range", { started_at: startedAt }),
+    );
+    await index.write(edges);
+    const inRange = await index.list({ ...query("range"), since: day, until: day + DAY_MS });
+    expect(inRange.interactions.map((i) => i.started_at)).toEqual([day + DAY_MS - 1, day]);
+  });
+
+  it("counts a stream broken after its 200 as failed, and still finds it by its status code", async () => {
+    const broken = record("broken", { error_type: "upstream_error", error_code: "upstream_reset" });
+    const fine = record("broken");
+    await index.write([broken, fine]);
+    expect((await listAll("broken", { status: "error" })).rows).toEqual([broken.transaction_id]);
+    expect((await listAll("broken", { status: "success" })).rows).toEqual([fine.transaction_id]);
+    // Newest first: `broken` was made first, so it started later.
+    expect((await listAll("broken", { status: "200" })).rows).toEqual([
+      broken.transaction_id,
+      fine.transaction_id,
+    ]);
+  });
+
+  it("finds a long model and user id through their hashed keys", async () => {
+    const long = record("hashed", { model: "m".repeat(300), user_id: "u".repeat(256) });
+    await index.write([long, record("hashed", { model: `${"m".repeat(299)}n` })]);
+    expect((await listAll("hashed", { model: "m".repeat(256) })).rows).toEqual([]);
+    const byUser = await index.list(query("hashed", { user_id: "u".repeat(256) }));
+    expect(byUser.interactions.map((i) => i.transaction_id)).toEqual([long.transaction_id]);
+  });
+
+  it("opens the whole record of one interaction of the project only", async () => {
+    const r = record("detail", { response_body: '{"choices":[{"message":{"content":"hi"}}]}' });
+    await index.write([r]);
+    expect(await index.get("detail", r.transaction_id)).toEqual(r);
+    expect(await index.get("list-a", r.transaction_id)).toBeUndefined();
+  });
+});
+
+describe("writing", () => {
+  it("counts each transaction once however often it is written", async () => {
+    const batch = [
+      record("once"),
+      record("once", { billing_mode: "byok", cost_micros: null }),
+      record("once"),
+    ];
+    await index.write(batch);
+    await index.write(batch);
+    await index.write([batch[1] as InteractionRecord, batch[1] as InteractionRecord]);
+    expect(await totals("once")).toEqual(sumCounters(batch.map(deltaOf)));
+    expect((await listAll("once")).rows).toHaveLength(3);
+  });
+
+  it.each([
+    ["the record write", writesRecords],
+    ["the rollup addition", updateWith("ADD")],
+    ["the entry write", writesEntries],
+    ["the marker removal", updateWith("REMOVE")],
+  ])("counts each transaction once when a crash stops %s and the batch comes again", async (_, step) => {
+    const projectId = `crash-${++sequence}`;
+    const batch = Array.from({ length: 30 }, () => record(projectId));
+    const crashing = crashingAt(step);
+    await expect(crashing.index.write(batch)).rejects.toThrow("simulated crash");
+    expect(crashing.crashed()).toBe(true);
+    await index.write(batch);
+    expect(await totals(projectId)).toEqual(sumCounters(batch.map(deltaOf)));
+    expect(markersOf(await rollupItem(local.db, batch[0] as InteractionRecord))).toEqual([]);
+    expect((await listAll(projectId)).rows).toHaveLength(30);
+  });
+});
+
+describe("purging", () => {
+  it("takes a user's interactions out of the index and the rollups", async () => {
+    const alice = [record("purge-user", { user_id: "alice" }), record("purge-user", { user_id: "alice" })];
+    const bob = [record("purge-user", { user_id: "bob" })];
+    await index.write([...alice, ...bob]);
+    expect(await index.purgeUser("purge-user", "alice")).toBe(2);
+    expect(await index.purgeUser("purge-user", "alice")).toBe(0);
+    expect((await listAll("purge-user")).rows).toEqual([bob[0]?.transaction_id]);
+    expect(await index.get("purge-user", alice[0]?.transaction_id ?? "")).toBeUndefined();
+    expect(await totals("purge-user")).toEqual(sumCounters(bob.map(deltaOf)));
+  });
+
+  it("purges transactions of its project only, ignoring unknown ids", async () => {
+    const mine = record("purge-tx");
+    const theirs = record("purge-other");
+    await index.write([mine, theirs]);
+    expect(await index.purgeTransactions("purge-tx", [theirs.transaction_id, "no-such-tx"])).toBe(0);
+    expect((await listAll("purge-other")).rows).toEqual([theirs.transaction_id]);
+    expect(await index.purgeTransactions("purge-tx", [mine.transaction_id, mine.transaction_id])).toBe(1);
+    expect((await listAll("purge-tx")).rows).toEqual([]);
+    expect(await totals("purge-tx")).toEqual(Object.fromEntries(ROLLUP_COUNTERS.map((c) => [c, 0])));
+  });
+
+  it.each([
+    ["the subtraction", updateWith("ADD")],
+    ["the entry delete", deletes("e#")],
+    ["the marker removal", updateWith("REMOVE")],
+    ["the record delete", deletes("r#")],
+  ])("subtracts once when a crash stops %s and the purge runs again", async (_, step) => {
+    const projectId = `purge-crash-${++sequence}`;
+    const kept = record(projectId);
+    const gone = record(projectId);
+    await index.write([kept, gone]);
+    const crashing = crashingAt(step);
+    await expect(crashing.index.purgeTransactions(projectId, [gone.transaction_id])).rejects.toThrow(
+      "simulated crash",
+    );
+    await index.purgeTransactions(projectId, [gone.transaction_id]);
+    await index.purgeTransactions(projectId, [gone.transaction_id]);
+    expect(await totals(projectId)).toEqual(sumCounters([deltaOf(kept)]));
+    expect(markersOf(await rollupItem(local.db, kept))).toEqual([]);
+    expect((await listAll(projectId)).rows).toEqual([kept.transaction_id]);
+  });
+
+  it("subtracts nothing for a transaction whose write stopped before it was counted", async () => {
+    const projectId = `purge-uncounted-${++sequence}`;
+    const r = record(projectId);
+    const crashing = crashingAt(updateWith("ADD"));
+    await expect(crashing.index.write([r])).rejects.toThrow("simulated crash");
+    expect(await index.purgeTransactions(projectId, [r.transaction_id])).toBe(1);
+    expect(await totals(projectId)).toEqual(sumCounters([]));
+  });
+});
+
+describe("the warehouse consumer's listener", () => {
+  it("gets records once they are written, and again when a failed listener's batch comes back", async () => {
+    const root = join(dir, `consumer-${++sequence}`);
+    const objects = new FsObjectStore(join(root, "warehouse"));
+    const ledger = await FileDeliveryLedger.open(join(root, "ledger"));
+    // One day, so one warehouse file.
+    const midnight = NOW - (NOW % DAY_MS);
+    const records = Array.from({ length: 12 }, (_, i) => record("consumer", { started_at: midnight + i }));
+    const batch = {
+      Records: records.map((r, i) => ({
+        messageId: `m${i}`,
+        body: JSON.stringify(r),
+        attributes: { ApproximateReceiveCount: "1" },
+      })),
+    };
+    const consumerWith = (listener: DynamoInteractionIndex) =>
+      createWarehouseConsumer({
+        objects,
+        ledger,
+        deadLetters: new FolderDeadLetters(objects),
+        logger: silentLogger,
+        onWritten: [(written) => listener.write(written)],
+      });
+
+    // The index write fails half way: the warehouse file is written, the messages are failed.
+    const failed = await consumerWith(crashingAt(writesEntries).index)(batch);
+    expect(failed.batchItemFailures.map((f) => f.itemIdentifier).sort()).toEqual(
+      batch.Records.map((m) => m.messageId).sort(),
+    );
+    // Redelivered: the file is not written twice, the index is completed and counts each record once.
+    const retried = await consumerWith(index)(batch);
+    expect(retried.batchItemFailures).toEqual([]);
+    const files: string[] = [];
+    for await (const object of objects.list("interactions/")) files.push(object.key);
+    expect(files).toHaveLength(1);
+    expect((await listAll("consumer")).rows).toHaveLength(12);
+    expect(await totals("consumer")).toEqual(sumCounters(records.map(deltaOf)));
+  });
+});

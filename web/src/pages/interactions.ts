@@ -1,0 +1,540 @@
+import type { Interaction, InteractionFilters, InteractionSummary } from "../api";
+import { type Child, h, icon, replace } from "../dom";
+import { count, duration, logTime, usd } from "../format";
+import { BILLING_HINTS, BILLING_LABELS, VENDOR_LABELS, vendorLabel } from "../labels";
+import {
+  emptyState,
+  errorMessage,
+  errorState,
+  loadingState,
+  modal,
+  type Page,
+  type PageContext,
+  pageHead,
+} from "./page";
+
+/** Days the list reaches back (the index's retention); older interactions are in data exports. */
+const RETENTION_DAYS = 90;
+/** Empty pages of a sparse filter fetched in a row before asking the user to search further. */
+const AUTO_CONTINUE = 4;
+const FILTER_NAMES = ["from", "to", "vendor", "model", "user_id", "status", "billing_mode"] as const;
+
+const STATUSES: [value: string, label: string][] = [
+  ["", "Any status"],
+  ["success", "Succeeded"],
+  ["error", "Failed"],
+  ["429", "429 · Rate limited"],
+  ["402", "402 · Out of credits"],
+];
+
+function filtersFromUrl(): InteractionFilters {
+  const params = new URLSearchParams(location.search);
+  const filters: InteractionFilters = {};
+  for (const name of FILTER_NAMES) {
+    const value = params.get(name);
+    if (value) filters[name] = value;
+  }
+  return filters;
+}
+
+function select(id: string, options: [string, string][], value: string | undefined): HTMLSelectElement {
+  return h(
+    "select",
+    { id },
+    ...options.map(([v, label]) => h("option", { value: v, selected: v === (value ?? "") }, label)),
+  );
+}
+
+function statusBadge(row: InteractionSummary): HTMLElement {
+  const failed = row.status_code >= 400 || row.error_type !== null;
+  const detail = row.error_type && row.status_code < 400 ? ` · ${row.error_code ?? row.error_type}` : "";
+  return h(
+    "span",
+    {
+      class: `badge ${failed ? "failed" : "active"}`,
+      title: row.error_type ? `${row.error_type} / ${row.error_code}` : "",
+    },
+    `${row.status_code}${detail}`,
+  );
+}
+
+function billingBadge(row: InteractionSummary): HTMLElement {
+  return h(
+    "span",
+    { class: `badge billing-${row.billing_mode}`, title: BILLING_HINTS[row.billing_mode] },
+    BILLING_LABELS[row.billing_mode],
+  );
+}
+
+function costCell(row: InteractionSummary): HTMLElement {
+  if (row.cost_micros === null)
+    return h("span", { class: "muted", title: "No price is known for this model" }, "—");
+  // Calls not paid from credits show the list price, marked so it is not read as a charge.
+  return row.billing_mode === "managed"
+    ? h("span", {}, usd(row.cost_micros))
+    : h("span", { class: "muted", title: "List price; not charged to credits" }, usd(row.cost_micros));
+}
+
+/** The text a person reads in a response: message contents of any of the four vendors' shapes. */
+export function assembledText(body: string | null): string | undefined {
+  if (body === null) return undefined;
+  let json: unknown;
+  try {
+    json = JSON.parse(body);
+  } catch {
+    return undefined;
+  }
+  const texts: string[] = [];
+  const visit = (value: unknown, key?: string): void => {
+    if (typeof value === "string") {
+      if (key === "text" || key === "content" || key === "output_text") texts.push(value);
+    } else if (Array.isArray(value)) {
+      for (const item of value) visit(item, key === "content" || key === "parts" ? undefined : key);
+    } else if (value !== null && typeof value === "object") {
+      for (const [k, v] of Object.entries(value)) {
+        if (k === "usage" || k === "usageMetadata" || k === "arguments" || k === "input") continue;
+        visit(v, k);
+      }
+    }
+  };
+  visit(json);
+  const text = texts.join("\n\n");
+  return text === "" ? undefined : text;
+}
+
+/** A body as people read it: JSON indented, anything else as it came. */
+function pretty(body: string | null): string {
+  if (body === null) return "";
+  try {
+    return JSON.stringify(JSON.parse(body), null, 2);
+  } catch {
+    return body;
+  }
+}
+
+function codeBlock(label: string, text: string, id: string): HTMLElement {
+  return h(
+    "section",
+    { class: "body-block", "aria-labelledby": id },
+    h("h3", { id }, label),
+    h("pre", { class: "code", tabindex: "0" }, h("code", {}, text)),
+  );
+}
+
+function fact(label: string, value: Child): HTMLElement[] {
+  return [h("dt", {}, label), h("dd", {}, value ?? h("span", { class: "muted" }, "—"))];
+}
+
+function detailContent(interaction: Interaction): Child[] {
+  const text = assembledText(interaction.response_body);
+  const tokens = h(
+    "div",
+    { class: "token-tiles" },
+    ...[
+      ["Input", interaction.input_tokens],
+      ["Output", interaction.output_tokens],
+      ["Cached input", interaction.cached_input_tokens],
+      ["Reasoning", interaction.reasoning_tokens],
+    ].map(([label, value]) =>
+      h(
+        "div",
+        { class: "tile" },
+        h("span", { class: "tile-label" }, String(label)),
+        h("span", { class: "tile-value" }, count(Number(value))),
+      ),
+    ),
+  );
+  return [
+    tokens,
+    interaction.usage_estimated
+      ? h("p", { class: "hint" }, "Some token counts were estimated: the vendor did not report them.")
+      : null,
+    h(
+      "dl",
+      { class: "facts detail-facts" },
+      ...fact("Transaction ID", h("code", {}, interaction.transaction_id)),
+      ...fact("Endpoint", h("code", {}, interaction.endpoint)),
+      ...fact("Status", statusBadge(interaction)),
+      ...fact("Billing", billingBadge(interaction)),
+      ...fact("Cost", costCell(interaction)),
+      ...fact(
+        "Latency",
+        `${duration(interaction.latency_ms)}${interaction.ttft_ms === null ? "" : ` (first byte after ${duration(interaction.ttft_ms)})`}`,
+      ),
+      ...fact(
+        "User",
+        interaction.user_id === null ? null : h("span", { class: "user-id" }, interaction.user_id),
+      ),
+      ...fact("API key", h("code", {}, interaction.key_id)),
+      ...fact("Request ID", interaction.request_id === null ? null : h("code", {}, interaction.request_id)),
+      ...fact(
+        "Vendor request ID",
+        interaction.vendor_request_id === null ? null : h("code", {}, interaction.vendor_request_id),
+      ),
+      ...fact("Price list", interaction.price_version),
+      ...fact("Client", interaction.user_agent),
+    ),
+    interaction.truncated
+      ? h(
+          "div",
+          { class: "callout warning" },
+          icon("alert"),
+          h("p", {}, "A body was larger than 64 KiB and is shown cut short (binary bodies are not stored)."),
+        )
+      : null,
+    text === undefined
+      ? null
+      : codeBlock(interaction.streamed ? "Assembled stream text" : "Response text", text, "detail-text"),
+    codeBlock(
+      "Request body",
+      interaction.request_body === null ? "(not stored: binary or empty)" : pretty(interaction.request_body),
+      "detail-request",
+    ),
+    codeBlock(
+      interaction.streamed ? "Response (assembled from the stream)" : "Response body",
+      interaction.response_body === null
+        ? "(not stored: binary or empty)"
+        : pretty(interaction.response_body),
+      "detail-response",
+    ),
+  ];
+}
+
+function openDetail(ctx: PageContext, row: InteractionSummary): void {
+  const el = modal("detail-title");
+  el.classList.add("wide");
+  const body = h("div", { class: "detail-body" }, loadingState("Loading the interaction…", 6));
+  const close = h(
+    "button",
+    {
+      type: "button",
+      class: "button quiet icon-only",
+      "aria-label": "Close",
+      on: { click: () => el.close() },
+    },
+    icon("close"),
+  );
+  el.append(
+    h(
+      "div",
+      { class: "dialog-head" },
+      h(
+        "div",
+        {},
+        h(
+          "h2",
+          { id: "detail-title" },
+          row.model ?? "(no model)",
+          h("span", { class: "muted" }, ` · ${vendorLabel(row.vendor)}`),
+        ),
+        h("p", { class: "muted" }, new Date(row.started_at).toLocaleString()),
+      ),
+      close,
+    ),
+    body,
+  );
+  el.showModal();
+  close.focus();
+  const load = async (): Promise<void> => {
+    replace(body, loadingState("Loading the interaction…", 6));
+    try {
+      replace(body, ...detailContent(await ctx.api.interaction(ctx.project.projectId, row.transaction_id)));
+    } catch (err) {
+      replace(body, errorState(`The interaction could not be loaded: ${errorMessage(err)}`, load));
+    }
+  };
+  void load();
+}
+
+function rowOf(ctx: PageContext, row: InteractionSummary): HTMLTableRowElement {
+  const open = () => openDetail(ctx, row);
+  const tr = h(
+    "tr",
+    { class: "clickable", "data-transaction-id": row.transaction_id, on: { click: open } },
+    h(
+      "td",
+      {},
+      h(
+        "button",
+        {
+          type: "button",
+          class: "link-button",
+          "aria-label": `Open the ${row.model ?? "interaction"} call of ${new Date(row.started_at).toLocaleString()}`,
+        },
+        logTime(row.started_at),
+      ),
+    ),
+    h(
+      "td",
+      {},
+      h("span", { class: "vendor" }, vendorLabel(row.vendor)),
+      h("code", { class: "model" }, row.model ?? "—"),
+    ),
+    h(
+      "td",
+      {},
+      row.user_id === null
+        ? h("span", { class: "muted" }, "—")
+        : h("span", { class: "user-id", title: row.user_id }, row.user_id),
+    ),
+    h(
+      "td",
+      {},
+      statusBadge(row),
+      row.error_code !== null && row.status_code >= 400
+        ? h("span", { class: "error-code" }, row.error_code)
+        : null,
+    ),
+    h("td", {}, billingBadge(row)),
+    h(
+      "td",
+      { class: "num", title: `${count(row.input_tokens)} in, ${count(row.output_tokens)} out` },
+      `${count(row.input_tokens)} → ${count(row.output_tokens)}`,
+    ),
+    h("td", { class: "num" }, costCell(row)),
+    h("td", { class: "num" }, duration(row.latency_ms)),
+  );
+  return tr;
+}
+
+function filterForm(
+  current: InteractionFilters,
+  apply: (filters: InteractionFilters) => void,
+): HTMLFormElement {
+  const input = (id: string, label: string, props: Record<string, unknown>) => {
+    const control = h("input", { id, ...props });
+    return { control, field: h("div", { class: "filter" }, h("label", { for: id }, label), control) };
+  };
+  const from = input("filter-from", "From (UTC)", { type: "date", value: current.from ?? "" });
+  const to = input("filter-to", "To (UTC)", { type: "date", value: current.to ?? "" });
+  const model = input("filter-model", "Model", {
+    type: "text",
+    placeholder: "Any model",
+    value: current.model ?? "",
+    autocomplete: "off",
+  });
+  const user = input("filter-user", "User ID", {
+    type: "text",
+    placeholder: "Any user",
+    value: current.user_id ?? "",
+    autocomplete: "off",
+  });
+  const vendor = select(
+    "filter-vendor",
+    [["", "All vendors"], ...Object.entries(VENDOR_LABELS)],
+    current.vendor,
+  );
+  const status = select("filter-status", STATUSES, current.status);
+  const billing = select(
+    "filter-billing",
+    [["", "Any billing"], ...Object.entries(BILLING_LABELS)],
+    current.billing_mode,
+  );
+  const labelled = (id: string, label: string, control: HTMLElement) =>
+    h("div", { class: "filter" }, h("label", { for: id }, label), control);
+  const clear = h("button", { type: "button", class: "button quiet" }, "Clear");
+  const form = h(
+    "form",
+    { class: "filters", role: "search", "aria-label": "Filter interactions" },
+    from.field,
+    to.field,
+    labelled("filter-vendor", "Vendor", vendor),
+    model.field,
+    user.field,
+    labelled("filter-status", "Status", status),
+    labelled("filter-billing", "Billing", billing),
+    h(
+      "div",
+      { class: "filter-actions" },
+      h("button", { type: "submit", class: "button primary" }, icon("filter"), "Apply"),
+      clear,
+    ),
+  );
+  const read = (): InteractionFilters => {
+    const filters: InteractionFilters = {};
+    const set = (name: keyof InteractionFilters, value: string) => {
+      if (value.trim() !== "") filters[name] = name === "user_id" ? value : value.trim();
+    };
+    set("from", from.control.value);
+    set("to", to.control.value);
+    set("vendor", vendor.value);
+    set("model", model.control.value);
+    set("user_id", user.control.value);
+    set("status", status.value);
+    set("billing_mode", billing.value);
+    return filters;
+  };
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    apply(read());
+  });
+  clear.addEventListener("click", () => {
+    for (const control of [from.control, to.control, model.control, user.control]) control.value = "";
+    for (const control of [vendor, status, billing]) control.value = "";
+    apply({});
+  });
+  return form;
+}
+
+export const interactionsPage: Page = {
+  path: "/dashboard/interactions",
+  title: "Interactions",
+  icon: "list",
+  render(ctx, main) {
+    let filters = filtersFromUrl();
+    const body = h("section", { class: "card", "aria-labelledby": "page-title", "aria-live": "polite" });
+    const refresh = h("button", { type: "button", class: "button" }, icon("refresh"), "Refresh");
+    refresh.addEventListener("click", () => void load());
+
+    const apply = (next: InteractionFilters) => {
+      filters = next;
+      const query = new URLSearchParams(next as Record<string, string>).toString();
+      history.replaceState(null, "", `${location.pathname}${query ? `?${query}` : ""}`);
+      void load();
+    };
+
+    replace(
+      main,
+      pageHead(
+        "Interactions",
+        "Every proxied call, newest first, with its request, response, tokens, cost and latency.",
+        refresh,
+      ),
+      filterForm(filters, apply),
+      body,
+      h(
+        "p",
+        { class: "hint" },
+        `The list reaches back ${RETENTION_DAYS} days; days are UTC. For older interactions, download a data export in Settings.`,
+      ),
+    );
+
+    let generation = 0;
+    async function load(): Promise<void> {
+      const mine = ++generation;
+      replace(body, loadingState("Loading interactions…", 6));
+      const tbody = h("tbody", {});
+      const footer = h("div", { class: "table-footer" });
+      const more = h("button", { type: "button", class: "button" }, "Load more");
+      let cursor: string | undefined;
+      let shown = 0;
+
+      /** Fetches pages until one has rows (a sparse filter may return a few empty ones). */
+      const fetchMore = async (): Promise<void> => {
+        for (let attempt = 0; ; attempt++) {
+          const page = await ctx.api.interactions(ctx.project.projectId, filters, cursor);
+          if (mine !== generation) return;
+          tbody.append(...page.interactions.map((row) => rowOf(ctx, row)));
+          shown += page.interactions.length;
+          cursor = page.cursor;
+          if (page.interactions.length > 0 || cursor === undefined || attempt >= AUTO_CONTINUE) return;
+        }
+      };
+
+      const renderFooter = () => {
+        more.textContent = shown === 0 ? "Search older interactions" : "Load more";
+        more.hidden = cursor === undefined;
+        replace(
+          footer,
+          h("span", { class: "muted" }, `${count(shown)} interaction${shown === 1 ? "" : "s"} shown`),
+          more,
+        );
+      };
+
+      more.addEventListener("click", async () => {
+        more.disabled = true;
+        try {
+          await fetchMore();
+          renderFooter();
+          if (shown > 0 && body.querySelector("table") === null) renderTable();
+        } catch (err) {
+          ctx.toast(`More interactions could not be loaded: ${errorMessage(err)}`, "error");
+        } finally {
+          more.disabled = false;
+        }
+      });
+
+      const renderTable = () =>
+        replace(
+          body,
+          h(
+            "div",
+            { class: "table-wrap" },
+            h(
+              "table",
+              { class: "table interactions" },
+              h("caption", { class: "sr-only" }, "Interactions, newest first. Open one to see its bodies."),
+              h(
+                "thead",
+                {},
+                h(
+                  "tr",
+                  {},
+                  ...[
+                    "Time",
+                    "Vendor and model",
+                    "User",
+                    "Status",
+                    "Billing",
+                    "Tokens in → out",
+                    "Cost",
+                    "Latency",
+                  ].map((t, i) => h("th", { scope: "col", class: i >= 5 ? "num" : "" }, t)),
+                ),
+              ),
+              tbody,
+            ),
+          ),
+          footer,
+        );
+
+      try {
+        await fetchMore();
+        if (mine !== generation) return;
+        renderFooter();
+        const filtered = Object.keys(filters).length > 0;
+        if (shown > 0) renderTable();
+        else if (cursor !== undefined)
+          replace(
+            body,
+            emptyState(
+              "list",
+              "No matches among the most recent interactions",
+              "Older interactions have not been searched yet.",
+              footer,
+            ),
+          );
+        else if (filtered)
+          replace(
+            body,
+            emptyState(
+              "filter",
+              "No interactions match these filters",
+              "Try a wider date range or fewer filters.",
+              h(
+                "button",
+                { type: "button", class: "button", on: { click: () => apply({}) } },
+                "Clear filters",
+              ),
+            ),
+          );
+        else
+          replace(
+            body,
+            emptyState(
+              "list",
+              "No interactions yet",
+              "Calls made with this project's API keys appear here a few seconds after they finish.",
+            ),
+          );
+      } catch (err) {
+        if (mine !== generation) return;
+        replace(
+          body,
+          errorState(`The interactions could not be loaded: ${errorMessage(err)}`, () => void load()),
+        );
+      }
+    }
+    void load();
+  },
+};

@@ -1,0 +1,275 @@
+import { BarController, BarElement, CategoryScale, Chart, Legend, LinearScale, Tooltip } from "chart.js";
+import type { UsageReport, UsageSeries } from "../api";
+import { h, replace } from "../dom";
+import { count, shortCount, usd, usdShort } from "../format";
+import { vendorLabel } from "../labels";
+import { emptyState, errorMessage, errorState, loadingState, type Page, pageHead } from "./page";
+
+Chart.register(BarController, BarElement, CategoryScale, LinearScale, Tooltip, Legend);
+
+const RANGES: [days: string, label: string][] = [
+  ["7", "Last 7 days"],
+  ["30", "Last 30 days"],
+  ["90", "Last 90 days"],
+];
+/** Series drawn on their own; the rest are summed as "Other" so a chart stays readable. */
+const MAX_SERIES = 7;
+const COLOURS = ["#4f46e5", "#0ea5e9", "#10b981", "#f59e0b", "#ef4444", "#8b5cf6", "#ec4899", "#94a3b8"];
+const DAY_MS = 86_400_000;
+
+type Metric = "requests" | "tokens" | "cost";
+
+const dayLabel = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric", timeZone: "UTC" });
+const isoDay = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+const sum = (values: number[]) => values.reduce((a, b) => a + b, 0);
+
+function seriesLabel(series: Pick<UsageSeries, "vendor" | "model">): string {
+  return `${vendorLabel(series.vendor)} · ${series.model ?? "no model"}`;
+}
+
+function valuesOf(series: UsageSeries, metric: Metric): number[] {
+  if (metric === "requests") return series.requests;
+  if (metric === "cost") return series.cost_micros;
+  return series.input_tokens.map((v, i) => v + (series.output_tokens[i] ?? 0));
+}
+
+/** The busiest series, then one "Other" line for the rest. */
+function chartLines(report: UsageReport, metric: Metric): { label: string; values: number[] }[] {
+  const lines = report.series
+    .slice(0, MAX_SERIES)
+    .map((s) => ({ label: seriesLabel(s), values: valuesOf(s, metric) }));
+  const rest = report.series.slice(MAX_SERIES);
+  if (rest.length > 0) {
+    lines.push({
+      label: `Other (${rest.length})`,
+      values: report.days.map((_, i) => sum(rest.map((s) => valuesOf(s, metric)[i] ?? 0))),
+    });
+  }
+  return lines;
+}
+
+const formatters: Record<Metric, (v: number) => string> = {
+  requests: count,
+  tokens: shortCount,
+  cost: usdShort,
+};
+
+/** A stacked bar chart, with a text summary for screen readers and tests. */
+function chartCard(report: UsageReport, metric: Metric, title: string, live: Chart[]): HTMLElement {
+  const lines = chartLines(report, metric);
+  const totals = report.days.map((_, i) => sum(lines.map((l) => l.values[i] ?? 0)));
+  const total = sum(totals);
+  const peak = totals.indexOf(Math.max(...totals));
+  const format = formatters[metric];
+  const summary =
+    total === 0
+      ? `${title}: nothing in this range.`
+      : `${title}: ${format(total)} in total; busiest day ${report.days[peak]} with ${format(totals[peak] ?? 0)}.`;
+  const canvas = h("canvas", { role: "img", "aria-label": summary });
+  const card = h(
+    "section",
+    { class: "card chart-card", "data-metric": metric, "data-total": String(total) },
+    h("h2", { class: "card-title" }, title, h("span", { class: "card-figure" }, format(total))),
+    h("div", { class: "chart-box" }, canvas),
+    h("p", { class: "sr-only" }, summary),
+  );
+  const chart = new Chart(canvas, {
+    type: "bar",
+    data: {
+      labels: report.days.map((d) => dayLabel.format(Date.parse(d))),
+      datasets: lines.map((line, i) => ({
+        label: line.label,
+        data: line.values,
+        backgroundColor: COLOURS[i % COLOURS.length],
+        borderRadius: 3,
+        maxBarThickness: 28,
+      })),
+    },
+    options: {
+      responsive: true,
+      maintainAspectRatio: false,
+      animation: window.matchMedia("(prefers-reduced-motion: reduce)").matches ? false : { duration: 300 },
+      interaction: { mode: "index", intersect: false },
+      scales: {
+        x: { stacked: true, grid: { display: false }, ticks: { maxRotation: 0, autoSkipPadding: 12 } },
+        y: { stacked: true, beginAtZero: true, ticks: { callback: (v) => format(Number(v)), precision: 0 } },
+      },
+      plugins: {
+        legend: { position: "bottom", labels: { boxWidth: 10, boxHeight: 10, usePointStyle: true } },
+        tooltip: {
+          callbacks: {
+            label: (item) =>
+              `${item.dataset.label}: ${metric === "cost" ? usd(Number(item.raw)) : count(Number(item.raw))}`,
+          },
+        },
+      },
+    },
+  });
+  live.push(chart);
+  return card;
+}
+
+function tile(label: string, value: string, note: string, testId: string): HTMLElement {
+  return h(
+    "div",
+    { class: "tile" },
+    h("span", { class: "tile-label" }, label),
+    h("span", { class: "tile-value", "data-testid": testId }, value),
+    h("span", { class: "tile-note" }, note),
+  );
+}
+
+function tiles(report: UsageReport): HTMLElement {
+  const { managed, byok, dual } = report.totals;
+  const all = [managed, byok, dual];
+  const requests = sum(all.map((t) => t.requests));
+  const errors = sum(all.map((t) => t.errors));
+  const input = sum(all.map((t) => t.input_tokens));
+  const output = sum(all.map((t) => t.output_tokens));
+  const own = byok.requests + dual.requests;
+  return h(
+    "div",
+    { class: "tiles" },
+    tile(
+      "Requests",
+      count(requests),
+      requests === 0 ? "No calls" : `${((100 * errors) / requests).toFixed(1)}% failed`,
+      "usage-requests",
+    ),
+    tile(
+      "Tokens",
+      shortCount(input + output),
+      `${shortCount(input)} in · ${shortCount(output)} out`,
+      "usage-tokens",
+    ),
+    tile(
+      "Charged to credits",
+      usd(managed.cost_micros),
+      `${count(managed.requests)} calls with the service's keys`,
+      "usage-charged",
+    ),
+    tile(
+      "Own vendor keys",
+      count(own),
+      `${usd(byok.cost_micros + dual.cost_micros)} at list price, not charged`,
+      "usage-byok",
+    ),
+  );
+}
+
+function breakdown(report: UsageReport): HTMLElement {
+  return h(
+    "section",
+    { class: "card" },
+    h("h2", { class: "card-title" }, "By vendor and model"),
+    h(
+      "div",
+      { class: "table-wrap" },
+      h(
+        "table",
+        { class: "table" },
+        h("caption", { class: "sr-only" }, `Usage from ${report.from} to ${report.to} by vendor and model`),
+        h(
+          "thead",
+          {},
+          h(
+            "tr",
+            {},
+            ...["Vendor and model", "Requests", "Failed", "Input tokens", "Output tokens", "Cost"].map(
+              (t, i) => h("th", { scope: "col", class: i > 0 ? "num" : "" }, t),
+            ),
+          ),
+        ),
+        h(
+          "tbody",
+          {},
+          ...report.series.map((s) =>
+            h(
+              "tr",
+              {},
+              h(
+                "td",
+                {},
+                h("span", { class: "vendor" }, vendorLabel(s.vendor)),
+                h("code", { class: "model" }, s.model ?? "—"),
+              ),
+              h("td", { class: "num" }, count(sum(s.requests))),
+              h("td", { class: "num" }, count(sum(s.errors))),
+              h("td", { class: "num" }, count(sum(s.input_tokens))),
+              h("td", { class: "num" }, count(sum(s.output_tokens))),
+              h("td", { class: "num" }, usd(sum(s.cost_micros))),
+            ),
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
+/** Charts of the page last drawn: destroyed before the next are drawn. */
+let live: Chart[] = [];
+
+export const usagePage: Page = {
+  path: "/dashboard/usage",
+  title: "Usage",
+  icon: "chart",
+  render(ctx, main) {
+    const body = h("div", { class: "usage", "aria-live": "polite" });
+    const range = h(
+      "select",
+      { id: "usage-range", class: "range-select", "aria-label": "Range" },
+      ...RANGES.map(([days, label]) => h("option", { value: days, selected: days === "30" }, label)),
+    );
+    range.addEventListener("change", () => void load());
+    replace(
+      main,
+      pageHead("Usage", "Requests, tokens and cost per day (UTC), split by vendor and model.", range),
+      body,
+    );
+
+    async function load(): Promise<void> {
+      for (const chart of live) chart.destroy();
+      live = [];
+      replace(body, h("section", { class: "card" }, loadingState("Loading usage…", 5)));
+      const today = Date.parse(isoDay(Date.now()));
+      const to = isoDay(today);
+      const from = isoDay(today - (Number(range.value) - 1) * DAY_MS);
+      try {
+        const report = await ctx.api.usage(ctx.project.projectId, from, to);
+        const requests = sum(Object.values(report.totals).map((t) => t.requests));
+        if (requests === 0) {
+          replace(
+            body,
+            h(
+              "section",
+              { class: "card" },
+              emptyState(
+                "chart",
+                "No usage in this range",
+                "Calls made with this project's API keys are counted here a few seconds after they finish.",
+              ),
+            ),
+          );
+          return;
+        }
+        replace(body, tiles(report));
+        body.append(
+          h(
+            "div",
+            { class: "grid charts" },
+            chartCard(report, "requests", "Requests per day", live),
+            chartCard(report, "tokens", "Tokens per day", live),
+            chartCard(report, "cost", "Cost per day", live),
+          ),
+          breakdown(report),
+        );
+      } catch (err) {
+        replace(
+          body,
+          errorState(`Usage could not be loaded: ${errorMessage(err)}`, () => void load()),
+        );
+      }
+    }
+    void load();
+  },
+};
