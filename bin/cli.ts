@@ -28,7 +28,8 @@ interface Services {
   store: Store;
   credits: DynamoCredits;
   vendorKeys: DynamoVendorKeys;
-  dataDir: string;
+  /** A file in the data dir locally; the `projectSettings` table in AWS (s3:// destinations only). */
+  exportSettings: { setExportDestination(projectId: string, url: string | undefined): Promise<void> };
   /** The project, or a not-found error naming it. */
   project(projectId: string): Promise<string>;
 }
@@ -323,7 +324,13 @@ const commands: Record<string, Command> = {
       }
       const services = await open();
       const projectId = await services.project(required(values, "project"));
-      await localExportSettings(services.dataDir).setExportDestination(projectId, url);
+      try {
+        await services.exportSettings.setExportDestination(projectId, url);
+      } catch (err) {
+        // In AWS a folder means nothing to the data API: s3:// only.
+        if (err instanceof DestinationError) throw errors.invalidField("export-bucket", err.message);
+        throw err;
+      }
       return { projectId, exportBucket: url ?? null };
     },
     print: (r) => {
@@ -373,6 +380,9 @@ function help(): string {
     "",
     "  dmt serve                 run the service locally (embedded store, vendor simulator)",
     ...Object.values(commands).map((c) => `  ${c.usage}`),
+    "",
+    "Every command but serve takes --stack <name> (or DMT_STACK) to work on a deployed AWS stack",
+    "instead of the local data dir; it finds the tables from the stack's outputs.",
     "",
     "Environment: DMT_DATA_DIR (default ./.dmt), PORT (default 8787); see README.",
   ].join("\n");
@@ -430,7 +440,7 @@ async function main(argv: string[]): Promise<number> {
   try {
     parsed = parseArgs({
       args: argv.slice(2),
-      options: command.options ?? {},
+      options: { ...command.options, stack: { type: "string" } },
       allowPositionals: true,
       strict: true,
     });
@@ -439,27 +449,44 @@ async function main(argv: string[]): Promise<number> {
   }
   if (parsed.positionals.length !== (command.positionals ?? 0)) throw new UsageError(command.usage);
 
+  const stackName = (parsed.values.stack as string | undefined) ?? (process.env.DMT_STACK || undefined);
   const config = parseLocalConfig();
-  let opened: Awaited<ReturnType<typeof openLocalStore>> | undefined;
+  let opened: { close(): unknown } | undefined;
+  let services: Services | undefined;
   try {
     const result = await command.run({
       values: parsed.values,
       positionals: parsed.positionals,
       open: async () => {
-        opened ??= await openLocalStore(config.dataDir, config.DMT_DYNAMODB_ENDPOINT);
-        const { store, db } = opened;
-        const names = tableNames(process.env);
-        return {
-          store,
-          dataDir: config.dataDir,
-          credits: new DynamoCredits(db, names),
-          vendorKeys: new DynamoVendorKeys(db, names, LocalMasterKey.inDataDir(config.dataDir)),
+        if (services) return services;
+        let parts: Omit<Services, "project">;
+        if (stackName !== undefined) {
+          // Loaded only here: the CloudFormation and KMS clients would slow every local command's start.
+          const { awsServices, openAwsTarget } = await import("./aws-target");
+          const target = await openAwsTarget(stackName);
+          opened = target;
+          parts = awsServices(target);
+        } else {
+          const local = await openLocalStore(config.dataDir, config.DMT_DYNAMODB_ENDPOINT);
+          opened = local;
+          const names = tableNames(process.env);
+          parts = {
+            store: local.store,
+            credits: new DynamoCredits(local.db, names),
+            vendorKeys: new DynamoVendorKeys(local.db, names, LocalMasterKey.inDataDir(config.dataDir)),
+            exportSettings: localExportSettings(config.dataDir),
+          };
+        }
+        const { store } = parts;
+        services = {
+          ...parts,
           async project(projectId) {
             if (!(await store.getProject(projectId)))
               throw errors.notFound(`Project '${projectId}' does not exist.`);
             return projectId;
           },
         };
+        return services;
       },
     });
     const out =

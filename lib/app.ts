@@ -13,6 +13,10 @@ export const CONTEXT = {
   proxyReservedConcurrency: "dmt:proxyReservedConcurrency",
   /** The version id `put-secret-value` printed when rotating the origin secret (docs/aws.md). */
   originSecretVersion: "dmt:originSecretVersion",
+  /** More buckets the data API may export to: `acme-exports,team-*-exports`, or a list in cdk.json. */
+  exportBuckets: "dmt:exportBuckets",
+  /** Athena's scan limit per query in bytes (at least 10 MB; default 10 GiB). */
+  athenaBytesScannedCutoff: "dmt:athenaBytesScannedCutoff",
 } as const;
 
 /**
@@ -29,18 +33,43 @@ export function defineApp(app: App): DmtStack {
   const retainData = context(CONTEXT.retainData);
   const reserved = context(CONTEXT.proxyReservedConcurrency);
   const originSecretVersion = context(CONTEXT.originSecretVersion);
+  const exportBuckets = context(CONTEXT.exportBuckets);
+  const athenaCutoff = context(CONTEXT.athenaBytesScannedCutoff);
   const stack = new DmtStack(app, String(context(CONTEXT.stackName) ?? "Dmt"), {
     description: "dmt: metering gateway for language-model vendors",
     env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION },
     retainData: !(retainData === false || retainData === "false"),
     ...(reserved !== undefined && { proxyReservedConcurrency: parseConcurrency(reserved) }),
     ...(originSecretVersion !== undefined && { originSecretVersion: String(originSecretVersion) }),
+    ...(exportBuckets !== undefined && { exportBuckets: parseBucketList(exportBuckets) }),
+    ...(athenaCutoff !== undefined && { athenaBytesScannedCutoff: parseByteCount(athenaCutoff) }),
     ...(domainName !== undefined && {
       domain: { name: String(domainName), certificateArn: String(certificateArn) },
     }),
   });
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
   return stack;
+}
+
+/** Bucket names or patterns: comma-separated text from the command line, or a list in cdk.json. */
+function parseBucketList(value: unknown): string[] {
+  const items = typeof value === "string" ? value.split(",") : value;
+  if (!Array.isArray(items) || !items.every((item) => typeof item === "string")) {
+    throw new Error(`${CONTEXT.exportBuckets}: give bucket names separated by commas, or a list of names.`);
+  }
+  // The warehouse checks each name.
+  return items.map((item) => item.trim()).filter((item) => item !== "");
+}
+
+/** Bytes as a whole number; from the command line it arrives as text (the warehouse checks the range). */
+function parseByteCount(value: unknown): number {
+  const bytes = typeof value === "string" && /^\d+$/.test(value) ? Number(value) : value;
+  if (typeof bytes !== "number" || !Number.isSafeInteger(bytes)) {
+    throw new Error(
+      `${CONTEXT.athenaBytesScannedCutoff}: ${JSON.stringify(value)} is not a whole number of bytes.`,
+    );
+  }
+  return bytes;
 }
 
 /** A whole number of executions, or one per vendor; from the command line both arrive as text. */

@@ -7,10 +7,12 @@ import {
   Dashboard,
   GraphWidget,
   type IMetric,
+  Metric,
   TreatMissingData,
 } from "aws-cdk-lib/aws-cloudwatch";
 import type { IFunction } from "aws-cdk-lib/aws-lambda";
 import { FilterPattern, type ILogGroup, MetricFilter } from "aws-cdk-lib/aws-logs";
+import type { IQueue } from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
 
 export interface ObservabilityProps {
@@ -19,6 +21,18 @@ export interface ObservabilityProps {
 }
 
 const MINUTE = Duration.minutes(1);
+const FIVE_MINUTES = Duration.minutes(5);
+
+export interface WarehouseSignals {
+  queue: IQueue;
+  deadLetterQueue: IQueue;
+  consumer: IFunction;
+  /** Log groups of the functions that send records (their spool counters are log lines). */
+  producerLogs: ILogGroup[];
+}
+
+/** Age of the oldest waiting record past which the warehouse counts as stuck (records are late). */
+export const QUEUE_AGE_ALARM_SECONDS = 900;
 
 /**
  * Alarms and one CloudWatch dashboard. Each part of the stack adds its own row (`addFunction`, and
@@ -99,6 +113,77 @@ export class Observability extends Construct {
       new GraphWidget({
         title: `${title}: duration (ms)`,
         left: ["p50", "p99"].map((statistic) => fn.metricDuration({ statistic, period: MINUTE })),
+      }),
+    );
+  }
+
+  /**
+   * The warehouse's alarms and row: anything in the dead-letter queue, a consumer invocation that
+   * failed as a whole, records waiting too long, and records lost by a producer (neither queue nor
+   * spool took them: the `queue.lost` log lines, counted by metric filters).
+   */
+  addWarehouse(signals: WarehouseSignals): void {
+    const { queue, deadLetterQueue, consumer } = signals;
+    const deadLetters = deadLetterQueue.metricApproximateNumberOfMessagesVisible({
+      statistic: "Maximum",
+      period: FIVE_MINUTES,
+    });
+    this.alarm("WarehouseDeadLetters", deadLetters, {
+      description:
+        "Records are in the warehouse's dead-letter queue (poison records, or records the consumer failed on 5 times); each message says why.",
+      threshold: 1,
+      evaluationPeriods: 1,
+      datapointsToAlarm: 1,
+    });
+    const consumerErrors = consumer.metricErrors({ statistic: "Sum", period: FIVE_MINUTES });
+    this.alarm("WarehouseConsumerErrors", consumerErrors, {
+      description:
+        "A warehouse consumer invocation failed as a whole in the last 5 minutes; its batch comes back.",
+      threshold: 1,
+      evaluationPeriods: 1,
+      datapointsToAlarm: 1,
+    });
+    const oldest = queue.metricApproximateAgeOfOldestMessage({ statistic: "Maximum", period: FIVE_MINUTES });
+    this.alarm("WarehouseQueueAge", oldest, {
+      description: `The oldest record on the warehouse queue has waited more than ${QUEUE_AGE_ALARM_SECONDS / 60} minutes, for 15 minutes.`,
+      threshold: QUEUE_AGE_ALARM_SECONDS,
+      evaluationPeriods: 3,
+      datapointsToAlarm: 3,
+    });
+    const namespace = `dmt/${Stack.of(this).stackName}`;
+    const counter = (metricName: string, metric: string) => {
+      signals.producerLogs.forEach((logGroup, i) => {
+        new MetricFilter(this, `${metricName}Filter${i}`, {
+          logGroup,
+          filterPattern: FilterPattern.stringValue("$.metric", "=", metric),
+          metricNamespace: namespace,
+          metricName,
+          metricValue: "$.count",
+        });
+      });
+      return new Metric({ namespace, metricName, statistic: "Sum", period: FIVE_MINUTES });
+    };
+    const spooled = counter("RecordsSpooled", "queue.spooled");
+    const lost = counter("RecordsLost", "queue.lost");
+    this.alarm("WarehouseRecordsLost", lost, {
+      description:
+        "A proxy function could neither queue nor spool records in the last 5 minutes; their transaction ids are in its log.",
+      threshold: 1,
+      evaluationPeriods: 1,
+      datapointsToAlarm: 1,
+    });
+    this.dashboard.addWidgets(
+      new GraphWidget({
+        title: "Warehouse queue: records in, waiting, oldest (s)",
+        left: [
+          queue.metricNumberOfMessagesSent({ statistic: "Sum", period: MINUTE }),
+          queue.metricApproximateNumberOfMessagesVisible({ statistic: "Maximum", period: MINUTE }),
+        ],
+        right: [queue.metricApproximateAgeOfOldestMessage({ statistic: "Maximum", period: MINUTE })],
+      }),
+      new GraphWidget({
+        title: "Warehouse: dead letters, spooled and lost records",
+        left: [deadLetters, spooled, lost],
       }),
     );
   }

@@ -5,6 +5,7 @@ import type { ISecret } from "aws-cdk-lib/aws-secretsmanager";
 import { Construct } from "constructs";
 import type { TableName } from "../lambda/adapters/dynamodb/tables";
 import { DmtFunction, type LambdaDefaults } from "./lambda-defaults";
+import { metricsNamespace } from "./metering";
 import type { Vendor } from "./secrets";
 import type { Store } from "./store";
 
@@ -32,7 +33,7 @@ export interface VendorProxyProps {
   /** The managed key of this vendor, and nobody else's. */
   vendorKey: ISecret;
   originSecret: ISecret;
-  /** Unwraps the data keys of customers' own vendor keys. */
+  /** Unwraps the data keys of customers' own vendor keys (BYOK). */
   byokKey: IKey;
   reservedConcurrency?: number;
 }
@@ -57,6 +58,8 @@ export class VendorProxy extends Construct {
         DMT_VENDOR: props.vendor,
         DMT_VENDOR_KEY_SECRET_ARN: props.vendorKey.secretArn,
         DMT_ORIGIN_SECRET_ARN: props.originSecret.secretArn,
+        DMT_BYOK_KEY_ARN: props.byokKey.keyArn,
+        DMT_METRICS_NAMESPACE: metricsNamespace(this),
       },
       timeout: PROXY_TIMEOUT,
       ...(props.reservedConcurrency !== undefined && { reservedConcurrency: props.reservedConcurrency }),
@@ -71,6 +74,7 @@ export class VendorProxy extends Construct {
     for (const [table, actions] of Object.entries(PROXY_TABLE_ACCESS) as [TableName, string[]][]) {
       props.store.grant(fn, table, actions);
     }
+    // Reads vendor keys only: kms:Decrypt, never GenerateDataKey (the CLI writes them).
     props.byokKey.grantDecrypt(fn);
   }
 }

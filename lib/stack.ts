@@ -4,11 +4,15 @@ import type { Construct } from "constructs";
 import { TABLES, type TableName } from "../lambda/adapters/dynamodb/tables";
 import type { LogLevel } from "../lambda/core/logger";
 import { Api, type CustomDomain } from "./api";
+import { Dashboard } from "./dashboard";
+import { DeletionWorkflow } from "./deletion";
 import { DmtFunction, type LambdaDefaults } from "./lambda-defaults";
+import { Metering, metricsNamespace } from "./metering";
 import { Observability } from "./observability";
 import { VendorProxy } from "./proxy";
 import { Secrets, VENDORS, type Vendor } from "./secrets";
 import { constructId, Store } from "./store";
+import { Warehouse } from "./warehouse";
 
 export interface DmtStackProps extends StackProps {
   domain?: CustomDomain;
@@ -27,6 +31,13 @@ export interface DmtStackProps extends StackProps {
   proxyReservedConcurrency?: number | Partial<Record<Vendor, number>>;
   /** The origin secret version API Gateway sends (after a rotation); default the current one. */
   originSecretVersion?: string;
+  /**
+   * Buckets (names, or patterns with `*`) the data API may write bucket exports to, besides the
+   * stack's own export bucket (docs/aws.md, "Bucket exports").
+   */
+  exportBuckets?: string[];
+  /** Athena's scan limit per query in bytes (default 10 GiB). */
+  athenaBytesScannedCutoff?: number;
 }
 
 /** The output key under which a table's physical name is published (the CLI reads these). */
@@ -43,6 +54,10 @@ export class DmtStack extends Stack {
   readonly authorizer: DmtFunction;
   readonly dataApi: DmtFunction;
   readonly proxies: Record<Vendor, VendorProxy>;
+  readonly warehouse: Warehouse;
+  readonly deletion: DeletionWorkflow;
+  readonly metering: Metering;
+  readonly dashboard: Dashboard;
 
   constructor(scope: Construct, id: string, props: DmtStackProps = {}) {
     super(scope, id, props);
@@ -52,6 +67,15 @@ export class DmtStack extends Stack {
 
     this.store = new Store(this, "Store", { removalPolicy });
     this.secrets = new Secrets(this, "Secrets", { removalPolicy });
+    this.warehouse = new Warehouse(this, "Warehouse", {
+      defaults,
+      store: this.store,
+      removalPolicy,
+      ...(props.exportBuckets && { exportBuckets: props.exportBuckets }),
+      ...(props.athenaBytesScannedCutoff !== undefined && {
+        bytesScannedCutoffPerQuery: props.athenaBytesScannedCutoff,
+      }),
+    });
 
     this.authorizer = new DmtFunction(this, "Authorizer", {
       handler: "authorizer",
@@ -73,7 +97,20 @@ export class DmtStack extends Stack {
       defaults,
       // API Gateway's integration timeout is 29 s.
       timeout: Duration.seconds(29),
+      environment: {
+        DMT_TABLE_RATELIMITS: this.store.tables.rateLimits.tableName,
+        DMT_METRICS_NAMESPACE: metricsNamespace(this),
+      },
     });
+    // The per-key rate limit: the same buckets the proxy functions take from.
+    this.store.grant(this.dataApi.function, "rateLimits", ["GetItem", "UpdateItem"]);
+    this.warehouse.connectExports(this.dataApi.function);
+    this.deletion = new DeletionWorkflow(this, "Deletion", {
+      defaults,
+      store: this.store,
+      warehouse: this.warehouse,
+    });
+    this.deletion.connectDataApi(this.dataApi.function);
 
     this.api = new Api(this, "Api", {
       authorizer: this.authorizer.function,
@@ -98,9 +135,19 @@ export class DmtStack extends Stack {
         ...(reservedConcurrency !== undefined && { reservedConcurrency }),
       });
       this.api.addVendorProxy(vendor, proxy.url.url, originSecret);
+      this.warehouse.connectProducer(proxy.fn.function);
       proxies[vendor] = proxy;
     }
     this.proxies = proxies;
+    this.dashboard = new Dashboard(this, "Dashboard", {
+      defaults,
+      store: this.store,
+      warehouse: this.warehouse,
+      byokKey: this.secrets.byokKey,
+      logsBucket: this.warehouse.logsBucket,
+      removalPolicy,
+      logRetention,
+    });
 
     this.observability = new Observability(this, "Observability", {
       restApi: this.api.restApi,
@@ -108,9 +155,25 @@ export class DmtStack extends Stack {
     });
     this.observability.addFunction("Authorizer", this.authorizer.function);
     this.observability.addFunction("DataApi", this.dataApi.function);
+    this.observability.addFunction("DashboardApi", this.dashboard.api.function);
     for (const vendor of VENDORS) {
       this.observability.addFunction(`Proxy${constructId(vendor)}`, this.proxies[vendor].fn.function);
     }
+    this.observability.addWarehouse({
+      queue: this.warehouse.queue,
+      deadLetterQueue: this.warehouse.deadLetterQueue,
+      consumer: this.warehouse.consumer.function,
+      producerLogs: VENDORS.map((vendor) => this.proxies[vendor].fn.logGroup),
+    });
+    this.observability.addFunction("WarehouseConsumer", this.warehouse.consumer.function);
+    this.observability.addFunction("SpoolResender", this.warehouse.spoolResender.function);
+    this.metering = new Metering(this, "Metering", {
+      defaults,
+      store: this.store,
+      observability: this.observability,
+      vendors: VENDORS,
+    });
+    this.observability.addFunction("CreditSweeper", this.metering.sweeper.function);
     this.observability.addAlarmOverview();
 
     this.addOutputs();
@@ -135,6 +198,18 @@ export class DmtStack extends Stack {
       value: this.secrets.originSecret.secretArn,
       description: "Secret API Gateway sends to the proxy functions (rotation: docs/aws.md)",
     });
+    new CfnOutput(this, "WarehouseBucket", {
+      value: this.warehouse.dataBucket.bucketName,
+      description: "Parquet interaction records under interactions/project=<id>/dt=<day>/",
+    });
+    new CfnOutput(this, "ExportBucket", {
+      value: this.warehouse.exportBucket.bucketName,
+      description: "Bucket exports: dmt settings set --project <id> --export-bucket s3://<this>/<id>/",
+    });
+    new CfnOutput(this, "AthenaWorkGroup", { value: this.warehouse.workGroup.ref });
+    new CfnOutput(this, "WarehouseDatabase", { value: this.warehouse.database.ref });
+    new CfnOutput(this, "RecordQueueUrl", { value: this.warehouse.queue.queueUrl });
+    new CfnOutput(this, "DeadLetterQueueUrl", { value: this.warehouse.deadLetterQueue.queueUrl });
     new CfnOutput(this, "DashboardName", { value: this.observability.dashboard.dashboardName });
   }
 }

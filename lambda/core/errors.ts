@@ -89,6 +89,8 @@ export const errors = {
       "invalid_request_error",
       "payload_too_large",
       `Request body exceeds the limit of ${limitBytes} bytes.`,
+      // The rest of the body is never read: the connection cannot carry another request.
+      { Connection: "close" },
     ),
   headersTooLarge: () =>
     new ApiError(431, "invalid_request_error", "headers_too_large", "Request headers are too large."),

@@ -1,4 +1,4 @@
-import type { APIGatewayAuthorizerResult, APIGatewayRequestAuthorizerEvent } from "aws-lambda";
+import type { APIGatewayAuthorizerResult, APIGatewayRequestAuthorizerEvent, Context } from "aws-lambda";
 import { createDynamoClient } from "../adapters/dynamodb/client";
 import { DynamoStore } from "../adapters/dynamodb/store";
 import { authenticate } from "../core/auth";
@@ -7,9 +7,10 @@ import { endpointOf } from "../core/endpoints";
 import { ApiError } from "../core/errors";
 import { CachedKeyLookup } from "../core/key-cache";
 import { KeyUsageTracker } from "../core/key-usage";
-import { errorFields, jsonLogger } from "../core/logger";
+import { errorFields } from "../core/logger";
 import { type AuthorizerContext, grantedContext, refusalContext } from "./authorizer-context";
 import { parseStoreConfig } from "./config";
+import { lambdaTelemetry } from "./telemetry";
 
 /**
  * The API Gateway REQUEST authorizer: the same credential parsing, key lookup cache and
@@ -17,13 +18,18 @@ import { parseStoreConfig } from "./config";
  * docs/aws.md), so the revocation delay is this container's key cache, `DMT_KEY_CACHE_MS`.
  */
 const config = parseStoreConfig(process.env);
-const logger = jsonLogger(config.DMT_LOG_LEVEL);
+const telemetry = lambdaTelemetry(config, "authorizer");
+const logger = telemetry.logger;
 const db = createDynamoClient(config.DMT_DYNAMODB_ENDPOINT ? { endpoint: config.DMT_DYNAMODB_ENDPOINT } : {});
 const store = new DynamoStore(db, config.tables);
 const keys = new CachedKeyLookup(store, config.DMT_KEY_CACHE_MS);
 const usage = new KeyUsageTracker(store, logger);
 
-export async function handler(event: APIGatewayRequestAuthorizerEvent): Promise<APIGatewayAuthorizerResult> {
+export async function handler(
+  event: APIGatewayRequestAuthorizerEvent,
+  context?: Context,
+): Promise<APIGatewayAuthorizerResult> {
+  if (context) telemetry.begin(context);
   const resource = wildcardResource(event.methodArn);
   const endpoint = endpointOf(event.path);
   // Every authorized route lives under a family prefix, so this is a wiring mistake, not a caller's.

@@ -7,6 +7,8 @@ import { VENDOR_NAMES } from "../vendors/types";
 /** Lambda configuration, parsed once at cold start; a bad or missing value fails naming its variable. */
 const base = z.object({
   DMT_LOG_LEVEL: z._default(z.enum(LOG_LEVELS), "info"),
+  /** CloudWatch namespace of the functions' metrics (the stack sets `dmt/<stack name>`). */
+  DMT_METRICS_NAMESPACE: z._default(z.string().check(z.minLength(1)), "dmt"),
 });
 
 const tableVariables = Object.fromEntries(
@@ -47,9 +49,58 @@ const proxy = z.extend(base, {
   ),
 });
 
+/** Other endpoints than AWS's own (tests point these at local stand-ins); unset in AWS. */
+const awsEndpoints = {
+  DMT_S3_ENDPOINT: z.optional(httpUrl),
+  DMT_SQS_ENDPOINT: z.optional(httpUrl),
+  DMT_ATHENA_ENDPOINT: z.optional(httpUrl),
+  DMT_DYNAMODB_ENDPOINT: z.optional(httpUrl),
+};
+
+/**
+ * Metering in the proxy functions: the store, the KMS key that wraps customers' own vendor keys, and
+ * how long a credit hold lasts (longer than the 15-minute function timeout, so no hold is released
+ * under a call still running; the sweeper releases what a crash left).
+ */
+const metering = z.extend(store, {
+  DMT_BYOK_KEY_ARN: text,
+  /** Another KMS endpoint (tests); unset in AWS. */
+  DMT_KMS_ENDPOINT: z.optional(httpUrl),
+  DMT_HOLD_TTL_MS: z._default(z.coerce.number().check(z.minimum(960_000), z.maximum(86_400_000)), 3_600_000),
+});
+
+/** The producer side of the warehouse: the queue, and the bucket whose `queue-spool/` keeps what it refused. */
+const recordQueue = z.extend(base, {
+  DMT_QUEUE_URL: httpUrl,
+  DMT_WAREHOUSE_BUCKET: text,
+  ...awsEndpoints,
+});
+
+const consumer = z.extend(base, {
+  DMT_WAREHOUSE_BUCKET: text,
+  DMT_DEAD_LETTER_QUEUE_URL: httpUrl,
+  DMT_TABLE_WAREHOUSEDELIVERIES: text,
+  ...awsEndpoints,
+});
+
+/** The data API: exports through Athena, bucket-export settings in DynamoDB. */
+const dataApi = z.extend(base, {
+  DMT_ATHENA_WORKGROUP: text,
+  DMT_WAREHOUSE_DATABASE: text,
+  DMT_WAREHOUSE_TABLE: text,
+  DMT_TABLE_PROJECTSETTINGS: text,
+  /** The per-key rate limit, shared with the proxy functions. */
+  DMT_TABLE_RATELIMITS: text,
+  ...awsEndpoints,
+});
+
 export type BaseConfig = z.infer<typeof base>;
 export type StoreConfig = z.infer<typeof store> & { tables: TableNames };
 export type ProxyConfig = z.infer<typeof proxy>;
+export type MeteringConfig = z.infer<typeof metering> & { tables: TableNames };
+export type RecordQueueConfig = z.infer<typeof recordQueue>;
+export type ConsumerConfig = z.infer<typeof consumer>;
+export type DataApiConfig = z.infer<typeof dataApi>;
 
 function parse<T extends z.ZodMiniType>(schema: T, env: Record<string, string | undefined>): z.infer<T> {
   const parsed = schema.safeParse(env);
@@ -72,4 +123,24 @@ export function parseStoreConfig(env: Record<string, string | undefined>): Store
 /** For the proxy functions (`lambda/handlers/proxy.ts`). */
 export function parseProxyConfig(env: Record<string, string | undefined>): ProxyConfig {
   return parse(proxy, env);
+}
+
+/** For metering in the proxy functions (`lambda/handlers/metering.ts`). */
+export function parseMeteringConfig(env: Record<string, string | undefined>): MeteringConfig {
+  return { ...parse(metering, env), tables: tableNames(env) };
+}
+
+/** For the proxy functions' record queue and the spool re-sender (`lambda/handlers/warehouse.ts`). */
+export function parseRecordQueueConfig(env: Record<string, string | undefined>): RecordQueueConfig {
+  return parse(recordQueue, env);
+}
+
+/** For the warehouse consumer (`lambda/handlers/consumer.ts`). */
+export function parseConsumerConfig(env: Record<string, string | undefined>): ConsumerConfig {
+  return parse(consumer, env);
+}
+
+/** For the data API (`lambda/handlers/api.ts`). */
+export function parseDataApiConfig(env: Record<string, string | undefined>): DataApiConfig {
+  return parse(dataApi, env);
 }

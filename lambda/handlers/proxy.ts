@@ -5,12 +5,14 @@ import { SECURITY_HEADERS } from "../app/middleware";
 import { createProxyApp } from "../app/proxy";
 import { PendingWork, type ProxyHooks } from "../app/proxy-hooks";
 import { ApiError, errors } from "../core/errors";
-import { errorFields, jsonLogger, type Logger } from "../core/logger";
+import { errorFields, type Logger } from "../core/logger";
 import { VENDORS } from "../vendors";
 import { forwardedAuth } from "./authorizer-context";
 import { type ProxyConfig, parseProxyConfig } from "./config";
+import { proxyHooksFromEnv } from "./metering";
 import { directCallRefused, ORIGIN_SECRET_HEADER, originVerified } from "./origin";
 import { CachedSecret, createSecretsClient } from "./secrets";
+import { type LambdaTelemetry, lambdaTelemetry } from "./telemetry";
 
 export type ProxyHandler = StreamifyHandler<LambdaFunctionURLEvent, void>;
 
@@ -19,6 +21,8 @@ export interface ProxyHandlerDeps {
   logger: Logger;
   /** Metering and recording; without them the proxy only relays. */
   hooks?: ProxyHooks;
+  /** Tags each invocation's logs and publishes its metrics once its work is done. */
+  telemetry?: Pick<LambdaTelemetry, "begin" | "end">;
 }
 
 /**
@@ -26,7 +30,7 @@ export interface ProxyHandlerDeps {
  * locally, through `streamHandle`. API Gateway calls the URL over HTTP_PROXY with the origin secret
  * and the authorizer's decision in headers; anything else calling the URL is refused before any work.
  */
-export function createProxyHandler({ config, logger, hooks }: ProxyHandlerDeps): ProxyHandler {
+export function createProxyHandler({ config, logger, hooks, telemetry }: ProxyHandlerDeps): ProxyHandler {
   const vendor = VENDORS[config.DMT_VENDOR];
   const upstream = createUpstreamClient({
     target: config.DMT_UPSTREAM_URL ?? vendor.defaultUpstream,
@@ -87,12 +91,17 @@ export function createProxyHandler({ config, logger, hooks }: ProxyHandlerDeps):
   };
 
   return async (event, stream, context) => {
-    const proxy = await admit(event);
-    if (proxy instanceof ApiError) return refuse(stream, proxy);
-    await proxy(event, stream, context);
-    // The client has its whole response; the call's settlement and record must still finish before
-    // the invocation ends, since Lambda freezes the container once it returns.
-    await pending.drain();
+    telemetry?.begin(context);
+    try {
+      const proxy = await admit(event);
+      if (proxy instanceof ApiError) return refuse(stream, proxy);
+      await proxy(event, stream, context);
+      // The client has its whole response; the call's settlement and record must still finish before
+      // the invocation ends, since Lambda freezes the container once it returns.
+      await pending.drain();
+    } finally {
+      telemetry?.end();
+    }
   };
 }
 
@@ -104,6 +113,12 @@ function refuse(stream: awslambda.HttpResponseStream, err: ApiError): void {
 }
 
 const config = parseProxyConfig(process.env);
+const telemetry = lambdaTelemetry(config, "proxy", { vendor: config.DMT_VENDOR });
 export const handler = awslambda.streamifyResponse(
-  createProxyHandler({ config, logger: jsonLogger(config.DMT_LOG_LEVEL) }),
+  createProxyHandler({
+    config,
+    logger: telemetry.logger,
+    hooks: proxyHooksFromEnv(process.env, telemetry.logger, telemetry.metrics),
+    telemetry,
+  }),
 );

@@ -7,7 +7,7 @@ import type {
   APIGatewayProxyResult,
   APIGatewayRequestAuthorizerEvent,
 } from "aws-lambda";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb/client";
 import { DynamoStore } from "../../lambda/adapters/dynamodb/store";
 import { TABLES, tableNames } from "../../lambda/adapters/dynamodb/tables";
@@ -36,6 +36,10 @@ beforeAll(async () => {
   // No key cache: each call reads the store, so a revocation shows on the next call.
   process.env.DMT_KEY_CACHE_MS = "0";
   for (const name of Object.keys(TABLES)) process.env[`DMT_TABLE_${name.toUpperCase()}`] = `handlers-${name}`;
+  // The data API's warehouse settings (exports are not called here).
+  process.env.DMT_ATHENA_WORKGROUP = "handlers_workgroup";
+  process.env.DMT_WAREHOUSE_DATABASE = "handlers_database";
+  process.env.DMT_WAREHOUSE_TABLE = "interactions";
   const db = createDynamoClient({ endpoint: dynamo.endpoint });
   const names = tableNames(process.env);
   await ensureTables(db, names);
@@ -274,6 +278,44 @@ describe("api handler", () => {
     const response = await api(apiEvent("/api/v1/nothing-here", context));
     expect(response.statusCode).toBe(404);
     expect(JSON.parse(response.body)).toEqual(errors.notFound().toBody());
+  });
+
+  it("limits each key's rate with the shared bucket: headers on every answer, then a 429, counted", async () => {
+    const context = { projectId: "acme", keyId: "limited1", tier: "enterprise", rpm: 60, burst: 2 };
+    const first = await api(apiEvent("/api/v1/status", context));
+    expect(first.statusCode).toBe(200);
+    expect(first.multiValueHeaders?.["x-ratelimit-limit"]).toEqual(["60"]);
+    expect(first.multiValueHeaders?.["x-ratelimit-remaining"]).toEqual(["1"]);
+    // An error answer carries them too.
+    const missing = await api(apiEvent("/api/v1/nothing-here", context));
+    expect(missing.statusCode).toBe(404);
+    expect(missing.multiValueHeaders?.["x-ratelimit-remaining"]).toEqual(["0"]);
+
+    const written: string[] = [];
+    const stdout = vi.spyOn(process.stdout, "write").mockImplementation((chunk) => {
+      written.push(String(chunk));
+      return true;
+    });
+    let refused: APIGatewayProxyResult;
+    try {
+      refused = await api(apiEvent("/api/v1/status", context));
+    } finally {
+      stdout.mockRestore();
+    }
+    expect(refused.statusCode).toBe(429);
+    expect(JSON.parse(refused.body).error).toMatchObject({
+      type: "rate_limit_error",
+      code: "rate_limit_exceeded",
+    });
+    expect(refused.multiValueHeaders?.["retry-after"]).toEqual(["1"]);
+    // The refusal is an Embedded Metric Format line in the stack's namespace.
+    const metrics = written
+      .flatMap((chunk) => chunk.split("\n"))
+      .filter((line) => line.includes('"_aws"'))
+      .map((line) => JSON.parse(line));
+    expect(metrics).toHaveLength(1);
+    expect(metrics[0]).toMatchObject({ RateLimited: 1, function: "data-api", service: "dmt" });
+    expect(metrics[0]._aws.CloudWatchMetrics[0].Namespace).toBe("dmt");
   });
 
   it("fails closed with a bare 500 when no authorizer ran", async () => {

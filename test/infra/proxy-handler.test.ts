@@ -1,14 +1,27 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { finished } from "node:stream/promises";
 import type { Context } from "aws-lambda";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb/client";
+import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
+import { type TableNames, tableNames } from "../../lambda/adapters/dynamodb/tables";
+import { DynamoVendorKeys } from "../../lambda/adapters/dynamodb/vendor-keys";
+import { SPOOL_PREFIX } from "../../lambda/adapters/queue/spool";
+import { createKmsClient, KmsKeyWrapper } from "../../lambda/adapters/secrets/kms";
 import { SECURITY_HEADERS } from "../../lambda/app/middleware";
+import { DecryptionError, openSecret, sealSecret } from "../../lambda/core/crypto";
 import { errors } from "../../lambda/core/errors";
 import { silentLogger } from "../../lambda/core/logger";
+import { vendorKeyContext } from "../../lambda/core/vendor-keys";
 import { contextHeader, grantedContext, refusalContext } from "../../lambda/handlers/authorizer-context";
 import { parseProxyConfig } from "../../lambda/handlers/config";
 import { directCallRefused, ORIGIN_SECRET_HEADER } from "../../lambda/handlers/origin";
 import type { createProxyHandler as CreateProxyHandler } from "../../lambda/handlers/proxy";
+import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
+import { type SqsStandIn, startSqsStandIn } from "../support/reliability-sqs";
 import {
   CollectedResponse,
   functionUrlEvent,
@@ -19,15 +32,33 @@ import {
   startSecretsEndpoint,
   type UrlRequest,
 } from "./lambda-runtime";
+import {
+  type KmsStandIn,
+  type S3StandIn,
+  startKmsStandIn,
+  startS3StandIn,
+  TEST_CREDENTIALS,
+} from "./metering-stand-ins";
 
 const ORIGIN_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:OriginSecret-abc123";
 const KEY_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:VendorKeyOpenai-abc123";
 const ORIGIN = "Q2x0Zk1hbmFnZWRPcmlnaW5TZWNyZXRWYWx1ZTEyMzQ1Njc4";
 const MANAGED_KEY = "sk-managed-openai";
 const SERVICE_KEY = `dmt_${"a".repeat(16)}_${"B".repeat(43)}`;
+const BYOK_KEY_ARN = "arn:aws:kms:eu-west-1:123456789012:key/0f0e0d0c-0b0a-0908-0706-050403020100";
+const BUCKET = "dmt-warehouse-data";
+const REGION = "eu-west-1";
 
+const dataDir = mkdtempSync(join(tmpdir(), "dmt-proxy-handler-"));
+const tables: TableNames = tableNames({}, "proxy-handler-");
 let simulator: Simulator;
 let secrets: SecretsEndpoint;
+let dynamo: EmbeddedDynamo;
+let sqs: SqsStandIn;
+let s3: S3StandIn;
+let kms: KmsStandIn;
+let credits: DynamoCredits;
+let vendorKeys: DynamoVendorKeys;
 let handler: StreamingHandler;
 let createProxyHandler: typeof CreateProxyHandler;
 
@@ -35,6 +66,10 @@ let createProxyHandler: typeof CreateProxyHandler;
 beforeAll(async () => {
   simulator = await startSimulator();
   secrets = await startSecretsEndpoint();
+  dynamo = await startEmbeddedDynamo(dataDir);
+  sqs = await startSqsStandIn();
+  s3 = await startS3StandIn(REGION);
+  kms = await startKmsStandIn();
   Object.assign(process.env, {
     DMT_VENDOR: "openai",
     DMT_UPSTREAM_URL: simulator.origins.openai,
@@ -44,8 +79,32 @@ beforeAll(async () => {
     // Every call reads the secrets again, so a test sees a change at once.
     DMT_SECRET_CACHE_MS: "0",
     DMT_LOG_LEVEL: "silent",
-    AWS_REGION: "eu-west-1",
+    DMT_METRICS_NAMESPACE: "dmt/ProxyHandlerTest",
+    // Metering, as the stack configures it, over local stand-ins.
+    ...Object.fromEntries(
+      Object.entries(tables).map(([name, table]) => [`DMT_TABLE_${name.toUpperCase()}`, table]),
+    ),
+    DMT_DYNAMODB_ENDPOINT: dynamo.endpoint,
+    DMT_KEY_CACHE_MS: "0",
+    DMT_BYOK_KEY_ARN: BYOK_KEY_ARN,
+    DMT_KMS_ENDPOINT: kms.url,
+    DMT_QUEUE_URL: `${sqs.url}/123456789012/records`,
+    DMT_SQS_ENDPOINT: sqs.url,
+    DMT_WAREHOUSE_BUCKET: BUCKET,
+    DMT_S3_ENDPOINT: s3.url,
+    AWS_REGION: REGION,
+    AWS_ACCESS_KEY_ID: TEST_CREDENTIALS.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: TEST_CREDENTIALS.secretAccessKey,
   });
+  const db = createDynamoClient({ endpoint: dynamo.endpoint });
+  await ensureTables(db, tables);
+  credits = new DynamoCredits(db, tables);
+  vendorKeys = new DynamoVendorKeys(
+    db,
+    tables,
+    new KmsKeyWrapper(createKmsClient({ endpoint: kms.url }), BYOK_KEY_ARN),
+  );
+  await credits.grant("acme", 10_000_000, "test");
   installStreamingRuntime();
   const module = await import("../../lambda/handlers/proxy");
   handler = module.handler as unknown as StreamingHandler;
@@ -55,6 +114,11 @@ beforeAll(async () => {
 afterAll(async () => {
   await simulator?.close();
   await secrets?.close();
+  await sqs?.close();
+  await s3?.close();
+  await kms?.close();
+  await dynamo?.close();
+  rmSync(dataDir, { recursive: true, force: true });
 });
 
 beforeEach(() => {
@@ -274,5 +338,150 @@ describe("proxy handler: calls through the API", () => {
     release();
     await invocation;
     expect(recorded).toEqual([200]);
+  });
+});
+
+/** The identity API Gateway forwards for another project or key. */
+function caller(projectId: string, keyId = "a".repeat(16), rateLimit = { rpm: 600, burst: 1000 }) {
+  return grantedContext({ projectId, keyId, tier: "pro", rateLimit });
+}
+
+/** Runs `work` and returns the Embedded Metric Format lines written meanwhile (Powertools' output). */
+async function emittedMetrics(work: () => Promise<unknown>): Promise<Record<string, unknown>[]> {
+  const written: string[] = [];
+  const stdout = vi.spyOn(process.stdout, "write").mockImplementation((chunk) => {
+    written.push(String(chunk));
+    return true;
+  });
+  try {
+    await work();
+  } finally {
+    stdout.mockRestore();
+  }
+  return written
+    .flatMap((chunk) => chunk.split("\n"))
+    .filter((line) => line.includes('"_aws"'))
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
+}
+
+interface QueuedRecord {
+  transaction_id: string;
+  project_id: string;
+  billing_mode: string;
+  status_code: number;
+  cost_micros: number | null;
+}
+
+const queued = (): QueuedRecord[] => sqs.accepted.map((body) => JSON.parse(body) as QueuedRecord);
+
+describe("proxy handler: metering, records and metrics, as deployed", () => {
+  beforeEach(() => {
+    sqs.accepted.length = 0;
+    kms.calls.length = 0;
+  });
+
+  it("charges a managed call to the project's credits, queues its record and counts it", async () => {
+    const before = await credits.balance("acme");
+    let response: CollectedResponse | undefined;
+    const metrics = await emittedMetrics(async () => {
+      response = await invoke(chat(fromApi()));
+    });
+    expect(response?.prelude?.statusCode).toBe(200);
+    expect(response?.prelude?.headers["x-ratelimit-limit"]).toBe("600");
+
+    // The invocation ended only after the settlement and the record: both are done by now.
+    const after = await credits.balance("acme");
+    expect(after.heldMicros).toBe(0);
+    const [record] = queued();
+    expect(queued()).toHaveLength(1);
+    expect(record).toMatchObject({ project_id: "acme", billing_mode: "managed", status_code: 200 });
+    expect(record?.cost_micros).toBeGreaterThan(0);
+    expect(before.availableMicros - after.availableMicros).toBe(record?.cost_micros);
+    const { entries } = await credits.ledger("acme");
+    expect(entries.map((e) => e.type)).toContain("settle");
+
+    expect(metrics).toHaveLength(1);
+    const [line] = metrics;
+    expect(line).toMatchObject({
+      service: "dmt",
+      function: "proxy",
+      vendor: "openai",
+      ProxyCalls: 1,
+      CallsCharged: 1,
+      ChargedMicros: record?.cost_micros,
+    });
+    const aws = line?._aws as { CloudWatchMetrics: { Namespace: string; Dimensions: string[][] }[] };
+    expect(aws.CloudWatchMetrics[0]?.Namespace).toBe("dmt/ProxyHandlerTest");
+    expect(aws.CloudWatchMetrics[0]?.Dimensions).toEqual([["service", "function", "vendor"]]);
+  });
+
+  it("refuses a project without credits with 402, forwarding nothing, and records the refusal", async () => {
+    const response = await invoke(chat(fromApi(caller("no-credits"))));
+    expect(response.prelude?.statusCode).toBe(402);
+    expect((response.json() as { error: { code: string } }).error.code).toBe("insufficient_credits");
+    expect(simulator.requests).toEqual([]);
+    expect(queued()).toMatchObject([{ project_id: "no-credits", status_code: 402, cost_micros: 0 }]);
+  });
+
+  it("answers over the key's rate limit with 429 and Retry-After, forwarding nothing", async () => {
+    const limited = caller("acme", "r".repeat(16), { rpm: 60, burst: 1 });
+    expect((await invoke(chat(fromApi(limited)))).prelude?.statusCode).toBe(200);
+    let refused: CollectedResponse | undefined;
+    const metrics = await emittedMetrics(async () => {
+      refused = await invoke(chat(fromApi(limited)));
+    });
+    expect(refused?.prelude?.statusCode).toBe(429);
+    expect(refused?.prelude?.headers["retry-after"]).toBe("1");
+    expect(simulator.requests).toHaveLength(1);
+    expect(metrics[0]).toMatchObject({ ProxyCalls: 1, RateLimited: 1 });
+  });
+
+  it("forwards a project's own vendor key, unwrapped by KMS under its context, and charges nothing", async () => {
+    await vendorKeys.set("byok-project", "openai", "sk-byok-project-0123456789");
+    const context = { "dmt:context": vendorKeyContext("byok-project", "openai") };
+    expect(kms.calls).toEqual([{ operation: "GenerateDataKey", keyId: BYOK_KEY_ARN, context }]);
+
+    // The project has no credits: only its own key lets the call through.
+    const response = await invoke(chat(fromApi(caller("byok-project"))));
+    expect(response.prelude?.statusCode).toBe(200);
+    expect(simulator.requests[0]?.headers.authorization).toBe("Bearer sk-byok-project-0123456789");
+    expect(kms.calls[1]).toEqual({ operation: "Decrypt", keyId: BYOK_KEY_ARN, context });
+    expect(queued()).toMatchObject([{ project_id: "byok-project", billing_mode: "byok" }]);
+    expect((await credits.balance("byok-project")).availableMicros).toBe(0);
+  });
+
+  it("spools the records the queue refuses to the bucket, with a signed PUT", async () => {
+    sqs.down();
+    let response: CollectedResponse | undefined;
+    try {
+      response = await invoke(chat(fromApi()));
+    } finally {
+      sqs.up();
+    }
+    expect(response?.prelude?.statusCode).toBe(200);
+    expect(queued()).toEqual([]);
+    expect(s3.refused).toBe(0);
+    const spooled = [...s3.objects].filter(([key]) => key.startsWith(`${BUCKET}/${SPOOL_PREFIX}`));
+    expect(spooled).toHaveLength(1);
+    const [, body] = spooled[0] ?? [];
+    expect(JSON.parse(String(body))).toMatchObject({ project_id: "acme", status_code: 200 });
+  });
+});
+
+describe("KMS key wrapper", () => {
+  const wrapper = () => new KmsKeyWrapper(createKmsClient({ endpoint: kms.url }), BYOK_KEY_ARN);
+
+  it("opens what it sealed under the same context only", async () => {
+    const sealed = await sealSecret(wrapper(), "sk-secret-value", "dmt vendor key\nacme\nopenai");
+    expect(await openSecret(wrapper(), sealed, "dmt vendor key\nacme\nopenai")).toBe("sk-secret-value");
+    await expect(openSecret(wrapper(), sealed, "dmt vendor key\nother\nopenai")).rejects.toThrow(
+      DecryptionError,
+    );
+  });
+
+  it("refuses a data key wrapped by another KMS key", async () => {
+    const other = new KmsKeyWrapper(createKmsClient({ endpoint: kms.url }), `${BYOK_KEY_ARN}-other`);
+    const sealed = await sealSecret(other, "sk-secret-value", "ctx");
+    await expect(openSecret(wrapper(), sealed, "ctx")).rejects.toThrow(DecryptionError);
   });
 });

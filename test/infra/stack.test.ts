@@ -46,6 +46,7 @@ let assembly: CloudAssembly;
 let template: Template;
 let resources: Resources;
 
+// Bundles every function with esbuild: minutes on a busy machine.
 beforeAll(() => {
   const main = synth();
   stack = main.stack;
@@ -54,7 +55,7 @@ beforeAll(() => {
   const json = assembly.getStackByName(stack.stackName).template;
   template = Template.fromJSON(json);
   resources = json.Resources;
-});
+}, 240_000);
 
 afterAll(() => {
   for (const dir of outdirs) rmSync(dir, { recursive: true, force: true });
@@ -66,6 +67,13 @@ function ofType(type: string): [string, Resources[string]][] {
 
 function logicalId(construct: { node: { defaultChild?: unknown } }): string {
   return stack.getLogicalId(construct.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0]);
+}
+
+function environmentOf(fn: { node: { defaultChild?: unknown } }): Record<string, unknown> {
+  const props = resources[logicalId(fn)]?.Properties as {
+    Environment?: { Variables?: Record<string, unknown> };
+  };
+  return props?.Environment?.Variables ?? {};
 }
 
 describe("store", () => {
@@ -122,7 +130,10 @@ describe("store", () => {
 
 describe("Lambda functions", () => {
   it("all run Node 24 on ARM64 with source maps, logging to their own group with retention", () => {
-    const functions = ofType("AWS::Lambda::Function");
+    // CDK's own BucketDeployment function (Python, uploading the dashboard) is not one of ours.
+    const functions = ofType("AWS::Lambda::Function").filter(
+      ([id]) => !id.startsWith("CustomCDKBucketDeployment"),
+    );
     expect(functions.length).toBeGreaterThanOrEqual(2);
     for (const [, fn] of functions) {
       const props = fn.Properties as {
@@ -430,7 +441,36 @@ describe("proxy functions", () => {
           Effect: "Allow",
           Resource: { "Fn::GetAtt": [logicalId(stack.secrets.byokKey), "Arn"] },
         },
+        // The warehouse producer: records to the queue, what it refuses to the spool.
+        {
+          Action: ["sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"],
+          Effect: "Allow",
+          Resource: { "Fn::GetAtt": [logicalId(stack.warehouse.queue), "Arn"] },
+        },
+        {
+          Action: "s3:PutObject",
+          Effect: "Allow",
+          Resource: {
+            "Fn::Join": [
+              "",
+              [{ "Fn::GetAtt": [logicalId(stack.warehouse.dataBucket), "Arn"] }, "/queue-spool/*"],
+            ],
+          },
+        },
       ]);
+    }
+  });
+
+  it("are configured for metering: the BYOK key, every table, and the stack's metrics namespace", () => {
+    for (const vendor of VENDORS) {
+      const variables = environmentOf(stack.proxies[vendor].fn.function);
+      expect(variables.DMT_BYOK_KEY_ARN).toEqual({ "Fn::GetAtt": [logicalId(stack.secrets.byokKey), "Arn"] });
+      expect(variables.DMT_METRICS_NAMESPACE).toBe(`dmt/${stack.stackName}`);
+      for (const name of Object.keys(TABLES) as TableName[]) {
+        expect(variables[`DMT_TABLE_${name.toUpperCase()}`]).toEqual({
+          Ref: logicalId(stack.store.tables[name]),
+        });
+      }
     }
   });
 
@@ -489,6 +529,53 @@ describe("proxy functions", () => {
     }
     expect(deploymentOf(json)).toBeDefined();
     expect(deploymentOf(json)).not.toBe(deploymentOf({ Resources: resources }));
+  });
+});
+
+describe("metering", () => {
+  const policyOf = (role: string) =>
+    ofType("AWS::IAM::Policy")
+      .filter(([, p]) => JSON.stringify(p.Properties.Roles).includes(role))
+      .flatMap(([, p]) => (p.Properties.PolicyDocument as { Statement: Record<string, unknown>[] }).Statement)
+      .filter((statement) => !JSON.stringify(statement.Action).includes("logs:"));
+  const arn = (name: TableName) => ({ "Fn::GetAtt": [logicalId(stack.store.tables[name]), "Arn"] });
+
+  it("sweeps expired credit holds every minute, with access to the credits and the ledger only", () => {
+    const sweeper = stack.metering.sweeper.function;
+    const fn = resources[logicalId(sweeper)];
+    expect(fn?.Properties.Handler).toBe("index.handler");
+    template.hasResourceProperties("AWS::Events::Rule", {
+      ScheduleExpression: "rate(1 minute)",
+      State: "ENABLED",
+      Targets: [
+        Match.objectLike({
+          Arn: { "Fn::GetAtt": [logicalId(sweeper), "Arn"] },
+          RetryPolicy: { MaximumRetryAttempts: 0 },
+        }),
+      ],
+    });
+    expect(policyOf(logicalId(sweeper.role as never))).toEqual([
+      { Action: ["dynamodb:Scan", "dynamodb:UpdateItem"], Effect: "Allow", Resource: arn("credits") },
+      { Action: ["dynamodb:GetItem", "dynamodb:PutItem"], Effect: "Allow", Resource: arn("ledger") },
+    ]);
+    const alarm = stack.node.findChild("Metering").node.findChild("SweeperFailing");
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      MetricName: "Errors",
+      Dimensions: [{ Name: "FunctionName", Value: { Ref: logicalId(sweeper) } }],
+      EvaluationPeriods: 3,
+    });
+    expect(stack.observability.alarms.map((a) => a.node.path)).toContain(alarm.node.path);
+  });
+
+  it("rate-limits the data API with the proxies' buckets", () => {
+    const dataApi = stack.dataApi.function;
+    const variables = environmentOf(dataApi);
+    expect(variables.DMT_TABLE_RATELIMITS).toEqual({ Ref: logicalId(stack.store.tables.rateLimits) });
+    expect(policyOf(logicalId(dataApi.role as never))).toContainEqual({
+      Action: ["dynamodb:GetItem", "dynamodb:UpdateItem"],
+      Effect: "Allow",
+      Resource: arn("rateLimits"),
+    });
   });
 });
 
@@ -707,6 +794,34 @@ describe("context", () => {
       DeletionPolicy: "Delete",
       Properties: Match.objectLike({ DeletionProtectionEnabled: false }),
     });
+  });
+
+  it("takes the export buckets and Athena's scan limit from context, as text or as values", () => {
+    const fromText = synth(
+      {
+        [CONTEXT.exportBuckets]: "acme-exports, team-*-exports",
+        [CONTEXT.athenaBytesScannedCutoff]: "50000000",
+      },
+      false,
+    );
+    const fromJson = synth(
+      {
+        [CONTEXT.exportBuckets]: ["acme-exports", "team-*-exports"],
+        [CONTEXT.athenaBytesScannedCutoff]: 50_000_000,
+      },
+      false,
+    );
+    for (const variant of [fromText, fromJson]) {
+      const variantTemplate = Template.fromStack(variant.stack);
+      variantTemplate.hasResourceProperties("AWS::Athena::WorkGroup", {
+        WorkGroupConfiguration: Match.objectLike({ BytesScannedCutoffPerQuery: 50_000_000 }),
+      });
+      const policies = JSON.stringify(variantTemplate.findResources("AWS::IAM::Policy"));
+      expect(policies).toContain(":s3:::acme-exports/*");
+      expect(policies).toContain(":s3:::team-*-exports/*");
+    }
+    expect(() => synth({ [CONTEXT.athenaBytesScannedCutoff]: "lots" }, false)).toThrow(/"lots" is not/);
+    expect(() => synth({ [CONTEXT.exportBuckets]: 5 }, false)).toThrow(CONTEXT.exportBuckets);
   });
 
   it("refuses a domain without a certificate", () => {

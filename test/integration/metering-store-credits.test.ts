@@ -123,6 +123,8 @@ describe("grant, hold, settle, release", () => {
       note: "welcome credit",
     });
 
+    // The ledger orders by time, then id: entries of the same millisecond have no order between them.
+    now += 1000;
     const hold = await takeHold(p, 2_000_000);
     expect(await credits().balance(p)).toEqual({
       projectId: p,

@@ -4,6 +4,12 @@ import type { ObjectStore } from "../objectstore/port";
 
 export const SPOOL_PREFIX = "queue-spool/";
 
+/**
+ * Where spooled records are kept. Spooling only writes new objects (all a producer may do: the proxy
+ * functions write with a signed PUT, without an S3 client); re-sending also lists, reads and removes.
+ */
+export type SpoolObjects = ObjectStore | Pick<ObjectStore, "put">;
+
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
@@ -18,7 +24,7 @@ export class RecordSpool {
   resent = 0;
 
   constructor(
-    private readonly objects: ObjectStore,
+    private readonly objects: SpoolObjects,
     private readonly logger: Logger,
     private readonly clock: () => number = Date.now,
   ) {}
@@ -52,13 +58,15 @@ export class RecordSpool {
    * is removed once all of its records went out, or rewritten with the ones that did not.
    */
   async resend(send: (bodies: string[]) => Promise<string[]>): Promise<void> {
-    for await (const object of this.objects.list(SPOOL_PREFIX)) {
-      const bytes = await this.objects.get(object.key);
+    const objects = this.objects;
+    if (!("list" in objects)) throw new Error("This spool only writes; the spool re-sender reads it.");
+    for await (const object of objects.list(SPOOL_PREFIX)) {
+      const bytes = await objects.get(object.key);
       if (!bytes) continue;
       const bodies = decoder.decode(bytes).split("\n").filter(Boolean);
       const left = await send(bodies);
-      if (left.length === 0) await this.objects.delete(object.key);
-      else await this.objects.put(object.key, encoder.encode(left.join("\n")));
+      if (left.length === 0) await objects.delete(object.key);
+      else await objects.put(object.key, encoder.encode(left.join("\n")));
       const sent = bodies.length - left.length;
       this.resent += sent;
       if (sent > 0) this.logger.info("spooled records re-sent", { metric: "queue.resent", count: sent });

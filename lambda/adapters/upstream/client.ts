@@ -1,4 +1,11 @@
-import { Pool } from "undici";
+// The pool and its request API one by one: the package root brings all of undici (fetch, WebSocket,
+// cache...), ~240 KB more in the proxy bundle (undici-parts.d.ts types them).
+import requestOn from "undici/lib/api/api-request.js";
+import Pool from "undici/lib/dispatcher/pool.js";
+// What else the package root did: make this undici the dispatcher of the process's global fetch
+// (Node 20 bundles undici 6). Clients of the local server in the same process rely on its handling
+// of connections the server closes (a keep-alive socket after a refused upload).
+import "undici/lib/global.js";
 
 export interface UpstreamRequest {
   method: string;
@@ -45,7 +52,7 @@ export function createUpstreamClient(options: UpstreamOptions): UpstreamClient {
   });
   return {
     async request(request) {
-      const response = await pool.request({
+      const response = await requestOn.call(pool, {
         method: request.method as "GET" | "POST",
         path: basePath + request.path,
         headers: request.headers,

@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import { decimalText, parseNanos } from "./decimal";
 
 /** The shape of `prices/catalogue.json` and of a deployment's override file (see prices/README.md). */

@@ -1,0 +1,81 @@
+import {
+  CloudFormationClient,
+  DescribeStacksCommand,
+  type DescribeStacksCommandOutput,
+} from "@aws-sdk/client-cloudformation";
+import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { createDynamoClient } from "../lambda/adapters/dynamodb/client";
+import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
+import { DynamoExportSettings } from "../lambda/adapters/dynamodb/export-settings";
+import { DynamoStore } from "../lambda/adapters/dynamodb/store";
+import { TABLES, type TableName, type TableNames } from "../lambda/adapters/dynamodb/tables";
+import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
+import { createKmsClient, KmsKeyWrapper } from "../lambda/adapters/secrets/kms";
+
+/**
+ * The output under which the stack publishes a table's physical name: `Table<Name>`, as
+ * `tableOutputKey` in lib/stack.ts (not imported: the CLI must not load the CDK; the CLI test checks
+ * the two agree).
+ */
+export function tableOutputKey(name: TableName): string {
+  return `Table${name.charAt(0).toUpperCase()}${name.slice(1)}`;
+}
+
+/** The output holding the ARN of the KMS key that wraps customers' vendor keys. */
+export const BYOK_KEY_OUTPUT = "ByokKeyArn";
+
+/** A deployed stack as the CLI works with it: its tables in its region, and its BYOK key. */
+export interface AwsTarget {
+  stackName: string;
+  region: string;
+  db: DynamoDBClient;
+  tables: TableNames;
+  byokKeyArn: string;
+  close(): void;
+}
+
+/**
+ * Finds a deployed stack's tables from its CloudFormation outputs (`Table<Name>`, `ByokKeyArn`), with
+ * the caller's AWS credentials and region (the usual AWS_PROFILE, AWS_REGION...). The DynamoDB client
+ * works in the stack's own region, read from its id.
+ */
+export async function openAwsTarget(stackName: string): Promise<AwsTarget> {
+  const cloudFormation = new CloudFormationClient({});
+  let described: DescribeStacksCommandOutput;
+  try {
+    described = await cloudFormation.send(new DescribeStacksCommand({ StackName: stackName }));
+  } finally {
+    cloudFormation.destroy();
+  }
+  const stack = described.Stacks?.[0];
+  if (!stack) throw new Error(`No stack named '${stackName}'.`);
+  const outputs = new Map((stack.Outputs ?? []).map((o) => [o.OutputKey, o.OutputValue]));
+  const output = (key: string): string => {
+    const value = outputs.get(key);
+    if (!value) {
+      throw new Error(`Stack '${stackName}' has no output ${key}: deploy the current version of the stack.`);
+    }
+    return value;
+  };
+  const tables = {} as TableNames;
+  for (const name of Object.keys(TABLES) as TableName[]) tables[name] = output(tableOutputKey(name));
+  // arn:aws:cloudformation:<region>:<account>:stack/<name>/<id>
+  const region = stack.StackId?.split(":")[3];
+  if (!region) throw new Error(`Stack '${stackName}' has no readable id.`);
+  const db = createDynamoClient({ region });
+  return { stackName, region, db, tables, byokKeyArn: output(BYOK_KEY_OUTPUT), close: () => db.destroy() };
+}
+
+/** What the store commands of the CLI use, over a deployed stack. */
+export function awsServices(target: AwsTarget) {
+  return {
+    store: new DynamoStore(target.db, target.tables),
+    credits: new DynamoCredits(target.db, target.tables),
+    vendorKeys: new DynamoVendorKeys(
+      target.db,
+      target.tables,
+      new KmsKeyWrapper(createKmsClient({ region: target.region }), target.byokKeyArn),
+    ),
+    exportSettings: new DynamoExportSettings(target.db, target.tables.projectSettings),
+  };
+}

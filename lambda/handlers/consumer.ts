@@ -1,0 +1,26 @@
+import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
+import { createDynamoClient } from "../adapters/dynamodb/client";
+import { S3ObjectStore } from "../adapters/objectstore/s3";
+import { DynamoDeliveryLedger } from "../adapters/queue/ledger-dynamodb";
+import { SqsDeadLetters } from "../adapters/queue/sqs";
+import { jsonLogger } from "../core/logger";
+import { createWarehouseConsumer } from "../warehouse/consumer";
+import { parseConsumerConfig } from "./config";
+import { createS3Client, createSqsClient } from "./warehouse";
+
+/**
+ * The warehouse consumer behind the queue's event source mapping (ReportBatchItemFailures): the same
+ * consumer as locally, over S3 (Parquet under `interactions/`), the DynamoDB delivery ledger and the
+ * dead-letter queue. It answers `batchItemFailures`, so only records whose file was not written return.
+ */
+const config = parseConsumerConfig(process.env);
+
+export const handler: (event: SQSEvent) => Promise<SQSBatchResponse> = createWarehouseConsumer({
+  objects: new S3ObjectStore(createS3Client(config.DMT_S3_ENDPOINT), config.DMT_WAREHOUSE_BUCKET),
+  ledger: new DynamoDeliveryLedger(
+    createDynamoClient(config.DMT_DYNAMODB_ENDPOINT ? { endpoint: config.DMT_DYNAMODB_ENDPOINT } : {}),
+    config.DMT_TABLE_WAREHOUSEDELIVERIES,
+  ),
+  deadLetters: new SqsDeadLetters(createSqsClient(config.DMT_SQS_ENDPOINT), config.DMT_DEAD_LETTER_QUEUE_URL),
+  logger: jsonLogger(config.DMT_LOG_LEVEL),
+});

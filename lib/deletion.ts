@@ -1,0 +1,380 @@
+import { type CfnElement, Duration, RemovalPolicy, Stack, Validations } from "aws-cdk-lib";
+import type { CfnTable } from "aws-cdk-lib/aws-dynamodb";
+import { type IGrantable, PolicyStatement, Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
+import type { Function as LambdaFunctionResource } from "aws-cdk-lib/aws-lambda";
+import { LogGroup } from "aws-cdk-lib/aws-logs";
+import { CfnPipe } from "aws-cdk-lib/aws-pipes";
+import type { IBucket } from "aws-cdk-lib/aws-s3";
+import {
+  Choice,
+  Condition,
+  DefinitionBody,
+  Errors,
+  Fail,
+  type IChainable,
+  type INextable,
+  JitterType,
+  JsonPath,
+  LogLevel,
+  Map as MapState,
+  type State,
+  StateMachine,
+  StateMachineType,
+  Succeed,
+  TaskInput,
+  Wait,
+  WaitTime,
+} from "aws-cdk-lib/aws-stepfunctions";
+import { LambdaInvoke } from "aws-cdk-lib/aws-stepfunctions-tasks";
+import { Construct } from "constructs";
+import {
+  DELETION_FAILED,
+  DELETION_FAILURE_STEP,
+  DELETION_STEPS,
+  DELETION_SUCCEEDED,
+  DeletionAlreadyCompletedError,
+  type DeletionHandlerName,
+  NOT_RETRIED,
+  type RetryPolicy,
+} from "../lambda/core/deletion-steps";
+import { INTERACTIONS_PREFIX } from "../lambda/core/record";
+import { DmtFunction, type LambdaDefaults } from "./lambda-defaults";
+import type { Store } from "./store";
+import { CONSUMER, INTERACTIONS_TABLE, QUEUE, type Warehouse } from "./warehouse";
+
+/**
+ * How long a record the consumer may already hold can still land after a tombstone is written: every
+ * receive of a message (visibility timeout x receive count), plus the batching window.
+ */
+export const IN_FLIGHT_WINDOW = Duration.seconds(
+  QUEUE.visibilityTimeout.toSeconds() * QUEUE.maxReceiveCount + CONSUMER.maxBatchingWindow.toSeconds(),
+);
+
+/** The steps Lambda: Athena queries and Parquet rewrites of one file each. */
+const STEPS_TIMEOUT = Duration.minutes(5);
+
+export interface DeletionWorkflowProps {
+  defaults: LambdaDefaults;
+  store: Store;
+  warehouse: Warehouse;
+}
+
+/**
+ * The deletion workflow in AWS (docs/deletion.md): a Standard state machine built from the one
+ * definition of the steps (lambda/core/deletion-steps.ts), whose tasks all invoke one Lambda
+ * (lambda/handlers/deletion.ts), the handlers the local runner calls. A new item in the
+ * `deletionRequests` table starts an execution through an EventBridge pipe on the table's stream, so
+ * an accepted request cannot be left unstarted.
+ */
+export class DeletionWorkflow extends Construct {
+  readonly steps: DmtFunction;
+  readonly stateMachine: StateMachine;
+  readonly logGroup: LogGroup;
+  readonly pipe: CfnPipe;
+  private readonly store: Store;
+
+  constructor(scope: Construct, id: string, props: DeletionWorkflowProps) {
+    super(scope, id);
+    this.store = props.store;
+    const { warehouse, store } = props;
+
+    this.steps = new DmtFunction(this, "Steps", {
+      handler: "deletion",
+      description: "dmt: deletion workflow steps (record, find, rewrite, purge, verify, fail)",
+      defaults: props.defaults,
+      timeout: STEPS_TIMEOUT,
+      memorySize: 2048,
+      environment: {
+        DMT_TABLE_DELETIONREQUESTS: store.tables.deletionRequests.tableName,
+        DMT_TABLE_DELETIONTOMBSTONES: store.tables.deletionTombstones.tableName,
+        DMT_TABLE_PROJECTSETTINGS: store.tables.projectSettings.tableName,
+        DMT_WAREHOUSE_BUCKET: warehouse.dataBucket.bucketName,
+        DMT_ATHENA_WORKGROUP: warehouse.workGroup.ref,
+        DMT_WAREHOUSE_DATABASE: warehouse.database.ref,
+        DMT_WAREHOUSE_TABLE: INTERACTIONS_TABLE,
+        DMT_ATHENA_RESULTS_BUCKET: warehouse.resultsBucket.bucketName,
+      },
+    });
+    this.grantSteps(props);
+
+    // The consumer drops what a tombstone covers.
+    const consumer = warehouse.consumer.function;
+    consumer.addEnvironment("DMT_TABLE_DELETIONTOMBSTONES", store.tables.deletionTombstones.tableName);
+    store.grant(consumer, "deletionTombstones", ["Query"]);
+
+    this.logGroup = new LogGroup(this, "Logs", {
+      retention: props.defaults.logRetention,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    this.stateMachine = new StateMachine(this, "StateMachine", {
+      stateMachineType: StateMachineType.STANDARD,
+      definitionBody: DefinitionBody.fromChainable(this.definition()),
+      timeout: Duration.hours(12),
+      tracingEnabled: true,
+      // Inputs and outputs hold only ids and file keys, but they stay out of the logs all the same.
+      logs: { destination: this.logGroup, level: LogLevel.ALL, includeExecutionData: false },
+    });
+    this.acknowledgeStateMachineRole();
+    this.pipe = this.startOnNewRequest();
+  }
+
+  /** The data API takes requests: it writes them (the stream starts the run) and reads them back. */
+  connectDataApi(fn: LambdaFunctionResource): void {
+    fn.addEnvironment("DMT_TABLE_DELETIONREQUESTS", this.store.tables.deletionRequests.tableName);
+    this.store.grant(fn, "deletionRequests", ["PutItem", "GetItem", "Query"]);
+  }
+
+  /** The states, from DELETION_STEPS: one per step, a Choice after each step that may repeat. */
+  private definition(): IChainable {
+    const succeeded = new Succeed(this, DELETION_SUCCEEDED);
+    const failed = new Fail(this, DELETION_FAILED, {
+      error: "DeletionFailed",
+      cause: "The deletion request failed; GET /api/v1/data/{request_id} says why.",
+    });
+    const markFailed = this.task(
+      DELETION_FAILURE_STEP.name,
+      DELETION_FAILURE_STEP.handler,
+      DELETION_FAILURE_STEP.retry,
+    );
+    markFailed.next(failed);
+    const catching = <T extends LambdaInvoke | MapState>(state: T): T => {
+      state.addCatch(succeeded, { errors: [DeletionAlreadyCompletedError.name] });
+      state.addCatch(markFailed, { errors: [Errors.ALL], resultPath: "$.error" });
+      return state;
+    };
+
+    const states = new Map<string, State & INextable>();
+    for (const step of DELETION_STEPS) {
+      switch (step.kind) {
+        case "wait":
+          states.set(step.name, new Wait(this, step.name, { time: WaitTime.duration(IN_FLIGHT_WINDOW) }));
+          break;
+        case "task":
+          states.set(step.name, catching(this.task(step.name, step.handler, step.retry)));
+          break;
+        case "map": {
+          const map = new MapState(this, step.name, {
+            itemsPath: `$.${step.items}`,
+            itemSelector: {
+              projectId: JsonPath.stringAt("$.projectId"),
+              requestId: JsonPath.stringAt("$.requestId"),
+              key: JsonPath.stringAt("$$.Map.Item.Value"),
+            },
+            maxConcurrency: step.maxConcurrency,
+            // Each file's outcome is in the requests table; the state goes on unchanged.
+            resultPath: JsonPath.DISCARD,
+          });
+          map.itemProcessor(this.task("RewriteFile", step.handler, step.retry));
+          states.set(step.name, catching(map));
+          break;
+        }
+      }
+    }
+
+    // Link each step to the next (through its Choice, if it may repeat); the last one to success.
+    DELETION_STEPS.forEach((step, i) => {
+      const state = states.get(step.name) as State & INextable;
+      const nextStep = DELETION_STEPS[i + 1];
+      const next = nextStep ? (states.get(nextStep.name) as State) : succeeded;
+      if (step.kind === "wait" || !step.repeat) {
+        state.next(next);
+        return;
+      }
+      const field = `$.${step.repeat.when}`;
+      state.next(
+        new Choice(this, step.repeat.choice)
+          .when(
+            Condition.and(Condition.isPresent(field), Condition.booleanEquals(field, true)),
+            states.get(step.repeat.goTo) as State,
+          )
+          .otherwise(next),
+      );
+    });
+    return states.get(DELETION_STEPS[0]?.name ?? "") as State;
+  }
+
+  /** A task invoking the steps Lambda with `{step, state}`; retried as its policy says. */
+  private task(name: string, handler: DeletionHandlerName, retry: RetryPolicy): LambdaInvoke {
+    const task = new LambdaInvoke(this, name, {
+      lambdaFunction: this.steps.function,
+      payload: TaskInput.fromObject({ step: handler, state: JsonPath.entirePayload }),
+      payloadResponseOnly: true,
+      // Our own retriers below cover Lambda's service errors too.
+      retryOnServiceExceptions: false,
+    });
+    task.addRetry({ errors: [...NOT_RETRIED], maxAttempts: 0 });
+    task.addRetry({
+      errors: [Errors.ALL],
+      maxAttempts: retry.maxAttempts,
+      interval: Duration.seconds(retry.intervalSeconds),
+      backoffRate: retry.backoffRate,
+      maxDelay: Duration.seconds(retry.maxDelaySeconds),
+      jitterStrategy: JitterType.FULL,
+    });
+    return task;
+  }
+
+  /** An EventBridge pipe from the requests table's stream: each new request item starts a run. */
+  private startOnNewRequest(): CfnPipe {
+    // The Store declares the tables; the stream is this workflow's concern, so it is switched on here.
+    const table = this.store.tables.deletionRequests.node.defaultChild as CfnTable;
+    table.streamSpecification = { streamViewType: "NEW_IMAGE" };
+    const role = new Role(this, "PipeRole", { assumedBy: new ServicePrincipal("pipes.amazonaws.com") });
+    role.addToPolicy(
+      new PolicyStatement({
+        actions: [
+          "dynamodb:DescribeStream",
+          "dynamodb:GetRecords",
+          "dynamodb:GetShardIterator",
+          "dynamodb:ListStreams",
+        ],
+        resources: [table.attrStreamArn],
+      }),
+    );
+    this.stateMachine.grantStartExecution(role);
+    const pipe = new CfnPipe(this, "StartOnRequest", {
+      description: "dmt: a new deletion request starts the deletion workflow",
+      roleArn: role.roleArn,
+      source: table.attrStreamArn,
+      sourceParameters: {
+        dynamoDbStreamParameters: { startingPosition: "LATEST", batchSize: 1 },
+        // Request items only: the per-file progress items share the table.
+        filterCriteria: {
+          filters: [
+            {
+              pattern: JSON.stringify({
+                eventName: ["INSERT"],
+                dynamodb: { NewImage: { kind: { S: ["request"] } } },
+              }),
+            },
+          ],
+        },
+      },
+      target: this.stateMachine.stateMachineArn,
+      targetParameters: {
+        stepFunctionStateMachineParameters: { invocationType: "FIRE_AND_FORGET" },
+        inputTemplate:
+          '{"projectId": "<$.dynamodb.NewImage.projectId.S>", "requestId": "<$.dynamodb.NewImage.itemId.S>"}',
+      },
+    });
+    pipe.node.addDependency(role);
+    return pipe;
+  }
+
+  /** What the steps do: DynamoDB items, Athena queries, Parquet rewrites, purges of exports and results. */
+  private grantSteps({ store, warehouse }: DeletionWorkflowProps): void {
+    const fn = this.steps.function;
+    store.grant(fn, "deletionRequests", ["GetItem", "PutItem", "UpdateItem", "Query"]);
+    store.grant(fn, "deletionTombstones", ["PutItem"]);
+    store.grant(fn, "projectSettings", ["GetItem"]);
+
+    const stack = Stack.of(this);
+    fn.addToRolePolicy(
+      new PolicyStatement({
+        actions: ["athena:StartQueryExecution", "athena:GetQueryExecution", "athena:GetQueryResults"],
+        resources: [
+          stack.formatArn({
+            service: "athena",
+            resource: "workgroup",
+            resourceName: warehouse.workGroup.ref,
+          }),
+        ],
+      }),
+    );
+    fn.addToRolePolicy(
+      new PolicyStatement({
+        actions: ["glue:GetDatabase", "glue:GetTable", "glue:GetPartitions"],
+        resources: [
+          stack.formatArn({ service: "glue", resource: "catalog" }),
+          stack.formatArn({ service: "glue", resource: "database", resourceName: warehouse.database.ref }),
+          stack.formatArn({
+            service: "glue",
+            resource: "table",
+            resourceName: `${warehouse.database.ref}/${INTERACTIONS_TABLE}`,
+          }),
+        ],
+      }),
+    );
+
+    // The warehouse files: read (Athena and the rewrite), replaced, removed with every old version.
+    this.grantBucket(fn, warehouse.dataBucket, INTERACTIONS_PREFIX, [
+      "s3:ListBucket",
+      "s3:ListBucketVersions",
+    ]);
+    this.grantObjects(
+      fn,
+      warehouse.dataBucket,
+      INTERACTIONS_PREFIX,
+      ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"],
+      "The deletion steps read, rewrite and remove Parquet files under interactions/, and delete their old versions; which files is known only at run time.",
+    );
+    // Athena's results: written by the queries, read back, and purged when they hold deleted rows.
+    this.grantBucket(fn, warehouse.resultsBucket, "", ["s3:ListBucket", "s3:ListBucketMultipartUploads"]);
+    this.grantObjects(
+      fn,
+      warehouse.resultsBucket,
+      "",
+      [
+        "s3:GetObject",
+        "s3:PutObject",
+        "s3:DeleteObject",
+        "s3:AbortMultipartUpload",
+        "s3:ListMultipartUploadParts",
+      ],
+      "Athena writes each query's results under a new name; the deletion steps read them and delete the results of exports that hold deleted rows.",
+    );
+    // Bucket exports in the stack's export bucket that hold deleted rows are deleted.
+    this.grantBucket(fn, warehouse.exportBucket, "", ["s3:ListBucket"]);
+    this.grantObjects(
+      fn,
+      warehouse.exportBucket,
+      "",
+      ["s3:GetObject", "s3:DeleteObject"],
+      "The deletion steps read the bucket exports of a project (names made at export time) and delete those holding deleted rows.",
+    );
+  }
+
+  private grantBucket(fn: IGrantable, bucket: IBucket, prefix: string, actions: string[]): void {
+    fn.grantPrincipal.addToPrincipalPolicy(
+      new PolicyStatement({
+        actions,
+        resources: [bucket.bucketArn],
+        ...(prefix && { conditions: { StringLike: { "s3:prefix": [`${prefix}*`] } } }),
+      }),
+    );
+    fn.grantPrincipal.addToPrincipalPolicy(
+      new PolicyStatement({ actions: ["s3:GetBucketLocation"], resources: [bucket.bucketArn] }),
+    );
+  }
+
+  /** Object actions under a prefix: the names are made at run time, so cdk-nag's IAM5 is acknowledged. */
+  private grantObjects(
+    fn: LambdaFunctionResource,
+    bucket: IBucket,
+    prefix: string,
+    actions: string[],
+    reason: string,
+  ) {
+    fn.addToRolePolicy(new PolicyStatement({ actions, resources: [bucket.arnForObjects(`${prefix}*`)] }));
+    const bucketId = Stack.of(this).getLogicalId(bucket.node.defaultChild as CfnElement);
+    Validations.of(fn.role ?? fn).acknowledge({
+      id: `AwsSolutions-IAM5[Resource::<${bucketId}.Arn>/${prefix}*]`,
+      reason,
+    });
+  }
+
+  private acknowledgeStateMachineRole(): void {
+    const role = this.stateMachine.role;
+    const fnId = Stack.of(this).getLogicalId(this.steps.function.node.defaultChild as CfnElement);
+    Validations.of(role).acknowledge({
+      id: `AwsSolutions-IAM5[Resource::<${fnId}.Arn>:*]`,
+      reason:
+        "Step Functions may invoke the deletion steps function under any of its versions or aliases; it is the only function the state machine invokes.",
+    });
+    Validations.of(role).acknowledge({
+      id: "AwsSolutions-IAM5[Resource::*]",
+      reason:
+        "X-Ray tracing and CloudWatch Logs delivery for Step Functions have no resource-level permissions; AWS documents these actions with the resource '*'.",
+    });
+  }
+}

@@ -1,0 +1,238 @@
+/**
+ * The dashboard API's Lambda handler as API Gateway's HTTP API invokes it (payload format 2.0): it
+ * checks Cognito-style access tokens against the issuer's JWKS (served here by a small HTTP server),
+ * over the real DynamoDB adapters (dynalite), with BYOK keys wrapped through a KMS stand-in.
+ */
+import { generateKeyPairSync, type KeyObject, randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ScanCommand } from "@aws-sdk/client-dynamodb";
+import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from "aws-lambda";
+import { exportJWK, SignJWT } from "jose";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb/client";
+import { TABLES, tableNames } from "../../lambda/adapters/dynamodb/tables";
+import { SECURITY_HEADERS } from "../../lambda/app/middleware";
+import { personalProjectId } from "../../lambda/core/members";
+import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
+import { DASHBOARD_API_SCOPE } from "../../lib/dashboard";
+
+const CLIENT_ID = "dashboard-spa-client";
+const BYOK_KEY_ARN = "arn:aws:kms:us-east-1:123456789012:key/byok-test";
+const KID = "pool-key-1";
+const dataDir = mkdtempSync(join(tmpdir(), "dmt-dashboard-handler-"));
+const poolKey = generateKeyPairSync("rsa", { modulusLength: 2048 });
+// Same key id, another key: what a forger who read the JWKS could sign with.
+const forgerKey = generateKeyPairSync("rsa", { modulusLength: 2048 });
+
+let dynamo: EmbeddedDynamo;
+let jwks: Server;
+let kms: Server;
+/** The GenerateDataKey requests the KMS stand-in received. */
+const dataKeyRequests: { KeyId: string; KeySpec: string; EncryptionContext: Record<string, string> }[] = [];
+let issuer: string;
+let handler: (event: APIGatewayProxyEventV2) => Promise<APIGatewayProxyStructuredResultV2>;
+
+beforeAll(async () => {
+  dynamo = await startEmbeddedDynamo(dataDir);
+  const publicJwk = { ...(await exportJWK(poolKey.publicKey)), kid: KID, alg: "RS256", use: "sig" };
+  jwks = createServer((req, res) => {
+    if (req.url !== "/us-east-1_pool/.well-known/jwks.json") {
+      res.writeHead(404).end();
+      return;
+    }
+    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ keys: [publicJwk] }));
+  });
+  await new Promise<void>((resolve) => jwks.listen(0, "127.0.0.1", resolve));
+  issuer = `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/us-east-1_pool`;
+
+  // KMS's JSON protocol, GenerateDataKey only: what storing a BYOK key asks of it.
+  kms = createServer(async (req, res) => {
+    const request = JSON.parse(await readBody(req));
+    if (req.headers["x-amz-target"] !== "TrentService.GenerateDataKey") {
+      res.writeHead(400, { "content-type": "application/x-amz-json-1.1" }).end("{}");
+      return;
+    }
+    dataKeyRequests.push(request);
+    const plaintext = randomBytes(32);
+    res.writeHead(200, { "content-type": "application/x-amz-json-1.1" }).end(
+      JSON.stringify({
+        KeyId: request.KeyId,
+        Plaintext: plaintext.toString("base64"),
+        CiphertextBlob: Buffer.concat([Buffer.from("wrapped:"), randomBytes(32)]).toString("base64"),
+      }),
+    );
+  });
+  await new Promise<void>((resolve) => kms.listen(0, "127.0.0.1", resolve));
+
+  // The handler reads its configuration at import, as at a Lambda cold start.
+  Object.assign(process.env, {
+    DMT_LOG_LEVEL: "silent",
+    DMT_DYNAMODB_ENDPOINT: dynamo.endpoint,
+    DMT_DASHBOARD_ISSUER: issuer,
+    DMT_DASHBOARD_CLIENT_ID: CLIENT_ID,
+    DMT_BYOK_KEY_ARN: BYOK_KEY_ARN,
+    DMT_KMS_ENDPOINT: `http://127.0.0.1:${(kms.address() as AddressInfo).port}`,
+    AWS_ACCESS_KEY_ID: "test",
+    AWS_SECRET_ACCESS_KEY: "test",
+    DMT_ATHENA_WORKGROUP: "dmt-warehouse",
+    DMT_WAREHOUSE_DATABASE: "dmt_warehouse",
+    DMT_WAREHOUSE_TABLE: "interactions",
+    AWS_REGION: "us-east-1",
+  });
+  for (const name of Object.keys(TABLES)) process.env[`DMT_TABLE_${name.toUpperCase()}`] = `dash-${name}`;
+  await ensureTables(createDynamoClient({ endpoint: dynamo.endpoint }), tableNames(process.env));
+  const imported = (await import("../../lambda/handlers/dashboard")).handler;
+  // hono/aws-lambda declares its own event types; HTTP API v2 events are what it takes.
+  handler = (event) => imported(event as never, {} as Context) as Promise<APIGatewayProxyStructuredResultV2>;
+});
+
+afterAll(async () => {
+  await new Promise((resolve) => jwks?.close(resolve));
+  await new Promise((resolve) => kms?.close(resolve));
+  await dynamo?.close();
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+interface TokenOptions {
+  sub?: string;
+  key?: KeyObject;
+  clientId?: string;
+  issuer?: string;
+  groups?: string[];
+  expiresAt?: number;
+}
+
+/** An access token as Cognito issues them: `client_id` and `scope`, no `aud`. */
+function accessToken(options: TokenOptions = {}): Promise<string> {
+  const now = Math.floor(Date.now() / 1000);
+  return new SignJWT({
+    client_id: options.clientId ?? CLIENT_ID,
+    token_use: "access",
+    scope: `openid email profile ${DASHBOARD_API_SCOPE}`,
+    username: options.sub ?? "user-1",
+    ...(options.groups && { "cognito:groups": options.groups }),
+  })
+    .setProtectedHeader({ alg: "RS256", kid: KID })
+    .setSubject(options.sub ?? "user-1")
+    .setIssuer(options.issuer ?? issuer)
+    .setIssuedAt(now - 60)
+    .setExpirationTime(options.expiresAt ?? now + 600)
+    .sign(options.key ?? poolKey.privateKey);
+}
+
+/** What the HTTP API hands the function for `ANY /dashboard/api/{proxy+}` (payload format 2.0). */
+function event(
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body?: unknown,
+): APIGatewayProxyEventV2 {
+  const domainName = "abc123.execute-api.us-east-1.amazonaws.com";
+  return {
+    version: "2.0",
+    routeKey: "ANY /dashboard/api/{proxy+}",
+    rawPath: path,
+    rawQueryString: "",
+    headers: {
+      host: domainName,
+      ...(body === undefined ? {} : { "content-type": "application/json" }),
+      ...headers,
+    },
+    pathParameters: { proxy: path.slice("/dashboard/api/".length) },
+    isBase64Encoded: false,
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    requestContext: {
+      accountId: "123456789012",
+      apiId: "abc123",
+      domainName,
+      domainPrefix: "abc123",
+      http: { method, path, protocol: "HTTP/1.1", sourceIp: "203.0.113.7", userAgent: "test" },
+      requestId: "req-1",
+      routeKey: "ANY /dashboard/api/{proxy+}",
+      stage: "$default",
+      time: "01/Jan/2026:00:00:00 +0000",
+      timeEpoch: Date.now(),
+    },
+  };
+}
+
+const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+const json = (response: APIGatewayProxyStructuredResultV2) => JSON.parse(response.body ?? "");
+const header = (response: APIGatewayProxyStructuredResultV2, name: string) =>
+  Object.entries(response.headers ?? {}).find(([key]) => key.toLowerCase() === name.toLowerCase())?.[1];
+
+describe("dashboard handler", () => {
+  it("answers /dashboard/api/me for a valid access token, creating the personal project", async () => {
+    const token = await accessToken({ sub: "operator-1", groups: ["operators"] });
+    const response = await handler(event("GET", "/dashboard/api/me", bearer(token)));
+    expect(response.statusCode).toBe(200);
+    expect(json(response)).toEqual({
+      user: { id: "operator-1", operator: true },
+      projects: [{ projectId: personalProjectId("operator-1"), tier: "free", role: "owner", personal: true }],
+    });
+    for (const [name, value] of Object.entries(SECURITY_HEADERS)) expect(header(response, name)).toBe(value);
+    expect(header(response, "cache-control")).toBe("no-store");
+  });
+
+  it("reads operators from cognito:groups only", async () => {
+    const response = await handler(
+      event("GET", "/dashboard/api/me", bearer(await accessToken({ sub: "member-1" }))),
+    );
+    expect(json(response).user).toEqual({ id: "member-1", operator: false });
+  });
+
+  it.each([
+    ["signed with another key under the pool's key id", { key: forgerKey.privateKey }],
+    ["issued to another client", { clientId: "another-client" }],
+    ["from another issuer", { issuer: "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_other" }],
+    ["expired", { expiresAt: Math.floor(Date.now() / 1000) - 120 }],
+  ])("refuses a token %s with 401 invalid_token", async (_, options: TokenOptions) => {
+    const response = await handler(event("GET", "/dashboard/api/me", bearer(await accessToken(options))));
+    expect(response.statusCode).toBe(401);
+    expect(json(response).error).toMatchObject({ type: "authentication_error", code: "invalid_token" });
+    expect(header(response, "www-authenticate")).toContain('error="invalid_token"');
+  });
+
+  it("refuses service keys and requests without a token", async () => {
+    const withKey = await handler(event("GET", "/dashboard/api/me", bearer(`dmt_${"a".repeat(40)}`)));
+    expect(withKey.statusCode).toBe(401);
+    expect(json(withKey).error.code).toBe("invalid_token");
+    const without = await handler(event("GET", "/dashboard/api/me", {}));
+    expect(without.statusCode).toBe(401);
+    expect(json(without).error.code).toBe("missing_token");
+  });
+
+  it("stores a BYOK vendor key wrapped by the stack's KMS key, showing only its last 4 characters", async () => {
+    const token = await accessToken({ sub: "byok-user" });
+    const project = personalProjectId("byok-user");
+    await handler(event("GET", "/dashboard/api/me", bearer(token)));
+    const secret = "sk-test-byok-0123456789";
+    const stored = await handler(
+      event("PUT", `/dashboard/api/projects/${project}/vendor-keys/openai`, bearer(token), { key: secret }),
+    );
+    expect(stored.statusCode).toBe(200);
+    expect(json(stored).vendorKey).toMatchObject({ vendor: "openai", last4: "6789" });
+    expect(dataKeyRequests).toEqual([
+      { KeyId: BYOK_KEY_ARN, KeySpec: "AES_256", EncryptionContext: { "dmt:context": expect.any(String) } },
+    ]);
+    const listed = await handler(
+      event("GET", `/dashboard/api/projects/${project}/vendor-keys`, bearer(token)),
+    );
+    expect(json(listed).vendorKeys).toEqual([expect.objectContaining({ vendor: "openai", last4: "6789" })]);
+    for (const response of [stored, listed]) expect(response.body).not.toContain(secret);
+    const items = await createDynamoClient({ endpoint: dynamo.endpoint }).send(
+      new ScanCommand({ TableName: "dash-vendorKeys" }),
+    );
+    expect(JSON.stringify(items.Items)).not.toContain(secret);
+  });
+});

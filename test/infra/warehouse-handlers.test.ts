@@ -1,0 +1,521 @@
+/**
+ * The warehouse's Lambda handlers as Lambda runs them: configuration from the environment at import,
+ * the real AWS SDK clients, and small local stand-ins speaking S3's, SQS's and Athena's wire protocols
+ * (DynamoDB is dynalite). The consumer answers SQS events, the spool re-sender empties the spool, and
+ * the data API serves exports through Athena and to a project's bucket.
+ */
+import { createHash } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { APIGatewayProxyEvent, APIGatewayProxyResult, SQSBatchResponse, SQSEvent } from "aws-lambda";
+import { parquetReadObjects } from "hyparquet";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { syntheticRecord } from "../../bench/warehouse-records";
+import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb/client";
+import { DynamoExportSettings } from "../../lambda/adapters/dynamodb/export-settings";
+import { tableNames } from "../../lambda/adapters/dynamodb/tables";
+import { DynamoDeliveryLedger } from "../../lambda/adapters/queue/ledger-dynamodb";
+import { DestinationError } from "../../lambda/core/export-destination";
+import { TIER_LIMITS } from "../../lambda/core/model";
+import { type InteractionRecord, RECORD_COLUMNS } from "../../lambda/core/record";
+import { grantedContext } from "../../lambda/handlers/authorizer-context";
+import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
+
+const WAREHOUSE_BUCKET = "dmt-warehouse-data";
+const dir = mkdtempSync(join(tmpdir(), "dmt-warehouse-handlers-"));
+const tables = tableNames({}, "wh-handlers-");
+
+async function listen(handler: (req: IncomingMessage, body: Buffer, res: ServerResponse) => void) {
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => handler(req, Buffer.concat(chunks), res));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+}
+
+/** S3's REST API, path style, any bucket: PutObject, GetObject, ListObjectsV2, DeleteObject. */
+class FakeS3 {
+  readonly objects = new Map<string, Buffer>();
+  /** Writes to keys (`bucket/key`) this accepts are refused with 403, as a missing grant would be. */
+  refuse: (path: string) => boolean = () => false;
+
+  handle = (req: IncomingMessage, body: Buffer, res: ServerResponse): void => {
+    const url = new URL(req.url ?? "/", "http://s3");
+    const [, bucket = "", ...rest] = url.pathname.split("/");
+    const path = `${bucket}/${decodeURIComponent(rest.join("/"))}`;
+    const xml = (status: number, text: string) => {
+      res.writeHead(status, { "content-type": "application/xml" });
+      res.end(`<?xml version="1.0" encoding="UTF-8"?>${text}`);
+    };
+    if (req.method === "GET" && url.searchParams.get("list-type") === "2") {
+      const prefix = `${bucket}/${url.searchParams.get("prefix") ?? ""}`;
+      const contents = [...this.objects.keys()]
+        .filter((k) => k.startsWith(prefix))
+        .map(
+          (k) =>
+            `<Contents><Key>${k.slice(bucket.length + 1)}</Key><Size>${this.objects.get(k)?.length}</Size></Contents>`,
+        )
+        .join("");
+      xml(200, `<ListBucketResult><IsTruncated>false</IsTruncated>${contents}</ListBucketResult>`);
+      return;
+    }
+    if (req.method === "PUT") {
+      if (this.refuse(path)) {
+        xml(403, "<Error><Code>AccessDenied</Code><Message>no</Message></Error>");
+        return;
+      }
+      this.objects.set(path, body);
+      res.writeHead(200, { ETag: '"x"' });
+      res.end();
+      return;
+    }
+    if (req.method === "GET") {
+      const found = this.objects.get(path);
+      if (!found) {
+        xml(404, "<Error><Code>NoSuchKey</Code><Message>none</Message></Error>");
+        return;
+      }
+      res.writeHead(200, { "content-length": found.length });
+      res.end(found);
+      return;
+    }
+    if (req.method === "DELETE") {
+      this.objects.delete(path);
+      res.writeHead(204);
+      res.end();
+      return;
+    }
+    xml(400, "<Error><Code>NotImplemented</Code></Error>");
+  };
+
+  keys(prefix: string): string[] {
+    return [...this.objects.keys()].filter((k) => k.startsWith(prefix)).sort();
+  }
+}
+
+/** SQS's JSON protocol for SendMessageBatch; `down` answers 403 for one queue (a missing grant). */
+class FakeSqs {
+  readonly received: { queue: string; body: string; attributes: Record<string, { StringValue: string }> }[] =
+    [];
+  down: string | undefined;
+
+  handle = (_req: IncomingMessage, raw: Buffer, res: ServerResponse): void => {
+    const request = JSON.parse(raw.toString()) as {
+      QueueUrl: string;
+      Entries: {
+        Id: string;
+        MessageBody: string;
+        MessageAttributes?: Record<string, { StringValue: string }>;
+      }[];
+    };
+    const queue = new URL(request.QueueUrl).pathname.split("/").at(-1) ?? "";
+    if (queue === this.down) {
+      res.writeHead(403, { "content-type": "application/x-amz-json-1.0" });
+      res.end(JSON.stringify({ __type: "com.amazonaws.sqs#AccessDenied", message: "no" }));
+      return;
+    }
+    const Successful = request.Entries.map((entry) => {
+      this.received.push({ queue, body: entry.MessageBody, attributes: entry.MessageAttributes ?? {} });
+      const md5 = createHash("md5").update(entry.MessageBody).digest("hex");
+      return { Id: entry.Id, MessageId: `id-${this.received.length}`, MD5OfMessageBody: md5 };
+    });
+    res.writeHead(200, { "content-type": "application/x-amz-json-1.0" });
+    res.end(JSON.stringify({ Successful, Failed: [] }));
+  };
+
+  on(queue: string) {
+    return this.received.filter((r) => r.queue === queue);
+  }
+}
+
+/** How Athena prints a record's values in query results (UTC timestamps, nulls without a value). */
+function athenaRow(record: InteractionRecord): { Data: { VarCharValue?: string }[] } {
+  return {
+    Data: RECORD_COLUMNS.map((c) => {
+      const value = record[c.name];
+      if (value === null) return {};
+      if (c.kind === "timestamp") {
+        return { VarCharValue: new Date(value as number).toISOString().replace("T", " ").replace("Z", "") };
+      }
+      return { VarCharValue: String(value) };
+    }),
+  };
+}
+
+/** Athena's JSON API for one query at a time; answers with `rows` for the project it was asked about. */
+class FakeAthena {
+  readonly started: Record<string, unknown>[] = [];
+  rows = new Map<string, InteractionRecord[]>();
+
+  handle = (req: IncomingMessage, raw: Buffer, res: ServerResponse): void => {
+    const action = String(req.headers["x-amz-target"]).replace("AmazonAthena.", "");
+    const body = JSON.parse(raw.toString()) as Record<string, unknown>;
+    let reply: unknown = {};
+    if (action === "StartQueryExecution") {
+      this.started.push(body);
+      reply = { QueryExecutionId: `q-${this.started.length}` };
+    } else if (action === "GetQueryExecution") {
+      reply = { QueryExecution: { QueryExecutionId: body.QueryExecutionId, Status: { State: "SUCCEEDED" } } };
+    } else if (action === "GetQueryResults") {
+      const started = this.started.at(-1) as { ExecutionParameters: string[] };
+      const project = String(started.ExecutionParameters[0]).slice(1, -1);
+      const header = { Data: RECORD_COLUMNS.map((c) => ({ VarCharValue: c.name })) };
+      reply = { ResultSet: { Rows: [header, ...(this.rows.get(project) ?? []).map(athenaRow)] } };
+    }
+    res.writeHead(200, { "content-type": "application/x-amz-json-1.1" });
+    res.end(JSON.stringify(reply));
+  };
+}
+
+const s3 = new FakeS3();
+const sqs = new FakeSqs();
+const athena = new FakeAthena();
+const servers: Server[] = [];
+let dynamo: EmbeddedDynamo;
+let consumer: (event: SQSEvent) => Promise<SQSBatchResponse>;
+let resendSpool: () => Promise<void>;
+let api: (event: APIGatewayProxyEvent) => Promise<APIGatewayProxyResult>;
+const savedEnv = { ...process.env };
+
+beforeAll(async () => {
+  const [s3Server, sqsServer, athenaServer] = await Promise.all([
+    listen(s3.handle),
+    listen(sqs.handle),
+    listen(athena.handle),
+  ]);
+  servers.push(s3Server.server, sqsServer.server, athenaServer.server);
+  dynamo = await startEmbeddedDynamo(join(dir, "dynamo"));
+  const db = createDynamoClient({ endpoint: dynamo.endpoint });
+  await ensureTables(db, tables);
+  db.destroy();
+
+  // The environment the stack gives each function, pointed at the stand-ins; read at import.
+  Object.assign(process.env, {
+    AWS_REGION: "eu-west-1",
+    AWS_ACCESS_KEY_ID: "test",
+    AWS_SECRET_ACCESS_KEY: "test",
+    DMT_LOG_LEVEL: "silent",
+    DMT_S3_ENDPOINT: s3Server.url,
+    DMT_SQS_ENDPOINT: sqsServer.url,
+    DMT_ATHENA_ENDPOINT: athenaServer.url,
+    DMT_DYNAMODB_ENDPOINT: dynamo.endpoint,
+    DMT_WAREHOUSE_BUCKET: WAREHOUSE_BUCKET,
+    DMT_QUEUE_URL: `${sqsServer.url}/123456789012/records`,
+    DMT_DEAD_LETTER_QUEUE_URL: `${sqsServer.url}/123456789012/dead-letters`,
+    DMT_TABLE_WAREHOUSEDELIVERIES: tables.warehouseDeliveries,
+    DMT_TABLE_PROJECTSETTINGS: tables.projectSettings,
+    DMT_TABLE_RATELIMITS: tables.rateLimits,
+    DMT_ATHENA_WORKGROUP: "Dmt-warehouse",
+    DMT_WAREHOUSE_DATABASE: "dmt_warehouse",
+    DMT_WAREHOUSE_TABLE: "interactions",
+  });
+  consumer = (await import("../../lambda/handlers/consumer")).handler;
+  resendSpool = (await import("../../lambda/handlers/spool")).handler;
+  const apiHandler = (await import("../../lambda/handlers/api")).handler;
+  api = (event) =>
+    apiHandler(event as unknown as Parameters<typeof apiHandler>[0]) as Promise<APIGatewayProxyResult>;
+}, 60_000);
+
+afterAll(async () => {
+  process.env = savedEnv;
+  await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
+  await dynamo?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+beforeEach(() => {
+  sqs.down = undefined;
+  s3.refuse = () => false;
+});
+
+let nextMessage = 0;
+/** An SQS event as the event source mapping delivers it. */
+function sqsEvent(bodies: string[]): SQSEvent {
+  return {
+    Records: bodies.map((body) => ({
+      messageId: `msg-${++nextMessage}`,
+      receiptHandle: `rh-${nextMessage}`,
+      body,
+      attributes: {
+        ApproximateReceiveCount: "1",
+        SentTimestamp: "0",
+        SenderId: "sender",
+        ApproximateFirstReceiveTimestamp: "0",
+      },
+      messageAttributes: {},
+      md5OfBody: createHash("md5").update(body).digest("hex"),
+      eventSource: "aws:sqs",
+      eventSourceARN: "arn:aws:sqs:eu-west-1:123456789012:records",
+      awsRegion: "eu-west-1",
+    })),
+  };
+}
+
+/** The transaction ids stored in the Parquet files under a prefix of the warehouse bucket. */
+async function storedIds(prefix: string): Promise<string[]> {
+  const ids: string[] = [];
+  for (const key of s3.keys(`${WAREHOUSE_BUCKET}/${prefix}`)) {
+    const bytes = s3.objects.get(key) as Buffer;
+    const file = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
+    const rows = await parquetReadObjects({ file, columns: ["transaction_id"] });
+    ids.push(...rows.map((r) => r.transaction_id as string));
+  }
+  return ids.sort();
+}
+
+const records = (projectId: string, count: number) =>
+  Array.from({ length: count }, (_, i) => syntheticRecord(i, { projectId }));
+const ids = (list: InteractionRecord[]) => list.map((r) => r.transaction_id).sort();
+
+describe("consumer handler", () => {
+  it("writes a batch as Parquet per project and day, once, and dead-letters poison records with their error", async () => {
+    const a = records("wh-a", 3);
+    const b = records("wh-b", 2);
+    const event = sqsEvent([
+      ...[...a, ...b].map((r) => JSON.stringify(r)),
+      JSON.stringify(a[0]),
+      "not json {",
+      JSON.stringify({ transaction_id: "half a record" }),
+    ]);
+    expect(await consumer(event)).toEqual({ batchItemFailures: [] });
+
+    expect(s3.keys(`${WAREHOUSE_BUCKET}/interactions/project=wh-a/dt=2026-01-15/`)).toHaveLength(1);
+    expect(await storedIds("interactions/project=wh-a/")).toEqual(ids(a));
+    expect(await storedIds("interactions/project=wh-b/")).toEqual(ids(b));
+
+    const letters = sqs.on("dead-letters");
+    expect(letters.map((l) => l.body)).toEqual([
+      "not json {",
+      JSON.stringify({ transaction_id: "half a record" }),
+    ]);
+    expect(letters[0]?.attributes.error?.StringValue).toBe("the message body is not JSON");
+    expect(letters[0]?.attributes.source_message_id?.StringValue).toBe(event.Records[6]?.messageId);
+    expect(letters[1]?.attributes.error?.StringValue).toMatch(/.+/);
+
+    const ledger = new DynamoDeliveryLedger(
+      createDynamoClient({ endpoint: dynamo.endpoint }),
+      tables.warehouseDeliveries,
+    );
+    expect([...(await ledger.committed(ids([...a, ...b])))].sort()).toEqual(ids([...a, ...b]));
+
+    // Delivered again (SQS is at least once): nothing is written twice.
+    const files = s3.keys(`${WAREHOUSE_BUCKET}/interactions/`);
+    expect(await consumer(sqsEvent([...a, ...b].map((r) => JSON.stringify(r))))).toEqual({
+      batchItemFailures: [],
+    });
+    expect(s3.keys(`${WAREHOUSE_BUCKET}/interactions/`)).toEqual(files);
+    expect(await storedIds("interactions/project=wh-a/")).toEqual(ids(a));
+  });
+
+  it("returns exactly the messages whose file could not be written, and lands the rest", async () => {
+    const failing = records("wh-c", 3);
+    const landing = records("wh-d", 2);
+    s3.refuse = (path) => path.startsWith(`${WAREHOUSE_BUCKET}/interactions/project=wh-c/`);
+    const event = sqsEvent([...failing, ...landing].map((r) => JSON.stringify(r)));
+    const result = await consumer(event);
+    expect(result.batchItemFailures.map((f) => f.itemIdentifier).sort()).toEqual(
+      event.Records.slice(0, 3)
+        .map((r) => r.messageId)
+        .sort(),
+    );
+    expect(await storedIds("interactions/project=wh-d/")).toEqual(ids(landing));
+    expect(s3.keys(`${WAREHOUSE_BUCKET}/interactions/project=wh-c/`)).toEqual([]);
+
+    // Redelivered once the bucket takes them: they land, and nothing else is written again.
+    s3.refuse = () => false;
+    const retried = { Records: event.Records.slice(0, 3) };
+    expect(await consumer(retried)).toEqual({ batchItemFailures: [] });
+    expect(await storedIds("interactions/project=wh-c/")).toEqual(ids(failing));
+  });
+
+  it("returns the poison messages when the dead-letter queue refuses them, so SQS keeps them", async () => {
+    const good = records("wh-e", 2);
+    sqs.down = "dead-letters";
+    const event = sqsEvent([JSON.stringify(good[0]), "{poison", JSON.stringify(good[1]), "[]"]);
+    const result = await consumer(event);
+    expect(result.batchItemFailures.map((f) => f.itemIdentifier)).toEqual([
+      event.Records[1]?.messageId,
+      event.Records[3]?.messageId,
+    ]);
+    expect(await storedIds("interactions/project=wh-e/")).toEqual(ids(good));
+  });
+});
+
+describe("spool re-sender", () => {
+  it("sends every spooled record to the queue and empties the spool", async () => {
+    const spooled = records("wh-spool", 3).map((r) => JSON.stringify(r));
+    s3.objects.set(
+      `${WAREHOUSE_BUCKET}/queue-spool/20260115T120000000Z-a.jsonl`,
+      Buffer.from(spooled.slice(0, 2).join("\n")),
+    );
+    s3.objects.set(
+      `${WAREHOUSE_BUCKET}/queue-spool/20260115T120500000Z-b.jsonl`,
+      Buffer.from(spooled[2] as string),
+    );
+    await resendSpool();
+    expect(
+      sqs
+        .on("records")
+        .map((r) => r.body)
+        .filter((b) => b.includes("wh-spool")),
+    ).toEqual(spooled);
+    expect(s3.keys(`${WAREHOUSE_BUCKET}/queue-spool/`)).toEqual([]);
+  });
+
+  it("keeps the spool when the queue refuses, for the next run", async () => {
+    const body = JSON.stringify(syntheticRecord(1, { projectId: "wh-spool-kept" }));
+    const key = `${WAREHOUSE_BUCKET}/queue-spool/20260115T121000000Z-c.jsonl`;
+    s3.objects.set(key, Buffer.from(body));
+    sqs.down = "records";
+    await resendSpool();
+    expect(s3.objects.get(key)?.toString()).toBe(body);
+    sqs.down = undefined;
+    await resendSpool();
+    expect(s3.keys(`${WAREHOUSE_BUCKET}/queue-spool/`)).toEqual([]);
+    expect(sqs.on("records").some((r) => r.body === body)).toBe(true);
+  }, 30_000);
+});
+
+/** A POST the data API gets from API Gateway, with the authorizer's context for a key of `projectId`. */
+function exportEvent(projectId: string, body: unknown): APIGatewayProxyEvent {
+  const context = grantedContext({
+    projectId,
+    keyId: "whkey00000000000",
+    tier: "pro",
+    rateLimit: TIER_LIMITS.pro,
+  });
+  return {
+    resource: "/api/v1/{proxy+}",
+    path: "/api/v1/exports",
+    httpMethod: "POST",
+    headers: { Host: "abc123.execute-api.eu-west-1.amazonaws.com", "Content-Type": "application/json" },
+    multiValueHeaders: {
+      Host: ["abc123.execute-api.eu-west-1.amazonaws.com"],
+      "Content-Type": ["application/json"],
+    },
+    queryStringParameters: null,
+    multiValueQueryStringParameters: null,
+    pathParameters: { proxy: "exports" },
+    stageVariables: null,
+    body: JSON.stringify(body),
+    isBase64Encoded: false,
+    requestContext: {
+      stage: "prod",
+      path: "/prod/api/v1/exports",
+      domainName: "abc123.execute-api.eu-west-1.amazonaws.com",
+      authorizer: {
+        ...Object.fromEntries(Object.entries(context).map(([k, v]) => [k, String(v)])),
+        principalId: "whkey00000000000",
+      },
+    } as unknown as APIGatewayProxyEvent["requestContext"],
+  };
+}
+
+const contentType = (response: APIGatewayProxyResult) => response.multiValueHeaders?.["content-type"]?.[0];
+
+describe("data API exports", () => {
+  const range = { start: "2026-01-15", end: "2026-01-15" };
+
+  it("queries Athena through the workgroup, scoped to the caller's project, with parameters", async () => {
+    const rows = records("wh-x", 4);
+    athena.rows.set("wh-x", rows);
+    const response = await api(
+      exportEvent("wh-x", { format: "json", range, filters: { model: "gpt-4o-mini" } }),
+    );
+    expect(response.statusCode).toBe(200);
+    expect(contentType(response)).toMatch(/^application\/json/);
+    const body = JSON.parse(response.body) as Record<string, unknown>[];
+    expect(body.map((r) => r.transaction_id)).toEqual(rows.map((r) => r.transaction_id));
+    expect(body[0]?.started_at).toBe(new Date(rows[0]?.started_at as number).toISOString());
+
+    const query = athena.started.at(-1) as {
+      QueryString: string;
+      WorkGroup: string;
+      ExecutionParameters: string[];
+      QueryExecutionContext: { Database: string };
+    };
+    expect(query.WorkGroup).toBe("Dmt-warehouse");
+    expect(query.QueryExecutionContext.Database).toBe("dmt_warehouse");
+    expect(query.QueryString).toContain('FROM "dmt_warehouse"."interactions" WHERE');
+    expect(query.QueryString).not.toContain("wh-x");
+    expect(query.ExecutionParameters).toEqual([
+      "'wh-x'",
+      "'2026-01-15'",
+      "'2026-01-15'",
+      "'wh-x'",
+      "'gpt-4o-mini'",
+    ]);
+  });
+
+  it("writes the export to the project's s3:// destination and answers its URL and a presigned download", async () => {
+    const rows = records("wh-y", 3);
+    athena.rows.set("wh-y", rows);
+    const settings = new DynamoExportSettings(
+      createDynamoClient({ endpoint: dynamo.endpoint }),
+      tables.projectSettings,
+    );
+    await settings.setExportDestination("wh-y", "s3://acme-exports/dmt/wh-y");
+    const response = await api(exportEvent("wh-y", { format: "csv", range }));
+    expect(response.statusCode).toBe(200);
+    const answer = JSON.parse(response.body) as {
+      export_url: string;
+      download_url: string;
+      expires_at: string;
+    };
+    expect(answer.export_url).toMatch(
+      /^s3:\/\/acme-exports\/dmt\/wh-y\/\d{8}T\d{9}Z-dmt-export-wh-y-2026-01-15-to-2026-01-15\.csv$/,
+    );
+    const key = answer.export_url.slice("s3://".length);
+    const csv = s3.objects.get(key)?.toString() ?? "";
+    expect(csv.trimEnd().split("\r\n")).toHaveLength(1 + rows.length);
+    const download = new URL(answer.download_url);
+    expect(download.host).toBe("acme-exports.s3.eu-west-1.amazonaws.com");
+    expect(download.pathname).toBe(`/${key.slice("acme-exports/".length)}`);
+    expect(download.searchParams.get("X-Amz-Expires")).toBe("3600");
+    expect(Date.parse(answer.expires_at)).toBeGreaterThan(Date.now());
+
+    // Cleared, exports stream back again.
+    await settings.setExportDestination("wh-y", undefined);
+    const streamed = await api(exportEvent("wh-y", { format: "csv", range }));
+    expect(contentType(streamed)).toMatch(/^text\/csv/);
+  });
+
+  it("answers bad requests in the service's error shape before querying", async () => {
+    const before = athena.started.length;
+    const response = await api(exportEvent("wh-x", { format: "xml", range }));
+    expect(response.statusCode).toBe(400);
+    expect(JSON.parse(response.body)).toMatchObject({ error: { type: "invalid_request_error" } });
+    expect(athena.started.length).toBe(before);
+  });
+});
+
+describe("DynamoDB export settings", () => {
+  it("keep only s3:// destinations, normalized, and clear them", async () => {
+    const settings = new DynamoExportSettings(
+      createDynamoClient({ endpoint: dynamo.endpoint }),
+      tables.projectSettings,
+    );
+    expect(await settings.getExportDestination("wh-none")).toBeUndefined();
+    await settings.setExportDestination("wh-s", "s3://bucket-one/a/b");
+    expect(await settings.getExportDestination("wh-s")).toEqual({
+      kind: "s3",
+      url: "s3://bucket-one/a/b/",
+      bucket: "bucket-one",
+      prefix: "a/b/",
+    });
+    await expect(settings.setExportDestination("wh-s", "file:///tmp/exports")).rejects.toThrow(
+      DestinationError,
+    );
+    await expect(settings.setExportDestination("wh-s", "s3://Not_A_Bucket/")).rejects.toThrow(
+      DestinationError,
+    );
+    expect((await settings.getExportDestination("wh-s"))?.url).toBe("s3://bucket-one/a/b/");
+    await settings.setExportDestination("wh-s", undefined);
+    expect(await settings.getExportDestination("wh-s")).toBeUndefined();
+  });
+});
