@@ -88,6 +88,8 @@ export class DeletionWorkflow extends Construct {
         DMT_TABLE_DELETIONREQUESTS: store.tables.deletionRequests.tableName,
         DMT_TABLE_DELETIONTOMBSTONES: store.tables.deletionTombstones.tableName,
         DMT_TABLE_PROJECTSETTINGS: store.tables.projectSettings.tableName,
+        DMT_TABLE_INTERACTIONS: store.tables.interactions.tableName,
+        DMT_TABLE_USAGEROLLUPS: store.tables.usageRollups.tableName,
         DMT_WAREHOUSE_BUCKET: warehouse.dataBucket.bucketName,
         DMT_ATHENA_WORKGROUP: warehouse.workGroup.ref,
         DMT_WAREHOUSE_DATABASE: warehouse.database.ref,
@@ -267,6 +269,16 @@ export class DeletionWorkflow extends Construct {
     store.grant(fn, "deletionRequests", ["GetItem", "PutItem", "UpdateItem", "Query"]);
     store.grant(fn, "deletionTombstones", ["PutItem"]);
     store.grant(fn, "projectSettings", ["GetItem"]);
+    // The dashboard's interactions index: a user's entries found on its byUser index, each record and
+    // entry read and deleted, its figures taken off the rollups.
+    store.grant(fn, "interactions", ["GetItem", "DeleteItem"]);
+    fn.addToRolePolicy(
+      new PolicyStatement({
+        actions: ["dynamodb:Query"],
+        resources: [`${store.tables.interactions.tableArn}/index/byUser`],
+      }),
+    );
+    store.grant(fn, "usageRollups", ["UpdateItem"]);
 
     const stack = Stack.of(this);
     fn.addToRolePolicy(

@@ -13,6 +13,7 @@ import {
 import type { IFunction } from "aws-cdk-lib/aws-lambda";
 import { FilterPattern, type ILogGroup, MetricFilter } from "aws-cdk-lib/aws-logs";
 import type { IQueue } from "aws-cdk-lib/aws-sqs";
+import type { IStateMachine } from "aws-cdk-lib/aws-stepfunctions";
 import { Construct } from "constructs";
 
 export interface ObservabilityProps {
@@ -184,6 +185,29 @@ export class Observability extends Construct {
       new GraphWidget({
         title: "Warehouse: dead letters, spooled and lost records",
         left: [deadLetters, spooled, lost],
+      }),
+    );
+  }
+
+  /** The deletion workflow: its steps function's row, and an alarm on every failed deletion run. */
+  addDeletion(steps: IFunction, stateMachine: IStateMachine): void {
+    this.addFunction("DeletionSteps", steps);
+    const failed = stateMachine.metricFailed({ statistic: "Sum", period: FIVE_MINUTES });
+    this.alarm("DeletionFailed", failed, {
+      description:
+        "A deletion run failed in the last 5 minutes; GET /api/v1/data/{request_id} and the state machine's execution say why.",
+      threshold: 1,
+      evaluationPeriods: 1,
+      datapointsToAlarm: 1,
+    });
+    this.dashboard.addWidgets(
+      new GraphWidget({
+        title: "Deletion runs: started, succeeded, failed",
+        left: [
+          stateMachine.metricStarted({ statistic: "Sum", period: FIVE_MINUTES }),
+          stateMachine.metricSucceeded({ statistic: "Sum", period: FIVE_MINUTES }),
+          failed,
+        ],
       }),
     );
   }

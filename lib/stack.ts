@@ -174,6 +174,7 @@ export class DmtStack extends Stack {
       vendors: VENDORS,
     });
     this.observability.addFunction("CreditSweeper", this.metering.sweeper.function);
+    this.observability.addDeletion(this.deletion.steps.function, this.deletion.stateMachine);
     this.observability.addAlarmOverview();
 
     this.addOutputs();

@@ -233,6 +233,8 @@ export class Warehouse extends Construct {
         DMT_WAREHOUSE_BUCKET: this.dataBucket.bucketName,
         DMT_DEAD_LETTER_QUEUE_URL: this.deadLetterQueue.queueUrl,
         DMT_TABLE_WAREHOUSEDELIVERIES: props.store.tables.warehouseDeliveries.tableName,
+        DMT_TABLE_INTERACTIONS: props.store.tables.interactions.tableName,
+        DMT_TABLE_USAGEROLLUPS: props.store.tables.usageRollups.tableName,
       },
     });
     const consumer = this.consumer.function;
@@ -252,6 +254,9 @@ export class Warehouse extends Construct {
       "The consumer writes Parquet files under interactions/, named by partition and content.",
     );
     props.store.grant(consumer, "warehouseDeliveries", ["BatchGetItem", "BatchWriteItem"]);
+    // The dashboard's interactions index (entries read and written in batches) and its rollups.
+    props.store.grant(consumer, "interactions", ["BatchGetItem", "BatchWriteItem"]);
+    props.store.grant(consumer, "usageRollups", ["UpdateItem"]);
     // Poison records go to the dead-letter queue with their error (the consumer sends them itself).
     this.deadLetterQueue.grantSendMessages(consumer);
 

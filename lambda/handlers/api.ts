@@ -12,6 +12,7 @@ import { rateLimitMiddleware } from "../app/metering-rate-limit";
 import { ApiError } from "../core/errors";
 import { authorizerAuth } from "./authorizer-context";
 import { parseDataApiConfig } from "./config";
+import { deletionRoutesFromEnv } from "./deletion-routes";
 import { lambdaTelemetry, MetricUnit } from "./telemetry";
 import { createAthenaClient, createS3Client } from "./warehouse";
 
@@ -24,7 +25,8 @@ const ATHENA_TIMEOUT_MS = 20_000;
 /**
  * The data API (`/api/v1/...`) behind API Gateway: the same app as locally, auth from the authorizer;
  * exports query the warehouse through Athena and, for a project with a bucket destination, are written
- * to that `s3://` bucket (which the stack must let this function write to: docs/aws.md).
+ * to that `s3://` bucket (which the stack must let this function write to: docs/aws.md). Deletion
+ * requests are stored in DynamoDB, whose stream starts the deletion workflow.
  */
 const config = parseDataApiConfig(process.env);
 const telemetry = lambdaTelemetry(config, "data-api");
@@ -64,6 +66,7 @@ const serve = handle(
       },
       logger,
     },
+    deletion: deletionRoutesFromEnv(process.env, logger),
   }),
 );
 

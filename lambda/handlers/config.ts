@@ -80,6 +80,10 @@ const consumer = z.extend(base, {
   DMT_WAREHOUSE_BUCKET: text,
   DMT_DEAD_LETTER_QUEUE_URL: httpUrl,
   DMT_TABLE_WAREHOUSEDELIVERIES: text,
+  DMT_TABLE_DELETIONTOMBSTONES: text,
+  /** The dashboard's interactions index and the rollups it keeps in step. */
+  DMT_TABLE_INTERACTIONS: text,
+  DMT_TABLE_USAGEROLLUPS: text,
   ...awsEndpoints,
 });
 

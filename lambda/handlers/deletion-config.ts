@@ -11,6 +11,9 @@ const steps = z.object({
   DMT_TABLE_DELETIONREQUESTS: text,
   DMT_TABLE_DELETIONTOMBSTONES: text,
   DMT_TABLE_PROJECTSETTINGS: text,
+  /** The dashboard's interactions index and rollups, purged too. */
+  DMT_TABLE_INTERACTIONS: text,
+  DMT_TABLE_USAGEROLLUPS: text,
   DMT_WAREHOUSE_BUCKET: text,
   DMT_ATHENA_WORKGROUP: text,
   DMT_WAREHOUSE_DATABASE: text,

@@ -1,5 +1,6 @@
 import { createDynamoClient } from "../adapters/dynamodb/client";
 import { DynamoExportSettings } from "../adapters/dynamodb/export-settings";
+import { DynamoInteractionIndex } from "../adapters/dynamodb/interactions";
 import { S3ObjectStore } from "../adapters/objectstore/s3";
 import { type DeletionState, type DeletionTaskEvent, runDeletionStep } from "../core/deletion-steps";
 import { jsonLogger } from "../core/logger";
@@ -38,6 +39,11 @@ const steps = createDeletionSteps({
       return new S3ObjectStore(s3, destination.bucket);
     }),
     new QueryResultsPurger(new S3ObjectStore(s3, config.DMT_ATHENA_RESULTS_BUCKET)),
+    // The dashboard's interactions index and its rollups.
+    new DynamoInteractionIndex(db, {
+      interactions: config.DMT_TABLE_INTERACTIONS,
+      usageRollups: config.DMT_TABLE_USAGEROLLUPS,
+    }),
   ],
   logger: jsonLogger(config.DMT_LOG_LEVEL),
 });

@@ -45,6 +45,9 @@ function definitionOf(definition: unknown): Asl {
 
 const logicalId = (construct: { node: { defaultChild?: unknown } }) =>
   stack.getLogicalId(construct.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0]);
+const arnOf = (construct: { node: { defaultChild?: unknown } }) => ({
+  "Fn::GetAtt": [logicalId(construct), "Arn"],
+});
 
 beforeAll(() => {
   const context = JSON.parse(readFileSync(join(REPO_ROOT, "cdk.json"), "utf8")).context as Record<
@@ -288,6 +291,36 @@ describe("starting and wiring", () => {
     ]) {
       expect(steps).toContain(action);
     }
+    // The dashboard's index and rollups: exactly what a purge sends, on the user index only.
+    const onTable = (roleId: string, table: { node: { defaultChild?: unknown } }) =>
+      statementsOf(roleId).filter(
+        (st) => JSON.stringify((st as { Resource?: unknown }).Resource) === JSON.stringify(arnOf(table)),
+      );
+    const stepsRole = roleOf(stack.deletion.steps.function);
+    expect(onTable(stepsRole, stack.store.tables.interactions)).toEqual([
+      {
+        Action: ["dynamodb:DeleteItem", "dynamodb:GetItem"],
+        Effect: "Allow",
+        Resource: arnOf(stack.store.tables.interactions),
+      },
+    ]);
+    expect(onTable(stepsRole, stack.store.tables.usageRollups)).toEqual([
+      { Action: "dynamodb:UpdateItem", Effect: "Allow", Resource: arnOf(stack.store.tables.usageRollups) },
+    ]);
+    expect(statementsOf(stepsRole)).toContainEqual({
+      Action: "dynamodb:Query",
+      Effect: "Allow",
+      Resource: {
+        "Fn::Join": ["", [arnOf(stack.store.tables.interactions), "/index/byUser"]],
+      },
+    });
+    const stepsEnv = resources[logicalId(stack.deletion.steps.function)]?.Properties.Environment as {
+      Variables: Record<string, unknown>;
+    };
+    expect(stepsEnv.Variables).toMatchObject({
+      DMT_TABLE_INTERACTIONS: { Ref: logicalId(stack.store.tables.interactions) },
+      DMT_TABLE_USAGEROLLUPS: { Ref: logicalId(stack.store.tables.usageRollups) },
+    });
     expect(actionsOf(roleOf(stack.dataApi.function))).toEqual(expect.arrayContaining(["dynamodb:PutItem"]));
     const consumer = stack.warehouse.consumer.function;
     expect(actionsOf(roleOf(consumer))).toContain("dynamodb:Query");
@@ -297,6 +330,26 @@ describe("starting and wiring", () => {
     expect(env.Variables.DMT_TABLE_DELETIONTOMBSTONES).toEqual({
       Ref: logicalId(stack.store.tables.deletionTombstones),
     });
+  });
+});
+
+describe("observability", () => {
+  it("alarms on a failed deletion run and watches the steps function", () => {
+    const alarms = Object.values(resources).filter((r) => r.Type === "AWS::CloudWatch::Alarm");
+    const failed = alarms.filter((a) => a.Properties.MetricName === "ExecutionsFailed");
+    expect(failed).toHaveLength(1);
+    expect(failed[0]?.Properties).toMatchObject({
+      Namespace: "AWS/States",
+      Dimensions: [{ Name: "StateMachineArn", Value: { Ref: logicalId(stack.deletion.stateMachine) } }],
+      Statistic: "Sum",
+      Period: 300,
+      Threshold: 1,
+      ComparisonOperator: "GreaterThanOrEqualToThreshold",
+    });
+    const throttles = alarms.filter((a) => a.Properties.MetricName === "Throttles");
+    expect(throttles.map((a) => a.Properties.Dimensions)).toContainEqual([
+      { Name: "FunctionName", Value: { Ref: logicalId(stack.deletion.steps.function) } },
+    ]);
   });
 });
 

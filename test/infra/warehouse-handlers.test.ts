@@ -16,11 +16,13 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { syntheticRecord } from "../../bench/warehouse-records";
 import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb/client";
 import { DynamoExportSettings } from "../../lambda/adapters/dynamodb/export-settings";
+import { DynamoInteractionIndex } from "../../lambda/adapters/dynamodb/interactions";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { DynamoDeliveryLedger } from "../../lambda/adapters/queue/ledger-dynamodb";
 import { DestinationError } from "../../lambda/core/export-destination";
 import { TIER_LIMITS } from "../../lambda/core/model";
 import { type InteractionRecord, RECORD_COLUMNS } from "../../lambda/core/record";
+import { DynamoTombstones } from "../../lambda/deletion/tombstones-dynamodb";
 import { grantedContext } from "../../lambda/handlers/authorizer-context";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 
@@ -210,6 +212,10 @@ beforeAll(async () => {
     DMT_TABLE_WAREHOUSEDELIVERIES: tables.warehouseDeliveries,
     DMT_TABLE_PROJECTSETTINGS: tables.projectSettings,
     DMT_TABLE_RATELIMITS: tables.rateLimits,
+    DMT_TABLE_DELETIONREQUESTS: tables.deletionRequests,
+    DMT_TABLE_DELETIONTOMBSTONES: tables.deletionTombstones,
+    DMT_TABLE_INTERACTIONS: tables.interactions,
+    DMT_TABLE_USAGEROLLUPS: tables.usageRollups,
     DMT_ATHENA_WORKGROUP: "Dmt-warehouse",
     DMT_WAREHOUSE_DATABASE: "dmt_warehouse",
     DMT_WAREHOUSE_TABLE: "interactions",
@@ -302,6 +308,11 @@ describe("consumer handler", () => {
       tables.warehouseDeliveries,
     );
     expect([...(await ledger.committed(ids([...a, ...b])))].sort()).toEqual(ids([...a, ...b]));
+    // The dashboard's index has each written record.
+    const index = new DynamoInteractionIndex(createDynamoClient({ endpoint: dynamo.endpoint }), tables);
+    for (const record of [...a, ...b]) {
+      expect(await index.get(record.project_id, record.transaction_id)).toEqual(record);
+    }
 
     // Delivered again (SQS is at least once): nothing is written twice.
     const files = s3.keys(`${WAREHOUSE_BUCKET}/interactions/`);
@@ -331,6 +342,25 @@ describe("consumer handler", () => {
     const retried = { Records: event.Records.slice(0, 3) };
     expect(await consumer(retried)).toEqual({ batchItemFailures: [] });
     expect(await storedIds("interactions/project=wh-c/")).toEqual(ids(failing));
+  });
+
+  it("drops the records a deletion's tombstone covers, from the files and the index", async () => {
+    const kept = records("wh-t", 1);
+    const deleted = syntheticRecord(1, { projectId: "wh-t" });
+    const db = createDynamoClient({ endpoint: dynamo.endpoint });
+    await new DynamoTombstones(db, tables.deletionTombstones).put({
+      projectId: "wh-t",
+      requestId: "del_tombstoned",
+      upTo: deleted.started_at,
+      transactionIds: [deleted.transaction_id],
+    });
+    expect(await consumer(sqsEvent([...kept, deleted].map((r) => JSON.stringify(r))))).toEqual({
+      batchItemFailures: [],
+    });
+    expect(await storedIds("interactions/project=wh-t/")).toEqual(ids(kept));
+    const index = new DynamoInteractionIndex(db, tables);
+    expect(await index.get("wh-t", deleted.transaction_id)).toBeUndefined();
+    expect(await index.get("wh-t", kept[0]?.transaction_id ?? "")).toEqual(kept[0]);
   });
 
   it("returns the poison messages when the dead-letter queue refuses them, so SQS keeps them", async () => {
@@ -381,8 +411,16 @@ describe("spool re-sender", () => {
   }, 30_000);
 });
 
-/** A POST the data API gets from API Gateway, with the authorizer's context for a key of `projectId`. */
-function exportEvent(projectId: string, body: unknown): APIGatewayProxyEvent {
+/** A POST to `/api/v1/exports`. */
+const exportEvent = (projectId: string, body: unknown) => dataApiEvent(projectId, "POST", "exports", body);
+
+/** A request the data API gets from API Gateway, with the authorizer's context for a key of `projectId`. */
+function dataApiEvent(
+  projectId: string,
+  method: "GET" | "POST",
+  subPath: string,
+  body?: unknown,
+): APIGatewayProxyEvent {
   const context = grantedContext({
     projectId,
     keyId: "whkey00000000000",
@@ -391,8 +429,8 @@ function exportEvent(projectId: string, body: unknown): APIGatewayProxyEvent {
   });
   return {
     resource: "/api/v1/{proxy+}",
-    path: "/api/v1/exports",
-    httpMethod: "POST",
+    path: `/api/v1/${subPath}`,
+    httpMethod: method,
     headers: { Host: "abc123.execute-api.eu-west-1.amazonaws.com", "Content-Type": "application/json" },
     multiValueHeaders: {
       Host: ["abc123.execute-api.eu-west-1.amazonaws.com"],
@@ -400,13 +438,13 @@ function exportEvent(projectId: string, body: unknown): APIGatewayProxyEvent {
     },
     queryStringParameters: null,
     multiValueQueryStringParameters: null,
-    pathParameters: { proxy: "exports" },
+    pathParameters: { proxy: subPath },
     stageVariables: null,
-    body: JSON.stringify(body),
+    body: body === undefined ? null : JSON.stringify(body),
     isBase64Encoded: false,
     requestContext: {
       stage: "prod",
-      path: "/prod/api/v1/exports",
+      path: `/prod/api/v1/${subPath}`,
       domainName: "abc123.execute-api.eu-west-1.amazonaws.com",
       authorizer: {
         ...Object.fromEntries(Object.entries(context).map(([k, v]) => [k, String(v)])),
@@ -491,6 +529,25 @@ describe("data API exports", () => {
     expect(response.statusCode).toBe(400);
     expect(JSON.parse(response.body)).toMatchObject({ error: { type: "invalid_request_error" } });
     expect(athena.started.length).toBe(before);
+  });
+});
+
+describe("data API deletion requests", () => {
+  it("stores a request (the table's stream starts the workflow) and answers it to its project only", async () => {
+    const created = await api(
+      dataApiEvent("wh-del", "POST", "data", { reason: "user asked", transaction_ids: ["txn_wh-del_0"] }),
+    );
+    expect(created.statusCode).toBe(202);
+    const { request_id } = JSON.parse(created.body) as { request_id: string };
+    expect(request_id).toMatch(/^del_/);
+
+    const read = await api(dataApiEvent("wh-del", "GET", `data/${request_id}`));
+    expect(read.statusCode).toBe(200);
+    expect(JSON.parse(read.body)).toMatchObject({ request_id, status: "queued", transaction_ids: 1 });
+
+    const other = await api(dataApiEvent("wh-other", "GET", `data/${request_id}`));
+    expect(other.statusCode).toBe(404);
+    expect(JSON.parse(other.body)).toMatchObject({ error: { code: expect.any(String) } });
   });
 });
 

@@ -151,7 +151,7 @@ describe("consumer", () => {
     });
   });
 
-  it("runs 60 s with 1 GB and knows its bucket, dead-letter queue and delivery ledger", () => {
+  it("runs 60 s with 1 GB and knows its bucket, dead-letter queue, delivery ledger and index tables", () => {
     const props = resources[id(warehouse().consumer.function)]?.Properties ?? {};
     expect(props.Timeout).toBe(60);
     expect(props.MemorySize).toBe(1024);
@@ -159,6 +159,8 @@ describe("consumer", () => {
       DMT_WAREHOUSE_BUCKET: { Ref: id(warehouse().dataBucket) },
       DMT_DEAD_LETTER_QUEUE_URL: { Ref: id(warehouse().deadLetterQueue) },
       DMT_TABLE_WAREHOUSEDELIVERIES: { Ref: id(stack.store.tables.warehouseDeliveries) },
+      DMT_TABLE_INTERACTIONS: { Ref: id(stack.store.tables.interactions) },
+      DMT_TABLE_USAGEROLLUPS: { Ref: id(stack.store.tables.usageRollups) },
     });
   });
 
@@ -171,11 +173,17 @@ describe("consumer", () => {
         Resource: objectsArn(warehouse().dataBucket, INTERACTIONS_PREFIX),
       },
     ]);
-    expect(onService(statements, "dynamodb")).toContainEqual({
-      Action: ["dynamodb:BatchGetItem", "dynamodb:BatchWriteItem"],
-      Effect: "Allow",
-      Resource: getAtt(stack.store.tables.warehouseDeliveries),
-    });
+    // Its ledger, the dashboard's index (batches of entries) and rollups, and the deletion tombstones.
+    expect(onService(statements, "dynamodb")).toEqual([
+      {
+        Action: ["dynamodb:BatchGetItem", "dynamodb:BatchWriteItem"],
+        Effect: "Allow",
+        // CDK merges the two tables' identical grants.
+        Resource: [getAtt(stack.store.tables.interactions), getAtt(stack.store.tables.warehouseDeliveries)],
+      },
+      { Action: "dynamodb:UpdateItem", Effect: "Allow", Resource: getAtt(stack.store.tables.usageRollups) },
+      { Action: "dynamodb:Query", Effect: "Allow", Resource: getAtt(stack.store.tables.deletionTombstones) },
+    ]);
     const sqs = onService(statements, "sqs");
     expect(sqs.find((s) => actionsOf(s).includes("sqs:SendMessage"))?.Resource).toEqual(
       getAtt(warehouse().deadLetterQueue),
