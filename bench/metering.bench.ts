@@ -293,7 +293,15 @@ async function main(): Promise<void> {
     }
   } finally {
     for (const server of servers) await server.stop("SIGINT");
-    for (const child of children) child.kill("SIGTERM");
+    // The store's process writes its folder until it has exited: wait for that before removing it.
+    const exited = children.map((child) =>
+      child.exitCode === null ? new Promise((resolve) => child.once("exit", resolve)) : undefined,
+    );
+    for (const child of children) {
+      child.kill("SIGTERM");
+      setTimeout(() => child.kill("SIGKILL"), 10_000).unref();
+    }
+    await Promise.all(exited);
     for (const dir of [storeDir, offDir, onDir]) rmSync(dir, { recursive: true, force: true });
   }
 

@@ -36,6 +36,9 @@ const VENDOR_KEY = "sk-bench-vendor-key";
 const ROOT = new URL("..", import.meta.url).pathname;
 const PORTKEY_DIR = join(ROOT, "bench/portkey");
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
+// The relay alone, as the other targets are; bench/metering.bench.ts measures what metering adds (and
+// with metering on, this bench's project, which has no credits, would get 402s).
+process.env.DMT_METERING ??= "off";
 
 const CHAT = JSON.stringify({
   model: "gpt-4o-mini",

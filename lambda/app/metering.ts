@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import {
   type CreditStore,
   type Hold,
@@ -47,6 +48,9 @@ interface CallState {
 }
 
 const MAX_NAMED_MODEL = 256;
+/** Settlement attempts (each with the store client's own retries) and the first pause: ~4 s in all. */
+const SETTLE_ATTEMPTS = 5;
+const SETTLE_RETRY_BASE_MS = 250;
 const decoder = new TextDecoder();
 
 /**
@@ -125,25 +129,44 @@ export function createMetering(deps: MeteringDeps): ProxyHooks {
       const state = states.get(call);
       if (!state) return;
       const cost = costOf(call, state, outcome, deps.logger);
-      if (call.billing) call.billing.costMicros = cost;
+      // A managed call's record says what the credits paid: the settlement charges at most the hold
+      // (the ledger keeps any excess as uncollected), so the records' costs sum to the balance's change.
+      const charged = state.hold && cost !== undefined ? Math.min(cost, state.hold.micros) : cost;
+      if (call.billing) call.billing.costMicros = charged;
       await Promise.all([settle(call, state, cost), finishIdempotency(call, state, outcome)]);
     },
   };
 
+  /**
+   * Settles or releases the hold, retried a few times over seconds (each attempt is idempotent by hold
+   * id): a hold left open is released in full by the sweeper, so a settlement given up on is a call that
+   * goes unpaid.
+   */
   async function settle(call: ProxyCall, state: CallState, cost: number | undefined): Promise<void> {
     const hold = state.hold;
     if (!hold) return;
-    try {
-      if (cost !== undefined && cost > 0) await deps.credits.settle(hold, Math.min(cost, MAX_CALL_MICROS));
-      else await deps.credits.release(hold);
-    } catch (err) {
-      // The hold stays open; the sweeper releases it once it expires.
-      deps.logger.error("credit settlement failed", {
-        ...errorFields(err),
-        projectId: hold.projectId,
-        holdId: hold.holdId,
-        endpoint: call.endpoint,
-      });
+    for (let attempt = 1; ; attempt++) {
+      try {
+        if (cost !== undefined && cost > 0) await deps.credits.settle(hold, Math.min(cost, MAX_CALL_MICROS));
+        else await deps.credits.release(hold);
+        return;
+      } catch (err) {
+        const final = attempt >= SETTLE_ATTEMPTS;
+        deps.logger[final ? "error" : "warn"](
+          final
+            ? "credit settlement failed; the sweeper releases the hold at expiry"
+            : "credit settlement retried",
+          {
+            ...errorFields(err),
+            attempt,
+            projectId: hold.projectId,
+            holdId: hold.holdId,
+            endpoint: call.endpoint,
+          },
+        );
+        if (final) return;
+        await sleep(SETTLE_RETRY_BASE_MS * 2 ** (attempt - 1));
+      }
     }
   }
 

@@ -211,9 +211,13 @@ async function beforeForwarding(
   return decision.value ?? undefined;
 }
 
+/** Our id of the call on every response it gets: the `transaction_id` that finds its record. */
+export const TRANSACTION_ID_HEADER = "x-dmt-transaction-id";
+
 function newCall(c: Context<AppEnv>, vendor: VendorDefinition): ProxyCall {
+  const id = randomUUID();
   return {
-    id: randomUUID(),
+    id,
     vendor: vendor.name,
     endpoint: endpointOf(c.req.path) ?? `${vendor.name}:/`,
     method: c.req.method,
@@ -229,7 +233,7 @@ function newCall(c: Context<AppEnv>, vendor: VendorDefinition): ProxyCall {
     rawBody: undefined,
     body: undefined,
     form: undefined,
-    responseHeaders: {},
+    responseHeaders: { [TRANSACTION_ID_HEADER]: id },
     billing: undefined,
   };
 }

@@ -35,21 +35,27 @@ const IMAGE_OUTPUT_TOKENS = 8_192;
 
 const utf8 = new TextEncoder();
 
-/** A bound of the input tokens of a JSON request: every key and string counted, media as blobs. */
+/**
+ * A bound of the input tokens of a JSON request: every key and string counted, media as blobs. Walked
+ * with a stack of its own: a body nested deeper than the call stack is sized, not a crash.
+ */
 export function estimateInputTokens(value: unknown): number {
-  if (typeof value === "string") return stringTokens(value);
-  if (Array.isArray(value)) {
-    let sum = 0;
-    for (const item of value) sum += estimateInputTokens(item);
-    return sum;
+  let sum = 0;
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const item = pending.pop();
+    if (typeof item === "string") sum += stringTokens(item);
+    else if (Array.isArray(item)) for (const element of item) pending.push(element);
+    else if (typeof item === "object" && item !== null) {
+      for (const [key, element] of Object.entries(item)) {
+        sum += stringTokens(key);
+        pending.push(element);
+      }
+    }
+    // Numbers, booleans and null: a token or two each.
+    else if (item !== undefined) sum += 2;
   }
-  if (typeof value === "object" && value !== null) {
-    let sum = 0;
-    for (const [key, item] of Object.entries(value)) sum += stringTokens(key) + estimateInputTokens(item);
-    return sum;
-  }
-  // Numbers, booleans and null: a token or two each.
-  return value === undefined ? 0 : 2;
+  return sum;
 }
 
 function stringTokens(text: string): number {

@@ -1,8 +1,7 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import type { AddressInfo } from "node:net";
 import { join } from "node:path";
+import { Worker } from "node:worker_threads";
 import { ListTablesCommand } from "@aws-sdk/client-dynamodb";
-import dynalite from "dynalite";
 import { createDynamoClient } from "../adapters/dynamodb/client";
 
 /**
@@ -19,18 +18,26 @@ const DISCOVERY = "store.json";
 
 export async function startEmbeddedDynamo(dataDir: string): Promise<EmbeddedDynamo> {
   mkdirSync(dataDir, { recursive: true });
-  const server = dynalite({
-    path: join(dataDir, "dynamodb"),
-    createTableMs: 0,
-    deleteTableMs: 0,
-    updateTableMs: 0,
+  // A worker thread: dynalite's CPU work must not stall the server's event loop.
+  const worker = new Worker(new URL("./dynamo-worker.mjs", import.meta.url), {
+    workerData: { path: join(dataDir, "dynamodb") },
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
+  const port = await new Promise<number>((resolve, reject) => {
+    worker.once("error", reject);
+    worker.once("message", (message: { type: string; port?: number; message?: string }) => {
+      if (message.type === "listening" && message.port !== undefined) resolve(message.port);
+      else reject(new Error(`dynalite did not start: ${message.message ?? message.type}`));
+    });
   });
-  const endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const close = () => new Promise<void>((resolve) => server.close(() => resolve()));
+  const endpoint = `http://127.0.0.1:${port}`;
+  let closing: Promise<void> | undefined;
+  // Idempotent: dynalite closes LevelDB on server close; wait for it, so no write is lost.
+  const close = () =>
+    (closing ??= new Promise<void>((resolve) => {
+      worker.once("message", () => resolve());
+      worker.once("exit", () => resolve());
+      worker.postMessage("close");
+    }).then(() => worker.terminate().then(() => undefined)));
   // LevelDB opens lazily: a first request tells whether another process holds the folder's lock.
   const probe = createDynamoClient({ endpoint });
   try {

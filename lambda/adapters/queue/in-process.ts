@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { errorFields, type Logger } from "../../core/logger";
 import type { InteractionRecord } from "../../core/record";
+import type { JournalSegment, QueueJournal } from "./journal";
 import type { BatchHandler, DeadLetter, DeadLetterSink, QueueMessage, RecordQueue } from "./port";
 
 export interface InProcessQueueOptions {
@@ -16,6 +17,11 @@ export interface InProcessQueueOptions {
   /** After this many failed deliveries a message goes to the dead letters (SQS maxReceiveCount). */
   maxReceives: number;
   clock?: () => number;
+  /**
+   * Keeps every record on disk until it is delivered, so a process killed before a flush loses none;
+   * the records a previous process left there are queued at once.
+   */
+  journal?: QueueJournal;
 }
 
 interface Held {
@@ -24,12 +30,14 @@ interface Held {
   receiveCount: number;
   visibleAt: number;
   lastError?: string;
+  segment?: JournalSegment;
 }
 
 /**
  * The local stand-in for SQS plus its Lambda event source: holds records in memory and hands
  * SQS-shaped batches to the same consumer handler Lambda runs, with the same semantics for partial
- * batch failures, visibility timeouts and a dead-letter place after `maxReceives`.
+ * batch failures, visibility timeouts and a dead-letter place after `maxReceives`. With a journal, records
+ * also wait on disk (lambda/adapters/queue/journal.ts).
  */
 export class InProcessQueue implements RecordQueue {
   private readonly held = new Map<string, Held>();
@@ -40,6 +48,10 @@ export class InProcessQueue implements RecordQueue {
 
   constructor(private readonly options: InProcessQueueOptions) {
     this.clock = options.clock ?? Date.now;
+    for (const { body, segment } of options.journal?.takeRecovered() ?? []) {
+      const messageId = randomUUID();
+      this.held.set(messageId, { messageId, body, receiveCount: 0, visibleAt: 0, segment });
+    }
   }
 
   /** Starts the periodic delivery. */
@@ -50,8 +62,10 @@ export class InProcessQueue implements RecordQueue {
   }
 
   async send(record: InteractionRecord): Promise<void> {
+    const body = JSON.stringify(record);
+    const segment = await this.journaled(body);
     const messageId = randomUUID();
-    this.held.set(messageId, { messageId, body: JSON.stringify(record), receiveCount: 0, visibleAt: 0 });
+    this.held.set(messageId, { messageId, body, receiveCount: 0, visibleAt: 0, segment });
     // After close there is no timer: a late record is delivered at once.
     if (this.closed) await this.deliver();
     else if (this.held.size >= this.options.batchSize) void this.deliver();
@@ -89,9 +103,31 @@ export class InProcessQueue implements RecordQueue {
         count: this.held.size,
       });
     }
+    await this.options.journal?.close();
+  }
+
+  /** The record on disk; when the journal fails, it is kept in memory only (and that is logged). */
+  private async journaled(body: string): Promise<JournalSegment | undefined> {
+    if (!this.options.journal) return undefined;
+    try {
+      return await this.options.journal.append(body);
+    } catch (err) {
+      this.options.logger.error("the queue journal refused a record; it is held in memory only", {
+        ...errorFields(err),
+        metric: "warehouse.journal_failed",
+      });
+      return undefined;
+    }
+  }
+
+  private forget(message: Held): void {
+    this.held.delete(message.messageId);
+    if (message.segment) this.options.journal?.delivered(message.segment);
   }
 
   private async deliverVisible(): Promise<void> {
+    // Records handed over from now on go to a new journal segment: this one empties as they land.
+    this.options.journal?.seal();
     for (;;) {
       const now = this.clock();
       const batch: Held[] = [];
@@ -130,7 +166,7 @@ export class InProcessQueue implements RecordQueue {
     }
     const exhausted: Held[] = [];
     for (const m of batch) {
-      if (!failed.has(m.messageId)) this.held.delete(m.messageId);
+      if (!failed.has(m.messageId)) this.forget(m);
       else if (m.receiveCount >= this.options.maxReceives) exhausted.push(m);
     }
     if (exhausted.length > 0) await this.deadLetter(exhausted);
@@ -147,7 +183,7 @@ export class InProcessQueue implements RecordQueue {
     }));
     try {
       await this.options.deadLetters.put(letters);
-      for (const m of messages) this.held.delete(m.messageId);
+      for (const m of messages) this.forget(m);
       this.options.logger.warn("records dead-lettered", {
         metric: "warehouse.dead_lettered",
         count: letters.length,

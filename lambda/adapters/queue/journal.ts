@@ -1,0 +1,160 @@
+import { type FileHandle, mkdir, open, readdir, readFile, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { errorFields, type Logger } from "../../core/logger";
+
+/** A journal file: the records appended to it and not yet delivered. */
+export interface JournalSegment {
+  readonly path: string;
+  /** Records appended and not yet delivered (or dead-lettered). */
+  pending: number;
+  /** No more records go to it; it is removed once none is pending. */
+  sealed: boolean;
+  /** Records waiting for the next write, and that write. */
+  open?: { lines: string[]; written: Promise<void> };
+  /** The last write, so writes to a file never overlap. */
+  tail: Promise<void>;
+  /** The file, open for appending from the first write until the segment is removed. */
+  file?: Promise<FileHandle>;
+}
+
+export interface RecoveredRecord {
+  body: string;
+  segment: JournalSegment;
+}
+
+const SEGMENT = /^(\d+)-(\d+)\.jsonl$/;
+
+/** True when `pid` names a live process (a segment of a live writer is not ours to take). */
+function alive(pid: number): boolean {
+  if (pid === process.pid) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/**
+ * The local queue's write-ahead journal. A record handed to the in-process queue is appended to a
+ * segment file (`<pid>-<n>.jsonl`, one JSON record a line) before `send` resolves; the queue seals the
+ * segment at each delivery and the file is removed once every record in it was delivered or
+ * dead-lettered. A process killed with SIGKILL leaves its undelivered records on disk, and the next
+ * process on the data dir hands them to its queue again (the consumer's delivery ledger drops any that
+ * were written already). Records handed over in the same tick share one write.
+ */
+export class QueueJournal {
+  private current: JournalSegment | undefined;
+  private next = 0;
+  private readonly removals = new Set<Promise<void>>();
+  private recovered: RecoveredRecord[];
+
+  private constructor(
+    private readonly dir: string,
+    private readonly logger: Logger,
+    recovered: RecoveredRecord[],
+  ) {
+    this.recovered = recovered;
+  }
+
+  /** Opens the journal in `dir`, taking over the segments of processes that are gone. */
+  static async open(dir: string, logger: Logger): Promise<QueueJournal> {
+    await mkdir(dir, { recursive: true });
+    const recovered: RecoveredRecord[] = [];
+    for (const name of (await readdir(dir)).sort()) {
+      const match = SEGMENT.exec(name);
+      if (!match || alive(Number(match[1]))) continue;
+      const path = join(dir, name);
+      const lines = (await readFile(path, "utf8")).split("\n").filter(Boolean);
+      const segment: JournalSegment = { path, pending: lines.length, sealed: true, tail: Promise.resolve() };
+      if (lines.length === 0) await rm(path, { force: true });
+      for (const body of lines) recovered.push({ body, segment });
+    }
+    if (recovered.length > 0) {
+      logger.warn("undelivered records recovered from the queue journal", {
+        metric: "warehouse.recovered",
+        count: recovered.length,
+      });
+    }
+    return new QueueJournal(dir, logger, recovered);
+  }
+
+  /** The records a previous process left undelivered; handed out once. */
+  takeRecovered(): RecoveredRecord[] {
+    const taken = this.recovered;
+    this.recovered = [];
+    return taken;
+  }
+
+  /** Appends a record; resolves once it is on disk, with the segment `delivered` must be told about. */
+  async append(body: string): Promise<JournalSegment> {
+    this.current ??= {
+      path: join(this.dir, `${process.pid}-${String(this.next++).padStart(9, "0")}.jsonl`),
+      pending: 0,
+      sealed: false,
+      tail: Promise.resolve(),
+    };
+    const segment = this.current;
+    segment.pending++;
+    try {
+      await this.write(segment, body);
+    } catch (err) {
+      this.delivered(segment);
+      throw err;
+    }
+    return segment;
+  }
+
+  /** Later records go to a new segment; this one goes once its records are delivered. */
+  seal(): void {
+    const segment = this.current;
+    if (!segment) return;
+    this.current = undefined;
+    segment.sealed = true;
+    this.removeIfDone(segment);
+  }
+
+  /** One record of `segment` was delivered or dead-lettered. */
+  delivered(segment: JournalSegment): void {
+    segment.pending--;
+    this.removeIfDone(segment);
+  }
+
+  private write(segment: JournalSegment, body: string): Promise<void> {
+    if (!segment.open) {
+      const lines: string[] = [];
+      const written = segment.tail.then(async () => {
+        segment.open = undefined; // records from now on wait for the next write
+        segment.file ??= open(segment.path, "a");
+        await (await segment.file).appendFile(`${lines.join("\n")}\n`);
+      });
+      segment.open = { lines, written };
+      segment.tail = written.catch(() => {});
+    }
+    segment.open.lines.push(body);
+    return segment.open.written;
+  }
+
+  /** Waits for the removal of delivered segments: a segment left behind would be sent again later. */
+  async close(): Promise<void> {
+    this.seal();
+    while (this.removals.size > 0) await Promise.all(this.removals);
+  }
+
+  private removeIfDone(segment: JournalSegment): void {
+    if (!segment.sealed || segment.pending > 0) return;
+    const removal = segment.tail
+      .then(async () => {
+        await segment.file?.then(
+          (file) => file.close(),
+          () => undefined, // never opened: nothing to close
+        );
+        await rm(segment.path, { force: true });
+      })
+      .catch((err: unknown) =>
+        this.logger.warn("a delivered queue journal segment could not be removed", errorFields(err)),
+      )
+      .finally(() => this.removals.delete(removal));
+    this.removals.add(removal);
+  }
+}

@@ -1,0 +1,184 @@
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
+import { TRANSACTION_ID_HEADER } from "../../lambda/app/proxy";
+import { createKey, createProject } from "../../lambda/core/accounts";
+import { type Simulator, startSimulator } from "../../lambda/local/simulator";
+import { type LocalStore, openLocalStore } from "../../lambda/local/stack";
+import { type ServeProcess, startDmtServe } from "../support/cli";
+import { allLedgerEntries, tally, unresolvedOrDoubled, until, warehouseRows } from "../support/reliability";
+import { simulatorEnv } from "../support/stack";
+
+/**
+ * A server killed with SIGKILL while calls stream and while records wait to be written, then started
+ * again on the same data dir: the holds of the calls in flight are released by the sweeper, nothing is
+ * charged twice, and every record of a call that finished is written exactly once, including the ones
+ * only the queue's journal still held and a batch the consumer had half written (docs/reliability.md).
+ */
+const GRANT = 5_000_000;
+const COMPLETED = 4;
+const IN_FLIGHT = 3;
+/** Two server starts and a sweep: more than the default timeout on a loaded machine. */
+const TEST_TIMEOUT_MS = 120_000;
+let sim: Simulator;
+let dataDir: string;
+const servers: ServeProcess[] = [];
+const stores: LocalStore[] = [];
+const saved = { ...process.env };
+
+beforeAll(async () => {
+  sim = await startSimulator({ chunkDelayMs: 300 });
+  dataDir = mkdtempSync(join(tmpdir(), "dmt-sigkill-"));
+  // `dmt serve` children take their configuration from this process's environment.
+  Object.assign(process.env, simulatorEnv(sim.origins), {
+    DMT_METERING: "on",
+    DMT_HOLD_TTL_MS: "1000",
+    DMT_SWEEP_INTERVAL_MS: "3600000",
+    DMT_WAREHOUSE_FLUSH_MS: "200",
+  });
+});
+afterAll(async () => {
+  for (const store of stores) await store.close();
+  for (const server of servers) if (server.child.exitCode === null) await server.stop("SIGKILL");
+  await sim?.close();
+  process.env = saved;
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+async function serve(): Promise<ServeProcess> {
+  const server = await startDmtServe(dataDir);
+  servers.push(server);
+  return server;
+}
+
+/** The running server's store, through the endpoint it published. */
+async function store(): Promise<LocalStore> {
+  const local = await openLocalStore(dataDir);
+  stores.push(local);
+  return local;
+}
+
+function chat(url: string, key: string, stream: boolean): Promise<Response> {
+  return fetch(`${url}/openai/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({
+      model: "gpt-4o-mini",
+      messages: [{ role: "user", content: "one two three four five six seven eight nine ten" }],
+      max_tokens: 100,
+      stream,
+    }),
+  });
+}
+
+/** Transaction ids of the records waiting in the queue's journal. */
+function journaled(): string[] {
+  const dir = join(dataDir, "warehouse-queue");
+  return readdirSync(dir).flatMap((name) =>
+    readFileSync(join(dir, name), "utf8")
+      .split("\n")
+      .filter(Boolean)
+      .map((line) => (JSON.parse(line) as { transaction_id: string }).transaction_id),
+  );
+}
+
+describe("SIGKILL with calls in flight, then a restart", () => {
+  it(
+    "releases the holds in flight, charges nothing twice, and writes every finished call's record once",
+    async () => {
+      const first = await serve();
+      const local = await store();
+      const credits = new DynamoCredits(local.db, local.tables);
+      const keys: Record<string, string> = {};
+      for (const projectId of ["crash-a", "crash-b"]) {
+        await createProject(local.store, projectId, "pro", Date.now());
+        keys[projectId] = (await createKey(local.store, { projectId, name: "test" }, Date.now())).key;
+        await credits.grant(projectId, GRANT, "test");
+      }
+      // Project B's partition cannot be written: its records stay in the queue (and its journal).
+      const blocked = join(dataDir, "warehouse", "interactions", "project=crash-b");
+      mkdirSync(join(blocked, ".."), { recursive: true });
+      writeFileSync(blocked, "");
+
+      const finished = async (projectId: string) => {
+        const ids: string[] = [];
+        for (let i = 0; i < COMPLETED; i++) {
+          const res = await chat(first.url, keys[projectId] as string, false);
+          expect(res.status).toBe(200);
+          await res.json();
+          ids.push(res.headers.get(TRANSACTION_ID_HEADER) as string);
+        }
+        return ids.sort();
+      };
+      const idsA = await finished("crash-a");
+      const idsB = await finished("crash-b");
+      // A's records are written; B's wait in the journal, the consumer having written A's half of a batch.
+      await until(async () => {
+        const rows = await warehouseRows(dataDir);
+        return rows.filter((r) => r.project_id === "crash-a").length === COMPLETED || undefined;
+      });
+      await until(() => idsB.every((id) => journaled().includes(id)) || undefined);
+
+      // Streams in flight: each has its hold and has sent its first bytes.
+      const readers = await Promise.all(
+        Array.from({ length: IN_FLIGHT }, async () => {
+          const res = await chat(first.url, keys["crash-a"] as string, true);
+          const reader = res.body?.getReader();
+          expect((await reader?.read())?.done).toBe(false);
+          return reader;
+        }),
+      );
+      expect((await credits.balance("crash-a")).openHolds).toBe(IN_FLIGHT);
+
+      expect(await first.stop("SIGKILL")).toBeNull();
+      for (const reader of readers) await reader?.read().catch(() => undefined);
+      // Only the journal holds B's records now.
+      expect(idsB.every((id) => journaled().includes(id))).toBe(true);
+      expect((await warehouseRows(dataDir)).filter((r) => r.project_id === "crash-b")).toEqual([]);
+
+      rmSync(blocked);
+      process.env.DMT_SWEEP_INTERVAL_MS = "100";
+      const second = await serve();
+      const after = new DynamoCredits((await store()).db, local.tables);
+      await until(async () => ((await after.balance("crash-a")).openHolds === 0 ? true : undefined));
+      const rows = await until(async () => {
+        const all = await warehouseRows(dataDir);
+        return all.some((r) => r.project_id === "crash-b") ? all : undefined;
+      });
+
+      // Every finished call's record once; the calls cut by the kill left none (they never finished).
+      expect(rows.map((r) => r.transaction_id).sort()).toEqual([...idsA, ...idsB].sort());
+      for (const [projectId, ids] of [
+        ["crash-a", idsA],
+        ["crash-b", idsB],
+      ] as const) {
+        const entries = await allLedgerEntries(after, projectId);
+        const projectRows = rows.filter((r) => r.project_id === projectId);
+        expect(projectRows.map((r) => r.transaction_id).sort()).toEqual(ids);
+        const cost = projectRows.reduce((sum, r) => sum + (r.cost_micros ?? 0), 0);
+        expect(cost).toBeGreaterThan(0);
+        expect(unresolvedOrDoubled(entries)).toEqual([]);
+        const inFlight = projectId === "crash-a" ? IN_FLIGHT : 0;
+        expect(tally(entries, (e) => e.type)).toEqual({
+          grant: 1,
+          hold: COMPLETED + inFlight,
+          settle: COMPLETED,
+          ...(inFlight > 0 ? { release: inFlight } : {}),
+        });
+        expect(await after.balance(projectId)).toEqual({
+          projectId,
+          availableMicros: GRANT - cost,
+          heldMicros: 0,
+          openHolds: 0,
+        });
+      }
+      // The journal empties once its records are written, and a clean stop leaves no file in it.
+      await until(() => (journaled().length === 0 ? true : undefined));
+      expect(await second.stop("SIGINT")).toBe(0);
+      expect(readdirSync(join(dataDir, "warehouse-queue"))).toEqual([]);
+    },
+    TEST_TIMEOUT_MS,
+  );
+});
