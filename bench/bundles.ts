@@ -52,13 +52,18 @@ interface BundleResult {
   processReady: InitStats;
 }
 
-/** The function's environment with CloudFormation references replaced by placeholders. */
+/**
+ * The function's environment with CloudFormation references replaced by placeholders: a URL where the
+ * configuration wants one (the warehouse's queue URLs), identifier characters elsewhere (Athena names).
+ */
 function environmentOf(resource: LambdaResource): Record<string, string> {
   const variables = resource.Properties.Environment?.Variables ?? {};
+  const placeholder = (name: string) =>
+    name.endsWith("_URL") || name.endsWith("_ISSUER") ? `https://bench.invalid/${name}` : `bench_${name}`;
   return Object.fromEntries(
     Object.entries(variables).map(([name, value]) => [
       name,
-      typeof value === "string" ? value : `bench-${name}`,
+      typeof value === "string" ? value : placeholder(name),
     ]),
   );
 }
@@ -125,7 +130,12 @@ async function main(): Promise<void> {
 
     const bundles = new Map<string, { names: string[]; env: Record<string, string> }>();
     for (const fn of stack.node.findAll().filter((c): c is CfnFunction => c instanceof CfnFunction)) {
-      const name = fn.node.path.split("/")[1] ?? fn.node.path;
+      // `Dmt/Warehouse/Consumer/Function/Resource` -> `Warehouse/Consumer`.
+      const name = fn.node.path
+        .split("/")
+        .slice(1)
+        .filter((part) => part !== "Function" && part !== "Resource")
+        .join("/");
       const resource = resources[stack.getLogicalId(fn)] as LambdaResource;
       const dir = join(outdir, `asset.${resource.Properties.Code.S3Key.replace(/\.zip$/, "")}`);
       const seen = bundles.get(dir);
