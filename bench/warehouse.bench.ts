@@ -2,6 +2,9 @@
  * Warehouse benchmark: consumer records written per second (SQS-shaped batches of 10k into Parquet on
  * the local folder), then export rows per second and peak RSS streaming a 1M-row export as CSV and as
  * JSON through POST /api/v1/exports, the server in a process of its own.
+ * The machine is shared, so each phase also reports its CPU time per record/row (all threads of the
+ * consumer's process; of the export server's process) and the 1-minute load average at its end:
+ * wall-clock rates move with the load, CPU time much less.
  * Usage: npx tsx bench/warehouse.bench.ts [rows=1000000]
  * Writes bench/results/warehouse.json.
  */
@@ -22,6 +25,9 @@ const here = dirname(fileURLToPath(import.meta.url));
 const ROWS = Number(process.argv[2] ?? 1_000_000);
 const BATCH = 10_000;
 const DAY_MS = 86_400_000;
+const load1m = () => loadavg()[0] ?? 0;
+/** USER_HZ, the unit of /proc/<pid>/stat CPU times: 100 on Linux. */
+const CLOCK_TICKS_PER_SECOND = 100;
 
 const dir = mkdtempSync(join(tmpdir(), "dmt-warehouse-bench-"));
 const objects = new FsObjectStore(join(dir, "warehouse"));
@@ -52,10 +58,14 @@ async function consumer() {
     logger: silentLogger,
   });
   let busyMs = 0;
+  let cpuMicros = 0;
   for (let from = 0; from < ROWS; from += BATCH) {
     const input = batch(from);
     const started = performance.now();
+    const cpu = process.cpuUsage();
     const result = await handler(input);
+    const used = process.cpuUsage(cpu);
+    cpuMicros += used.user + used.system;
     busyMs += performance.now() - started;
     if (result.batchItemFailures.length > 0) throw new Error("consumer reported failures");
   }
@@ -69,9 +79,20 @@ async function consumer() {
     records: ROWS,
     seconds: busyMs / 1000,
     recordsPerSecond: ROWS / (busyMs / 1000),
+    cpuMicrosPerRecord: cpuMicros / ROWS,
     files,
     bytesPerRecord: bytes / ROWS,
+    loadAverage1m: load1m(),
   };
+}
+
+/** CPU time (user + system, all threads) a process has used so far, in µs, from /proc/<pid>/stat. */
+function cpuMicrosOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  // Fields after the parenthesised command name; utime and stime are fields 14 and 15, in clock ticks.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const ticks = Number(fields[11]) + Number(fields[12]);
+  return (ticks / CLOCK_TICKS_PER_SECOND) * 1e6;
 }
 
 /** VmHWM (peak RSS) and VmRSS of a process, in MB. */
@@ -102,6 +123,7 @@ async function startServer(): Promise<{ child: ChildProcess; port: number }> {
 async function exportRun(format: "csv" | "json") {
   const { child, port } = await startServer();
   const idle = memoryOf(child.pid as number);
+  const idleCpu = cpuMicrosOf(child.pid as number);
   const started = performance.now();
   const res = await fetch(`http://127.0.0.1:${port}/api/v1/exports`, {
     method: "POST",
@@ -116,6 +138,7 @@ async function exportRun(format: "csv" | "json") {
   }
   const seconds = (performance.now() - started) / 1000;
   const memory = memoryOf(child.pid as number);
+  const serverCpuMicros = cpuMicrosOf(child.pid as number) - idleCpu;
   child.kill();
   // CSV: a header line and one per row; JSON: `[`, one line per row, `]`. Bodies hold escaped newlines only.
   const rows = format === "csv" ? newlines - 1 : newlines - 2;
@@ -125,37 +148,40 @@ async function exportRun(format: "csv" | "json") {
     rows,
     seconds,
     rowsPerSecond: rows / seconds,
+    serverCpuMicrosPerRow: serverCpuMicros / rows,
     megabytes: bytes / 1e6,
     idleRssMb: idle.rssMb,
     peakRssMb: memory.peakMb,
+    loadAverage1m: load1m(),
   };
 }
 
+const loadAtStart = load1m();
 try {
   const consumed = await consumer();
   const exports = [await exportRun("csv"), await exportRun("json")];
   const results = {
     date: new Date().toISOString(),
-    machine: { cpus: cpus().length, loadAverage1m: loadavg()[0], node: process.version },
+    machine: { cpus: cpus().length, loadAverage1mAtStart: loadAtStart, node: process.version },
     targets: { consumerRecordsPerSecond: 50_000, exportRowsPerSecond: 100_000, exportPeakRssMb: 300 },
     consumer: consumed,
     exports,
   };
   const round = (n: number) => Math.round(n);
   console.log(
-    `consumer: ${round(consumed.recordsPerSecond)} records/s (${consumed.records} records, ${consumed.files} files, ${round(consumed.bytesPerRecord)} B/record)`,
+    `consumer: ${round(consumed.recordsPerSecond)} records/s, ${consumed.cpuMicrosPerRecord.toFixed(1)} CPU-µs/record, load ${consumed.loadAverage1m.toFixed(1)} (${consumed.records} records, ${consumed.files} files, ${round(consumed.bytesPerRecord)} B/record)`,
   );
-  console.log("| export | rows | seconds | rows/s | MB | idle RSS MB | peak RSS MB |");
-  console.log("|---|---|---|---|---|---|---|");
+  console.log(
+    "| export | rows | seconds | rows/s | server CPU-µs/row | MB | idle RSS MB | peak RSS MB | load |",
+  );
+  console.log("|---|---|---|---|---|---|---|---|---|");
   for (const e of exports) {
     console.log(
-      `| ${e.format} | ${e.rows} | ${e.seconds.toFixed(1)} | ${round(e.rowsPerSecond)} | ${round(e.megabytes)} | ${round(e.idleRssMb)} | ${round(e.peakRssMb)} |`,
+      `| ${e.format} | ${e.rows} | ${e.seconds.toFixed(1)} | ${round(e.rowsPerSecond)} | ${e.serverCpuMicrosPerRow.toFixed(2)} | ${round(e.megabytes)} | ${round(e.idleRssMb)} | ${round(e.peakRssMb)} | ${e.loadAverage1m.toFixed(1)} |`,
     );
   }
   console.log(
-    `load average while running: ${loadavg()
-      .map((l) => l.toFixed(1))
-      .join(" ")} on ${cpus().length} CPUs`,
+    `load average at start ${loadAtStart.toFixed(1)}, at end ${load1m().toFixed(1)}, on ${cpus().length} CPUs`,
   );
   const out = join(here, "results");
   mkdirSync(out, { recursive: true });

@@ -1,6 +1,6 @@
 /**
  * Export encodings: one JSON array, or CSV (RFC 4180) with a header row. Rows arrive in batches and
- * leave as text chunks, so an export of any size streams in bounded memory.
+ * leave as chunks of the body, so an export of any size streams in bounded memory.
  */
 import type { ExportFormat } from "./export-request";
 import { RECORD_COLUMNS } from "./record";
@@ -74,4 +74,32 @@ export async function* frameExport(
   }
   if (format === "json") yield `${opening}${empty ? "]" : "\n]"}\n`;
   else if (opening) yield opening;
+}
+
+const encoder = new TextEncoder();
+const OPEN_BRACKET = 0x5b;
+
+/**
+ * `frameExport` for rows already encoded as UTF-8 bytes, back to back: JSON rows each preceded by
+ * `,\n`, CSV lines as they are. The same body byte for byte: the array opens with `[` where the
+ * first row's comma would be. As with `frameExport`, nothing is produced before the first batch.
+ */
+export async function* frameEncodedExport(
+  format: ExportFormat,
+  batches: AsyncIterable<Uint8Array>,
+): AsyncGenerator<Uint8Array> {
+  let empty = true;
+  for await (const batch of batches) {
+    if (batch.byteLength === 0) continue;
+    if (empty && format === "csv") yield encoder.encode(CSV_HEADER);
+    if (empty && format === "json") {
+      yield Uint8Array.of(OPEN_BRACKET);
+      yield batch.subarray(1);
+    } else {
+      yield batch;
+    }
+    empty = false;
+  }
+  if (format === "json") yield encoder.encode(empty ? "[]\n" : "\n]\n");
+  else if (empty) yield encoder.encode(CSV_HEADER);
 }

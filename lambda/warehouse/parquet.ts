@@ -39,15 +39,52 @@ const PRUNING = new Set<string>(["started_at", "model", "user_id", "vendor", "st
 /** Columns whose values are (nearly) all distinct: a dictionary never pays, so they are written plain. */
 const DISTINCT = new Set<string>(["transaction_id", "request_id", "request_body", "response_body"]);
 
+/**
+ * Copies every record's fields into one array per column, in one pass. The loop is generated from the
+ * schema so each field is read with a constant key, which V8 reads straight off the record; a loop
+ * over the names (`record[name]`) looks each field up and takes five times as long.
+ */
+const fillColumns = new Function(
+  "records",
+  "columns",
+  `for (let row = 0; row < records.length; row++) {
+    const record = records[row];
+    ${RECORD_COLUMNS.map((c, i) => `columns[${i}][row] = record[${JSON.stringify(c.name)}];`).join("\n")}
+  }`,
+) as (records: readonly InteractionRecord[], columns: unknown[][]) => void;
+
+/**
+ * The UTF-8 of a plain text column, each value a view into one buffer. Given strings, the writer would
+ * encode them one by one, each into a buffer of its own: 40,000 buffers for a file of 10,000 records.
+ */
+function utf8Values(values: readonly unknown[]): (Uint8Array | null)[] {
+  let size = 0;
+  for (const value of values) if (value !== null) size += Buffer.byteLength(value as string);
+  const bytes = Buffer.allocUnsafeSlow(size);
+  let offset = 0;
+  return values.map((value) => {
+    if (value === null) return null;
+    const start = offset;
+    offset += bytes.write(value as string, offset);
+    return new Uint8Array(bytes.buffer, bytes.byteOffset + start, offset - start);
+  });
+}
+
 /** One Parquet file (snappy, one row group) holding the records in the order given. */
 export function encodeRecords(records: readonly InteractionRecord[]): Uint8Array {
-  const columnData = RECORD_COLUMNS.map((c) => {
-    const values = records.map((r) => r[c.name]);
+  const columns = RECORD_COLUMNS.map(() => new Array<unknown>(records.length));
+  fillColumns(records, columns);
+  const columnData = RECORD_COLUMNS.map((c, i) => {
+    const values = columns[i] as unknown[];
+    const distinct = DISTINCT.has(c.name);
+    let data: unknown[] = values;
+    if (c.kind === "int64") data = values.map((v) => (v === null ? null : BigInt(v as number)));
+    else if (distinct) data = utf8Values(values);
     return {
       name: c.name,
-      data: c.kind === "int64" ? values.map((v) => (v === null ? null : BigInt(v as number))) : values,
+      data,
       statistics: PRUNING.has(c.name),
-      ...(DISTINCT.has(c.name) ? { encoding: "PLAIN" as const } : {}),
+      ...(distinct ? { encoding: "PLAIN" as const } : {}),
     };
   });
   const buffer = parquetWriteBuffer({

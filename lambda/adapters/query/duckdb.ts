@@ -2,6 +2,7 @@ import type { Dirent } from "node:fs";
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import {
+  type DuckDBDataChunk,
   DuckDBInstance,
   type DuckDBType,
   type DuckDBValue,
@@ -10,6 +11,7 @@ import {
   listValue,
   VARCHAR,
 } from "@duckdb/node-api";
+import duckdb from "@duckdb/node-bindings";
 import type { ExportFormat } from "../../core/export-request";
 import { PROJECT_ID_PATTERN } from "../../core/model";
 import { type ColumnKind, INTERACTIONS_PREFIX, RECORD_COLUMNS } from "../../core/record";
@@ -24,18 +26,6 @@ export interface DuckDBOptions {
 }
 
 const ISO_UTC = (column: string) => `strftime(${column} AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%S.%gZ')`;
-
-/**
- * The CSV rules of export-format.ts (`csvCell`) in SQL: formula neutralising with a leading `'`, then
- * quoting when a comma, quote or line break is present. A test holds the two to the same output.
- */
-const CSV_MACROS = [
-  String.raw`CREATE OR REPLACE MACRO dmt_csv_quote(s) AS
-     CASE WHEN regexp_matches(s, '[",\r\n]') THEN '"' || replace(s, '"', '""') || '"' ELSE s END`,
-  String.raw`CREATE OR REPLACE MACRO dmt_csv_text(s) AS
-     CASE WHEN s IS NULL THEN ''
-          ELSE dmt_csv_quote(CASE WHEN regexp_matches(s, '^[=+\-@\t\r]') THEN '''' || s ELSE s END) END`,
-];
 
 const DUCKDB_TYPES: Record<ColumnKind, string> = {
   string: "VARCHAR",
@@ -56,25 +46,60 @@ const SCHEMA_TABLE = `CREATE OR REPLACE TABLE dmt_interactions (${[
   '"dt" VARCHAR',
 ].join(", ")})`;
 
+/** A JSON value; `to_json` escapes text, and writes doubles as it does inside an object. */
+function jsonValueSql(kind: ColumnKind, column: string): string {
+  if (kind === "string" || kind === "double") return `coalesce(to_json(${column})::VARCHAR, 'null')`;
+  if (kind === "timestamp") return `coalesce('"' || ${ISO_UTC(column)} || '"', 'null')`;
+  return `coalesce(CAST(${column} AS VARCHAR), 'null')`;
+}
+
+/** Text a spreadsheet would run as a formula (`=`, `+`, `-`, `@`, tab, CR first) gets a leading `'`. */
+const neutralisedSql = (column: string) =>
+  `CASE WHEN ascii(${column}) IN (61, 43, 45, 64, 9, 13) THEN '''' || ${column} ELSE ${column} END`;
+
+/** A CSV cell: text with a comma, quote or line break quoted, quotes doubled; null is empty. */
+function csvCellSql(kind: ColumnKind, column: string): string {
+  if (kind === "string") {
+    const special = [`','`, `'"'`, "chr(10)", "chr(13)"].map((c) => `contains(${column}, ${c})`);
+    return `coalesce(CASE WHEN ${special.join(" OR ")} THEN '"' || replace(${column}, '"', '""') || '"' ELSE ${column} END, '')`;
+  }
+  if (kind === "timestamp") return `coalesce(${ISO_UTC(column)}, '')`;
+  // Whole doubles as JavaScript writes them: 3, not DuckDB's 3.0.
+  if (kind === "double") {
+    return `coalesce(CASE WHEN ${column} = trunc(${column}) AND abs(${column}) < 1e15 THEN CAST(CAST(${column} AS BIGINT) AS VARCHAR) ELSE CAST(${column} AS VARCHAR) END, '')`;
+  }
+  return `coalesce(CAST(${column} AS VARCHAR), '')`;
+}
+
 /**
- * Rows leave DuckDB already encoded, one string per row: one value crosses into JavaScript per row
- * instead of one per cell, which keeps a million-row export fast and flat in memory.
+ * Rows leave DuckDB already encoded, one string per row, so one value crosses into JavaScript per row
+ * instead of one per cell. The encodings follow export-format.ts (`jsonRow`, `csvLine`); a test holds
+ * them to the same output. `cells` is the select list between the filtered rows and `row`: CSV
+ * neutralises formulas there, once per text and after the filters (which compare the stored text).
+ * `separated` starts every JSON row with `,\n` (see `encodedRows`).
  */
-const ROW_SQL: Record<ExportFormat, string> = {
-  json: `to_json(struct_pack(${RECORD_COLUMNS.map(
-    (c) => `"${c.name}" := ${c.kind === "timestamp" ? ISO_UTC(`"${c.name}"`) : `"${c.name}"`}`,
-  ).join(", ")}))::VARCHAR`,
-  csv: `concat_ws(',', ${RECORD_COLUMNS.map((c) => {
-    const column = `"${c.name}"`;
-    if (c.kind === "string") return `dmt_csv_text(${column})`;
-    if (c.kind === "timestamp") return `coalesce(${ISO_UTC(column)}, '')`;
-    // Whole doubles as JavaScript writes them: 3, not DuckDB's 3.0.
-    if (c.kind === "double") {
-      return `coalesce(CASE WHEN ${column} = trunc(${column}) AND abs(${column}) < 1e15 THEN CAST(CAST(${column} AS BIGINT) AS VARCHAR) ELSE CAST(${column} AS VARCHAR) END, '')`;
-    }
-    return `coalesce(CAST(${column} AS VARCHAR), '')`;
-  }).join(", ")}) || chr(13) || chr(10)`,
-};
+function rowEncoding(format: ExportFormat, separated: boolean): { cells: string; row: string } {
+  const columns = RECORD_COLUMNS.map((c) => ({ kind: c.kind, name: `"${c.name}"` }));
+  if (format === "json") {
+    const fields = columns.map(
+      (c, i) => `'${i === 0 ? "{" : ","}${c.name}:', ${jsonValueSql(c.kind, c.name)}`,
+    );
+    return { cells: "*", row: `concat(${separated ? "',', chr(10), " : ""}${fields.join(", ")}, '}')` };
+  }
+  return {
+    cells: columns
+      .map((c) => (c.kind === "string" ? `${neutralisedSql(c.name)} AS ${c.name}` : c.name))
+      .join(", "),
+    row: `concat_ws(',', ${columns.map((c) => csvCellSql(c.kind, c.name)).join(", ")}) || chr(13) || chr(10)`,
+  };
+}
+
+/**
+ * How much of a streamed result DuckDB buffers ahead of the reader. It sizes a batch by its fixed-width
+ * part (16 bytes a row), not by the text the row points to, so the default (about 1 MB) held some 50
+ * batches of export text, over 100 MB for JSON. 64 KB is two batches; `chunks` reads one ahead anyway.
+ */
+const STREAMING_BUFFER = "64KB";
 
 /**
  * Local queries: DuckDB over `<root>/interactions/project=<id>/dt=<day>/*.parquet`. We list the project's
@@ -97,7 +122,7 @@ export class DuckDBWarehouseQuery implements WarehouseQuery {
     });
     const connection = await instance.connect();
     try {
-      for (const statement of [SCHEMA_TABLE, ...CSV_MACROS]) await connection.run(statement);
+      await connection.run(SCHEMA_TABLE);
     } finally {
       connection.closeSync();
     }
@@ -105,31 +130,59 @@ export class DuckDBWarehouseQuery implements WarehouseQuery {
   }
 
   async *rows(query: InteractionQuery, format: ExportFormat): AsyncIterable<string[]> {
+    for await (const chunk of this.chunks(query, rowEncoding(format, false))) {
+      yield chunk.getColumnValues(0) as string[];
+    }
+  }
+
+  /**
+   * The rows of `rows` as UTF-8 bytes, back to back, for the export body (framed by
+   * `frameEncodedExport`): each JSON row preceded by `,\n`, CSV lines as they are. No string is made
+   * per row; a batch costs JavaScript a few copies.
+   */
+  async *encodedRows(query: InteractionQuery, format: ExportFormat): AsyncIterable<Uint8Array> {
+    for await (const chunk of this.chunks(query, rowEncoding(format, true))) yield* textBytes(chunk);
+  }
+
+  /**
+   * The query's result chunks, each valid until the next is asked for. The next chunk is fetched (on
+   * a worker thread) while the caller handles the current one, so DuckDB and JavaScript overlap.
+   */
+  private async *chunks(
+    query: InteractionQuery,
+    encoding: { cells: string; row: string },
+  ): AsyncGenerator<DuckDBDataChunk> {
     const files = await this.partitionFiles(query);
     if (files.length === 0) return;
     const built = buildInteractionQuery(query);
     const sql =
-      `SELECT ${ROW_SQL[format]} FROM (FROM dmt_interactions UNION ALL BY NAME ` +
+      `SELECT ${encoding.row} FROM (SELECT ${encoding.cells} FROM (FROM dmt_interactions UNION ALL BY NAME ` +
       `FROM read_parquet(?, hive_partitioning = true, hive_types = {'project': VARCHAR, 'dt': VARCHAR}, ` +
-      `union_by_name = true)) WHERE ${built.where}`;
+      `union_by_name = true)) WHERE ${built.where})`;
     const values: DuckDBValue[] = [listValue(files), ...built.params.map((p) => p.value)];
     const types: DuckDBType[] = [
       LIST(VARCHAR),
       ...built.params.map((p) => (p.type === "string" ? VARCHAR : INTEGER)),
     ];
     const connection = await this.instance.connect();
+    let next: Promise<DuckDBDataChunk | null> | undefined;
     try {
+      await connection.run(`SET streaming_buffer_size = '${STREAMING_BUFFER}'`);
       const result = await connection.stream(sql, values, types);
+      next = result.fetchChunk();
       for (;;) {
-        const chunk = await result.fetchChunk();
+        const chunk = await next;
+        next = undefined;
         if (!chunk || chunk.rowCount === 0) break;
-        const rows = chunk.getColumnValues(0) as string[];
-        // The chunk's strings live in native memory V8 cannot see, freed only when a GC finalises the
-        // chunk; the values are copied out, so release them now rather than let chunks pile up.
+        next = result.fetchChunk();
+        yield chunk;
+        // The chunk's text lives in native memory V8 cannot see, freed only when a GC finalises the
+        // chunk; it has been copied out, so release it now rather than let chunks pile up.
         chunk.reset();
-        yield rows;
       }
     } finally {
+      // A fetch still running must end before its connection closes; its error, if any, is moot.
+      await next?.catch(() => null);
       connection.closeSync();
     }
   }
@@ -170,4 +223,55 @@ async function listDir(path: string): Promise<Dirent[]> {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
     throw err;
   }
+}
+
+/** DuckDB's `duckdb_string_t`: 16 bytes, the length first; up to 12 bytes inline, else a pointer at 8. */
+const STRING_ENTRY_BYTES = 16;
+const INLINE_BYTES = 12;
+
+/**
+ * The texts of a chunk's one VARCHAR column (never null: the row encodings cannot make null), as
+ * consecutive pieces. DuckDB builds a batch's texts one after another in its string heap, so rows
+ * whose texts are exactly adjacent in memory are copied out with one call per run (a few per batch)
+ * instead of one per row; a run only ever spans bytes that belong to its rows.
+ */
+function textBytes(chunk: DuckDBDataChunk): Uint8Array[] {
+  const count = chunk.rowCount;
+  const entries = duckdb.vector_get_data(
+    duckdb.data_chunk_get_vector(chunk.chunk, 0),
+    count * STRING_ENTRY_BYTES,
+  );
+  const view = new DataView(entries.buffer, entries.byteOffset, entries.byteLength);
+  const lengthAt = (row: number) => view.getUint32(row * STRING_ENTRY_BYTES, true);
+  const pointerAt = (row: number) =>
+    view.getUint32(row * STRING_ENTRY_BYTES + 8, true) +
+    view.getUint32(row * STRING_ENTRY_BYTES + 12, true) * 2 ** 32;
+  const parts: Uint8Array[] = [];
+  for (let start = 0; start < count; ) {
+    const startEntry = start * STRING_ENTRY_BYTES;
+    if (lengthAt(start) <= INLINE_BYTES) {
+      parts.push(entries.subarray(startEntry + 4, startEntry + 4 + lengthAt(start)));
+      start++;
+      continue;
+    }
+    let end = start + 1;
+    let runBytes = lengthAt(start);
+    while (
+      end < count &&
+      lengthAt(end) > INLINE_BYTES &&
+      pointerAt(end) === pointerAt(end - 1) + lengthAt(end - 1)
+    ) {
+      runBytes += lengthAt(end);
+      end++;
+    }
+    parts.push(
+      duckdb.get_data_from_pointer(
+        entries.buffer as ArrayBuffer,
+        entries.byteOffset + startEntry + 8,
+        runBytes,
+      ),
+    );
+    start = end;
+  }
+  return parts;
 }
