@@ -401,10 +401,15 @@ async function serve(): Promise<void> {
       `  sign in as ${stack.dashboard.email} with password ${stack.dashboard.password}`,
       "  (a local development user; the password is kept in the data dir)",
       "",
+      ...(stack.simulatedVendors.length > 0
+        ? [`Simulated vendors (no API key set): ${stack.simulatedVendors.join(", ")}`, ""]
+        : []),
       "Next:",
       "  npx dmt projects create demo",
       "  npx dmt keys create --project demo --name laptop",
+      "  npx dmt credits grant --project demo --usd 10",
       `  curl -H "Authorization: Bearer <key>" ${stack.url}/api/v1/status`,
+      `  OpenAI SDK: baseURL ${stack.url}/openai/v1 with the dmt_ key`,
       "",
       "Ctrl-C stops the service cleanly.",
       "",
