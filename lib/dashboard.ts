@@ -55,6 +55,7 @@ import { TABLES, type TableName } from "../lambda/adapters/dynamodb/tables";
 import { DASHBOARD_API_PREFIX } from "../lambda/app/dashboard";
 import { SECURITY_HEADERS } from "../lambda/app/middleware";
 import { errors } from "../lambda/core/errors";
+import type { DashboardConfig } from "../web/src/config";
 import { DmtFunction, type LambdaDefaults, REPO_ROOT } from "./lambda-defaults";
 import type { Store } from "./store";
 import type { Warehouse } from "./warehouse";
@@ -291,12 +292,16 @@ export class Dashboard extends Construct {
     this.api.function.addEnvironment("DMT_DASHBOARD_ISSUER", this.userPool.userPoolProviderUrl);
     this.api.function.addEnvironment("DMT_DASHBOARD_CLIENT_ID", this.client.userPoolClientId);
 
-    this.deploySite(props.logRetention, {
+    const config: DashboardConfig = {
       issuer: this.userPool.userPoolProviderUrl,
       clientId: this.client.userPoolClientId,
       scope: `openid email profile ${DASHBOARD_API_SCOPE}`,
       apiBase: DASHBOARD_API_PREFIX,
-    });
+      // Cognito publishes no end_session_endpoint; its sign-out is the domain's /logout, which sends
+      // the browser back to a logout URL registered on the client (`logoutUrls` above).
+      logoutEndpoint: `${signInOrigin}/logout`,
+    };
+    this.deploySite(props.logRetention, config);
     this.acknowledgeFindings();
     new CfnOutput(stack, "DashboardUrl", { value: this.url, description: "The dashboard (sign in here)" });
     new CfnOutput(stack, "DashboardUserPoolId", {
@@ -308,7 +313,8 @@ export class Dashboard extends Construct {
 
   /**
    * Exactly what the dashboard's routes do in the store (lambda/app/dashboard*.ts through the DynamoDB
-   * adapters): keys, memberships, credits, vendor keys, settings; the interactions index and rollups read only.
+   * adapters): keys, memberships, credits, vendor keys, settings, deletion requests; the interactions
+   * index and rollups read only.
    */
   private grantStore(store: Store): void {
     const fn = this.api.function;
@@ -323,12 +329,16 @@ export class Dashboard extends Construct {
       interactions: ["GetItem", "Query"],
       usageRollups: ["Query"],
       projectSettings: ["UpdateItem"],
+      // Requests are written (the table's stream starts the workflow: no Step Functions access here),
+      // read back, and their per-file progress summed.
+      deletionRequests: ["PutItem", "GetItem", "Query"],
     };
     for (const [table, actions] of Object.entries(access) as [TableName, string[]][]) {
       store.grant(fn, table, actions);
     }
-    // Listing a project's keys and members, and filtered interaction pages, query the tables' indexes.
-    const indexed: TableName[] = ["keys", "members", "interactions"];
+    // Listing a project's keys, members and deletion requests, and filtered interaction pages, query
+    // the tables' indexes.
+    const indexed: TableName[] = ["keys", "members", "interactions", "deletionRequests"];
     fn.addToRolePolicy(
       new PolicyStatement({
         actions: ["dynamodb:Query"],
@@ -344,7 +354,7 @@ export class Dashboard extends Construct {
    * file is served `no-cache` (revalidated, as the local server does): the file names carry no content
    * hash, so a deploy shows at the next load.
    */
-  private deploySite(logRetention: RetentionDays, config: Record<string, string>): void {
+  private deploySite(logRetention: RetentionDays, config: DashboardConfig): void {
     const role = new Role(this, "SiteDeploymentRole", {
       assumedBy: new ServicePrincipal("lambda.amazonaws.com"),
     });

@@ -8,6 +8,7 @@ import type { Store } from "../core/ports";
 import type { VendorKeyStore } from "../core/vendor-keys";
 import { requireUser, type TokenVerifier } from "./dashboard-auth";
 import { billingRoutes } from "./dashboard-billing";
+import { type DeletionRoutesDeps, deletionRoutes } from "./dashboard-deletion";
 import { type InteractionRoutesDeps, interactionRoutes } from "./dashboard-interactions";
 import { keyRoutes } from "./dashboard-keys";
 import { type SettingsRoutesDeps, settingsRoutes } from "./dashboard-settings";
@@ -30,6 +31,8 @@ export interface DashboardApiDeps {
   interactions?: Omit<InteractionRoutesDeps, "clock">;
   /** Export destination, tier and export downloads; absent: not served. */
   settings?: Omit<SettingsRoutesDeps, "logger">;
+  /** Deletion requests (the data API's `POST /api/v1/data`, from Settings); absent: not served. */
+  deletion?: Pick<DeletionRoutesDeps, "requests" | "starter">;
 }
 
 export const DASHBOARD_API_PREFIX = "/dashboard/api";
@@ -69,6 +72,9 @@ export function createDashboardApp(deps: DashboardApiDeps): Hono<AppEnv> {
     ...billingRoutes(PROJECT, { ...deps, clock }),
     ...(deps.interactions ? interactionRoutes(PROJECT, { ...deps.interactions, clock }) : {}),
     ...(deps.settings ? settingsRoutes(PROJECT, { ...deps.settings, logger: deps.logger }) : {}),
+    ...(deps.deletion
+      ? deletionRoutes(PROJECT, { ...deps.deletion, log: deps.requests, logger: deps.logger, clock })
+      : {}),
   });
   return app;
 }

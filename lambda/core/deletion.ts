@@ -249,11 +249,23 @@ export function tombstoneMatcher(tombstones: readonly Tombstone[]): (record: Int
 
 // --- Ports
 
+/** One page of a project's requests, newest first. */
+export interface DeletionRequestPage {
+  requests: DeletionRequestRecord[];
+  /** Pass back to get the next (older) page; absent on the last page. */
+  cursor?: string;
+}
+
 /** The requests and their progress: DynamoDB in AWS and locally (lambda/deletion/requests-dynamodb.ts). */
 export interface DeletionRequestStore {
   create(request: DeletionRequestRecord): Promise<void>;
   /** The project's request, or undefined (another project's id reads as absent). */
   get(projectId: string, requestId: string): Promise<DeletionRequestRecord | undefined>;
+  /**
+   * The project's requests, newest first (the dashboard's list). A malformed cursor is refused with a
+   * 400 ApiError; a cursor only ever positions within the project's own requests.
+   */
+  list(projectId: string, options: { limit: number; cursor?: string }): Promise<DeletionRequestPage>;
   /** queued (or failed, on a re-run) -> running; a completed request stays completed. */
   markRunning(projectId: string, requestId: string, at: number): Promise<void>;
   /**

@@ -11,14 +11,19 @@ import {
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
 import {
   type DeletionFileCounts,
+  type DeletionRequestPage,
   type DeletionRequestRecord,
   type DeletionRequestStore,
   isDeletionRequestId,
 } from "../core/deletion";
 import { DeletionAlreadyCompletedError, DeletionFatalError } from "../core/deletion-steps";
+import { errors } from "../core/errors";
 
 const opts = { removeUndefinedValues: true };
 const FILE_MARK = "#file#";
+/** The index of request items by creation time (file items have no `createdAt`: not in it). */
+const BY_CREATED = "byCreated";
+const MAX_PAGE = 100;
 
 /**
  * The `deletionRequests` table: one item per request (`itemId` = request id, `kind` "request") and
@@ -59,6 +64,34 @@ export class DynamoDeletionRequests implements DeletionRequestStore {
     if (!out.Item) return undefined;
     const { itemId, kind: _kind, ...rest } = unmarshall(out.Item);
     return { ...rest, requestId: itemId } as DeletionRequestRecord;
+  }
+
+  async list(projectId: string, options: { limit: number; cursor?: string }): Promise<DeletionRequestPage> {
+    const { limit } = options;
+    if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_PAGE) {
+      throw errors.invalidField("limit", `must be a whole number from 1 to ${MAX_PAGE}`);
+    }
+    const after = options.cursor === undefined ? undefined : readCursor(options.cursor);
+    const page = await this.db.send(
+      new QueryCommand({
+        TableName: this.table,
+        IndexName: BY_CREATED,
+        KeyConditionExpression: "projectId = :p",
+        ExpressionAttributeValues: marshall({ ":p": projectId }),
+        ScanIndexForward: false,
+        Limit: limit,
+        // The cursor holds only a position; the partition is always the caller's project.
+        ExclusiveStartKey:
+          after && marshall({ projectId, itemId: after.requestId, createdAt: after.createdAt }),
+      }),
+    );
+    const requests = (page.Items ?? []).map((item) => {
+      const { itemId, kind: _kind, ...rest } = unmarshall(item);
+      return { ...rest, requestId: itemId } as DeletionRequestRecord;
+    });
+    const last =
+      page.LastEvaluatedKey && (unmarshall(page.LastEvaluatedKey) as { itemId: string; createdAt: number });
+    return last ? { requests, cursor: writeCursor(last.createdAt, last.itemId) } : { requests };
   }
 
   async markRunning(projectId: string, requestId: string, at: number): Promise<void> {
@@ -215,4 +248,26 @@ export class DynamoDeletionRequests implements DeletionRequestStore {
       .sort((a, b) => a.createdAt - b.createdAt)
       .map(({ projectId, itemId }) => ({ projectId, requestId: itemId }));
   }
+}
+
+const writeCursor = (createdAt: number, requestId: string) =>
+  Buffer.from(JSON.stringify([createdAt, requestId])).toString("base64url");
+
+function readCursor(cursor: string): { createdAt: number; requestId: string } {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"));
+  } catch {
+    parsed = undefined;
+  }
+  if (
+    !Array.isArray(parsed) ||
+    parsed.length !== 2 ||
+    !Number.isSafeInteger(parsed[0]) ||
+    typeof parsed[1] !== "string" ||
+    !isDeletionRequestId(parsed[1])
+  ) {
+    throw errors.invalidField("cursor", "is not a cursor from a previous page");
+  }
+  return { createdAt: parsed[0] as number, requestId: parsed[1] };
 }

@@ -15,6 +15,7 @@ import { createKmsClient, KmsKeyWrapper } from "../adapters/secrets/kms";
 import { createDashboardApp } from "../app/dashboard";
 import { tokenVerifier } from "../app/dashboard-auth";
 import { jsonLogger } from "../core/logger";
+import { DynamoDeletionRequests } from "../deletion/requests-dynamodb";
 import { parseDataApiConfig, parseMeteringConfig } from "./config";
 import { createAthenaClient } from "./warehouse";
 
@@ -39,7 +40,8 @@ function parseIdentity(env: Record<string, string | undefined>): z.infer<typeof 
 /**
  * The dashboard API (`/dashboard/api/...`) behind the HTTP API's JWT authorizer: the same app as
  * locally, over DynamoDB, KMS for the BYOK keys it stores (as the proxy functions, which unwrap them),
- * Athena for export downloads, and Cognito's keys for its own token check (the authorizer has checked
+ * Athena for export downloads, the deletion requests table (its stream starts the workflow, so no
+ * starter here), and Cognito's keys for its own token check (the authorizer has checked
  * the token already; the app checks it again and reads the groups).
  */
 // The store and BYOK settings are the proxy's metering ones (its hold TTL is not used here).
@@ -81,5 +83,6 @@ export const handler = handle(
         timeoutMs: ATHENA_TIMEOUT_MS,
       }),
     },
+    deletion: { requests: new DynamoDeletionRequests(db, config.tables.deletionRequests) },
   }),
 );

@@ -12,7 +12,7 @@ import { tableNames } from "../adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../adapters/dynamodb/vendor-keys";
 import type { WarehouseQuery } from "../adapters/query/port";
 import { LocalMasterKey } from "../adapters/secrets/local-master-key";
-import { createDashboardApp, DASHBOARD_API_PREFIX } from "../app/dashboard";
+import { createDashboardApp, DASHBOARD_API_PREFIX, type DashboardApiDeps } from "../app/dashboard";
 import { tokenVerifier } from "../app/dashboard-auth";
 import type { ExportSettingsStore } from "../app/dashboard-settings";
 import type { AppEnv } from "../app/env";
@@ -55,6 +55,8 @@ export interface LocalDashboardDeps {
   interactions: DynamoInteractionIndex;
   /** The warehouse's query layer and export settings (export downloads, the export destination). */
   warehouse: { query: WarehouseQuery; settings: ExportSettingsStore };
+  /** The deletion requests and the runner that processes them. */
+  deletion?: DashboardApiDeps["deletion"];
 }
 
 const under = (path: string, prefix: string) => path === prefix || path.startsWith(`${prefix}/`);
@@ -115,6 +117,7 @@ export function localDashboard(deps: LocalDashboardDeps): LocalDashboard {
             tiers: new DynamoProjectTiers(deps.db, tables),
             warehouse: deps.warehouse.query,
           },
+          ...(deps.deletion ? { deletion: deps.deletion } : {}),
         });
         const web = createWebApp({
           origin,

@@ -163,6 +163,90 @@ describe.sequential("the dashboard in a browser", () => {
     await expect.poll(() => row.textContent()).toContain("Not set");
   });
 
+  it("opens the deletion request form by keyboard, and explains refused inputs", async () => {
+    await expect.poll(() => page.getByText("No deletion requests yet").isVisible()).toBe(true);
+    await page.getByRole("button", { name: "Request a deletion" }).focus();
+    await page.keyboard.press("Enter");
+    await expect.poll(() => page.evaluate(() => document.activeElement?.id)).toBe("deletion-user-id");
+    const dialog = page.locator("dialog");
+    const alert = () => dialog.getByRole("alert").filter({ hasText: /\S/ }).textContent();
+
+    // Checked here: no user id.
+    await page.getByLabel("Reason").fill("cleanup");
+    await dialog.getByRole("button", { name: "Review request" }).click();
+    await expect.poll(alert).toBe("Enter the user ID whose data to delete.");
+
+    // Checked by the API, after the confirmation: a malformed transaction id, an oversized user id.
+    await page.getByLabel("Specific transactions").check();
+    await page.getByLabel("Transaction IDs").fill("tx-1\n<b>x</b>");
+    await dialog.getByRole("button", { name: "Review request" }).click();
+    await expect.poll(() => dialog.getByText("2 transactions of this project.").isVisible()).toBe(true);
+    await dialog.getByRole("button", { name: "Delete data" }).click();
+    await expect.poll(alert).toContain("Invalid field 'transaction_ids[1]': is not a transaction id");
+    await dialog.getByRole("button", { name: "Back" }).click();
+    await page.getByLabel("All data of a user").check();
+    await page.getByLabel("User ID").fill("u".repeat(300));
+    await dialog.getByRole("button", { name: "Review request" }).click();
+    await dialog.getByRole("button", { name: "Delete data" }).click();
+    await expect.poll(alert).toContain("Invalid field 'user_id': must be at most 256 characters");
+    await dialog.getByRole("button", { name: "Back" }).click();
+    await page.keyboard.press("Escape");
+    await expect.poll(() => dialog.count()).toBe(0);
+    await expect.poll(() => page.getByText("No deletion requests yet").isVisible()).toBe(true);
+  });
+
+  it("requests a user's deletion after a confirmation, once on a double submit, and lists it until it completes", async () => {
+    const user = "<b>alice</b>@example.com";
+    const reason = "<i>GDPR</i> erasure #42";
+    await page.getByRole("button", { name: "Request a deletion" }).click();
+    await page.getByLabel("User ID").fill(user);
+    await page.getByLabel("Reason").fill(reason);
+    const dialog = page.locator("dialog");
+    await dialog.getByRole("button", { name: "Review request" }).click();
+    // The confirmation says what goes, as text.
+    await expect.poll(() => dialog.locator("strong.deletion-subject").textContent()).toBe(user);
+    expect(await dialog.locator("p b, p i").count()).toBe(0);
+
+    // Every status the row shows, in order, from the moment the request is accepted.
+    await page.evaluate(() => {
+      const seen: string[] = [];
+      (window as unknown as { deletionStatuses: string[] }).deletionStatuses = seen;
+      new MutationObserver(() => {
+        const text = document.querySelector("table.deletion-requests tbody tr .badge")?.textContent;
+        if (text && seen.at(-1) !== text) seen.push(text);
+      }).observe(document.body, { childList: true, subtree: true, characterData: true });
+    });
+    await dialog.getByRole("button", { name: "Delete data" }).dblclick();
+    await expect.poll(() => dialog.count()).toBe(0);
+    await expect
+      .poll(() => page.getByText(/Deletion request del_[0-9a-f]{24} was queued\./).isVisible())
+      .toBe(true);
+
+    const rows = page.locator("table.deletion-requests tbody tr");
+    await expect
+      .poll(() => rows.first().locator(".badge").textContent(), { timeout: 20_000, interval: 200 })
+      .toBe("Completed");
+    const statuses = await page.evaluate(
+      () => (window as unknown as { deletionStatuses: string[] }).deletionStatuses,
+    );
+    expect(statuses[0]).toBe("Queued");
+    expect(statuses.at(-1)).toBe("Completed");
+    const order = ["Queued", "Running", "Completed"];
+    expect(statuses.map((s) => order.indexOf(s))).toEqual([...statuses.map((s) => order.indexOf(s))].sort());
+    await expect
+      .poll(() => page.getByText(/Deletion request del_[0-9a-f]{24} completed\./).isVisible())
+      .toBe(true);
+
+    expect(await rows.count()).toBe(1);
+    const row = rows.first();
+    expect(await row.locator(".reason").textContent()).toBe(reason);
+    expect(await row.locator("b, i").count()).toBe(0);
+    expect(await row.textContent()).toContain("0 rows deleted · 0 files changed · 0 copies purged");
+    expect(await row.textContent()).toMatch(/User [0-9a-f]{10}…/);
+    // The user id itself is shown nowhere once the dialog is gone: only its hash.
+    expect(await page.content()).not.toContain("alice");
+  });
+
   it("signs out of the dashboard and of the provider", async () => {
     await page.getByRole("button", { name: "Sign out" }).click();
     await page.getByRole("button", { name: "Yes, sign me out" }).click();

@@ -480,6 +480,8 @@ describe("dashboard function", () => {
       ),
       [table("usageRollups")]: ["Query"],
       [table("projectSettings")]: ["GetItem", "UpdateItem"],
+      [table("deletionRequests")]: ["GetItem", "PutItem", "Query"],
+      [`${table("deletionRequests")}/index/byCreated`]: ["Query"],
     });
   });
 
@@ -514,7 +516,7 @@ describe("site deployment", () => {
     });
   });
 
-  it("writes config.json with the pool's issuer, the client id, the scope and the API base", () => {
+  it("writes config.json with the pool's issuer, the client id, the scope, the API base and Cognito's sign-out", () => {
     const markers = deployment().SourceMarkers as Record<string, unknown>[];
     const keys = deployment().SourceObjectKeys as string[];
     const index = markers.findIndex((m) => Object.keys(m).length > 0);
@@ -525,6 +527,9 @@ describe("site deployment", () => {
     expect(resolve(config.clientId)).toEqual(ref(dashboard().client));
     expect(config.scope).toBe(`openid email profile ${DASHBOARD_API_SCOPE}`);
     expect(config.apiBase).toBe("/dashboard/api");
+    // Cognito's /logout on the sign-in domain; it returns to the client's registered logout URL.
+    const logout = config.logoutEndpoint?.replace(/<<marker:[^>]+>>/g, (marker) => render(resolve(marker)));
+    expect(logout).toBe(`https://{${id(dashboard().domain)}}.auth.{AWS::Region}.amazoncognito.com/logout`);
   });
 
   it("runs with a role that may write only its own log group, kept like the others'", () => {

@@ -167,6 +167,34 @@ export interface ExportInput {
   filters?: Record<string, string | number>;
 }
 
+export type DeletionStatus = "queued" | "running" | "completed" | "failed";
+
+/** A deletion request as Settings lists it: the user only as the hash of its id. */
+export interface DeletionRequestView {
+  requestId: string;
+  status: DeletionStatus;
+  reason: string;
+  userIdHash?: string;
+  transactionIdCount: number;
+  counts: { rowsDeleted: number; filesRewritten: number; filesDeleted: number; copiesPurged: number };
+  createdAt: number;
+  startedAt?: number;
+  finishedAt?: number;
+  error?: string;
+}
+
+export interface DeletionRequestPage {
+  requests: DeletionRequestView[];
+  cursor?: string;
+}
+
+/** The body of `POST /api/v1/data`: a user, transactions, or both. */
+export interface DeletionInput {
+  reason: string;
+  user_id?: string;
+  transaction_ids?: string[];
+}
+
 /** An error answered by the API (`{"error":{"message","type","code"}}`), or a network failure. */
 export class ApiFailure extends Error {
   constructor(
@@ -330,6 +358,24 @@ export class Api {
     const disposition = response.headers.get("Content-Disposition") ?? "";
     const fileName = /filename="([^"]+)"/.exec(disposition)?.[1] ?? `dmt-export.${input.format}`;
     return { blob: await response.blob(), fileName };
+  }
+
+  deletionRequests(projectId: string, cursor?: string): Promise<DeletionRequestPage> {
+    const query = cursor === undefined ? "" : `?cursor=${encodeURIComponent(cursor)}`;
+    return this.call("GET", this.project(projectId, `/deletion-requests${query}`));
+  }
+
+  async requestDeletion(
+    projectId: string,
+    input: DeletionInput,
+    idempotencyKey: string,
+  ): Promise<DeletionRequestView> {
+    const path = this.project(projectId, "/deletion-requests");
+    return (
+      await this.call<{ request: DeletionRequestView }>("POST", path, input, {
+        "Idempotency-Key": idempotencyKey,
+      })
+    ).request;
   }
 
   async revokeKey(projectId: string, keyId: string): Promise<KeyView> {

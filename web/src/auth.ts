@@ -1,5 +1,6 @@
 import * as oauth from "oauth4webapi";
 import type { DashboardConfig } from "./config";
+import { signOutUrl } from "./signout";
 
 /**
  * Sign-in with the authorization code flow and PKCE (oauth4webapi), against Cognito in AWS or the
@@ -130,18 +131,17 @@ export class Auth {
   async signOut(): Promise<void> {
     const session = this.session();
     sessionStorage.removeItem(SESSION_KEY);
-    const as = await this.authorizationServer().catch(() => undefined);
-    if (!as?.end_session_endpoint) {
-      location.assign(SIGNED_OUT_PATH);
-      return;
-    }
-    const url = new URL(as.end_session_endpoint);
-    url.search = new URLSearchParams({
-      client_id: this.config.clientId,
-      post_logout_redirect_uri: this.redirectUri(SIGNED_OUT_PATH),
-      ...(session?.idToken ? { id_token_hint: session.idToken } : {}),
-    }).toString();
-    location.assign(url.href);
+    // Cognito's sign-out endpoint comes with the config; other providers publish theirs.
+    const as = this.config.logoutEndpoint
+      ? undefined
+      : await this.authorizationServer().catch(() => undefined);
+    const url = signOutUrl({
+      config: this.config,
+      endSessionEndpoint: as?.end_session_endpoint,
+      signedOut: this.redirectUri(SIGNED_OUT_PATH),
+      idToken: session?.idToken,
+    });
+    location.assign(url ?? SIGNED_OUT_PATH);
   }
 
   /** Forgets the session without leaving the page (the API said the token is no longer good). */

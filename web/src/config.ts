@@ -7,4 +7,9 @@ export interface DashboardConfig {
   scope: string;
   /** Base URL of the dashboard API, e.g. `/dashboard/api`. */
   apiBase: string;
+  /**
+   * Cognito's sign-out endpoint (`https://<domain>/logout`), which its discovery document does not
+   * publish. Absent: sign-out uses the discovery document's `end_session_endpoint` (the local provider).
+   */
+  logoutEndpoint?: string;
 }

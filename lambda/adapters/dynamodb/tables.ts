@@ -77,9 +77,14 @@ export const TABLES: Record<TableName, TableDefinition> = {
   /**
    * Deletion requests, kept for good as the audit trail (reason, counts, user-id hash), and per-file
    * progress items `<requestId>#file#<hash>` (lambda/deletion/requests-dynamodb.ts). In AWS its stream
-   * starts the deletion workflow (lib/deletion.ts).
+   * starts the deletion workflow (lib/deletion.ts). `byCreated` lists a project's requests newest
+   * first (only request items carry `createdAt`, so file items stay out of it).
    */
-  deletionRequests: { partitionKey: "projectId", sortKey: { name: "itemId", type: "S" } },
+  deletionRequests: {
+    partitionKey: "projectId",
+    sortKey: { name: "itemId", type: "S" },
+    indexes: [{ name: "byCreated", partitionKey: "projectId", sortKey: { name: "createdAt", type: "N" } }],
+  },
   /** What the warehouse consumer drops while a deletion runs; kept past the queue's retention. */
   deletionTombstones: {
     partitionKey: "projectId",

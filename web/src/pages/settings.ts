@@ -1,16 +1,8 @@
 import type { Vendor, VendorKeyView } from "../api";
 import { type Child, h, icon, replace } from "../dom";
 import { timeCell } from "../format";
-import {
-  emptyState,
-  errorMessage,
-  errorState,
-  loadingState,
-  modal,
-  type Page,
-  type PageContext,
-  pageHead,
-} from "./page";
+import { errorMessage, errorState, loadingState, modal, type Page, type PageContext, pageHead } from "./page";
+import { deletionSection } from "./settings-deletion";
 
 const VENDORS: [vendor: Vendor, label: string][] = [
   ["groq", "Groq"],
@@ -338,18 +330,6 @@ function exportSection(ctx: PageContext): HTMLElement {
   );
 }
 
-/** Deletion requests: no deletion store is wired into the dashboard yet, and the page says so. */
-function deletionSection(): HTMLElement {
-  return section(
-    "Deletion requests",
-    emptyState(
-      "trash",
-      "Not available in this deployment yet",
-      "Requests to delete a user's data or single transactions, and their status, will be listed here once this deployment processes deletions.",
-    ),
-  );
-}
-
 /** The project's facts, and for operators its tier. */
 function projectSection(ctx: PageContext): HTMLElement {
   const tierValue = h("span", { "data-testid": "tier" }, ctx.project.tier);
@@ -429,7 +409,7 @@ export const settingsPage: Page = {
       ),
       destinationSection(ctx),
       exportSection(ctx),
-      deletionSection(),
+      deletionSection(ctx),
       projectSection(ctx),
     );
 
