@@ -4,7 +4,7 @@ import {
   type DeletionRequestRecord,
   type DeletionRequestStore,
   type DeletionStarter,
-  newDeletionRequest,
+  hashUserId,
   parseDeletionRequest,
 } from "../core/deletion";
 import { errors } from "../core/errors";
@@ -12,6 +12,7 @@ import type { Logger } from "../core/logger";
 import type { RequestLog } from "../core/members";
 import { DATA_API_BODY_LIMIT, readJsonObject } from "./body";
 import { once, projectOf } from "./dashboard-requests";
+import { requestDeletion } from "./deletion";
 import type { RouteTable } from "./routing";
 
 export interface DeletionRoutesDeps {
@@ -69,25 +70,16 @@ async function create(c: Context, deps: DeletionRoutesDeps): Promise<Response> {
   const input = parseDeletionRequest(await readJsonObject(c, DATA_API_BODY_LIMIT));
   const projectId = projectOf(c);
   const now = deps.clock();
-  const request = newDeletionRequest(projectId, input, now);
+  const userIdHash = input.userId === undefined ? null : hashUserId(projectId, input.userId);
   return once(c, {
     requests: deps.log,
     scope: ["deletion-request", projectId],
     // The user id only as its hash: the idempotency record holds no user id.
-    input: [input.reason, request.userIdHash ?? null, input.transactionIds ?? null],
+    input: [input.reason, userIdHash, input.transactionIds ?? null],
     now,
     run: async () => {
-      // As the data API does: the record (whose stream starts the workflow in AWS), then the runner.
-      await deps.requests.create(request);
-      await deps.starter?.start(projectId, request.requestId);
-      deps.logger.info("deletion requested", {
-        metric: "deletion.requested",
-        projectId,
-        requestId: request.requestId,
-        userIdHash: request.userIdHash ?? null,
-        transactionIdCount: request.transactionIdCount,
-        requestedBy: c.get("dashboardUser").userId,
-      });
+      const requestedBy = c.get("dashboardUser").userId;
+      const request = await requestDeletion(deps, { projectId, input, now, requestedBy });
       return {
         resultId: request.requestId,
         response: c.json({ request: await view(deps.requests, request) }, 202),

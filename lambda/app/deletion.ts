@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import {
   type DeletionFileCounts,
+  type DeletionRequestInput,
   type DeletionRequestRecord,
   type DeletionRequestStore,
   type DeletionStarter,
@@ -44,10 +45,27 @@ function requestView(request: DeletionRequestRecord, counts: DeletionFileCounts)
   };
 }
 
-async function handleCreate(c: Context<AppEnv>, deps: DeletionRouteDeps): Promise<Response> {
-  const input = parseDeletionRequest(await readJsonObject(c, DATA_API_BODY_LIMIT));
-  const projectId = c.get("auth").projectId;
-  const request = newDeletionRequest(projectId, input, (deps.clock ?? Date.now)());
+/** What taking a deletion request needs: both the data API's and the dashboard's routes have it. */
+export type DeletionIntakeDeps = Pick<DeletionRouteDeps, "requests" | "starter" | "logger">;
+
+export interface DeletionIntake {
+  projectId: string;
+  /** Validated by parseDeletionRequest. */
+  input: DeletionRequestInput;
+  now: number;
+  /** Who asked, when it is someone other than the project's key (a dashboard user). */
+  requestedBy?: string;
+}
+
+/**
+ * Takes a validated deletion request: stores it (in AWS the table's stream starts the workflow), starts
+ * the local runner, and logs it with the user only as its hash. Returns the stored request.
+ */
+export async function requestDeletion(
+  deps: DeletionIntakeDeps,
+  { projectId, input, now, requestedBy }: DeletionIntake,
+): Promise<DeletionRequestRecord> {
+  const request = newDeletionRequest(projectId, input, now);
   await deps.requests.create(request);
   await deps.starter?.start(projectId, request.requestId);
   deps.logger.info("deletion requested", {
@@ -56,7 +74,15 @@ async function handleCreate(c: Context<AppEnv>, deps: DeletionRouteDeps): Promis
     requestId: request.requestId,
     userIdHash: request.userIdHash ?? null,
     transactionIdCount: request.transactionIdCount,
+    ...(requestedBy !== undefined && { requestedBy }),
   });
+  return request;
+}
+
+async function handleCreate(c: Context<AppEnv>, deps: DeletionRouteDeps): Promise<Response> {
+  const input = parseDeletionRequest(await readJsonObject(c, DATA_API_BODY_LIMIT));
+  const projectId = c.get("auth").projectId;
+  const request = await requestDeletion(deps, { projectId, input, now: (deps.clock ?? Date.now)() });
   // 202: accepted, processed afterwards; the body is the specification's, plus the id to follow it by.
   return c.json({ status: "ok", message: "Deletion request queued", request_id: request.requestId }, 202);
 }

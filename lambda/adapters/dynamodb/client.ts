@@ -1,6 +1,13 @@
 import { Agent } from "node:http";
 import { Agent as HttpsAgent } from "node:https";
-import { CreateTableCommand, DynamoDBClient, ResourceInUseException } from "@aws-sdk/client-dynamodb";
+import {
+  CreateTableCommand,
+  DescribeTableCommand,
+  DynamoDBClient,
+  ResourceInUseException,
+  ResourceNotFoundException,
+  type TableDescription,
+} from "@aws-sdk/client-dynamodb";
 import { NodeHttpHandler } from "@smithy/node-http-handler";
 import { TABLES, type TableDefinition, type TableName, type TableNames } from "./tables";
 
@@ -22,46 +29,81 @@ export function createDynamoClient(options: { endpoint?: string; region?: string
   });
 }
 
-/** Creates every table of TABLES that does not exist yet (the local stack; CDK does this in AWS). */
+/**
+ * Creates every table of TABLES that does not exist yet (the local stack; CDK does this in AWS) and
+ * checks that the existing ones have every index their definition lists. dynalite cannot add an index
+ * to an existing table (it accepts UpdateTable's GlobalSecondaryIndexUpdates and ignores it), so a table
+ * made before an index was added stops the start with what to do, rather than failing queries later.
+ */
 export async function ensureTables(db: DynamoDBClient, names: TableNames): Promise<void> {
+  const missing: string[] = [];
   for (const [name, def] of Object.entries(TABLES) as [TableName, TableDefinition][]) {
-    const attributes = new Map<string, "S" | "N">([[def.partitionKey, "S"]]);
-    const sortKey = def.sortKey;
-    if (sortKey) attributes.set(sortKey.name, sortKey.type);
-    const indexes = def.indexes ?? [];
-    for (const index of indexes) {
-      attributes.set(index.partitionKey, "S");
-      attributes.set(index.sortKey.name, index.sortKey.type);
+    const existing = await describeTable(db, names[name]);
+    if (!existing) {
+      await createTable(db, names[name], def);
+      continue;
     }
-    try {
-      await db.send(
-        new CreateTableCommand({
-          TableName: names[name],
-          BillingMode: "PAY_PER_REQUEST",
-          AttributeDefinitions: [...attributes].map(([AttributeName, AttributeType]) => ({
-            AttributeName,
-            AttributeType,
-          })),
-          KeySchema: [
-            { AttributeName: def.partitionKey, KeyType: "HASH" },
-            ...(sortKey ? [{ AttributeName: sortKey.name, KeyType: "RANGE" as const }] : []),
-          ],
-          ...(indexes.length > 0
-            ? {
-                GlobalSecondaryIndexes: indexes.map((index) => ({
-                  IndexName: index.name,
-                  KeySchema: [
-                    { AttributeName: index.partitionKey, KeyType: "HASH" as const },
-                    { AttributeName: index.sortKey.name, KeyType: "RANGE" as const },
-                  ],
-                  Projection: { ProjectionType: "ALL" as const },
-                })),
-              }
-            : {}),
-        }),
-      );
-    } catch (err) {
-      if (!(err instanceof ResourceInUseException)) throw err;
+    const present = new Set(existing.GlobalSecondaryIndexes?.map((index) => index.IndexName));
+    for (const index of def.indexes ?? []) {
+      if (!present.has(index.name)) missing.push(`table '${names[name]}' has no index '${index.name}'`);
     }
+  }
+  if (missing.length > 0) {
+    throw new Error(
+      `The store was made before some indexes were added: ${missing.join("; ")}. The local store ` +
+        "(dynalite) cannot add an index to an existing table: move the data dir (DMT_DATA_DIR) aside " +
+        "and start again with a new one.",
+    );
+  }
+}
+
+async function describeTable(db: DynamoDBClient, tableName: string): Promise<TableDescription | undefined> {
+  try {
+    return (await db.send(new DescribeTableCommand({ TableName: tableName }))).Table;
+  } catch (err) {
+    if (err instanceof ResourceNotFoundException) return undefined;
+    throw err;
+  }
+}
+
+async function createTable(db: DynamoDBClient, tableName: string, def: TableDefinition): Promise<void> {
+  const attributes = new Map<string, "S" | "N">([[def.partitionKey, "S"]]);
+  const sortKey = def.sortKey;
+  if (sortKey) attributes.set(sortKey.name, sortKey.type);
+  const indexes = def.indexes ?? [];
+  for (const index of indexes) {
+    attributes.set(index.partitionKey, "S");
+    attributes.set(index.sortKey.name, index.sortKey.type);
+  }
+  try {
+    await db.send(
+      new CreateTableCommand({
+        TableName: tableName,
+        BillingMode: "PAY_PER_REQUEST",
+        AttributeDefinitions: [...attributes].map(([AttributeName, AttributeType]) => ({
+          AttributeName,
+          AttributeType,
+        })),
+        KeySchema: [
+          { AttributeName: def.partitionKey, KeyType: "HASH" },
+          ...(sortKey ? [{ AttributeName: sortKey.name, KeyType: "RANGE" as const }] : []),
+        ],
+        ...(indexes.length > 0
+          ? {
+              GlobalSecondaryIndexes: indexes.map((index) => ({
+                IndexName: index.name,
+                KeySchema: [
+                  { AttributeName: index.partitionKey, KeyType: "HASH" as const },
+                  { AttributeName: index.sortKey.name, KeyType: "RANGE" as const },
+                ],
+                Projection: { ProjectionType: "ALL" as const },
+              })),
+            }
+          : {}),
+      }),
+    );
+  } catch (err) {
+    // Another process created it between our DescribeTable and here, from the same definitions.
+    if (!(err instanceof ResourceInUseException)) throw err;
   }
 }
