@@ -30,18 +30,19 @@ import type { Store } from "../core/ports";
 import { VENDORS } from "../vendors";
 import { VENDOR_NAMES, type VendorName } from "../vendors/types";
 import { warehouseHooks } from "../warehouse/hooks";
-import { startLocalWarehouse } from "../warehouse/local";
 import { type LocalConfig, vendorSettings } from "./config";
 import { type EmbeddedDynamo, runningStoreEndpoint, startEmbeddedDynamo } from "./embedded-dynamo";
 import { createHttpServer } from "./http-server";
 import { type DashboardSignIn, localDashboard } from "./oidc-dashboard";
 import { type Simulator, startSimulator } from "./simulator";
+import { startThreadedWarehouse } from "./warehouse-thread";
 
 /** The store of a data dir: the embedded dynalite, or the endpoint of the process that already serves it. */
 export interface LocalStore {
   store: Store;
   db: DynamoDBClient;
   tables: TableNames;
+  endpoint: string;
   close(): Promise<void>;
 }
 
@@ -51,11 +52,19 @@ export async function openLocalStore(dataDir: string, endpoint?: string): Promis
   const url = shared ?? (embedded as EmbeddedDynamo).endpoint;
   const db = createDynamoClient({ endpoint: url });
   const names = tableNames(process.env);
-  await ensureTables(db, names);
+  try {
+    await ensureTables(db, names);
+  } catch (err) {
+    // The embedded store runs in a worker thread: left open, it would keep the process alive.
+    db.destroy();
+    await embedded?.close();
+    throw err;
+  }
   return {
     store: new DynamoStore(db, names),
     db,
     tables: names,
+    endpoint: url,
     async close() {
       db.destroy();
       await embedded?.close();
@@ -121,15 +130,15 @@ export async function startLocalStack(
         })
       : undefined;
   // Every finished call becomes one interaction record: queued, written to Parquet within the flush interval.
-  // Once written, the dashboard's index and daily rollups get it too.
+  // Once written, the dashboard's index and daily rollups get it too; that work runs in a worker thread.
   const interactions = new DynamoInteractionIndex(local.db, local.tables);
-  const warehouse = await startLocalWarehouse({
+  const warehouse = await startThreadedWarehouse({
     dataDir: config.dataDir,
     logger,
     flushIntervalMs: config.DMT_WAREHOUSE_FLUSH_MS,
-    onWritten: [(records) => interactions.write(records)],
+    store: local,
     // Deletion requests run here; they purge the dashboard's index and rollups too.
-    deletion: { db: local.db, tables: local.tables, purgers: [interactions] },
+    purgers: [interactions],
   });
   const hookList = [
     ...(metering ? [metering] : []),
@@ -155,6 +164,7 @@ export async function startLocalStack(
     onKeyRevoked: (keyId) => keys.forget(keyId),
     interactions,
     warehouse: { query: warehouse.exports.query, settings: warehouse.settings },
+    ...(warehouse.deletion ? { deletion: warehouse.deletion.routes } : {}),
   });
   const fallback = appShell(logger);
   fallback.all("*", (c) => errorResponse(errors.notFound(), c, logger));

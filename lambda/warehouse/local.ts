@@ -2,15 +2,14 @@ import { join } from "node:path";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { TableNames } from "../adapters/dynamodb/tables";
 import { FsObjectStore } from "../adapters/objectstore/fs";
-import { DuckDBWarehouseQuery } from "../adapters/query/duckdb";
 import { FolderDeadLetters } from "../adapters/queue/dead-letter-folder";
 import { InProcessQueue } from "../adapters/queue/in-process";
 import { QueueJournal } from "../adapters/queue/journal";
 import { FileDeliveryLedger } from "../adapters/queue/ledger";
 import type { ExportRouteDeps } from "../app/exports";
-import type { CopyPurger } from "../core/deletion";
+import type { CopyPurger, TombstoneReader } from "../core/deletion";
 import type { Logger } from "../core/logger";
-import { type LocalDeletion, type LocalDeletionOptions, startLocalDeletion } from "../deletion/local";
+import type { LocalDeletion, LocalDeletionOptions } from "../deletion/local";
 import { DynamoTombstones } from "../deletion/tombstones-dynamodb";
 import { createWarehouseConsumer, type WrittenListener } from "./consumer";
 import { FileExportSettings } from "./export-settings-file";
@@ -26,7 +25,10 @@ export function localExportSettings(dataDir: string): FileExportSettings {
   return new FileExportSettings(join(dataDir, "export-settings.json"));
 }
 
-export interface LocalWarehouseOptions {
+/** The warehouse folder of a data dir: `interactions/`, `dead-letter/`. */
+const warehouseObjects = (dataDir: string) => new FsObjectStore(join(dataDir, "warehouse"));
+
+export interface WarehouseQueueOptions {
   dataDir: string;
   logger: Logger;
   flushIntervalMs?: number;
@@ -37,54 +39,28 @@ export interface LocalWarehouseOptions {
   clock?: () => number;
   /** Told of records once written (the dashboard's interactions index). */
   onWritten?: WrittenListener[];
-  /** Runs deletion requests here (their tables live in the store); absent: no deletion. */
-  deletion?: {
-    db: DynamoDBClient;
-    tables: TableNames;
-    /** More copies a deletion purges (the dashboard's interaction index and rollups). */
-    purgers?: CopyPurger[];
-    runner?: LocalDeletionOptions["runner"];
-  };
-}
-
-export interface LocalWarehouse {
-  /** Where the proxy's after-hook sends records. */
-  queue: InProcessQueue;
-  /** Dependencies of `exportRoutes` (lambda/app/exports.ts). */
-  exports: ExportRouteDeps;
-  settings: FileExportSettings;
-  /** The warehouse folder: `interactions/`, `dead-letter/`. */
-  objects: FsObjectStore;
-  /** The deletion workflow, when `deletion` was given: `routes` are `deletionRoutes`' dependencies. */
-  deletion?: LocalDeletion;
-  /** Delivers every waiting record, then releases DuckDB. */
-  close(): Promise<void>;
+  /** Records a running deletion covers are dropped; absent: none is. */
+  tombstones?: TombstoneReader;
 }
 
 /**
- * The embedded warehouse under the data dir:
- * `warehouse/` (Parquet under `interactions/project=<id>/dt=<day>/`, dead letters under `dead-letter/`),
- * `warehouse-ledger/` (ids already written), `warehouse-queue/` (the queue's journal: records not yet
- * written, which survive a killed process), `export-settings.json`, and `buckets/<bucket>/` standing in
- * for `s3://` export destinations.
+ * The writing side of the local warehouse: the in-process queue, its journal, and the consumer Lambda
+ * runs. The local stack runs it in a worker thread (lambda/local/warehouse-thread.ts).
  */
-export async function startLocalWarehouse(options: LocalWarehouseOptions): Promise<LocalWarehouse> {
+export async function startWarehouseQueue(options: WarehouseQueueOptions): Promise<InProcessQueue> {
   const clock = options.clock ?? Date.now;
-  const objects = new FsObjectStore(join(options.dataDir, "warehouse"));
-  const ledger = await FileDeliveryLedger.open(join(options.dataDir, "warehouse-ledger"), clock);
+  const objects = warehouseObjects(options.dataDir);
   const deadLetters = new FolderDeadLetters(objects);
-  const tombstones =
-    options.deletion && new DynamoTombstones(options.deletion.db, options.deletion.tables.deletionTombstones);
   const handler = createWarehouseConsumer({
     objects,
-    ledger,
+    ledger: await FileDeliveryLedger.open(join(options.dataDir, "warehouse-ledger"), clock),
     deadLetters,
     logger: options.logger,
     clock,
     ...(options.onWritten ? { onWritten: options.onWritten } : {}),
-    ...(tombstones ? { tombstones } : {}),
+    ...(options.tombstones ? { tombstones: options.tombstones } : {}),
   });
-  const queue = new InProcessQueue({
+  return new InProcessQueue({
     handler,
     deadLetters,
     logger: options.logger,
@@ -95,6 +71,49 @@ export async function startLocalWarehouse(options: LocalWarehouseOptions): Promi
     clock,
     journal: await QueueJournal.open(join(options.dataDir, "warehouse-queue"), options.logger),
   }).start();
+}
+
+export interface WarehouseReadsOptions {
+  dataDir: string;
+  logger: Logger;
+  clock?: () => number;
+  /** Runs deletion requests here (their tables live in the store); absent: no deletion. */
+  deletion?: {
+    db: DynamoDBClient;
+    tables: TableNames;
+    /** More copies a deletion purges (the dashboard's interaction index and rollups). */
+    purgers?: CopyPurger[];
+    runner?: LocalDeletionOptions["runner"];
+  };
+}
+
+/** The reading side of the local warehouse: exports, settings, deletion. */
+export interface WarehouseReads {
+  /** Dependencies of `exportRoutes` (lambda/app/exports.ts). */
+  exports: ExportRouteDeps;
+  settings: FileExportSettings;
+  /** The warehouse folder: `interactions/`, `dead-letter/`. */
+  objects: FsObjectStore;
+  /** The deletion workflow, when `deletion` was given: `routes` are `deletionRoutes`' dependencies. */
+  deletion?: LocalDeletion;
+  /** Lets a deletion in progress end, then releases DuckDB. */
+  close(): Promise<void>;
+}
+
+/**
+ * DuckDB over the warehouse folder, the export settings, and the deletion workflow, which delivers
+ * what `queue` holds when it waits out the records in flight.
+ */
+export async function openWarehouseReads(
+  options: WarehouseReadsOptions,
+  queue: { deliver(): Promise<void> },
+): Promise<WarehouseReads> {
+  // Loaded here: the local stack's warehouse worker imports this module for the writing side only, and
+  // DuckDB and the deletion workflow would add about a third to its start.
+  const { DuckDBWarehouseQuery } = await import("../adapters/query/duckdb");
+  const { startLocalDeletion } = await import("../deletion/local");
+  const clock = options.clock ?? Date.now;
+  const objects = warehouseObjects(options.dataDir);
   const query = await DuckDBWarehouseQuery.open(objects.root);
   const settings = localExportSettings(options.dataDir);
   const exports: ExportRouteDeps = {
@@ -108,31 +127,62 @@ export async function startLocalWarehouse(options: LocalWarehouseOptions): Promi
     clock,
   };
   const deletion =
-    options.deletion && tombstones
-      ? await startLocalDeletion({
-          db: options.deletion.db,
-          requestsTable: options.deletion.tables.deletionRequests,
-          tombstones,
-          objects,
-          exports,
-          // Locally the in-flight window is the queue itself: deliver what it holds, now.
-          waitForInFlight: () => queue.deliver(),
-          ...(options.deletion.purgers ? { purgers: options.deletion.purgers } : {}),
-          ...(options.deletion.runner ? { runner: options.deletion.runner } : {}),
-          logger: options.logger,
-          clock,
-        })
-      : undefined;
+    options.deletion &&
+    (await startLocalDeletion({
+      db: options.deletion.db,
+      requestsTable: options.deletion.tables.deletionRequests,
+      tombstones: new DynamoTombstones(options.deletion.db, options.deletion.tables.deletionTombstones),
+      objects,
+      exports,
+      // Locally the in-flight window is the queue itself: deliver what it holds, now.
+      waitForInFlight: () => queue.deliver(),
+      ...(options.deletion.purgers ? { purgers: options.deletion.purgers } : {}),
+      ...(options.deletion.runner ? { runner: options.deletion.runner } : {}),
+      logger: options.logger,
+      clock,
+    }));
   return {
-    queue,
     exports,
     settings,
     objects,
     ...(deletion ? { deletion } : {}),
     async close() {
       await deletion?.close();
-      await queue.close();
       query.close();
+    },
+  };
+}
+
+export type LocalWarehouseOptions = Omit<WarehouseQueueOptions, "tombstones"> & WarehouseReadsOptions;
+
+export interface LocalWarehouse extends WarehouseReads {
+  /** Where the proxy's after-hook sends records. */
+  queue: InProcessQueue;
+  /** Lets a deletion in progress end, releases DuckDB, and delivers every waiting record. */
+  close(): Promise<void>;
+}
+
+/**
+ * The embedded warehouse under the data dir, both sides in this thread:
+ * `warehouse/` (Parquet under `interactions/project=<id>/dt=<day>/`, dead letters under `dead-letter/`),
+ * `warehouse-ledger/` (ids already written), `warehouse-queue/` (the queue's journal: records not yet
+ * written, which survive a killed process), `export-settings.json`, and `buckets/<bucket>/` standing in
+ * for `s3://` export destinations.
+ */
+export async function startLocalWarehouse(options: LocalWarehouseOptions): Promise<LocalWarehouse> {
+  const queue = await startWarehouseQueue({
+    ...options,
+    ...(options.deletion
+      ? { tombstones: new DynamoTombstones(options.deletion.db, options.deletion.tables.deletionTombstones) }
+      : {}),
+  });
+  const reads = await openWarehouseReads(options, queue);
+  return {
+    ...reads,
+    queue,
+    async close() {
+      await reads.close();
+      await queue.close();
     },
   };
 }

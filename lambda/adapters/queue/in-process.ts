@@ -61,8 +61,12 @@ export class InProcessQueue implements RecordQueue {
     return this;
   }
 
-  async send(record: InteractionRecord): Promise<void> {
-    const body = JSON.stringify(record);
+  send(record: InteractionRecord): Promise<void> {
+    return this.enqueue(JSON.stringify(record));
+  }
+
+  /** `send` of a record already serialised (the local stack's warehouse worker receives them so). */
+  async enqueue(body: string): Promise<void> {
     const segment = await this.journaled(body);
     const messageId = randomUUID();
     this.held.set(messageId, { messageId, body, receiveCount: 0, visibleAt: 0, segment });

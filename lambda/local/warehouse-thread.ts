@@ -1,0 +1,211 @@
+import { Worker } from "node:worker_threads";
+import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import type { TableNames } from "../adapters/dynamodb/tables";
+import type { RecordQueue } from "../adapters/queue/port";
+import type { CopyPurger } from "../core/deletion";
+import { errorFields, type Logger } from "../core/logger";
+import type { InteractionRecord } from "../core/record";
+import { openWarehouseReads, type WarehouseReads } from "../warehouse/local";
+
+/** What the warehouse worker starts from. */
+export interface WarehouseWorkerData {
+  dataDir: string;
+  /** The store the worker writes the dashboard's index and rollups to, and reads tombstones from. */
+  endpoint: string;
+  tables: TableNames;
+  flushIntervalMs: number;
+}
+
+/** A request to the worker; it answers each one with `done` once it is carried out. */
+export type WorkerRequest =
+  | { type: "send"; id: number; body: string }
+  | { type: "deliver"; id: number }
+  | { type: "close"; id: number };
+
+export type WorkerReport =
+  | { type: "ready" }
+  | { type: "done"; id: number }
+  | {
+      type: "log";
+      level: "debug" | "info" | "warn" | "error";
+      message: string;
+      fields?: Record<string, unknown>;
+    };
+
+/** A worker that failed to start is replaced after this pause, so a persistent fault cannot spin. */
+const RESTART_PAUSE_MS = 1000;
+
+/**
+ * The local warehouse's writing side in a worker thread (lambda/local/warehouse-worker.ts): the
+ * in-process queue with its journal, the consumer Lambda runs, and the dashboard's index writer, whose
+ * CPU (JSON, Parquet, store writes) would otherwise delay the server's requests. This side only posts:
+ * `send` serialises the record and resolves once the worker has it in the journal.
+ *
+ * Requests stay here until answered. A worker that dies is logged and replaced, and the new one gets the
+ * unanswered requests again; the records the dead one had journaled it takes over from the journal.
+ * The worker holds the process open only while requests wait, as the queue's timer did in process.
+ */
+export class WarehouseThread implements RecordQueue {
+  /** Settles once the first worker is ready; rejects if it cannot start (say, an unusable journal). */
+  readonly ready: Promise<void>;
+  private worker: Worker | undefined;
+  private readonly unanswered = new Map<number, { request: WorkerRequest; answered: () => void }>();
+  private nextId = 0;
+  private startedOnce = false;
+  private closing: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly data: WarehouseWorkerData,
+    private readonly logger: Logger,
+  ) {
+    this.ready = this.spawn().then(
+      () => {
+        this.startedOnce = true;
+      },
+      (err: unknown) => {
+        // The stack does not start: no record was handed over, only deliveries wait, with nothing to do.
+        this.stopped = true;
+        for (const id of [...this.unanswered.keys()]) this.answer(id);
+        throw err;
+      },
+    );
+  }
+
+  send(record: InteractionRecord): Promise<void> {
+    if (this.stopped) {
+      this.logger.error("a record came after the warehouse closed; it is not written", {
+        metric: "warehouse.undelivered",
+        count: 1,
+      });
+      return Promise.resolve();
+    }
+    const body = JSON.stringify(record);
+    return this.request((id) => ({ type: "send", id, body }));
+  }
+
+  /** Delivers every record handed over so far (and visible); resolves once they are written. */
+  deliver(): Promise<void> {
+    return this.request((id) => ({ type: "deliver", id }));
+  }
+
+  /** Delivers everything, closes the journal, and ends the worker. */
+  close(): Promise<void> {
+    this.closing ??= this.request((id) => ({ type: "close", id })).then(async () => {
+      this.stopped = true;
+      await this.worker?.terminate();
+    });
+    return this.closing;
+  }
+
+  private request(make: (id: number) => WorkerRequest): Promise<void> {
+    const request = make(this.nextId++);
+    return new Promise((answered) => {
+      this.unanswered.set(request.id, { request, answered });
+      this.worker?.ref();
+      this.worker?.postMessage(request);
+    });
+  }
+
+  private answer(id: number): void {
+    const waiting = this.unanswered.get(id);
+    if (!waiting) return;
+    this.unanswered.delete(id);
+    if (this.unanswered.size === 0) this.worker?.unref();
+    waiting.answered();
+  }
+
+  /** A new worker, handed the unanswered requests; resolves once it is ready. */
+  private spawn(): Promise<void> {
+    const worker = new Worker(new URL("./warehouse-worker.mjs", import.meta.url), { workerData: this.data });
+    this.worker = worker;
+    for (const { request } of this.unanswered.values()) worker.postMessage(request);
+    let ready = false;
+    let failure: Error | undefined;
+    return new Promise((resolve, reject) => {
+      worker.on("message", (report: WorkerReport) => {
+        if (report.type === "log") this.logger[report.level](report.message, report.fields);
+        else if (report.type === "done") this.answer(report.id);
+        else {
+          ready = true;
+          if (this.unanswered.size === 0) worker.unref();
+          resolve();
+        }
+      });
+      worker.on("error", (err) => {
+        failure = err;
+        this.logger.error("the warehouse worker failed", errorFields(err));
+      });
+      worker.once("exit", (code) => {
+        if (this.stopped) return;
+        if (!ready) reject(failure ?? new Error(`the warehouse worker exited with code ${code}`));
+        // A worker that fails at the first start fails the stack's start instead.
+        if (!this.startedOnce) return;
+        this.logger.error("the warehouse worker stopped; a new one takes over its records", {
+          metric: "warehouse.worker_restarted",
+          waiting: this.unanswered.size,
+        });
+        // A worker that failed before it was ready gets a new one after a pause; its exit comes here again.
+        const restart = setTimeout(
+          () => void this.spawn().catch(() => undefined),
+          ready ? 0 : RESTART_PAUSE_MS,
+        );
+        if (this.unanswered.size === 0) restart.unref();
+      });
+    });
+  }
+}
+
+export interface ThreadedWarehouseOptions {
+  dataDir: string;
+  logger: Logger;
+  flushIntervalMs: number;
+  /** The local store: the worker reaches it at `endpoint`, deletion requests run here through `db`. */
+  store: { endpoint: string; db: DynamoDBClient; tables: TableNames };
+  /** More copies a deletion purges (the dashboard's interaction index and rollups). */
+  purgers: CopyPurger[];
+}
+
+export interface ThreadedWarehouse extends WarehouseReads {
+  /** Where the proxy's after-hook sends records. */
+  queue: WarehouseThread;
+  /** Lets a deletion in progress end, releases DuckDB, delivers every waiting record, ends the worker. */
+  close(): Promise<void>;
+}
+
+/** The local stack's warehouse: the writing side in the worker, exports and deletion in this thread. */
+export async function startThreadedWarehouse(options: ThreadedWarehouseOptions): Promise<ThreadedWarehouse> {
+  const { endpoint, db, tables } = options.store;
+  const queue = new WarehouseThread(
+    { dataDir: options.dataDir, endpoint, tables, flushIntervalMs: options.flushIntervalMs },
+    options.logger,
+  );
+  // The worker starts while DuckDB opens here.
+  const [reads, started] = await Promise.allSettled([
+    openWarehouseReads(
+      {
+        dataDir: options.dataDir,
+        logger: options.logger,
+        deletion: { db, tables, purgers: options.purgers },
+      },
+      queue,
+    ),
+    queue.ready,
+  ]);
+  if (reads.status === "rejected") {
+    if (started.status === "fulfilled") await queue.close();
+    throw reads.reason;
+  }
+  if (started.status === "rejected") {
+    await reads.value.close();
+    throw started.reason;
+  }
+  return {
+    ...reads.value,
+    queue,
+    async close() {
+      await reads.value.close();
+      await queue.close();
+    },
+  };
+}

@@ -1,0 +1,57 @@
+// The warehouse's writing side, in a worker thread (lambda/local/warehouse-thread.ts starts it): the
+// in-process queue with its journal, the consumer Lambda runs (Parquet files, the delivery ledger, dead
+// letters), and the dashboard's index and rollups, written through a store client of its own.
+import { parentPort, workerData } from "node:worker_threads";
+import { createDynamoClient } from "../adapters/dynamodb/client";
+import { DynamoInteractionIndex } from "../adapters/dynamodb/interactions";
+import type { Logger } from "../core/logger";
+import { DynamoTombstones } from "../deletion/tombstones-dynamodb";
+import { startWarehouseQueue } from "../warehouse/local";
+import type { WarehouseWorkerData, WorkerReport, WorkerRequest } from "./warehouse-thread";
+
+const port = parentPort;
+if (!port) throw new Error("the warehouse worker runs in a worker thread");
+const data = workerData as WarehouseWorkerData;
+const report = (message: WorkerReport) => port.postMessage(message);
+
+// Log lines go to the server's logger, which filters and writes them.
+const log =
+  (level: "debug" | "info" | "warn" | "error") => (message: string, fields?: Record<string, unknown>) =>
+    report({ type: "log", level, message, ...(fields ? { fields } : {}) });
+const logger: Logger = { debug: log("debug"), info: log("info"), warn: log("warn"), error: log("error") };
+
+const db = createDynamoClient({ endpoint: data.endpoint });
+const interactions = new DynamoInteractionIndex(db, data.tables);
+const queue = await startWarehouseQueue({
+  dataDir: data.dataDir,
+  logger,
+  flushIntervalMs: data.flushIntervalMs,
+  onWritten: [(records) => interactions.write(records)],
+  tombstones: new DynamoTombstones(db, data.tables.deletionTombstones),
+});
+
+/** Records on their way into the journal: a delivery, and the close, wait for them. */
+const arriving = new Set<Promise<void>>();
+const arrived = () => Promise.all(arriving);
+
+// A request that fails is an unhandled rejection: the worker ends, the server logs it and starts another.
+port.on("message", (request: WorkerRequest) => {
+  const done = () => report({ type: "done", id: request.id });
+  if (request.type === "send") {
+    const sent = queue.enqueue(request.body).then(done);
+    arriving.add(sent);
+    void sent.finally(() => arriving.delete(sent));
+  } else if (request.type === "deliver") {
+    void arrived()
+      .then(() => queue.deliver())
+      .then(done);
+  } else {
+    void arrived()
+      .then(() => queue.close())
+      .then(() => {
+        db.destroy();
+        done();
+      });
+  }
+});
+report({ type: "ready" });
