@@ -1,11 +1,4 @@
-import { setTimeout as sleep } from "node:timers/promises";
-import {
-  type CreditStore,
-  type Hold,
-  insufficientCreditsError,
-  MAX_CALL_MICROS,
-  newHoldId,
-} from "../core/credits";
+import { type CreditStore, insufficientCreditsError } from "../core/credits";
 import { errors } from "../core/errors";
 import {
   type IdempotencyStore,
@@ -23,6 +16,7 @@ import { costMicros, type ModelPrice, type PriceCatalogue } from "../core/pricin
 import { type RateLimiter, rateLimitError, rateLimitHeaders } from "../core/rate-limit";
 import { callBounds } from "../vendors/bounds";
 import type { Operation } from "../vendors/types";
+import { CreditLeases, DEFAULT_LEASES, type Reservation } from "./credit-leases";
 import { checkRateLimit } from "./metering-rate-limit";
 import type { BeforeDecision, BillingMode, ProxyCall, ProxyHooks, ProxyOutcome } from "./proxy-hooks";
 
@@ -36,6 +30,14 @@ export interface MeteringDeps {
   clock: () => number;
   /** How long a hold stays valid before the sweeper may release it: longer than any call lasts. */
   holdTtlMs: number;
+  /** How soon finished calls' charges are noted on the store (0: before `after` ends, for Lambda). */
+  noteChargesMs: number;
+}
+
+/** Metering's hooks, and what settles the credit leases it keeps across calls. */
+export interface Metering extends ProxyHooks {
+  /** Settles every credit lease (once its calls ended): a clean shutdown, or a test reading balances. */
+  settle(): Promise<void>;
 }
 
 /** What `before` took for a call, for `after` to settle or give back. */
@@ -43,23 +45,26 @@ interface CallState {
   /** The rate limit refused the call (known before `before` ran: then it takes nothing). */
   denied: boolean;
   price?: ModelPrice;
-  hold?: Hold;
+  reservation?: Reservation;
   idempotency?: { requestId: string; token: string };
 }
 
 const MAX_NAMED_MODEL = 256;
-/** Settlement attempts (each with the store client's own retries) and the first pause: ~4 s in all. */
-const SETTLE_ATTEMPTS = 5;
-const SETTLE_RETRY_BASE_MS = 250;
 const decoder = new TextDecoder();
 
 /**
  * Metering as proxy hooks: the per-key rate limit (`admit`); the billing mode, the credit hold and the
- * idempotency record (`before`); settlement, the record's cost and the stored response (`after`).
- * Before the vendor is called there is one store round trip once caches are warm: the rate limit, the
- * hold and the idempotency record are written side by side. Protocol and reasoning: docs/metering.md.
+ * idempotency record (`before`); the charge, the record's cost and the stored response (`after`).
+ * Once warm, a call without X-Request-ID reaches the vendor without waiting for the store: rate-limit
+ * tokens and credits are leased ahead of demand; otherwise the rate limit, the lease and the
+ * idempotency record are written side by side. Protocol and reasoning: docs/metering.md.
  */
-export function createMetering(deps: MeteringDeps): ProxyHooks {
+export function createMetering(deps: MeteringDeps): Metering {
+  const leases = new CreditLeases(deps.credits, deps.clock, deps.logger, {
+    ...DEFAULT_LEASES,
+    holdTtlMs: deps.holdTtlMs,
+    noteMs: deps.noteChargesMs,
+  });
   const states = new WeakMap<ProxyCall, CallState>();
   const stateOf = (call: ProxyCall) => {
     let state = states.get(call);
@@ -99,7 +104,7 @@ export function createMetering(deps: MeteringDeps): ProxyHooks {
 
       const { projectId, keyId } = call.auth;
       const [held, begun] = await Promise.allSettled([
-        micros > 0 ? deps.credits.hold(projectId, newHoldId(), micros, deps.clock() + deps.holdTtlMs) : null,
+        micros > 0 ? leases.reserve(projectId, micros) : null,
         requestId === undefined
           ? null
           : deps.idempotency.begin(
@@ -109,7 +114,7 @@ export function createMetering(deps: MeteringDeps): ProxyHooks {
             ),
       ]);
       // Whatever was taken is noted first: `after` gives it back whatever is decided here.
-      if (held.status === "fulfilled" && held.value?.ok) state.hold = held.value.hold;
+      if (held.status === "fulfilled" && held.value?.ok) state.reservation = held.value.reservation;
       if (begun.status === "fulfilled" && begun.value?.kind === "new" && requestId !== undefined) {
         state.idempotency = { requestId, token: begun.value.token };
       }
@@ -129,46 +134,19 @@ export function createMetering(deps: MeteringDeps): ProxyHooks {
       const state = states.get(call);
       if (!state) return;
       const cost = costOf(call, state, outcome, deps.logger);
-      // A managed call's record says what the credits paid: the settlement charges at most the hold
-      // (the ledger keeps any excess as uncollected), so the records' costs sum to the balance's change.
-      const charged = state.hold && cost !== undefined ? Math.min(cost, state.hold.micros) : cost;
+      // A managed call's record says what the credits paid: a call is charged at most its hold (the
+      // ledger keeps any excess as uncollected), so the records' costs sum to the balance's change.
+      const reservation = state.reservation;
+      const charged = reservation && cost !== undefined ? Math.min(cost, reservation.micros) : cost;
       if (call.billing) call.billing.costMicros = charged;
-      await Promise.all([settle(call, state, cost), finishIdempotency(call, state, outcome)]);
+      await Promise.all([
+        reservation ? leases.finish(reservation, cost ?? 0) : undefined,
+        finishIdempotency(call, state, outcome),
+      ]);
     },
-  };
 
-  /**
-   * Settles or releases the hold, retried a few times over seconds (each attempt is idempotent by hold
-   * id): a hold left open is released in full by the sweeper, so a settlement given up on is a call that
-   * goes unpaid.
-   */
-  async function settle(call: ProxyCall, state: CallState, cost: number | undefined): Promise<void> {
-    const hold = state.hold;
-    if (!hold) return;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        if (cost !== undefined && cost > 0) await deps.credits.settle(hold, Math.min(cost, MAX_CALL_MICROS));
-        else await deps.credits.release(hold);
-        return;
-      } catch (err) {
-        const final = attempt >= SETTLE_ATTEMPTS;
-        deps.logger[final ? "error" : "warn"](
-          final
-            ? "credit settlement failed; the sweeper releases the hold at expiry"
-            : "credit settlement retried",
-          {
-            ...errorFields(err),
-            attempt,
-            projectId: hold.projectId,
-            holdId: hold.holdId,
-            endpoint: call.endpoint,
-          },
-        );
-        if (final) return;
-        await sleep(SETTLE_RETRY_BASE_MS * 2 ** (attempt - 1));
-      }
-    }
-  }
+    settle: () => leases.settleAll(),
+  };
 
   /** A complete 2xx answer is stored for replay; anything else is forgotten, so a retry runs again. */
   async function finishIdempotency(call: ProxyCall, state: CallState, outcome: ProxyOutcome): Promise<void> {

@@ -29,7 +29,23 @@ export interface Hold {
   expiresAt: number;
 }
 
-export type HoldResult = { ok: true; hold: Hold } | { ok: false; availableMicros: number };
+/** A hold taken, with the available balance it left; or refused, with the balance that fell short. */
+export type HoldResult =
+  | { ok: true; hold: Hold; availableMicros: number }
+  | { ok: false; availableMicros: number };
+
+/**
+ * What the calls under one hold cost so far: a hold may pay for several calls (a process's credit lease,
+ * app/credit-leases.ts). Totals only grow.
+ */
+export interface HoldCharges {
+  /** Charged, at most the held amount. */
+  chargedMicros: number;
+  /** Cost beyond what each call held, not charged. */
+  uncollectedMicros: number;
+  /** Calls finished under the hold. */
+  calls: number;
+}
 
 export interface Settlement {
   projectId: string;
@@ -40,6 +56,8 @@ export interface Settlement {
   chargedMicros: number;
   /** Actual cost above the hold, not charged (the hold bounds the spend); 0 when the estimate held. */
   uncollectedMicros: number;
+  /** Calls the hold paid for. */
+  calls: number;
   at: number;
 }
 
@@ -60,6 +78,8 @@ export interface LedgerEntry {
   heldMicros?: number;
   chargedMicros?: number;
   uncollectedMicros?: number;
+  /** On a resolution: how many calls the hold paid for. */
+  calls?: number;
 }
 
 export interface CreditBalance {
@@ -77,7 +97,7 @@ export interface LedgerPage {
 }
 
 export interface SweepReport {
-  /** Expired holds with no settlement: released in full. */
+  /** Expired holds with no settlement: settled at the charges noted on them, else released in full. */
   holdsReleased: number;
   /** Settlements written but not applied to the balance before a crash: applied now. */
   settlementsCompleted: number;
@@ -90,9 +110,18 @@ export interface CreditStore {
   grant(projectId: string, micros: number, source: string, note?: string): Promise<LedgerEntry>;
   /** One store round trip on success: this is on the request's critical path. */
   hold(projectId: string, holdId: string, micros: number, expiresAt: number): Promise<HoldResult>;
+  /** Resolves a hold that paid for one call: charged its actual cost, at most the held amount. */
   settle(hold: Hold, actualMicros: number): Promise<Settlement>;
   /** Resolves a hold without charge: the call failed or never reached the vendor. */
   release(hold: Hold): Promise<Settlement>;
+  /** Resolves a hold that paid for any number of calls at their total (released when it is 0). */
+  settleCharges(hold: Hold, charges: HoldCharges): Promise<Settlement>;
+  /**
+   * Notes an open hold's charges so far, so a process that dies before resolving it loses none of
+   * them: the sweeper settles an expired hold at what was noted. Idempotent; a total with fewer calls
+   * than one already noted is ignored. False when the hold is resolved already.
+   */
+  recordCharges(hold: Hold, charges: HoldCharges): Promise<boolean>;
   /** The sweeper: resolves expired holds and completes grants a crash interrupted. */
   releaseExpired(now: number): Promise<SweepReport>;
   balance(projectId: string): Promise<CreditBalance>;
@@ -140,6 +169,12 @@ export function validateMicros(field: string, value: number, max: number, min = 
 
 const SOURCE_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;
 const MAX_NOTE = 500;
+
+export function validateCharges(hold: Hold, charges: HoldCharges): void {
+  validateMicros("chargedMicros", charges.chargedMicros, hold.micros, 0);
+  validateMicros("uncollectedMicros", charges.uncollectedMicros, MAX_BALANCE_MICROS, 0);
+  validateMicros("calls", charges.calls, Number.MAX_SAFE_INTEGER, 0);
+}
 
 export function validateGrant(micros: number, source: string, note: string | undefined): void {
   validateMicros("amount", micros, MAX_GRANT_MICROS);

@@ -40,14 +40,23 @@ export function bucketRule(limit: RateLimit): BucketRule {
   return { intervalUs, toleranceUs: (limit.burst - 1) * intervalUs };
 }
 
-/** The decision for an allowed request, given `tat` after it took its token. */
-export function allowedDecision(limit: RateLimit, tatUs: number, nowUs: number): RateLimitDecision {
+/**
+ * The decision for an allowed request, given `tat` after it took its token, and the tokens this process
+ * took ahead of demand and has not used yet (they are still the key's to spend: see the DynamoDB adapter).
+ */
+export function allowedDecision(
+  limit: RateLimit,
+  tatUs: number,
+  nowUs: number,
+  unusedTokens = 0,
+): RateLimitDecision {
   const { intervalUs } = bucketRule(limit);
   return {
     allowed: true,
     limit: limit.rpm,
-    remaining: Math.max(0, Math.floor((nowUs + limit.burst * intervalUs - tatUs) / intervalUs)),
-    reset: Math.ceil(tatUs / 1_000_000),
+    remaining:
+      Math.max(0, Math.floor((nowUs + limit.burst * intervalUs - tatUs) / intervalUs)) + unusedTokens,
+    reset: Math.ceil((tatUs - unusedTokens * intervalUs) / 1_000_000),
     retryAfterSeconds: 0,
   };
 }

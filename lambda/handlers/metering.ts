@@ -46,6 +46,8 @@ export function proxyHooksFromEnv(
     logger,
     clock: Date.now,
     holdTtlMs: config.DMT_HOLD_TTL_MS,
+    // A frozen container may never run again: each call's charge is noted before its invocation ends.
+    noteChargesMs: 0,
   });
   const queue = createRecordQueue(parseRecordQueueConfig(env), logger);
   return combineHooks([metering, warehouseHooks(queue), callMetrics(metrics)], logger);

@@ -24,7 +24,7 @@ import { appShell } from "../app/shell";
 import { errors } from "../core/errors";
 import { CachedKeyLookup } from "../core/key-cache";
 import { KeyUsageTracker } from "../core/key-usage";
-import type { Logger } from "../core/logger";
+import { errorFields, type Logger } from "../core/logger";
 import { CachedVendorKeys } from "../core/metering-vendor-keys";
 import type { Store } from "../core/ports";
 import { VENDORS } from "../vendors";
@@ -72,6 +72,9 @@ export async function openLocalStore(dataDir: string, endpoint?: string): Promis
   };
 }
 
+/** A long-lived process notes finished calls' charges on the store in batches, once a second at most. */
+const NOTE_CHARGES_MS = 1000;
+
 export interface LocalStack {
   url: string;
   port: number;
@@ -82,7 +85,7 @@ export interface LocalStack {
   simulatedVendors: VendorName[];
   /** Where the dashboard is and the development user that signs in to it. */
   dashboard: DashboardSignIn;
-  /** Resolves once the after-work of every call answered so far is done: settled, and written to the warehouse. */
+  /** Resolves once the after-work of every call answered so far is done: credit leases settled, records written to the warehouse. */
   drain(): Promise<void>;
   close(): Promise<void>;
 }
@@ -106,6 +109,31 @@ export async function startLocalStack(
     DMT_PRICE_MARKUP: config.DMT_PRICE_MARKUP,
   });
   const local = await openLocalStore(config.dataDir, config.DMT_DYNAMODB_ENDPOINT);
+  // What the start opens is closed again, newest first, if a later step fails: the store's and the
+  // warehouse's worker threads and the simulator's server would otherwise keep the process alive.
+  const opened: (() => Promise<unknown>)[] = [() => local.close()];
+  try {
+    return await startOnStore(config, logger, options, prices, local, opened);
+  } catch (err) {
+    // The start's own error is the one reported; a part that also fails to close is only logged.
+    for (const close of opened.reverse()) {
+      await close().catch((closeErr: unknown) =>
+        logger.warn("a part the failed start opened did not close", errorFields(closeErr)),
+      );
+    }
+    throw err;
+  }
+}
+
+/** The rest of the start, over the open store; each part it opens goes on `opened`. */
+async function startOnStore(
+  config: LocalConfig,
+  logger: Logger,
+  options: LocalStackOptions,
+  prices: ReturnType<typeof activePriceCatalogue>,
+  local: LocalStore,
+  opened: (() => Promise<unknown>)[],
+): Promise<LocalStack> {
   const keys = new CachedKeyLookup(local.store, config.DMT_KEY_CACHE_MS);
   const usage = new KeyUsageTracker(local.store, logger);
   const auth = requireKey({ keys, clock: Date.now, onAuthenticated: (a) => usage.touch(a.keyId) });
@@ -127,6 +155,7 @@ export async function startLocalStack(
           logger,
           clock,
           holdTtlMs: config.DMT_HOLD_TTL_MS,
+          noteChargesMs: NOTE_CHARGES_MS,
         })
       : undefined;
   // Every finished call becomes one interaction record: queued, written to Parquet within the flush interval.
@@ -140,6 +169,7 @@ export async function startLocalStack(
     // Deletion requests run here; they purge the dashboard's index and rollups too.
     purgers: [interactions],
   });
+  opened.push(() => warehouse.close());
   const hookList = [
     ...(metering ? [metering] : []),
     warehouseHooks(warehouse.queue),
@@ -173,6 +203,7 @@ export async function startLocalStack(
   const simulatedVendors = VENDOR_NAMES.filter((name) => vendorSettings(config, name).simulated);
   const simulator: Simulator | undefined = simulatedVendors.length > 0 ? await startSimulator() : undefined;
   if (simulator) {
+    opened.push(() => simulator.close());
     logger.info(
       `vendor simulator answers ${simulatedVendors.join(", ")} (no API key set; marked x-dmt-simulated)`,
     );
@@ -190,6 +221,7 @@ export async function startLocalStack(
         idleTimeoutMs: config.DMT_UPSTREAM_IDLE_TIMEOUT_MS,
       });
       upstreams.push(upstream);
+      opened.push(() => upstream.close());
       const app = createProxyApp({
         vendor: VENDORS[name],
         upstream,
@@ -221,27 +253,12 @@ export async function startLocalStack(
       ? { tls: { cert: config.DMT_TLS_CERT, key: config.DMT_TLS_KEY } }
       : {}),
   });
-  let port: number;
-  try {
-    port = await server.listen(config.PORT, config.HOST);
-  } catch (err) {
-    await Promise.all(upstreams.map((u) => u.close()));
-    await simulator?.close();
-    await warehouse.close();
-    await local.close();
-    throw err;
-  }
+  const port = await server.listen(config.PORT, config.HOST);
+  opened.push(() => server.close(0));
   const scheme = config.DMT_TLS_CERT ? "https" : "http";
   const host = config.HOST.includes(":") ? `[${config.HOST}]` : config.HOST;
   const url = `${scheme}://${host}:${port}`;
-  const signIn = await dashboard.start(url).catch(async (err: unknown) => {
-    await server.close(0);
-    await Promise.all(upstreams.map((u) => u.close()));
-    await simulator?.close();
-    await warehouse.close();
-    await local.close();
-    throw err;
-  });
+  const signIn = await dashboard.start(url);
   const sweeper: Sweeper | undefined = metering
     ? startSweeper(credits, config.DMT_SWEEP_INTERVAL_MS, clock, logger)
     : undefined;
@@ -254,12 +271,14 @@ export async function startLocalStack(
     simulatedVendors,
     async drain() {
       await pending.drain();
+      await metering?.settle();
       await warehouse.queue.deliver();
     },
     async close() {
       await server.close(10_000);
       // Settlements of the calls just answered need the store: before it closes.
       await pending.drain();
+      await metering?.settle();
       await warehouse.close();
       await sweeper?.stop();
       await Promise.all(upstreams.map((u) => u.close()));

@@ -12,7 +12,8 @@ import { simulatorEnv } from "../support/stack";
 
 /**
  * A server killed between a hold and its settlement (SIGKILL in the middle of a stream) leaves the hold
- * open; the sweeper of the restarted server releases it once it expired, in full.
+ * (its credit lease) open; the sweeper of the restarted server settles it once it expired: at the
+ * charges of the calls that finished and were noted before the crash, releasing the rest.
  */
 let simulator: Simulator;
 let dataDir: string;
@@ -51,8 +52,8 @@ async function store(): Promise<LocalStore> {
   return local;
 }
 
-describe("a crash between hold and settlement", () => {
-  it("leaves the hold to the sweeper, which releases it after a restart", async () => {
+describe("a crash between a hold and its settlement", () => {
+  it("leaves the lease to the sweeper, which settles it at its noted charges after a restart", async () => {
     const crashing = await serve();
     const local = await store();
     await createProject(local.store, "crash", "pro", Date.now());
@@ -60,37 +61,50 @@ describe("a crash between hold and settlement", () => {
     const credits = new DynamoCredits(local.db, local.tables);
     await credits.grant("crash", 1_000_000, "test");
 
-    const res = await fetch(`${crashing.url}/openai/v1/chat/completions`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-      body: JSON.stringify({
-        model: "gpt-4o-mini",
-        messages: [{ role: "user", content: "one two three four five six seven eight nine ten" }],
-        max_tokens: 100,
-        stream: true,
-      }),
+    const call = (body: Record<string, unknown>) =>
+      fetch(`${crashing.url}/openai/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "gpt-4o-mini", max_tokens: 100, ...body }),
+      });
+    // A call in the middle of its stream when the server dies...
+    const res = await call({
+      messages: [{ role: "user", content: "one two three four five six seven eight nine ten" }],
+      stream: true,
     });
     const reader = res.body?.getReader();
     expect((await reader?.read())?.done).toBe(false);
-    const during = await credits.balance("crash");
-    expect(during.openHolds).toBe(1);
-    expect(during.availableMicros).toBe(1_000_000 - during.heldMicros);
+    // ...and one that finished meanwhile, under the same lease: its charge is noted within a second.
+    const finished = await call({ messages: [{ role: "user", content: "one two three" }] });
+    const { usage } = await finished.json();
+    const cost = Math.ceil((usage.prompt_tokens * 150 + usage.completion_tokens * 600) / 1000);
+    let noted = await credits.balance("crash");
+    while (noted.availableMicros + noted.heldMicros === 1_000_000) {
+      await sleep(50);
+      noted = await credits.balance("crash");
+    }
+    expect(noted).toMatchObject({ openHolds: 1, availableMicros: 1_000_000 - cost - noted.heldMicros });
 
     expect(await crashing.stop("SIGKILL")).toBeNull();
     await reader?.read().catch(() => undefined);
     process.env.DMT_SWEEP_INTERVAL_MS = "100";
     await serve();
     const restarted = new DynamoCredits((await store()).db, local.tables);
-    // The sweeper runs every 100 ms: wait for it to find the hold expired and release it.
+    // The sweeper runs every 100 ms: wait for it to find the lease expired and settle it.
     let balance = await restarted.balance("crash");
     while (balance.openHolds > 0) {
       await sleep(50);
       balance = await restarted.balance("crash");
     }
-    expect(balance).toEqual({ projectId: "crash", availableMicros: 1_000_000, heldMicros: 0, openHolds: 0 });
+    expect(balance).toEqual({
+      projectId: "crash",
+      availableMicros: 1_000_000 - cost,
+      heldMicros: 0,
+      openHolds: 0,
+    });
     const entries = (await restarted.ledger("crash")).entries;
-    expect(entries.map((e) => e.type)).toEqual(["release", "hold", "grant"]);
-    expect(entries[0]?.deltaMicros).toBe(during.heldMicros);
-    expect(entries.reduce((sum, e) => sum + e.deltaMicros, 0)).toBe(1_000_000);
+    expect(entries.map((e) => e.type)).toEqual(["settle", "hold", "grant"]);
+    expect(entries[0]).toMatchObject({ chargedMicros: cost, calls: 1 });
+    expect(entries.reduce((sum, e) => sum + e.deltaMicros, 0)).toBe(1_000_000 - cost);
   });
 });

@@ -142,6 +142,7 @@ describe("grant, hold, settle, release", () => {
       heldMicros: 2_000_000,
       chargedMicros: 1_250_000,
       uncollectedMicros: 0,
+      calls: 1,
       at: now,
     });
 
@@ -249,6 +250,86 @@ describe("grant, hold, settle, release", () => {
     expect(probe.commands).toEqual(["UpdateItemCommand"]);
     probe.client.destroy();
     if (result.ok) await credits().release(result.hold);
+  });
+});
+
+describe("a hold that pays for several calls (a credit lease)", () => {
+  it("notes charges as they grow, settles at their total, and the ledger sums to the balance", async () => {
+    const p = newProject();
+    await credits().grant(p, 10_000_000, "cli");
+    now += 1000;
+    const lease = await takeHold(p, 4_000_000);
+    expect(
+      await credits().recordCharges(lease, { chargedMicros: 300_000, uncollectedMicros: 0, calls: 2 }),
+    ).toBe(true);
+    // Noted charges are spent: the balance no longer counts them as held.
+    expect(await credits().balance(p)).toMatchObject({ availableMicros: 6_000_000, heldMicros: 3_700_000 });
+    // A repeat is harmless, and an older total (fewer calls) arriving late changes nothing.
+    expect(
+      await credits().recordCharges(lease, { chargedMicros: 300_000, uncollectedMicros: 0, calls: 2 }),
+    ).toBe(false);
+    expect(
+      await credits().recordCharges(lease, { chargedMicros: 100_000, uncollectedMicros: 0, calls: 1 }),
+    ).toBe(false);
+    expect((await credits().balance(p)).heldMicros).toBe(3_700_000);
+
+    now += 1000;
+    const settled = await credits().settleCharges(lease, {
+      chargedMicros: 1_100_000,
+      uncollectedMicros: 50_000,
+      calls: 5,
+    });
+    expect(settled).toMatchObject({
+      outcome: "settled",
+      chargedMicros: 1_100_000,
+      uncollectedMicros: 50_000,
+      calls: 5,
+    });
+    // Resolved: nothing more is noted, and a repeat returns the first resolution.
+    expect(
+      await credits().recordCharges(lease, { chargedMicros: 1_200_000, uncollectedMicros: 0, calls: 6 }),
+    ).toBe(false);
+    expect(
+      await credits().settleCharges(lease, { chargedMicros: 0, uncollectedMicros: 0, calls: 0 }),
+    ).toEqual(settled);
+    const entries = await expectSettledState(p);
+    expect(entries.map((e) => [e.type, e.deltaMicros])).toEqual([
+      ["settle", 2_900_000],
+      ["hold", -4_000_000],
+      ["grant", 10_000_000],
+    ]);
+    expect((await credits().balance(p)).availableMicros).toBe(8_900_000);
+  });
+
+  it("a lease with no charge is released", async () => {
+    const p = newProject();
+    await credits().grant(p, 1_000_000, "cli");
+    const lease = await takeHold(p, 800_000);
+    expect(
+      await credits().settleCharges(lease, { chargedMicros: 0, uncollectedMicros: 0, calls: 0 }),
+    ).toMatchObject({
+      outcome: "released",
+      chargedMicros: 0,
+    });
+    await expectSettledState(p);
+    expect((await credits().balance(p)).availableMicros).toBe(1_000_000);
+  });
+
+  it("refuses charges beyond the hold or that are not whole numbers", async () => {
+    const p = newProject();
+    await credits().grant(p, 1_000_000, "cli");
+    const lease = await takeHold(p, 500_000);
+    for (const charges of [
+      { chargedMicros: 500_001, uncollectedMicros: 0, calls: 1 },
+      { chargedMicros: -1, uncollectedMicros: 0, calls: 1 },
+      { chargedMicros: 10, uncollectedMicros: 0.5, calls: 1 },
+      { chargedMicros: 10, uncollectedMicros: 0, calls: Number.NaN },
+    ]) {
+      await expect(credits().recordCharges(lease, charges)).rejects.toBeInstanceOf(ApiError);
+      await expect(credits().settleCharges(lease, charges)).rejects.toBeInstanceOf(ApiError);
+    }
+    expect((await credits().balance(p)).openHolds).toBe(1);
+    await credits().release(lease);
   });
 });
 
@@ -413,6 +494,27 @@ describe("crashes between the steps, repaired by the sweeper", () => {
         expect(entries.filter((e) => e.type === "hold").length, crash).toBe(entries.length === 1 ? 0 : 1);
       },
     );
+  });
+
+  it("lease: a process that died settles at the charges it noted, at expiry", async () => {
+    const projectId = newProject();
+    await credits().grant(projectId, 10_000, "cli");
+    const lease = await takeHold(projectId, 6_000);
+    await credits().recordCharges(lease, { chargedMicros: 2_500, uncollectedMicros: 100, calls: 3 });
+    // The process dies here: calls after the last note go unpaid, the rest of the lease comes back.
+    expect(await credits().releaseExpired(now + 15 * MINUTE)).toEqual({
+      holdsReleased: 1,
+      settlementsCompleted: 0,
+      grantsCompleted: 0,
+    });
+    const entries = await expectSettledState(projectId);
+    expect(entries.find((e) => e.type === "settle")).toMatchObject({
+      type: "settle",
+      chargedMicros: 2_500,
+      uncollectedMicros: 100,
+      calls: 3,
+    });
+    expect((await credits().balance(projectId)).availableMicros).toBe(7_500);
   });
 
   it("settle: whatever step it died at, the hold resolves once and the ledger matches", async () => {

@@ -127,18 +127,29 @@ describe("rate limits", () => {
     const first = new DynamoRateLimiter(newClient(), names, clock);
     const second = new DynamoRateLimiter(newClient(), names, clock);
     const bucket = newBucket();
+    const takeAll = async (limiter: DynamoRateLimiter) => {
+      let allowed = 0;
+      while (allowed <= 100 && (await limiter.check(bucket, FREE)).allowed) allowed++;
+      return allowed;
+    };
     for (let i = 0; i < 60; i++) expect((await first.check(bucket, FREE)).allowed).toBe(true);
-    for (let i = 0; i < 40; i++) expect((await second.check(bucket, FREE)).allowed).toBe(true);
+    // The first may hold a few tokens it took ahead of demand (batches are 1/16 of what is left): the
+    // second gets the rest, the first its own, and together exactly the burst.
+    const second40 = await takeAll(second);
+    expect(second40).toBeGreaterThanOrEqual(40 - 100 / 16);
+    expect(60 + second40 + (await takeAll(first))).toBe(100);
     expect((await second.check(bucket, FREE)).allowed).toBe(false);
-    expect((await first.check(bucket, FREE)).allowed).toBe(false);
 
     const together = newBucket();
     const decisions = await Promise.all(
       // 60 per client: within each client's 64 sockets, so no request waits for a connection.
       Array.from({ length: 120 }, (_, i) => (i % 2 ? first : second).check(together, FREE)),
     );
-    expect(decisions.filter((d) => d.allowed)).toHaveLength(100);
-    expect(new Set(decisions.filter((d) => d.allowed).map((d) => d.remaining)).size).toBe(100);
+    // Never more than the burst. Tokens one process took ahead of demand and did not use before the
+    // burst ended are lost to the other: at most one batch each (1/16 of what was left).
+    const allowed = decisions.filter((d) => d.allowed).length;
+    expect(allowed).toBeLessThanOrEqual(100);
+    expect(allowed).toBeGreaterThanOrEqual(100 - 2 * Math.floor(100 / 16));
   });
 
   it("matches an exact token bucket for any arrivals spread over two processes", async () => {

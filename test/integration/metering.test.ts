@@ -13,7 +13,7 @@ import { DynamoVendorKeys } from "../../lambda/adapters/dynamodb/vendor-keys";
 import { LocalMasterKey } from "../../lambda/adapters/secrets/local-master-key";
 import type { CallBilling, ProxyCall, ProxyHooks, ProxyOutcome } from "../../lambda/app/proxy-hooks";
 import { createKey, createProject } from "../../lambda/core/accounts";
-import type { LedgerEntry } from "../../lambda/core/credits";
+import { type LedgerEntry, parseUsd } from "../../lambda/core/credits";
 import { silentLogger } from "../../lambda/core/logger";
 import { parseLocalConfig } from "../../lambda/local/config";
 import { runningStoreEndpoint } from "../../lambda/local/embedded-dynamo";
@@ -36,6 +36,9 @@ let credits: DynamoCredits;
 /** Events in order: store commands sent (while `recording`) and requests reaching the vendor. */
 const events: string[] = [];
 let recording = false;
+/** While set, store commands wait until a request reaches the vendor: a call that needs one never does. */
+let storeGate: Promise<void> | undefined;
+let openStoreGate = () => {};
 /** What the record would get: every call, its outcome and its billing once metering's `after` ran. */
 const records: { call: ProxyCall; outcome: ProxyOutcome; billing: CallBilling | undefined }[] = [];
 const recorder: ProxyHooks = {
@@ -48,6 +51,7 @@ const recorder: ProxyHooks = {
 function startSpy(target: string): Promise<Server> {
   const server = createServer((req, res) => {
     if (recording) events.push("vendor");
+    openStoreGate();
     const forward = httpRequest(
       `${target}${req.url}`,
       { method: req.method, headers: req.headers },
@@ -86,6 +90,7 @@ beforeAll(async () => {
       const noted = recording && name !== "ScanCommand";
       if (noted) events.push(`start ${name}`);
       try {
+        await storeGate;
         return await next(args);
       } finally {
         if (noted) events.push(`end ${name}`);
@@ -353,7 +358,8 @@ describe("credit holds", () => {
   });
 
   it("holds the output limit the request set, else the model's cap", async () => {
-    const { projectId, key } = await project(1);
+    // A balance too small for any call: the 402 names the amount the call would have held.
+    const { key } = await project();
     // gpt-4o-mini: the hold is the input estimate at the dearest input rate plus the output at 0.60/M.
     for (const [body, output] of [
       [chat("hi", { max_tokens: 1000 }), 1000],
@@ -361,13 +367,15 @@ describe("credit holds", () => {
       [chat("hi", { max_tokens: undefined }), 16384],
       [chat("hi", { max_tokens: 1000, n: 3 }), 3000],
     ] as const) {
-      expect((await post("/openai/v1/chat/completions", key, body)).status).toBe(200);
-      await stack.drain();
-      const held = (await ledger(projectId)).find((e) => e.type === "settle")?.heldMicros ?? 0;
+      const res = await post("/openai/v1/chat/completions", key, body);
+      expect(res.status).toBe(402);
+      const message: string = (await res.json()).error.message;
+      const held = parseUsd(/may cost up to \$([\d.]+)/.exec(message)?.[1] ?? "");
       const outputPart = Math.ceil((output * 600) / 1000);
       expect(held).toBeGreaterThanOrEqual(outputPart);
       expect(held).toBeLessThan(outputPart + 50);
     }
+    expect(simulator.requests).toEqual([]);
   });
 
   it("releases the hold of a call the vendor failed: it costs nothing", async () => {
@@ -378,8 +386,10 @@ describe("credit holds", () => {
     const broken = await post("/openai/v1/chat/completions", key, chat("a b c d e f g h", { stream: true }));
     await broken.text().catch(() => "");
     expect(await available(projectId)).toBe(1_000_000);
-    expect((await ledger(projectId)).filter((e) => e.type === "release")).toHaveLength(2);
-    expect((await ledger(projectId)).some((e) => e.type === "settle")).toBe(false);
+    // The calls' hold (a lease of several calls' worth) was released: nothing was charged.
+    const entries = await ledger(projectId);
+    expect(entries.filter((e) => e.type === "release").length).toBeGreaterThan(0);
+    expect(entries.some((e) => e.type === "settle")).toBe(false);
   });
 
   it("charges a stream the client abandoned for what it got, though the vendor reported no usage yet", async () => {
@@ -726,7 +736,13 @@ describe("the critical path", () => {
   }
 
   it("sends rate limit, hold and idempotency record side by side: one round trip before the vendor", async () => {
-    const { key } = await project(1);
+    const { projectId } = await project(1);
+    // A bucket too small to lease tokens from: every call takes its token from the store.
+    const { key } = await createKey(
+      stack.store,
+      { projectId, name: "small bucket", rateLimit: { rpm: 600, burst: 20 } },
+      Date.now(),
+    );
     // Warm: the key lookup, the vendor-key lookup and the last-used write happen on a first call.
     await (await post("/openai/v1/chat/completions", key, chat())).text();
     await stack.drain();
@@ -743,5 +759,22 @@ describe("the critical path", () => {
       "start UpdateItemCommand",
     ]);
     expect(idempotent.sequential).toEqual([]);
+  });
+
+  it("once warm, reaches the vendor without waiting for the store at all", async () => {
+    const { key } = await project(1);
+    // Warm: the caches, a credit lease and a batch of rate-limit tokens.
+    for (let i = 0; i < 5; i++) await (await post("/openai/v1/chat/completions", key, chat())).text();
+    storeGate = new Promise((resolve) => {
+      openStoreGate = resolve;
+    });
+    try {
+      const answered = post("/openai/v1/chat/completions", key, chat()).then((res) => res.status);
+      const stuck = new Promise((resolve) => setTimeout(resolve, 5000, "waited for the store"));
+      expect(await Promise.race([answered, stuck])).toBe(200);
+    } finally {
+      openStoreGate();
+      storeGate = undefined;
+    }
   });
 });

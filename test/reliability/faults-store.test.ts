@@ -1,6 +1,7 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
+import { DEFAULT_LEASES } from "../../lambda/app/credit-leases";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
 import { expectSecurityHeaders } from "../support/http";
 import {
@@ -20,6 +21,8 @@ import { simulatorEnv, startTestStack, type TestStack } from "../support/stack";
  */
 const GRANT = 5_000_000;
 const HOLD_TTL_MS = 3_600_000;
+/** A credit lease's hold lasts its open time plus the hold TTL. */
+const LEASE_EXPIRY_MS = DEFAULT_LEASES.openMs + HOLD_TTL_MS;
 let sim: Simulator;
 let stack: TestStack;
 let credits: DynamoCredits;
@@ -139,7 +142,7 @@ describe("store faults on the hold", () => {
 
     faults.clear();
     // The sweeper of any process, once the hold expired.
-    const swept = await credits.releaseExpired(Date.now() + HOLD_TTL_MS + 1);
+    const swept = await credits.releaseExpired(Date.now() + LEASE_EXPIRY_MS + 1);
     expect(swept.holdsReleased).toBeGreaterThanOrEqual(1);
     const after = await books(projectId);
     expect(after.types).toEqual(["grant", "hold", "release"]);
@@ -179,14 +182,14 @@ describe("store faults on the settlement", () => {
     expect(during.types).toEqual(["grant", "hold", "settle"]);
 
     faults.clear();
-    const swept = await credits.releaseExpired(Date.now() + HOLD_TTL_MS + 1);
+    const swept = await credits.releaseExpired(Date.now() + LEASE_EXPIRY_MS + 1);
     expect(swept.settlementsCompleted).toBeGreaterThanOrEqual(1);
     const after = await books(projectId);
     expect(after.unresolved).toEqual([]);
     expect(after.balance).toMatchObject({ availableMicros: GRANT - after.cost, openHolds: 0 });
   });
 
-  it("a store down for good leaves the hold to the sweeper: released in full, never charged twice", async () => {
+  it("a settlement that never lands leaves the hold to the sweeper: settled at the charges noted, once", async () => {
     const { key, projectId } = await paidProject();
     faults.add({ kind: "error", match: creditCommands.resolutionEntry });
     const res = await chat(key);
@@ -198,12 +201,12 @@ describe("store faults on the settlement", () => {
     expect(during.cost).toBeGreaterThan(0);
 
     faults.clear();
-    await credits.releaseExpired(Date.now() + HOLD_TTL_MS + 1);
+    await credits.releaseExpired(Date.now() + LEASE_EXPIRY_MS + 1);
     // Sweeping again (another process, a later run) changes nothing.
-    await credits.releaseExpired(Date.now() + HOLD_TTL_MS + 1);
+    await credits.releaseExpired(Date.now() + LEASE_EXPIRY_MS + 1);
     const after = await books(projectId);
-    expect(after.types).toEqual(["grant", "hold", "release"]);
+    expect(after.types).toEqual(["grant", "hold", "settle"]);
     expect(after.unresolved).toEqual([]);
-    expect(after.balance).toMatchObject({ availableMicros: GRANT, openHolds: 0 });
+    expect(after.balance).toMatchObject({ availableMicros: GRANT - during.cost, openHolds: 0 });
   });
 });

@@ -14,6 +14,7 @@ import {
   type CreditStore,
   formatUsd,
   type Hold,
+  type HoldCharges,
   type HoldResult,
   type LedgerEntry,
   type LedgerPage,
@@ -21,6 +22,7 @@ import {
   MAX_CALL_MICROS,
   type Settlement,
   type SweepReport,
+  validateCharges,
   validateGrant,
   validateHold,
   validateMicros,
@@ -32,8 +34,9 @@ import type { TableNames } from "./tables";
  * Credits over DynamoDB with single-item conditional writes only (dynalite has no transactions).
  *
  * Items. `credits` holds one balance item per project:
- *   { projectId, available, holds: { <holdId>: {m, t, x} }, grants: { <grantId>: {m, t, s, n} } }
- * where `holds` marks every open hold (amount, created, expires) and `grants` every grant whose
+ *   { projectId, available, holds: { <holdId>: {m, t, x, c?, u?, k?} }, grants: { <grantId>: {m, t, s, n} } }
+ * where `holds` marks every open hold (amount, created, expires, and the charges noted so far when it
+ * pays for several calls: charged, uncollected, calls) and `grants` every grant whose
  * ledger entry may not be written yet. `ledger` holds immutable entries under (projectId, entryId),
  * with deterministic ids, so a repeated write of the same entry is a no-op (put-if-absent).
  *
@@ -44,6 +47,8 @@ import type { TableNames } from "./tables";
  *
  * Hold (one round trip, the critical path):
  *   h1  balance: available -= m, holds[h] = {m,t,x}   if available >= m and holds[h] absent
+ * Note charges (a hold that pays for several calls, app/credit-leases.ts; off the critical path):
+ *   n1  balance: holds[h].c,u,k = totals          if holds[h] = {m,t,..} and (k absent or k < :k)
  * Settle or release (off the critical path):
  *   r0  read the balance: no marker -> the hold resolved already: return its resolution entry
  *   s1  ledger: put-if-absent `hold` entry (-m)                          } in parallel
@@ -55,22 +60,26 @@ import type { TableNames } from "./tables";
  *   g1  balance: available += m, grants[g] = {m,t,s,n}   if grants[g] absent and room below the cap
  *   g2  ledger: put-if-absent `grant` entry (+m)
  *   g3  balance: remove grants[g]
- * Sweeper (`releaseExpired`): scans balance items with markers; for each expired hold runs s1-s3 with
- * a `release` proposal (a settlement already written in s2 wins and is applied instead); for each grant
- * marker older than GRANT_REPAIR_DELAY_MS runs g2-g3.
+ * Sweeper (`releaseExpired`): scans balance items with markers; for each expired hold runs s1-s3 with a
+ * proposal of its noted charges (`release` when none; a settlement already written in s2 wins and is
+ * applied instead); for each grant marker older than GRANT_REPAIR_DELAY_MS runs g2-g3.
  *
- * A crash after h1 leaves a marker and the debit: the sweeper releases it at expiry. After s1 or s2:
- * the marker stays; the sweeper writes or finds the resolution and applies it once (s3's condition).
- * After g1 or g2: the grant marker stays; the sweeper writes or finds the entry and removes it. So the
- * ledger's deltas sum to the balance's change whenever no marker is left.
+ * A crash after h1 leaves a marker and the debit: the sweeper settles it at expiry, at what n1 noted.
+ * After s1 or s2: the marker stays; the sweeper writes or finds the resolution and applies it once (s3's
+ * condition). After g1 or g2: the grant marker stays; the sweeper writes or finds the entry and removes
+ * it. So the ledger's deltas sum to the balance's change whenever no marker is left. (An n1 that lands
+ * after the resolution was decided is lost with the marker: charges are noted only while a lease is
+ * live, and a lease is resolved once its calls ended, or by the sweeper long after.)
  *
- * Limits. Every managed call writes the project's balance item twice (h1, s3). One DynamoDB item takes
- * at most 1,000 WCU/s and a write costs 1 WCU per KB of item; each open hold adds ~50 bytes, so a
- * project sustains ~500 calls/s with few calls in flight and fewer as in-flight calls grow (~40 calls/s
- * at 200 in flight); the 400 KB item limit caps one project at ~7,000 holds in flight. To go beyond,
- * shard: N balance items per project (`<projectId>#<k>`), a grant split across them, a hold taken on
- * shard hash(holdId) mod N and tried on another on `insufficient`, a settle sent to the hold's shard;
- * the sweeper and `balance` read all N. The sweeper scans the credits table (one item per project).
+ * Limits. Every hold writes the project's balance item twice (h1, s3) and once per note (n1); a hold
+ * is a process's credit lease and pays for many calls, so a project's calls per second are not bound
+ * by the item's write rate but by the leases' (one per process per 16-1,024 calls, and a note a
+ * second). One DynamoDB item takes at most 1,000 WCU/s and a write costs 1 WCU per KB of item; each
+ * open hold adds ~60 bytes, and the 400 KB item limit caps a project at ~6,000 holds open at once:
+ * processes, not calls. To go beyond, shard: N balance items per project (`<projectId>#<k>`), a grant
+ * split across them, a hold taken on shard hash(holdId) mod N and tried on another on `insufficient`,
+ * a settle sent to the hold's shard; the sweeper and `balance` read all N. The sweeper scans the
+ * credits table (one item per project).
  */
 
 /** A grant's own request completes in milliseconds; the sweeper leaves younger grant markers alone. */
@@ -81,6 +90,10 @@ interface HoldMarker {
   m: number;
   t: number;
   x: number;
+  /** Charges noted so far (recordCharges): charged, uncollected, calls. */
+  c?: number;
+  u?: number;
+  k?: number;
 }
 
 interface GrantMarker {
@@ -97,8 +110,17 @@ interface BalanceItem {
   grants: Record<string, GrantMarker>;
 }
 
-type Proposal = Pick<Settlement, "outcome" | "chargedMicros" | "uncollectedMicros">;
-const RELEASE: Proposal = { outcome: "released", chargedMicros: 0, uncollectedMicros: 0 };
+type Proposal = Pick<Settlement, "outcome" | "chargedMicros" | "uncollectedMicros" | "calls">;
+const RELEASE: Proposal = { outcome: "released", chargedMicros: 0, uncollectedMicros: 0, calls: 0 };
+
+function proposalOf(charges: HoldCharges): Proposal {
+  return { outcome: charges.chargedMicros > 0 ? "settled" : "released", ...charges };
+}
+
+/** What the sweeper settles an expired hold at: the charges noted on it, else nothing. */
+function notedProposal(marker: HoldMarker): Proposal {
+  return proposalOf({ chargedMicros: marker.c ?? 0, uncollectedMicros: marker.u ?? 0, calls: marker.k ?? 0 });
+}
 
 const opts = { removeUndefinedValues: true };
 
@@ -144,7 +166,7 @@ export class DynamoCredits implements CreditStore {
     const hold: Hold = { projectId, holdId, micros, createdAt, expiresAt };
     const marker: HoldMarker = { m: micros, t: createdAt, x: expiresAt };
     try {
-      await this.db.send(
+      const out = await this.db.send(
         new UpdateItemCommand({
           TableName: this.tables.credits,
           Key: marshall({ projectId }),
@@ -152,9 +174,11 @@ export class DynamoCredits implements CreditStore {
           ConditionExpression: "available >= :m AND attribute_not_exists(holds.#h)",
           ExpressionAttributeNames: { "#h": holdId },
           ExpressionAttributeValues: marshall({ ":m": micros, ":marker": marker }),
+          ReturnValues: "UPDATED_NEW",
         }),
       );
-      return { ok: true, hold };
+      const left = out.Attributes && (unmarshall(out.Attributes) as { available?: number }).available;
+      return { ok: true, hold, availableMicros: left ?? 0 };
     } catch (err) {
       if (!(err instanceof ConditionalCheckFailedException)) throw err;
     }
@@ -162,7 +186,7 @@ export class DynamoCredits implements CreditStore {
     const open = balance?.holds[holdId];
     if (open) {
       // The SDK retries a request whose answer was lost: its first attempt may have taken this hold.
-      if (open.m === micros && open.t === createdAt) return { ok: true, hold };
+      if (open.m === micros && open.t === createdAt) return { ok: true, hold, availableMicros: balance.available };
       throw new Error(`Hold id ${holdId} is already in use in project ${projectId}.`);
     }
     return { ok: false, availableMicros: balance?.available ?? 0 };
@@ -175,11 +199,35 @@ export class DynamoCredits implements CreditStore {
       outcome: "settled",
       chargedMicros,
       uncollectedMicros: actualMicros - chargedMicros,
+      calls: 1,
     });
   }
 
   release(hold: Hold): Promise<Settlement> {
     return this.resolve(hold, RELEASE);
+  }
+
+  async settleCharges(hold: Hold, charges: HoldCharges): Promise<Settlement> {
+    validateCharges(hold, charges);
+    return this.resolve(hold, proposalOf(charges));
+  }
+
+  async recordCharges(hold: Hold, charges: HoldCharges): Promise<boolean> {
+    validateCharges(hold, charges);
+    // Absolute totals, conditional on the calls count growing: a retry or a late, older write is a no-op.
+    return this.updateIfMarked(
+      hold.projectId,
+      "SET holds.#h.c = :c, holds.#h.u = :u, holds.#h.k = :k",
+      "holds.#h.m = :m AND holds.#h.t = :t AND (attribute_not_exists(holds.#h.k) OR holds.#h.k < :k)",
+      hold.holdId,
+      {
+        ":c": charges.chargedMicros,
+        ":u": charges.uncollectedMicros,
+        ":k": charges.calls,
+        ":m": hold.micros,
+        ":t": hold.createdAt,
+      },
+    );
   }
 
   async releaseExpired(now: number): Promise<SweepReport> {
@@ -199,7 +247,7 @@ export class DynamoCredits implements CreditStore {
         const item = unmarshall(raw) as BalanceItem;
         for (const [holdId, marker] of Object.entries(item.holds)) {
           if (marker.x > now) continue;
-          const done = await this.applyResolution(item.projectId, holdId, marker, RELEASE, now);
+          const done = await this.applyResolution(item.projectId, holdId, marker, notedProposal(marker), now);
           if (!done.applied) continue;
           if (done.proposalWon) report.holdsReleased++;
           else report.settlementsCompleted++;
@@ -220,7 +268,8 @@ export class DynamoCredits implements CreditStore {
     return {
       projectId,
       availableMicros: item?.available ?? 0,
-      heldMicros: holds.reduce((sum, hold) => sum + hold.m, 0),
+      // What open holds still reserve: their charges noted so far are spent.
+      heldMicros: holds.reduce((sum, hold) => sum + hold.m - (hold.c ?? 0), 0),
       openHolds: holds.length,
     };
   }
@@ -432,6 +481,7 @@ function resolutionEntry(
     heldMicros: marker.m,
     chargedMicros: proposal.chargedMicros,
     uncollectedMicros: proposal.uncollectedMicros,
+    calls: proposal.calls,
   };
 }
 
@@ -443,6 +493,7 @@ function settlementOf(entry: LedgerEntry): Settlement {
     heldMicros: entry.heldMicros ?? 0,
     chargedMicros: entry.chargedMicros ?? 0,
     uncollectedMicros: entry.uncollectedMicros ?? 0,
+    calls: entry.calls ?? 0,
     at: entry.at,
   };
 }
