@@ -32,7 +32,12 @@ async function main(): Promise<void> {
     let key: string;
     try {
       await createProject(local.store, "bench", "enterprise", Date.now());
-      ({ key } = await createKey(local.store, { projectId: "bench", name: "bench" }, Date.now()));
+      // A limit out of the way: the bench measures the endpoint, with the rate limit's own work included.
+      ({ key } = await createKey(
+        local.store,
+        { projectId: "bench", name: "bench", rateLimit: { rpm: 1_000_000, burst: 1_000_000 } },
+        Date.now(),
+      ));
       auth = await measureCachedAuth(local.store, key);
     } finally {
       await local.close();
