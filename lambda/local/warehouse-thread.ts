@@ -138,7 +138,10 @@ export class WarehouseThread implements RecordQueue {
       });
       worker.once("exit", (code) => {
         if (this.stopped) return;
-        if (!ready) reject(failure ?? new Error(`the warehouse worker exited with code ${code}`));
+        if (!ready) {
+          const reason = failure?.message ?? `it exited with code ${code}`;
+          reject(new Error(`The warehouse worker did not start (${reason}).`, { cause: failure }));
+        }
         // A worker that fails at the first start fails the stack's start instead.
         if (!this.startedOnce) return;
         this.logger.error("the warehouse worker stopped; a new one takes over its records", {
