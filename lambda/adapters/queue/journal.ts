@@ -45,7 +45,6 @@ function alive(pid: number): boolean {
  */
 export class QueueJournal {
   private current: JournalSegment | undefined;
-  private next = 0;
   private readonly removals = new Set<Promise<void>>();
   private recovered: RecoveredRecord[];
 
@@ -53,6 +52,9 @@ export class QueueJournal {
     private readonly dir: string,
     private readonly logger: Logger,
     recovered: RecoveredRecord[],
+    /** The next segment's number: past those recovered, which a writer of the same pid (a restarted
+     * worker thread) left behind and which are removed on their own schedule. */
+    private next: number,
   ) {
     this.recovered = recovered;
   }
@@ -61,9 +63,11 @@ export class QueueJournal {
   static async open(dir: string, logger: Logger): Promise<QueueJournal> {
     await mkdir(dir, { recursive: true });
     const recovered: RecoveredRecord[] = [];
+    let next = 0;
     for (const name of (await readdir(dir)).sort()) {
       const match = SEGMENT.exec(name);
       if (!match || alive(Number(match[1]))) continue;
+      if (Number(match[1]) === process.pid) next = Math.max(next, Number(match[2]) + 1);
       const path = join(dir, name);
       const lines = (await readFile(path, "utf8")).split("\n").filter(Boolean);
       const segment: JournalSegment = { path, pending: lines.length, sealed: true, tail: Promise.resolve() };
@@ -76,7 +80,7 @@ export class QueueJournal {
         count: recovered.length,
       });
     }
-    return new QueueJournal(dir, logger, recovered);
+    return new QueueJournal(dir, logger, recovered, next);
   }
 
   /** The records a previous process left undelivered; handed out once. */

@@ -1,0 +1,41 @@
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { QueueJournal } from "../../lambda/adapters/queue/journal";
+import { silentLogger } from "../../lambda/core/logger";
+
+/** The local queue's journal on disk: what a writer that restarts in the same process takes over. */
+const dirs: string[] = [];
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+describe("queue journal", () => {
+  it("a writer restarted in the same process appends past the segments it took over", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "dmt-journal-"));
+    dirs.push(dir);
+    // A first writer (a worker thread that then died) leaves two undelivered records.
+    const first = await QueueJournal.open(dir, silentLogger);
+    await first.append('{"transaction_id":"a"}');
+    await first.append('{"transaction_id":"b"}');
+    expect(readdirSync(dir)).toEqual([`${process.pid}-000000000.jsonl`]);
+
+    // Its successor, same pid, takes them over and writes new records to a segment of its own.
+    const second = await QueueJournal.open(dir, silentLogger);
+    const recovered = second.takeRecovered();
+    expect(recovered.map((r) => r.body)).toEqual(['{"transaction_id":"a"}', '{"transaction_id":"b"}']);
+    const fresh = await second.append('{"transaction_id":"c"}');
+    expect(readdirSync(dir).sort()).toEqual([
+      `${process.pid}-000000000.jsonl`,
+      `${process.pid}-000000001.jsonl`,
+    ]);
+
+    // The recovered records delivered: their segment goes, and the undelivered new one stays on disk.
+    for (const record of recovered) second.delivered(record.segment);
+    second.seal();
+    await expect.poll(() => readdirSync(dir)).toEqual([`${process.pid}-000000001.jsonl`]);
+    second.delivered(fresh);
+    await expect.poll(() => readdirSync(dir)).toEqual([]);
+  });
+});
