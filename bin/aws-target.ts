@@ -2,6 +2,7 @@ import {
   CloudFormationClient,
   DescribeStacksCommand,
   type DescribeStacksCommandOutput,
+  GetTemplateCommand,
 } from "@aws-sdk/client-cloudformation";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { createDynamoClient } from "../lambda/adapters/dynamodb/client";
@@ -11,6 +12,8 @@ import { DynamoStore } from "../lambda/adapters/dynamodb/store";
 import { TABLES, type TableName, type TableNames } from "../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
 import { createKmsClient, KmsKeyWrapper } from "../lambda/adapters/secrets/kms";
+import { activePriceCatalogue } from "../lambda/app/prices";
+import type { PriceCatalogue } from "../lambda/core/pricing";
 
 /**
  * The output under which the stack publishes a table's physical name: `Table<Name>`, as
@@ -23,6 +26,13 @@ export function tableOutputKey(name: TableName): string {
 
 /** The output holding the ARN of the KMS key that wraps customers' vendor keys. */
 export const BYOK_KEY_OUTPUT = "ByokKeyArn";
+
+/**
+ * Where the stack records its price settings: a template metadata key and an output, as
+ * `PRICES_METADATA` and `PRICE_VERSION_OUTPUT` in lib/prices.ts (not imported, as above).
+ */
+export const PRICES_METADATA = "dmt:prices";
+export const PRICE_VERSION_OUTPUT = "PriceVersion";
 
 /** A deployed stack as the CLI works with it: its tables in its region, and its BYOK key. */
 export interface AwsTarget {
@@ -78,4 +88,47 @@ export function awsServices(target: AwsTarget) {
     ),
     exportSettings: new DynamoExportSettings(target.db, target.tables.projectSettings),
   };
+}
+
+/**
+ * The price catalogue a deployed stack's proxy functions charge with, for `dmt prices list --stack`:
+ * its override and markup read back from the stack's template (`cloudformation:GetTemplate`).
+ */
+export async function stackPriceCatalogue(stackName: string): Promise<PriceCatalogue> {
+  const cloudFormation = new CloudFormationClient({});
+  try {
+    const { TemplateBody } = await cloudFormation.send(
+      new GetTemplateCommand({ StackName: stackName, TemplateStage: "Original" }),
+    );
+    return priceCatalogueOfTemplate(stackName, TemplateBody ?? "{}");
+  } finally {
+    cloudFormation.destroy();
+  }
+}
+
+/**
+ * The catalogue from a stack's template, loaded as its functions load theirs. The shipped catalogue
+ * is this checkout's: unless the resulting price version is the one the stack published, the stack
+ * was deployed with another `prices/catalogue.json` and the list would not be what it charges.
+ */
+export function priceCatalogueOfTemplate(stackName: string, templateBody: string): PriceCatalogue {
+  const template = JSON.parse(templateBody) as {
+    Metadata?: Record<string, { override?: unknown; markup?: number }>;
+    Outputs?: Record<string, { Value?: unknown }>;
+  };
+  const settings = template.Metadata?.[PRICES_METADATA];
+  const deployed = template.Outputs?.[PRICE_VERSION_OUTPUT]?.Value;
+  if (!settings || typeof deployed !== "string") {
+    throw new Error(`Stack '${stackName}' has no price settings: deploy the current version of the stack.`);
+  }
+  const catalogue = activePriceCatalogue({
+    ...(settings.override !== undefined && { DMT_PRICES_OVERRIDE: JSON.stringify(settings.override) }),
+    ...(settings.markup !== undefined && { DMT_PRICE_MARKUP: String(settings.markup) }),
+  });
+  if (catalogue.priceVersion !== deployed) {
+    throw new Error(
+      `Stack '${stackName}' charges with prices ${deployed}, but this checkout's catalogue makes ${catalogue.priceVersion}: run dmt from the version the stack was deployed from.`,
+    );
+  }
+  return catalogue;
 }

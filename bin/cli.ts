@@ -42,6 +42,8 @@ interface Command {
     values: Record<string, unknown>;
     positionals: string[];
     open: () => Promise<Services>;
+    /** The AWS stack the command works on (`--stack`, DMT_STACK); undefined for the local data dir. */
+    stackName: string | undefined;
   }): Promise<unknown>;
   /** Human output; --json prints the returned value as JSON instead. */
   print?(result: unknown): string;
@@ -343,12 +345,16 @@ const commands: Record<string, Command> = {
   "prices list": {
     usage: "dmt prices list [--vendor <groq|openai|anthropic|gemini>] [--json]",
     options: { vendor: { type: "string" }, ...json },
-    run: async ({ values }) => {
+    run: async ({ values, stackName }) => {
       const vendor = values.vendor as string | undefined;
       if (vendor !== undefined && !(PRICED_VENDORS as readonly string[]).includes(vendor)) {
         throw new UsageError(`--vendor must be one of ${PRICED_VENDORS.join(", ")}`);
       }
-      const catalogue = activePriceCatalogue();
+      // A stack's catalogue is the one it was deployed with: its override and markup included.
+      const catalogue =
+        stackName === undefined
+          ? activePriceCatalogue()
+          : await (await import("./aws-target")).stackPriceCatalogue(stackName);
       const rows = catalogue.list(vendor ? { vendor: vendor as (typeof PRICED_VENDORS)[number] } : {});
       const markup = Number(catalogue.markup.num) / Number(catalogue.markup.den);
       return { priceVersion: catalogue.priceVersion, markup, rows };
@@ -462,6 +468,7 @@ async function main(argv: string[]): Promise<number> {
     const result = await command.run({
       values: parsed.values,
       positionals: parsed.positionals,
+      stackName,
       open: async () => {
         if (services) return services;
         let parts: Omit<Services, "project">;

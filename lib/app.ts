@@ -17,6 +17,10 @@ export const CONTEXT = {
   exportBuckets: "dmt:exportBuckets",
   /** Athena's scan limit per query in bytes (at least 10 MB; default 10 GiB). */
   athenaBytesScannedCutoff: "dmt:athenaBytesScannedCutoff",
+  /** A price override file for the proxy functions (prices/README.md), relative to where cdk runs. */
+  priceOverride: "dmt:priceOverride",
+  /** The factor on every charged cost, such as 1.1. */
+  priceMarkup: "dmt:priceMarkup",
 } as const;
 
 /**
@@ -35,6 +39,8 @@ export function defineApp(app: App): DmtStack {
   const originSecretVersion = context(CONTEXT.originSecretVersion);
   const exportBuckets = context(CONTEXT.exportBuckets);
   const athenaCutoff = context(CONTEXT.athenaBytesScannedCutoff);
+  const priceOverride = context(CONTEXT.priceOverride);
+  const priceMarkup = context(CONTEXT.priceMarkup);
   const stack = new DmtStack(app, String(context(CONTEXT.stackName) ?? "Dmt"), {
     description: "dmt: metering gateway for language-model vendors",
     env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION },
@@ -43,6 +49,8 @@ export function defineApp(app: App): DmtStack {
     ...(originSecretVersion !== undefined && { originSecretVersion: String(originSecretVersion) }),
     ...(exportBuckets !== undefined && { exportBuckets: parseBucketList(exportBuckets) }),
     ...(athenaCutoff !== undefined && { athenaBytesScannedCutoff: parseByteCount(athenaCutoff) }),
+    ...(priceOverride !== undefined && { priceOverrideFile: String(priceOverride) }),
+    ...(priceMarkup !== undefined && { priceMarkup: parseMarkup(priceMarkup) }),
     ...(domainName !== undefined && {
       domain: { name: String(domainName), certificateArn: String(certificateArn) },
     }),
@@ -59,6 +67,15 @@ function parseBucketList(value: unknown): string[] {
   }
   // The warehouse checks each name.
   return items.map((item) => item.trim()).filter((item) => item !== "");
+}
+
+/** A number; from the command line it arrives as text (the stack checks the range, as the functions do). */
+function parseMarkup(value: unknown): number {
+  const markup = typeof value === "string" && /^\d+(\.\d+)?$/.test(value) ? Number(value) : value;
+  if (typeof markup !== "number" || !Number.isFinite(markup)) {
+    throw new Error(`${CONTEXT.priceMarkup}: ${JSON.stringify(value)} is not a number such as 1.1.`);
+  }
+  return markup;
 }
 
 /** Bytes as a whole number; from the command line it arrives as text (the warehouse checks the range). */

@@ -3,7 +3,13 @@ import { fileURLToPath } from "node:url";
 import { Duration, RemovalPolicy } from "aws-cdk-lib";
 import { Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
 import { Architecture, Runtime } from "aws-cdk-lib/aws-lambda";
-import { type BundlingOptions, LogLevel, NodejsFunction, OutputFormat } from "aws-cdk-lib/aws-lambda-nodejs";
+import {
+  type BundlingOptions,
+  type ICommandHooks,
+  LogLevel,
+  NodejsFunction,
+  OutputFormat,
+} from "aws-cdk-lib/aws-lambda-nodejs";
 import { LogGroup, type RetentionDays } from "aws-cdk-lib/aws-logs";
 import { Construct } from "constructs";
 import type { LogLevel as ServiceLogLevel } from "../lambda/core/logger";
@@ -44,6 +50,8 @@ export interface DmtFunctionProps {
   timeout?: Duration;
   /** Concurrency set aside for (and capping) this function; unset, it shares the account's pool. */
   reservedConcurrency?: number;
+  /** Files copied next to the handler (name in the bundle to source path); Lambda has them in /var/task. */
+  bundledFiles?: Record<string, string>;
 }
 
 /**
@@ -85,7 +93,18 @@ export class DmtFunction extends Construct {
         DMT_LOG_LEVEL: props.defaults.logLevel,
         ...props.environment,
       },
-      bundling: BUNDLING,
+      bundling: props.bundledFiles ? { ...BUNDLING, commandHooks: copyFiles(props.bundledFiles) } : BUNDLING,
     });
   }
+}
+
+/** esbuild bundles code only: other files are copied into its output after it ran (local bundling: bash). */
+function copyFiles(files: Record<string, string>): ICommandHooks {
+  const quote = (text: string) => `'${text.replaceAll("'", "'\\''")}'`;
+  return {
+    beforeBundling: () => [],
+    beforeInstall: () => [],
+    afterBundling: (_inputDir, outputDir) =>
+      Object.entries(files).map(([name, source]) => `cp ${quote(source)} ${quote(join(outputDir, name))}`),
+  };
 }

@@ -6,6 +6,7 @@ import { Construct } from "constructs";
 import type { TableName } from "../lambda/adapters/dynamodb/tables";
 import { DmtFunction, type LambdaDefaults } from "./lambda-defaults";
 import { metricsNamespace } from "./metering";
+import type { StackPrices } from "./prices";
 import type { Vendor } from "./secrets";
 import type { Store } from "./store";
 
@@ -35,6 +36,8 @@ export interface VendorProxyProps {
   originSecret: ISecret;
   /** Unwraps the data keys of customers' own vendor keys (BYOK). */
   byokKey: IKey;
+  /** The deployment's price override and markup, which the function's metering loads at cold start. */
+  prices: StackPrices;
   reservedConcurrency?: number;
 }
 
@@ -60,7 +63,9 @@ export class VendorProxy extends Construct {
         DMT_ORIGIN_SECRET_ARN: props.originSecret.secretArn,
         DMT_BYOK_KEY_ARN: props.byokKey.keyArn,
         DMT_METRICS_NAMESPACE: metricsNamespace(this),
+        ...props.prices.environment,
       },
+      ...(Object.keys(props.prices.bundledFiles).length > 0 && { bundledFiles: props.prices.bundledFiles }),
       timeout: PROXY_TIMEOUT,
       ...(props.reservedConcurrency !== undefined && { reservedConcurrency: props.reservedConcurrency }),
     });

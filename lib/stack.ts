@@ -9,6 +9,7 @@ import { DeletionWorkflow } from "./deletion";
 import { DmtFunction, type LambdaDefaults } from "./lambda-defaults";
 import { Metering, metricsNamespace } from "./metering";
 import { Observability } from "./observability";
+import { PRICE_VERSION_OUTPUT, PRICES_METADATA, type StackPrices, stackPrices } from "./prices";
 import { VendorProxy } from "./proxy";
 import { Secrets, VENDORS, type Vendor } from "./secrets";
 import { constructId, Store } from "./store";
@@ -38,6 +39,13 @@ export interface DmtStackProps extends StackProps {
   exportBuckets?: string[];
   /** Athena's scan limit per query in bytes (default 10 GiB). */
   athenaBytesScannedCutoff?: number;
+  /**
+   * A price override file (prices/README.md) the proxy functions charge with, read at synth (relative
+   * to the current directory) and shipped in their bundles. Checked at synth: a bad file fails it.
+   */
+  priceOverrideFile?: string;
+  /** The factor on every charged cost (default the override file's `markup`, else 1). */
+  priceMarkup?: number;
 }
 
 /** The output key under which a table's physical name is published (the CLI reads these). */
@@ -58,9 +66,16 @@ export class DmtStack extends Stack {
   readonly deletion: DeletionWorkflow;
   readonly metering: Metering;
   readonly dashboard: Dashboard;
+  readonly prices: StackPrices;
 
   constructor(scope: Construct, id: string, props: DmtStackProps = {}) {
     super(scope, id, props);
+    // First: a bad price file fails the synth before anything is bundled.
+    this.prices = stackPrices({ overrideFile: props.priceOverrideFile, markup: props.priceMarkup });
+    this.templateOptions.metadata = {
+      ...this.templateOptions.metadata,
+      [PRICES_METADATA]: this.prices.metadata,
+    };
     const removalPolicy = props.retainData === false ? RemovalPolicy.DESTROY : RemovalPolicy.RETAIN;
     const logRetention = props.logRetention ?? RetentionDays.ONE_MONTH;
     const defaults: LambdaDefaults = { logRetention, logLevel: props.logLevel ?? "info" };
@@ -132,6 +147,7 @@ export class DmtStack extends Stack {
         vendorKey: this.secrets.vendorKeys[vendor],
         originSecret: this.secrets.originSecret,
         byokKey: this.secrets.byokKey,
+        prices: this.prices,
         ...(reservedConcurrency !== undefined && { reservedConcurrency }),
       });
       this.api.addVendorProxy(vendor, proxy.url.url, originSecret);
@@ -212,5 +228,9 @@ export class DmtStack extends Stack {
     new CfnOutput(this, "RecordQueueUrl", { value: this.warehouse.queue.queueUrl });
     new CfnOutput(this, "DeadLetterQueueUrl", { value: this.warehouse.deadLetterQueue.queueUrl });
     new CfnOutput(this, "DashboardName", { value: this.observability.dashboard.dashboardName });
+    new CfnOutput(this, PRICE_VERSION_OUTPUT, {
+      value: this.prices.priceVersion,
+      description: "Price version the proxy functions charge with (usage records' price_version)",
+    });
   }
 }

@@ -10,13 +10,14 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BYOK_KEY_OUTPUT, tableOutputKey } from "../../bin/aws-target";
+import { BYOK_KEY_OUTPUT, PRICE_VERSION_OUTPUT, PRICES_METADATA, tableOutputKey } from "../../bin/aws-target";
 import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb/client";
 import { DynamoExportSettings } from "../../lambda/adapters/dynamodb/export-settings";
 import { DynamoStore } from "../../lambda/adapters/dynamodb/store";
 import { TABLES, type TableName, tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../../lambda/adapters/dynamodb/vendor-keys";
 import { createKmsClient, KmsKeyWrapper } from "../../lambda/adapters/secrets/kms";
+import { activePriceCatalogue } from "../../lambda/app/prices";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 import { tableOutputKey as stackTableOutputKey } from "../../lib/stack";
 import { type KmsStandIn, startKmsStandIn, TEST_CREDENTIALS } from "../infra/metering-stand-ins";
@@ -61,6 +62,44 @@ function describeStacksXml(stackName: string): string | undefined {
 </DescribeStacksResponse>`;
 }
 
+/** The price settings the stack was deployed with: an added model and a markup. */
+const priceSettings = {
+  override: {
+    version: "acme-1",
+    models: [
+      {
+        vendor: "groq",
+        model: "acme-fine-tune",
+        kind: "chat",
+        max_output_tokens: 8192,
+        prices: [{ effective_from: "2026-01-01", input: 0.2, output: 0.4 }],
+      },
+    ],
+  },
+  markup: 1.25,
+};
+const deployedPrices = activePriceCatalogue({
+  DMT_PRICES_OVERRIDE: JSON.stringify(priceSettings.override),
+  DMT_PRICE_MARKUP: String(priceSettings.markup),
+});
+
+/** GetTemplate: the stack's template, with its price settings in metadata and its price version. */
+function getTemplateXml(stackName: string): string | undefined {
+  if (stackName !== STACK) return undefined;
+  const template = {
+    Metadata: { [PRICES_METADATA]: priceSettings },
+    Outputs: { [PRICE_VERSION_OUTPUT]: { Value: deployedPrices.priceVersion } },
+  };
+  const body = JSON.stringify(template)
+    .replaceAll("&", "&amp;")
+    .replaceAll("<", "&lt;")
+    .replaceAll(">", "&gt;");
+  return `<GetTemplateResponse xmlns="http://cloudformation.amazonaws.com/doc/2010-05-15/">
+  <GetTemplateResult><TemplateBody>${body}</TemplateBody></GetTemplateResult>
+  <ResponseMetadata><RequestId>test</RequestId></ResponseMetadata>
+</GetTemplateResponse>`;
+}
+
 beforeAll(async () => {
   dynamo = await startEmbeddedDynamo(storeDir);
   await ensureTables(createDynamoClient({ endpoint: dynamo.endpoint }), tables);
@@ -72,7 +111,8 @@ beforeAll(async () => {
       const form = new URLSearchParams(Buffer.concat(chunks).toString("utf8"));
       const stackName = form.get("StackName") ?? "";
       describedStacks.push(`${form.get("Action")} ${stackName}`);
-      const xml = describeStacksXml(stackName);
+      const xml =
+        form.get("Action") === "GetTemplate" ? getTemplateXml(stackName) : describeStacksXml(stackName);
       res.writeHead(xml ? 200 : 400, { "content-type": "text/xml" });
       res.end(
         xml ??
@@ -220,5 +260,24 @@ describe("dmt against a deployed stack", () => {
     const res = await dmt(["projects", "list", "--stack", "Ghost"]);
     expect(res.code).toBe(1);
     expect(res.stderr).toBe("dmt: Stack with id Ghost does not exist\n");
+  });
+  it("lists the prices the stack charges: its override and markup", async () => {
+    const listed = await dmt(["prices", "list", "--vendor", "groq", "--json", "--stack", STACK]);
+    expect(listed.code).toBe(0);
+    const result = JSON.parse(listed.stdout) as {
+      priceVersion: string;
+      markup: number;
+      rows: { model: string }[];
+    };
+    expect(result.priceVersion).toBe(deployedPrices.priceVersion);
+    expect(result.markup).toBe(1.25);
+    expect(result.rows.map((r) => r.model)).toContain("acme-fine-tune");
+    expect(describedStacks).toContain(`GetTemplate ${STACK}`);
+    // Locally, the shipped catalogue: no such model, no markup.
+    const local = JSON.parse(
+      (await runDmt(["prices", "list", "--vendor", "groq", "--json"], dataDir)).stdout,
+    );
+    expect(local.markup).toBe(1);
+    expect(local.rows.map((r: { model: string }) => r.model)).not.toContain("acme-fine-tune");
   });
 });
