@@ -2,11 +2,11 @@ import { type RemovalPolicy, SecretValue, Validations } from "aws-cdk-lib";
 import { Key } from "aws-cdk-lib/aws-kms";
 import { type CfnSecret, Secret } from "aws-cdk-lib/aws-secretsmanager";
 import { Construct } from "constructs";
-import { FAMILIES, type Family } from "../lambda/core/endpoints";
+import { VENDOR_NAMES, type VendorName } from "../lambda/core/vendor-names";
 import { constructId } from "./store";
 
-export type Vendor = Exclude<Family, "api">;
-export const VENDORS = FAMILIES.filter((family): family is Vendor => family !== "api");
+export type Vendor = VendorName;
+export const VENDORS = VENDOR_NAMES;
 
 export interface SecretsProps {
   /** For the BYOK key: RETAIN keeps it, so stored customer vendor keys stay decryptable. */

@@ -1,13 +1,15 @@
+import { VENDOR_NAMES } from "./vendor-names";
+
 /**
  * Endpoint identities and the patterns that restrict a key to some of them.
  * An endpoint is `<family>:<path>`: `openai:/v1/embeddings` for `/openai/v1/embeddings`,
  * `api:/api/v1/exports` for the data API. A pattern may use `*` for any run of characters,
  * so `openai:*`, `gemini:/v1beta/models/*:generateContent` and `*:/v1/models` all work.
  */
-export const FAMILIES = ["groq", "openai", "anthropic", "gemini", "api"] as const;
+export const FAMILIES = [...VENDOR_NAMES, "api"] as const;
 export type Family = (typeof FAMILIES)[number];
 
-const PATTERN_SHAPE = /^(groq|openai|anthropic|gemini|api|\*):(\*|\/[A-Za-z0-9._~:/*@-]*)$/;
+const PATTERN_SHAPE = new RegExp(`^(${FAMILIES.join("|")}|\\*):(\\*|\\/[A-Za-z0-9._~:/*@-]*)$`);
 
 /** The endpoint identity of a request path, or undefined for paths outside every family. */
 export function endpointOf(path: string): string | undefined {

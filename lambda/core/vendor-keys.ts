@@ -1,5 +1,5 @@
-import { FAMILIES, type Family } from "./endpoints";
 import { errors } from "./errors";
+import { VENDOR_NAMES, type VendorName } from "./vendor-names";
 
 /**
  * BYOK: a project's own key for a vendor, stored encrypted (core/crypto.ts) and used instead of the
@@ -7,8 +7,7 @@ import { errors } from "./errors";
  * to the proxy's forwarder and nowhere else: never a log line, an error, a response or a stored record.
  */
 
-export type Vendor = Exclude<Family, "api">;
-export const VENDORS = FAMILIES.filter((family): family is Vendor => family !== "api");
+export type Vendor = VendorName;
 
 export interface VendorKeyView {
   projectId: string;
@@ -33,8 +32,8 @@ const MIN_KEY = 16;
 const MAX_KEY = 512;
 
 export function parseVendor(value: string): Vendor {
-  const vendor = VENDORS.find((candidate) => candidate === value);
-  if (!vendor) throw errors.invalidField("vendor", `must be one of ${VENDORS.join(", ")}`);
+  const vendor = VENDOR_NAMES.find((candidate) => candidate === value);
+  if (!vendor) throw errors.invalidField("vendor", `must be one of ${VENDOR_NAMES.join(", ")}`);
   return vendor;
 }
 

@@ -1,6 +1,7 @@
 import { resolve } from "node:path";
 import { z } from "zod";
 import { LOG_LEVELS } from "../core/logger";
+import type { VendorName } from "../core/vendor-names";
 
 const upstreamUrl = z.url({ protocol: /^https?$/ }).optional();
 
@@ -63,7 +64,7 @@ export function parseLocalConfig(env: Record<string, string | undefined> = proce
  */
 export function vendorSettings(
   config: LocalConfig,
-  vendor: "groq" | "openai" | "anthropic" | "gemini",
+  vendor: VendorName,
 ): { upstream: string | undefined; apiKey: string | undefined; simulated: boolean } {
   const upstream = config[`DMT_UPSTREAM_${vendor.toUpperCase() as Uppercase<typeof vendor>}`];
   const apiKey = config[`${vendor.toUpperCase() as Uppercase<typeof vendor>}_API_KEY`];

@@ -1,7 +1,8 @@
 import type { Usage } from "../core/usage";
 
-export const VENDOR_NAMES = ["groq", "openai", "anthropic", "gemini"] as const;
-export type VendorName = (typeof VENDOR_NAMES)[number];
+import type { VendorName } from "../core/vendor-names";
+
+export { VENDOR_NAMES, type VendorName } from "../core/vendor-names";
 
 /** What a route does, as the usage extractors and the records name it. */
 export type Operation =

@@ -5,7 +5,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { LocalMasterKey } from "../../lambda/adapters/secrets/local-master-key";
 import { DecryptionError, openSecret, sealSecret } from "../../lambda/core/crypto";
 import { ApiError } from "../../lambda/core/errors";
-import { parseVendor, VENDORS, validateVendorKey, vendorKeyContext } from "../../lambda/core/vendor-keys";
+import { parseVendor, validateVendorKey, vendorKeyContext } from "../../lambda/core/vendor-keys";
+import { VENDOR_NAMES } from "../../lambda/core/vendor-names";
 
 const KEY = "sk-proj-Abc123_def456-GHI789jkl";
 const dirs: string[] = [];
@@ -30,7 +31,7 @@ function refusal(fn: () => unknown): ApiError {
 
 describe("vendors and key validation", () => {
   it("knows the four vendors", () => {
-    expect(VENDORS).toEqual(["groq", "openai", "anthropic", "gemini"]);
+    expect(VENDOR_NAMES).toEqual(["groq", "openai", "anthropic", "gemini"]);
     expect(parseVendor("gemini")).toBe("gemini");
     expect(refusal(() => parseVendor("azure")).message).toContain("groq, openai, anthropic, gemini");
     expect(refusal(() => parseVendor("api")).status).toBe(400);

@@ -1,10 +1,12 @@
 import * as z from "zod";
+import { VENDOR_NAMES, type VendorName } from "../vendor-names";
 import { decimalText, parseNanos } from "./decimal";
 
 /** The shape of `prices/catalogue.json` and of a deployment's override file (see prices/README.md). */
 
-export const VENDORS = ["groq", "openai", "anthropic", "gemini"] as const;
-export type Vendor = (typeof VENDORS)[number];
+/** The vendors a price names: those dmt proxies. */
+export const VENDORS = VENDOR_NAMES;
+export type Vendor = VendorName;
 
 export const KINDS = ["chat", "embedding", "image", "transcription", "speech", "moderation"] as const;
 export type ModelKind = (typeof KINDS)[number];

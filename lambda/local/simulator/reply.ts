@@ -1,7 +1,9 @@
 import { createHash } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
 
-export type VendorName = "groq" | "openai" | "anthropic" | "gemini";
+import type { VendorName } from "../../core/vendor-names";
+
+export type { VendorName };
 
 /** A simulated answer: sent whole (with a content length) or as chunks written one by one. */
 export type Reply =
