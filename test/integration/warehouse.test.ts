@@ -1,8 +1,9 @@
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DuckDBInstance } from "@duckdb/node-api";
 import { parquetMetadata, parquetReadObjects } from "hyparquet";
+import { parquetHeader } from "hyparquet/src/column.js";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { syntheticRecord } from "../../bench/warehouse-records";
 import { FsObjectStore } from "../../lambda/adapters/objectstore/fs";
@@ -57,6 +58,24 @@ async function storedIds(objects: FsObjectStore): Promise<string[]> {
     ids.push(...rows.map((r) => r.transaction_id as string));
   }
   return ids.sort();
+}
+
+/** How many data pages a column chunk has, counted from the page headers. */
+function dataPages(file: ArrayBuffer, column: string): number {
+  const chunk = parquetMetadata(file).row_groups[0]?.columns.find(
+    (c) => c.meta_data?.path_in_schema[0] === column,
+  );
+  const meta = chunk?.meta_data;
+  if (!meta) throw new Error(`no column ${column}`);
+  const start = Number(meta.dictionary_page_offset ?? meta.data_page_offset);
+  const reader = { view: new DataView(file, start, Number(meta.total_compressed_size)), offset: 0 };
+  let pages = 0;
+  while (reader.offset < reader.view.byteLength) {
+    const header = parquetHeader(reader);
+    if (header.type === "DATA_PAGE_V2") pages++;
+    reader.offset += header.compressed_page_size;
+  }
+  return pages;
 }
 
 /** An object store whose writes fail while `failing` says so: a real folder with an injected fault. */
@@ -310,6 +329,66 @@ describe("Parquet files", () => {
       speech_characters: null,
       request_body: records[1]?.request_body,
     });
+  });
+
+  it("give back every value, large columns in several pages, with min/max in UTF-8 byte order", async () => {
+    const records: InteractionRecord[] = Array.from({ length: 40 }, (_, i) => ({
+      ...syntheticRecord(i),
+      // Over a megabyte each: cut into pages. All nulls: an empty dictionary.
+      request_body: i % 4 === 0 ? null : `${"Ünïcödé 日本語 🚀 ".repeat(4000)}${i}`,
+      response_body: "x".repeat(100_000 + i),
+      error_type: null,
+      // "🚀" sorts after "～" as UTF-8 bytes, before it as UTF-16 units.
+      user_id: ["～", "🚀", "z", null][i % 4] ?? null,
+      audio_seconds: i % 3 === 0 ? i + 0.25 : null,
+      cost_micros: i === 7 ? Number.MAX_SAFE_INTEGER : 1234 + i,
+    }));
+    const bytes = await writtenFile(records);
+    const file = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
+    const asRead = (r: InteractionRecord) => ({
+      ...r,
+      started_at: new Date(r.started_at),
+      cost_micros: r.cost_micros === null ? null : BigInt(r.cost_micros),
+      request_bytes: BigInt(r.request_bytes),
+      response_bytes: BigInt(r.response_bytes),
+    });
+    expect(await parquetReadObjects({ file })).toEqual(records.map(asRead));
+    // About a megabyte of values a page: 3.2 MB of request bodies, 4 MB of response bodies.
+    expect(
+      ["transaction_id", "user_id", "request_body", "response_body"].map((c) => dataPages(file, c)),
+    ).toEqual([1, 1, 3, 4]);
+
+    const statistics = (name: string) =>
+      parquetMetadata(file).row_groups[0]?.columns.find((c) => c.meta_data?.path_in_schema[0] === name)
+        ?.meta_data?.statistics;
+    expect(statistics("user_id")).toMatchObject({ min_value: "z", max_value: "🚀", null_count: 10n });
+    expect(statistics("started_at")).toMatchObject({
+      min_value: new Date(records[0]?.started_at as number),
+      max_value: new Date(records[39]?.started_at as number),
+    });
+
+    const path = join(dir, "read-back.parquet");
+    writeFileSync(path, bytes);
+    const instance = await DuckDBInstance.create(":memory:");
+    const connection = await instance.connect();
+    // DuckDB skips a row group whose min/max exclude a filter's value: the count relies on them.
+    const read = await connection.runAndReadAll(
+      `SELECT (SELECT count(*) FROM read_parquet('${path}') WHERE user_id = '🚀') AS rockets,
+        sum(length(response_body)) AS response, sum(strlen(request_body)) AS request,
+        max(cost_micros) AS cost, count(audio_seconds) AS audio
+       FROM read_parquet('${path}')`,
+    );
+    expect(read.getRowObjectsJS()).toEqual([
+      {
+        rockets: 10n,
+        response: BigInt(records.reduce((sum, r) => sum + (r.response_body?.length ?? 0), 0)),
+        request: BigInt(records.reduce((sum, r) => sum + Buffer.byteLength(r.request_body ?? ""), 0)),
+        cost: BigInt(Number.MAX_SAFE_INTEGER),
+        audio: 14n,
+      },
+    ]);
+    connection.closeSync();
+    instance.closeSync();
   });
 
   it("are read back by DuckDB with the declared types, partitions included", async () => {

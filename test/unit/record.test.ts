@@ -109,6 +109,28 @@ describe("parseRecord (the consumer's check of a queued record)", () => {
     expect(parseRecord(json)).toEqual({ ...syntheticRecord(3), user_agent: null });
   });
 
+  it("takes a nullable field set to undefined as absent, not as an unknown field", () => {
+    const fields = { ...valid(), ttft_ms: undefined, model: null };
+    expect(parseRecord(fields)).toMatchObject({ ttft_ms: null, model: null });
+  });
+
+  it("checks every column by its kind", () => {
+    // One wrong value per kind, each in a record otherwise valid.
+    const wrong: Record<string, unknown> = {
+      string: 42,
+      int32: 2 ** 31,
+      int64: 2 ** 53,
+      double: -0.5,
+      boolean: 1,
+      timestamp: "2026-01-01",
+    };
+    for (const column of RECORD_COLUMNS.filter((c) => c.name !== "schema_version")) {
+      const make = () => parseRecord({ ...valid(), [column.name]: wrong[column.kind] });
+      expect(make, column.name).toThrow(RecordError);
+      expect(make, column.name).toThrow(`'${column.name}' must be`);
+    }
+  });
+
   it.each([
     ["not an object", () => [1], "not a JSON object"],
     ["another schema version", () => ({ ...valid(), schema_version: 2 }), "unsupported schema_version 2"],
