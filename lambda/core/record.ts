@@ -9,12 +9,13 @@
  */
 import { PROJECT_ID_PATTERN } from "./model";
 import type { Usage } from "./usage";
+import { VENDOR_NAMES, type VendorName } from "./vendor-names";
 
 export const RECORD_SCHEMA_VERSION = 1;
 
-/** The vendors a record names; the same four as the proxy prefixes (DESIGN §2). */
-export const RECORD_VENDORS = ["groq", "openai", "anthropic", "gemini"] as const;
-export type RecordVendor = (typeof RECORD_VENDORS)[number];
+/** The vendors a record names: those of the proxy prefixes (DESIGN §2). */
+export const RECORD_VENDORS = VENDOR_NAMES;
+export type RecordVendor = VendorName;
 
 /**
  * How a call was paid (metering's `BillingMode`): from prepaid credits (`managed`), with the project's
