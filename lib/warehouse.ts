@@ -246,14 +246,18 @@ export class Warehouse extends Construct {
         reportBatchItemFailures: true,
       }),
     );
+    // It reads one byte of a file its ledger names to learn whether the file exists (a writer that
+    // failed before its commit); listing lets S3 answer NoSuchKey rather than AccessDenied.
+    this.grantList(consumer, this.dataBucket, INTERACTIONS_PREFIX);
     this.grantObjects(
       consumer,
       this.dataBucket,
       INTERACTIONS_PREFIX,
-      ["s3:PutObject"],
-      "The consumer writes Parquet files under interactions/, named by partition and content.",
+      ["s3:GetObject", "s3:PutObject"],
+      "The consumer writes Parquet files under interactions/ with names made at write time, and checks that a file its delivery ledger names is there.",
     );
-    props.store.grant(consumer, "warehouseDeliveries", ["BatchGetItem", "BatchWriteItem"]);
+    // The ledger: reads in batches, a conditional write per claimed id and one per file.
+    props.store.grant(consumer, "warehouseDeliveries", ["BatchGetItem", "PutItem"]);
     // The dashboard's interactions index (entries read and written in batches) and its rollups.
     props.store.grant(consumer, "interactions", ["BatchGetItem", "BatchWriteItem"]);
     props.store.grant(consumer, "usageRollups", ["UpdateItem"]);

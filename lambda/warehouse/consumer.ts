@@ -1,6 +1,6 @@
-import { createHash } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import type { ObjectStore } from "../adapters/objectstore/port";
-import type { DeliveryLedger } from "../adapters/queue/ledger";
+import type { Delivery, DeliveryLedger } from "../adapters/queue/ledger";
 import type {
   BatchHandler,
   BatchResult,
@@ -39,19 +39,21 @@ interface Accepted {
   record: InteractionRecord;
 }
 
+/** A record to write, and the file it was claimed on before, if any (a writer that ended). */
+interface ToWrite extends Accepted {
+  replaces?: string;
+}
+
 /** Partitions written at once; a batch usually touches a few projects. */
 const WRITE_CONCURRENCY = 4;
 
 /**
- * A file's name depends only on its records (first timestamp, hash of the sorted ids): if a crash after
- * the write makes the same records come back together, the rewrite replaces the file instead of adding
- * a second copy of its rows.
+ * A new name for every attempt (first timestamp, random part), so that no two writers ever put the
+ * same key: a file holds exactly the ids claimed on it (the ledger's protocol, adapters/queue/ledger.ts).
  */
 function fileName(records: readonly InteractionRecord[]): string {
-  const ids = records.map((r) => r.transaction_id).sort();
-  const hash = createHash("sha256").update(ids.join("\n")).digest("hex").slice(0, 20);
   const first = new Date(records[0]?.started_at ?? 0).toISOString().replace(/[-:.]/g, "");
-  return `${first}-${hash}.parquet`;
+  return `${first}-${randomBytes(10).toString("hex")}.parquet`;
 }
 
 function parseMessage(message: QueueMessage): InteractionRecord {
@@ -68,11 +70,32 @@ function parseMessage(message: QueueMessage): InteractionRecord {
 /**
  * The warehouse consumer, the same in Lambda (SQS event source with ReportBatchItemFailures) and
  * locally (the in-process queue): parses each message, dead-letters poison ones with their error, drops
- * records already written (by transaction id), writes one Parquet file per project and day, and reports
- * only the messages whose file could not be written as failures, so only those come back.
+ * records already written (by transaction id, the two-phase delivery of adapters/queue/ledger.ts),
+ * writes one Parquet file per project and day, and reports as failures only the messages whose file
+ * could not be written or whose record another writer holds, so only those come back.
  */
 export function createWarehouseConsumer(deps: ConsumerDeps): BatchHandler {
   const clock = deps.clock ?? Date.now;
+
+  /**
+   * The files among those ids are claimed on that are in the object store: their writer put them but
+   * did not commit them (it died, its commit failed, or it is about to). Each is committed now: its
+   * ids count as written.
+   */
+  const landedFiles = async (deliveries: Map<string, Delivery>): Promise<Set<string>> => {
+    const open = new Set<string>();
+    for (const delivery of deliveries.values()) if (delivery.state === "claimed") open.add(delivery.file);
+    const landed = new Set<string>();
+    await Promise.all(
+      [...open].map(async (file) => {
+        if (!(await deps.objects.exists(file))) return;
+        await deps.ledger.commit(file);
+        landed.add(file);
+      }),
+    );
+    return landed;
+  };
+
   return async (batch): Promise<BatchResult> => {
     const failures: string[] = [];
     const poison: DeadLetter[] = [];
@@ -115,22 +138,30 @@ export function createWarehouseConsumer(deps: ConsumerDeps): BatchHandler {
     const projects = new Set([...byTransaction.values()].map((a) => a.record.project_id));
     const tombstoned = deps.tombstones && tombstoneMatcher(await deps.tombstones.forProjects([...projects]));
     let dropped = 0;
-    const written = await deps.ledger.committed([...byTransaction.keys()]);
-    const partitions = new Map<string, Accepted[]>();
+    const deliveries = await deps.ledger.lookup([...byTransaction.keys()]);
+    const landed = await landedFiles(deliveries);
+    const partitions = new Map<string, ToWrite[]>();
     const again: Accepted[] = [];
+    const claimedElsewhere: string[] = [];
     for (const [transactionId, accepted] of byTransaction) {
       if (tombstoned?.(accepted.record)) {
         dropped++;
         continue;
       }
-      if (written.has(transactionId)) {
+      const delivery = deliveries.get(transactionId);
+      if (delivery?.state === "written" || (delivery && landed.has(delivery.file))) {
         again.push(accepted);
         continue;
       }
+      if (delivery?.live) {
+        claimedElsewhere.push(accepted.messageId);
+        continue;
+      }
       const prefix = partitionPrefix(accepted.record.project_id, recordDay(accepted.record));
+      const toWrite: ToWrite = delivery ? { ...accepted, replaces: delivery.file } : accepted;
       const group = partitions.get(prefix);
-      if (group) group.push(accepted);
-      else partitions.set(prefix, [accepted]);
+      if (group) group.push(toWrite);
+      else partitions.set(prefix, [toWrite]);
     }
 
     if (dropped > 0) {
@@ -153,27 +184,79 @@ export function createWarehouseConsumer(deps: ConsumerDeps): BatchHandler {
       }
     };
 
+    const abandon = (key: string) =>
+      deps.ledger.abandon(key).catch((err: unknown) => {
+        deps.logger.error("abandoning a warehouse file's claims failed; they end with their lease", {
+          ...errorFields(err),
+        });
+      });
+
+    /** Claims the records for a new file, puts the file with those claimed, and commits it. */
+    const write = async (prefix: string, group: ToWrite[]): Promise<void> => {
+      group.sort((a, b) => a.record.started_at - b.record.started_at);
+      const key = prefix + fileName(group.map((a) => a.record));
+      const failed = (err: unknown, accepted: Accepted[]) => {
+        deps.logger.error("writing a warehouse file failed; its records will be retried", {
+          ...errorFields(err),
+          partition: prefix,
+          count: accepted.length,
+        });
+        failures.push(...accepted.map((a) => a.messageId));
+      };
+      let won: Set<string>;
+      try {
+        won = await deps.ledger.claim(
+          key,
+          group.map((a) => ({
+            id: a.record.transaction_id,
+            ...(a.replaces !== undefined && { replaces: a.replaces }),
+          })),
+        );
+      } catch (err) {
+        failed(err, group);
+        await abandon(key);
+        return;
+      }
+      const claimed = group.filter((a) => won.has(a.record.transaction_id));
+      claimedElsewhere.push(
+        ...group.filter((a) => !won.has(a.record.transaction_id)).map((a) => a.messageId),
+      );
+      if (claimed.length === 0) return;
+      try {
+        await deps.objects.put(key, encodeRecords(claimed.map((a) => a.record)));
+      } catch (err) {
+        failed(err, claimed);
+        // An error may still have written the file: then its claims stand, and the records' next
+        // delivery finds it.
+        if (!(await deps.objects.exists(key).catch(() => true))) await abandon(key);
+        return;
+      }
+      try {
+        await deps.ledger.commit(key);
+      } catch (err) {
+        deps.logger.warn("committing a warehouse file failed; its records' next delivery finds the file", {
+          ...errorFields(err),
+          partition: prefix,
+          count: claimed.length,
+        });
+      }
+      await notify(claimed);
+    };
+
     const groups = [...partitions];
     const writeNext = async (): Promise<void> => {
-      for (let entry = groups.shift(); entry; entry = groups.shift()) {
-        const [prefix, accepted] = entry;
-        try {
-          const records = accepted.map((a) => a.record).sort((a, b) => a.started_at - b.started_at);
-          await deps.objects.put(prefix + fileName(records), encodeRecords(records));
-          await deps.ledger.commit(records.map((r) => r.transaction_id));
-        } catch (err) {
-          deps.logger.error("writing a warehouse file failed; its records will be retried", {
-            ...errorFields(err),
-            partition: prefix,
-            count: accepted.length,
-          });
-          failures.push(...accepted.map((a) => a.messageId));
-          continue;
-        }
-        await notify(accepted);
-      }
+      for (let entry = groups.shift(); entry; entry = groups.shift()) await write(...entry);
     };
     await Promise.all(Array.from({ length: Math.min(WRITE_CONCURRENCY, groups.length) }, writeNext));
+    if (claimedElsewhere.length > 0) {
+      // Another consumer holds them (a message delivered twice at once, or a writer that died within
+      // its lease): they come back after the visibility timeout and find its file, or its claim ended.
+      deps.logger.info("records claimed by another writer; they will be retried", {
+        metric: "warehouse.claimed_elsewhere",
+        count: claimedElsewhere.length,
+      });
+      failures.push(...claimedElsewhere);
+    }
     if (again.length > 0) await notify(again);
     return { batchItemFailures: failures.map((itemIdentifier) => ({ itemIdentifier })) };
   };

@@ -165,7 +165,7 @@ export interface LocalWarehouse extends WarehouseReads {
 /**
  * The embedded warehouse under the data dir, both sides in this thread:
  * `warehouse/` (Parquet under `interactions/project=<id>/dt=<day>/`, dead letters under `dead-letter/`),
- * `warehouse-ledger/` (ids already written), `warehouse-queue/` (the queue's journal: records not yet
+ * `warehouse-ledger/` (the delivery ledger: claims of ids on files, and commits), `warehouse-queue/` (the queue's journal: records not yet
  * written, which survive a killed process), `export-settings.json`, and `buckets/<bucket>/` standing in
  * for `s3://` export destinations.
  */

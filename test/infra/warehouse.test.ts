@@ -164,11 +164,18 @@ describe("consumer", () => {
     });
   });
 
-  it("may write Parquet under interactions/ only, use its ledger, and dead-letter", () => {
+  it("may write and check Parquet files under interactions/ only, use its ledger, and dead-letter", () => {
     const statements = statementsOf(warehouse().consumer.function);
     expect(onService(statements, "s3")).toEqual([
       {
-        Action: "s3:PutObject",
+        Action: "s3:ListBucket",
+        Effect: "Allow",
+        Resource: getAtt(warehouse().dataBucket),
+        Condition: { StringLike: { "s3:prefix": ["interactions/*"] } },
+      },
+      { Action: "s3:GetBucketLocation", Effect: "Allow", Resource: getAtt(warehouse().dataBucket) },
+      {
+        Action: ["s3:GetObject", "s3:PutObject"],
         Effect: "Allow",
         Resource: objectsArn(warehouse().dataBucket, INTERACTIONS_PREFIX),
       },
@@ -176,10 +183,14 @@ describe("consumer", () => {
     // Its ledger, the dashboard's index (batches of entries) and rollups, and the deletion tombstones.
     expect(onService(statements, "dynamodb")).toEqual([
       {
+        Action: ["dynamodb:BatchGetItem", "dynamodb:PutItem"],
+        Effect: "Allow",
+        Resource: getAtt(stack.store.tables.warehouseDeliveries),
+      },
+      {
         Action: ["dynamodb:BatchGetItem", "dynamodb:BatchWriteItem"],
         Effect: "Allow",
-        // CDK merges the two tables' identical grants.
-        Resource: [getAtt(stack.store.tables.interactions), getAtt(stack.store.tables.warehouseDeliveries)],
+        Resource: getAtt(stack.store.tables.interactions),
       },
       { Action: "dynamodb:UpdateItem", Effect: "Allow", Resource: getAtt(stack.store.tables.usageRollups) },
       { Action: "dynamodb:Query", Effect: "Allow", Resource: getAtt(stack.store.tables.deletionTombstones) },

@@ -56,7 +56,12 @@ const fakeAuth: MiddlewareHandler<AppEnv> = async (c, next) => {
 async function land(records: InteractionRecord[]) {
   const handler = createWarehouseConsumer({
     objects: warehouse.objects,
-    ledger: { committed: async () => new Set(), commit: async () => {} },
+    ledger: {
+      lookup: async () => new Map(),
+      claim: async (_file, requests) => new Set(requests.map((r) => r.id)),
+      commit: async () => {},
+      abandon: async () => {},
+    },
     deadLetters: { put: async () => {} },
     logger: silentLogger,
   });

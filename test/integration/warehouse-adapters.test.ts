@@ -303,14 +303,23 @@ describe.each<[string, (clock: () => number) => Promise<DeliveryLedger>]>([
       new DynamoDeliveryLedger(db(), tableNames({}, "ledger-test-").warehouseDeliveries, clock),
   ],
 ])("%s delivery ledger", (_, open) => {
-  it("knows exactly the committed ids, across more ids than one request carries", async () => {
+  it("knows exactly the written ids, across more ids than one request carries", async () => {
     const ledger = await open(() => Date.UTC(2026, 0, 15));
     const ids = Array.from({ length: 130 }, (_, i) => `t-${Math.random().toString(36).slice(2)}-${i}`);
-    expect(await ledger.committed(ids)).toEqual(new Set());
-    await ledger.commit(ids.slice(0, 120));
-    await ledger.commit(ids.slice(0, 3));
-    const found = await ledger.committed([...ids, ids[0] as string]);
-    expect([...found].sort()).toEqual(ids.slice(0, 120).sort());
+    expect(await ledger.lookup(ids)).toEqual(new Map());
+    const file = `interactions/project=p/dt=2026-01-15/${ids[0]}.parquet`;
+    const claimed = ids.slice(0, 120);
+    expect(
+      await ledger.claim(
+        file,
+        claimed.map((id) => ({ id })),
+      ),
+    ).toEqual(new Set(claimed));
+    await ledger.commit(file);
+    await ledger.commit(file);
+    const found = await ledger.lookup([...ids, ids[0] as string]);
+    expect([...found.keys()].sort()).toEqual(claimed.sort());
+    expect([...found.values()].every((d) => d.state === "written")).toBe(true);
   });
 });
 
@@ -319,14 +328,23 @@ describe("file delivery ledger", () => {
     const folder = join(dir, "ledger-days");
     let now = Date.UTC(2026, 0, 15, 23);
     const ledger = await FileDeliveryLedger.open(folder, () => now);
-    await ledger.commit(["a"]);
+    const write = async (id: string) => {
+      await ledger.claim(`f/${id}`, [{ id }]);
+      await ledger.commit(`f/${id}`);
+    };
+    await write("a");
     now = Date.UTC(2026, 0, 16, 1);
-    await ledger.commit(["b"]);
+    await write("b");
     const reopened = await FileDeliveryLedger.open(folder, () => now);
-    expect(await reopened.committed(["a", "b", "c"])).toEqual(new Set(["a", "b"]));
+    expect(await reopened.lookup(["a", "b", "c"])).toEqual(
+      new Map([
+        ["a", { state: "written" }],
+        ["b", { state: "written" }],
+      ]),
+    );
     now = Date.UTC(2026, 0, 18);
     const later = await FileDeliveryLedger.open(folder, () => now);
-    expect(await later.committed(["a", "b"])).toEqual(new Set());
+    expect(await later.lookup(["a", "b"])).toEqual(new Map());
   });
 });
 

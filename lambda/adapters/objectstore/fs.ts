@@ -43,6 +43,16 @@ export class FsObjectStore implements ObjectStore {
     }
   }
 
+  async exists(key: string): Promise<boolean> {
+    try {
+      return (await stat(this.pathOf(key))).isFile();
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === "ENOENT" || code === "ENOTDIR") return false;
+      throw err;
+    }
+  }
+
   async *list(prefix: string): AsyncIterable<ObjectInfo> {
     const slash = prefix.lastIndexOf("/");
     const folder = prefix.slice(0, slash + 1);

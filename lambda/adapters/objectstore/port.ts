@@ -15,6 +15,8 @@ export interface ObjectStore {
   put(key: string, body: ObjectBody, contentType?: string): Promise<void>;
   /** The object's bytes, or undefined when there is none. */
   get(key: string): Promise<Uint8Array | undefined>;
+  /** Whether there is an object under `key`, without reading it. */
+  exists(key: string): Promise<boolean>;
   /** Every object whose key starts with `prefix`. */
   list(prefix: string): AsyncIterable<ObjectInfo>;
   /** Removes an object; removing a missing one is not an error. */

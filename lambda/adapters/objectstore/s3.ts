@@ -8,6 +8,7 @@ import {
   NoSuchKey,
   PutObjectCommand,
   type S3Client,
+  S3ServiceException,
   UploadPartCommand,
 } from "@aws-sdk/client-s3";
 import { assertObjectKey, type ObjectBody, type ObjectInfo, type ObjectStore } from "./port";
@@ -111,6 +112,26 @@ export class S3ObjectStore implements ObjectStore {
       return out.Body ? await out.Body.transformToByteArray() : new Uint8Array();
     } catch (err) {
       if (err instanceof NoSuchKey) return undefined;
+      throw err;
+    }
+  }
+
+  /**
+   * A GetObject of the first byte: the grant and request price of a HeadObject, with an error code in
+   * the answer (a HEAD's errors have no body). S3 answers NoSuchKey for a missing key only given
+   * s3:ListBucket on it, else AccessDenied.
+   */
+  async exists(key: string): Promise<boolean> {
+    try {
+      const out = await this.client.send(
+        new GetObjectCommand({ Bucket: this.bucket, Key: this.fullKey(key), Range: "bytes=0-0" }),
+      );
+      await out.Body?.transformToByteArray(); // frees the connection
+      return true;
+    } catch (err) {
+      if (err instanceof NoSuchKey) return false;
+      // An empty object has no first byte.
+      if (err instanceof S3ServiceException && err.name === "InvalidRange") return true;
       throw err;
     }
   }
