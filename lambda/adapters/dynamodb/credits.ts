@@ -186,7 +186,9 @@ export class DynamoCredits implements CreditStore {
     const open = balance?.holds[holdId];
     if (open) {
       // The SDK retries a request whose answer was lost: its first attempt may have taken this hold.
-      if (open.m === micros && open.t === createdAt) return { ok: true, hold, availableMicros: balance.available };
+      if (open.m === micros && open.t === createdAt) {
+        return { ok: true, hold, availableMicros: balance.available };
+      }
       throw new Error(`Hold id ${holdId} is already in use in project ${projectId}.`);
     }
     return { ok: false, availableMicros: balance?.available ?? 0 };
