@@ -86,7 +86,7 @@ function journaled(): string[] {
 
 describe("SIGKILL with calls in flight, then a restart", () => {
   it(
-    "releases the holds in flight, charges nothing twice, and writes every finished call's record once",
+    "settles the lease of the calls in flight at the charges noted, charges nothing twice, and writes every finished call's record once",
     async () => {
       const first = await serve();
       const local = await store();
