@@ -34,6 +34,8 @@ export type WorkerReport =
 
 /** A worker that failed to start is replaced after this pause, so a persistent fault cannot spin. */
 const RESTART_PAUSE_MS = 1000;
+/** Closing, a worker that fails to start this many times in a row is given up on: a shutdown ends. */
+const STARTS_WHILE_CLOSING = 3;
 
 /**
  * The local warehouse's writing side in a worker thread (lambda/local/warehouse-worker.ts): the
@@ -54,6 +56,7 @@ export class WarehouseThread implements RecordQueue {
   private startedOnce = false;
   private closing: Promise<void> | undefined;
   private stopped = false;
+  private failedStartsWhileClosing = 0;
 
   constructor(
     private readonly data: WarehouseWorkerData,
@@ -96,6 +99,20 @@ export class WarehouseThread implements RecordQueue {
       await this.worker?.terminate();
     });
     return this.closing;
+  }
+
+  /**
+   * Closing, with no worker able to start: ends without one rather than holding the shutdown forever.
+   * Records already journaled wait in the journal for the next start; those not yet are lost, counted.
+   */
+  private giveUp(): void {
+    this.stopped = true;
+    const lost = [...this.unanswered.values()].filter((w) => w.request.type === "send").length;
+    this.logger.error("the warehouse worker cannot start; closing without it", {
+      metric: "warehouse.undelivered",
+      count: lost,
+    });
+    for (const id of [...this.unanswered.keys()]) this.answer(id);
   }
 
   private request(make: (id: number) => WorkerRequest): Promise<void> {
@@ -144,6 +161,10 @@ export class WarehouseThread implements RecordQueue {
         }
         // A worker that fails at the first start fails the stack's start instead.
         if (!this.startedOnce) return;
+        if (this.closing && !ready && ++this.failedStartsWhileClosing >= STARTS_WHILE_CLOSING) {
+          this.giveUp();
+          return;
+        }
         this.logger.error("the warehouse worker stopped; a new one takes over its records", {
           metric: "warehouse.worker_restarted",
           waiting: this.unanswered.size,

@@ -195,6 +195,37 @@ describe("the threaded warehouse", () => {
     expect(log.raw.join("")).not.toContain(SECRET);
     expect(log.raw.join("")).not.toContain("request_body");
   });
+  it("gives up on a worker that cannot start while closing: the shutdown ends, journaled records wait", {
+    timeout: 60_000,
+  }, async () => {
+    const warehouse = await start();
+    const [first] = workers.started;
+    if (!first) throw new Error("no warehouse worker started");
+    const records = recordsFrom(0, 5);
+    await Promise.all(records.map((r) => warehouse.queue.send(r)));
+    // A fault that stays: every worker after this one fails as it starts.
+    const unreadable = join(journalDir(dir), `${process.pid}-999999999.jsonl`);
+    mkdirSync(unreadable);
+    await first.terminate();
+    await warehouse.close();
+    expect(log.lines()).toContainEqual(
+      expect.objectContaining({
+        level: "error",
+        message: "the warehouse worker cannot start; closing without it",
+        count: 0,
+      }),
+    );
+    expect(workers.started.every((w) => w.threadId === -1)).toBe(true);
+    // The records sent before are in the journal: the next start, the fault gone, writes them.
+    rmSync(unreadable, { recursive: true });
+    const waiting = journaled(dir).map(
+      (line) => (JSON.parse(line) as { transaction_id: string }).transaction_id,
+    );
+    expect(waiting.sort()).toEqual(idsOf(records));
+    const next = await start();
+    await next.queue.deliver();
+    expect(await writtenIds(next)).toEqual(idsOf(records));
+  });
 });
 
 describe("a local stack that fails to start", () => {
