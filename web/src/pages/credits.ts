@@ -5,6 +5,7 @@ import {
   emptyState,
   errorMessage,
   errorState,
+  loadInto,
   loadingState,
   type Page,
   type PageContext,
@@ -173,18 +174,6 @@ export const creditsPage: Page = {
       h("section", { class: "card" }, h("h2", { class: "card-title" }, "Ledger"), ledgerBody),
     );
 
-    async function loadBalance(): Promise<void> {
-      replace(balanceBody, loadingState("Loading the balance…", 2));
-      try {
-        replace(balanceBody, balanceCard(await ctx.api.balance(ctx.project.projectId)));
-      } catch (err) {
-        replace(
-          balanceBody,
-          errorState(`The balance could not be loaded: ${errorMessage(err)}`, loadBalance),
-        );
-      }
-    }
-
     async function loadLedger(): Promise<void> {
       replace(ledgerBody, loadingState("Loading the ledger…"));
       try {
@@ -245,7 +234,12 @@ export const creditsPage: Page = {
       }
     }
 
-    void loadBalance();
+    loadInto(
+      balanceBody,
+      { loading: "Loading the balance…", failed: "The balance", rows: 2 },
+      () => ctx.api.balance(ctx.project.projectId),
+      balanceCard,
+    );
     void loadLedger();
   },
 };

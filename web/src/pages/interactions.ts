@@ -6,6 +6,7 @@ import {
   emptyState,
   errorMessage,
   errorState,
+  loadInto,
   loadingState,
   modal,
   type Page,
@@ -235,15 +236,12 @@ function openDetail(ctx: PageContext, row: InteractionSummary): void {
   );
   el.showModal();
   close.focus();
-  const load = async (): Promise<void> => {
-    replace(body, loadingState("Loading the interaction…", 6));
-    try {
-      replace(body, ...detailContent(await ctx.api.interaction(ctx.project.projectId, row.transaction_id)));
-    } catch (err) {
-      replace(body, errorState(`The interaction could not be loaded: ${errorMessage(err)}`, load));
-    }
-  };
-  void load();
+  loadInto(
+    body,
+    { loading: "Loading the interaction…", failed: "The interaction", rows: 6 },
+    () => ctx.api.interaction(ctx.project.projectId, row.transaction_id),
+    detailContent,
+  );
 }
 
 function rowOf(ctx: PageContext, row: InteractionSummary): HTMLTableRowElement {

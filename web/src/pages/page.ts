@@ -1,5 +1,5 @@
 import type { Api, Me, MemberProject } from "../api";
-import { type Child, h, icon } from "../dom";
+import { type Child, h, icon, replace } from "../dom";
 
 /** What every page gets: the API, the selected project, the signed-in user, and a way to notify. */
 export interface PageContext {
@@ -56,6 +56,29 @@ export function errorState(message: string, retry: () => void): HTMLElement {
 }
 
 export const errorMessage = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+/**
+ * Fills `body` with what `fetch` brings, drawn by `render`: a loading state meanwhile, and on failure
+ * an error naming `what` with a retry. The returned function loads again (after a change, say).
+ */
+export function loadInto<T>(
+  body: HTMLElement,
+  what: { loading: string; failed: string; rows?: number },
+  fetch: () => Promise<T>,
+  render: (value: T, reload: () => Promise<void>) => Child | Child[],
+): () => Promise<void> {
+  const load = async (): Promise<void> => {
+    replace(body, loadingState(what.loading, what.rows));
+    try {
+      const drawn = render(await fetch(), load);
+      replace(body, ...(Array.isArray(drawn) ? drawn : [drawn]));
+    } catch (err) {
+      replace(body, errorState(`${what.failed} could not be loaded: ${errorMessage(err)}`, load));
+    }
+  };
+  void load();
+  return load;
+}
 
 /** A modal dialog (native: focus stays inside, Escape closes), removed from the page once closed. */
 export function modal(labelledBy: string): HTMLDialogElement {

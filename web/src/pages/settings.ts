@@ -1,7 +1,7 @@
 import type { Vendor, VendorKeyView } from "../api";
 import { type Child, h, icon, replace } from "../dom";
 import { timeCell } from "../format";
-import { errorMessage, errorState, loadingState, modal, type Page, type PageContext, pageHead } from "./page";
+import { errorMessage, loadInto, modal, type Page, type PageContext, pageHead } from "./page";
 import { deletionSection } from "./settings-deletion";
 
 const VENDORS: [vendor: Vendor, label: string][] = [
@@ -168,15 +168,12 @@ function vendorKeysTable(ctx: PageContext, keys: VendorKeyView[], reload: () => 
 /** The bucket exports go to, instead of a download from `POST /api/v1/exports`. */
 function destinationSection(ctx: PageContext): HTMLElement {
   const body = h("div", {});
-  const load = async (): Promise<void> => {
-    replace(body, loadingState("Loading the export destination…", 1));
-    try {
-      replace(body, destinationForm(ctx, await ctx.api.exportDestination(ctx.project.projectId), load));
-    } catch (err) {
-      replace(body, errorState(`The export destination could not be loaded: ${errorMessage(err)}`, load));
-    }
-  };
-  void load();
+  loadInto(
+    body,
+    { loading: "Loading the export destination…", failed: "The export destination", rows: 1 },
+    () => ctx.api.exportDestination(ctx.project.projectId),
+    (destination, reload) => destinationForm(ctx, destination, reload),
+  );
   return section(
     "Export destination",
     h(
@@ -412,15 +409,11 @@ export const settingsPage: Page = {
       deletionSection(ctx),
       projectSection(ctx),
     );
-
-    async function load(): Promise<void> {
-      replace(vendorBody, loadingState("Loading vendor keys…", 4));
-      try {
-        replace(vendorBody, vendorKeysTable(ctx, await ctx.api.vendorKeys(ctx.project.projectId), load));
-      } catch (err) {
-        replace(vendorBody, errorState(`The vendor keys could not be loaded: ${errorMessage(err)}`, load));
-      }
-    }
-    void load();
+    loadInto(
+      vendorBody,
+      { loading: "Loading vendor keys…", failed: "The vendor keys", rows: 4 },
+      () => ctx.api.vendorKeys(ctx.project.projectId),
+      (keys, reload) => vendorKeysTable(ctx, keys, reload),
+    );
   },
 };
