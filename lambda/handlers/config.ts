@@ -106,7 +106,11 @@ export type RecordQueueConfig = z.infer<typeof recordQueue>;
 export type ConsumerConfig = z.infer<typeof consumer>;
 export type DataApiConfig = z.infer<typeof dataApi>;
 
-function parse<T extends z.ZodMiniType>(schema: T, env: Record<string, string | undefined>): z.infer<T> {
+/** A function's environment checked against its schema; a bad one fails the cold start, naming it. */
+export function parseEnv<T extends z.ZodMiniType>(
+  schema: T,
+  env: Record<string, string | undefined>,
+): z.infer<T> {
   const parsed = schema.safeParse(env);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -116,35 +120,35 @@ function parse<T extends z.ZodMiniType>(schema: T, env: Record<string, string | 
 }
 
 export function parseBaseConfig(env: Record<string, string | undefined>): BaseConfig {
-  return parse(base, env);
+  return parseEnv(base, env);
 }
 
 /** For functions that use the store: every `DMT_TABLE_<NAME>` must be set (CDK sets them all). */
 export function parseStoreConfig(env: Record<string, string | undefined>): StoreConfig {
-  return { ...parse(store, env), tables: tableNames(env) };
+  return { ...parseEnv(store, env), tables: tableNames(env) };
 }
 
 /** For the proxy functions (`lambda/handlers/proxy.ts`). */
 export function parseProxyConfig(env: Record<string, string | undefined>): ProxyConfig {
-  return parse(proxy, env);
+  return parseEnv(proxy, env);
 }
 
 /** For metering in the proxy functions (`lambda/handlers/metering.ts`). */
 export function parseMeteringConfig(env: Record<string, string | undefined>): MeteringConfig {
-  return { ...parse(metering, env), tables: tableNames(env) };
+  return { ...parseEnv(metering, env), tables: tableNames(env) };
 }
 
 /** For the proxy functions' record queue and the spool re-sender (`lambda/handlers/warehouse.ts`). */
 export function parseRecordQueueConfig(env: Record<string, string | undefined>): RecordQueueConfig {
-  return parse(recordQueue, env);
+  return parseEnv(recordQueue, env);
 }
 
 /** For the warehouse consumer (`lambda/handlers/consumer.ts`). */
 export function parseConsumerConfig(env: Record<string, string | undefined>): ConsumerConfig {
-  return parse(consumer, env);
+  return parseEnv(consumer, env);
 }
 
 /** For the data API (`lambda/handlers/api.ts`). */
 export function parseDataApiConfig(env: Record<string, string | undefined>): DataApiConfig {
-  return parse(dataApi, env);
+  return parseEnv(dataApi, env);
 }

@@ -1,6 +1,7 @@
 // zod/mini, as config.ts: the full build adds ~450 KB to a bundle.
 import * as z from "zod/mini";
 import { LOG_LEVELS } from "../core/logger";
+import { parseEnv } from "./config";
 
 const text = z.string().check(z.minLength(1));
 const endpoint = z.optional(z.url({ protocol: /^https?$/ }));
@@ -34,14 +35,5 @@ const routes = z.object({
 export type DeletionStepsConfig = z.infer<typeof steps>;
 export type DeletionRoutesConfig = z.infer<typeof routes>;
 
-function parse<T extends z.ZodMiniType>(schema: T, env: Record<string, string | undefined>): z.infer<T> {
-  const parsed = schema.safeParse(env);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new Error(`Invalid configuration: ${issue?.path.join(".")}: ${issue?.message}`);
-  }
-  return parsed.data;
-}
-
-export const parseDeletionStepsConfig = (env: Record<string, string | undefined>) => parse(steps, env);
-export const parseDeletionRoutesConfig = (env: Record<string, string | undefined>) => parse(routes, env);
+export const parseDeletionStepsConfig = (env: Record<string, string | undefined>) => parseEnv(steps, env);
+export const parseDeletionRoutesConfig = (env: Record<string, string | undefined>) => parseEnv(routes, env);
