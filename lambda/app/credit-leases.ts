@@ -228,9 +228,13 @@ export class CreditLeases {
 
   /** No new calls take from the lease; it settles now if none is running, else when the last ends. */
   private retire(lease: Lease): void {
+    this.stopTaking(lease);
+    if (lease.running === 0) void this.track(this.settle(lease));
+  }
+
+  private stopTaking(lease: Lease): void {
     lease.open = false;
     if (this.current.get(lease.hold.projectId) === lease) this.current.delete(lease.hold.projectId);
-    if (lease.running === 0) void this.track(this.settle(lease));
   }
 
   /**
@@ -292,8 +296,7 @@ export class CreditLeases {
     if (lease.settled) return;
     lease.settled = true;
     if (lease.taken < lease.sizedFor / 4) this.resize(lease.hold.projectId, 0.5);
-    lease.open = false;
-    if (this.current.get(lease.hold.projectId) === lease) this.current.delete(lease.hold.projectId);
+    this.stopTaking(lease);
     this.live.delete(lease);
     for (let attempt = 1; ; attempt++) {
       try {
