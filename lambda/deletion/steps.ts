@@ -1,3 +1,5 @@
+import { encodeRecords } from "../adapters/parquet/codec";
+import { decodeRecords } from "../adapters/parquet/read";
 import {
   type CopyPurger,
   type DeletionQuery,
@@ -20,8 +22,6 @@ import {
 } from "../core/deletion-steps";
 import type { Logger } from "../core/logger";
 import { INTERACTIONS_PREFIX } from "../core/record";
-import { encodeRecords } from "../warehouse/parquet";
-import { decodeRecords } from "./parquet-read";
 
 export interface DeletionStepDeps {
   requests: DeletionRequestStore;

@@ -2,7 +2,7 @@
 import * as z from "zod/mini";
 import { TABLES, type TableNames, tableNames } from "../adapters/dynamodb/tables";
 import { LOG_LEVELS } from "../core/logger";
-import { VENDOR_NAMES } from "../vendors/types";
+import { VENDOR_NAMES } from "../core/vendor-model";
 
 /** Lambda configuration, parsed once at cold start; a bad or missing value fails naming its variable. */
 const base = z.object({

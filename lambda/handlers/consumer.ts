@@ -1,11 +1,11 @@
 import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
 import { createDynamoClient } from "../adapters/dynamodb/client";
 import { DynamoInteractionIndex } from "../adapters/dynamodb/interactions";
-import { S3ObjectStore } from "../adapters/objectstore/s3";
-import { DynamoDeliveryLedger } from "../adapters/queue/ledger-dynamodb";
-import { SqsDeadLetters } from "../adapters/queue/sqs";
+import { DynamoDeliveryLedger } from "../adapters/dynamodb/ledger";
+import { DynamoTombstones } from "../adapters/dynamodb/tombstones";
+import { S3ObjectStore } from "../adapters/s3/object-store";
+import { SqsDeadLetters } from "../adapters/sqs/queue";
 import { jsonLogger } from "../core/logger";
-import { DynamoTombstones } from "../deletion/tombstones-dynamodb";
 import { createWarehouseConsumer } from "../warehouse/consumer";
 import { parseConsumerConfig } from "./config";
 import { createS3Client, createSqsClient } from "./warehouse";

@@ -2,20 +2,20 @@ import { handle } from "hono/aws-lambda";
 import { createRemoteJWKSet } from "jose";
 // zod/mini, as in config.ts: the full build adds ~450 KB to the bundle.
 import * as z from "zod/mini";
+import { AthenaWarehouseQuery } from "../adapters/athena/export-query";
 import { createDynamoClient } from "../adapters/dynamodb/client";
 import { DynamoCredits } from "../adapters/dynamodb/credits";
+import { DynamoDeletionRequests } from "../adapters/dynamodb/deletion-requests";
 import { DynamoExportSettings } from "../adapters/dynamodb/export-settings";
 import { DynamoInteractionIndex } from "../adapters/dynamodb/interactions";
 import { DynamoMemberStore } from "../adapters/dynamodb/members";
 import { DynamoProjectTiers } from "../adapters/dynamodb/project-tier";
 import { DynamoStore } from "../adapters/dynamodb/store";
 import { DynamoVendorKeys } from "../adapters/dynamodb/vendor-keys";
-import { AthenaWarehouseQuery } from "../adapters/query/athena";
-import { createKmsClient, KmsKeyWrapper } from "../adapters/secrets/kms";
-import { createDashboardApp } from "../app/dashboard";
-import { tokenVerifier } from "../app/dashboard-auth";
+import { createKmsClient, KmsKeyWrapper } from "../adapters/kms/key-wrapper";
+import { createDashboardApp } from "../app/dashboard/app";
+import { tokenVerifier } from "../app/dashboard/auth";
 import { jsonLogger } from "../core/logger";
-import { DynamoDeletionRequests } from "../deletion/requests-dynamodb";
 import { parseDataApiConfig, parseMeteringConfig } from "./config";
 import { createAthenaClient } from "./warehouse";
 

@@ -1,7 +1,7 @@
 import { createDynamoClient } from "../adapters/dynamodb/client";
-import type { DeletionRouteDeps } from "../app/deletion";
+import { DynamoDeletionRequests } from "../adapters/dynamodb/deletion-requests";
+import type { DeletionRouteDeps } from "../app/data-api/deletion";
 import type { Logger } from "../core/logger";
-import { DynamoDeletionRequests } from "../deletion/requests-dynamodb";
 import { parseDeletionRoutesConfig } from "./deletion-config";
 
 /**

@@ -1,15 +1,15 @@
+import { AthenaDeletionQuery } from "../adapters/athena/deletion-query";
 import { createDynamoClient } from "../adapters/dynamodb/client";
+import { DynamoDeletionRequests } from "../adapters/dynamodb/deletion-requests";
 import { DynamoExportSettings } from "../adapters/dynamodb/export-settings";
 import { DynamoInteractionIndex } from "../adapters/dynamodb/interactions";
-import { S3ObjectStore } from "../adapters/objectstore/s3";
+import { DynamoTombstones } from "../adapters/dynamodb/tombstones";
+import { S3WarehouseFiles } from "../adapters/s3/deletion-files";
+import { S3ObjectStore } from "../adapters/s3/object-store";
 import { type DeletionState, type DeletionTaskEvent, runDeletionStep } from "../core/deletion-steps";
 import { jsonLogger } from "../core/logger";
-import { S3WarehouseFiles } from "../deletion/files-s3";
 import { ExportFilesPurger, QueryResultsPurger } from "../deletion/purgers";
-import { AthenaDeletionQuery } from "../deletion/query-athena";
-import { DynamoDeletionRequests } from "../deletion/requests-dynamodb";
 import { createDeletionSteps } from "../deletion/steps";
-import { DynamoTombstones } from "../deletion/tombstones-dynamodb";
 import { parseDeletionStepsConfig } from "./deletion-config";
 import { createAthenaClient, createS3Client } from "./warehouse";
 

@@ -1,9 +1,10 @@
 import type { LambdaFunctionURLEvent, StreamifyHandler } from "aws-lambda";
 import { streamHandle } from "hono/aws-lambda";
-import { createUpstreamClient } from "../adapters/upstream/client";
+import { CachedSecret, createSecretsClient } from "../adapters/secrets-manager/secrets";
+import { createUpstreamClient } from "../adapters/undici/client";
 import { SECURITY_HEADERS } from "../app/middleware";
-import { createProxyApp } from "../app/proxy";
-import { PendingWork, type ProxyHooks } from "../app/proxy-hooks";
+import { createProxyApp } from "../app/proxy/app";
+import { PendingWork, type ProxyHooks } from "../core/call";
 import { ApiError, errors } from "../core/errors";
 import { errorFields, type Logger } from "../core/logger";
 import { VENDORS } from "../vendors";
@@ -11,7 +12,6 @@ import { forwardedAuth } from "./authorizer-context";
 import { type ProxyConfig, parseProxyConfig } from "./config";
 import { proxyHooksFromEnv } from "./metering";
 import { directCallRefused, ORIGIN_SECRET_HEADER, originVerified } from "./origin";
-import { CachedSecret, createSecretsClient } from "./secrets";
 import { type LambdaTelemetry, lambdaTelemetry } from "./telemetry";
 
 export type ProxyHandler = StreamifyHandler<LambdaFunctionURLEvent, void>;

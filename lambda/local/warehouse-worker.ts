@@ -4,9 +4,9 @@
 import { parentPort, workerData } from "node:worker_threads";
 import { createDynamoClient } from "../adapters/dynamodb/client";
 import { DynamoInteractionIndex } from "../adapters/dynamodb/interactions";
+import { DynamoTombstones } from "../adapters/dynamodb/tombstones";
 import type { Logger } from "../core/logger";
-import { DynamoTombstones } from "../deletion/tombstones-dynamodb";
-import { startWarehouseQueue } from "../warehouse/local";
+import { startWarehouseQueue } from "./warehouse";
 import type { WarehouseWorkerData, WorkerReport, WorkerRequest } from "./warehouse-thread";
 
 const port = parentPort;

@@ -8,8 +8,8 @@ import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { type TableNames, tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../../lambda/adapters/dynamodb/vendor-keys";
-import { SPOOL_PREFIX } from "../../lambda/adapters/queue/spool";
-import { createKmsClient, KmsKeyWrapper } from "../../lambda/adapters/secrets/kms";
+import { createKmsClient, KmsKeyWrapper } from "../../lambda/adapters/kms/key-wrapper";
+import { SPOOL_PREFIX } from "../../lambda/adapters/sqs/spool";
 import { SECURITY_HEADERS } from "../../lambda/app/middleware";
 import type { CreditBalance } from "../../lambda/core/credits";
 import { DecryptionError, openSecret, sealSecret } from "../../lambda/core/crypto";
