@@ -44,3 +44,6 @@ export interface DeadLetter {
 export interface DeadLetterSink {
   put(letters: DeadLetter[]): Promise<void>;
 }
+
+/** Where dead letters kept as objects go (`dead-letter/<day>/<messageId>.json`): locally, and what deletion purges. */
+export const DEAD_LETTER_PREFIX = "dead-letter/";

@@ -4,10 +4,10 @@
  * a snapshot someone asked for, and an export made again after the deletion is the clean one.
  */
 
-import { DEAD_LETTER_PREFIX } from "../adapters/in-process/dead-letters";
 import type { CopyPurger } from "../core/deletion";
 import type { ExportDestination, ExportSettings } from "../core/export-destination";
 import type { ObjectStore } from "../core/object-store";
+import { DEAD_LETTER_PREFIX } from "../core/queue";
 
 type Row = Record<string, unknown>;
 type RowMatcher = (row: Row) => boolean;

@@ -1,5 +1,4 @@
-import { encodeRecords } from "../adapters/parquet/codec";
-import { decodeRecords } from "../adapters/parquet/read";
+import { decodeRecords, encodeRecords } from "../adapters/parquet/codec";
 import {
   type CopyPurger,
   type DeletionQuery,

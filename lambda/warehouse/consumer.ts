@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
-import type { Delivery, DeliveryLedger } from "../adapters/fs/ledger";
 import { encodeRecords } from "../adapters/parquet/codec";
 import { type TombstoneReader, tombstoneMatcher } from "../core/deletion";
+import type { Delivery, DeliveryLedger } from "../core/delivery-ledger";
 import { errorFields, type Logger } from "../core/logger";
 import type { ObjectStore } from "../core/object-store";
 import type { BatchHandler, BatchResult, DeadLetter, DeadLetterSink, QueueMessage } from "../core/queue";

@@ -9,11 +9,12 @@ import { syntheticRecord } from "../../bench/warehouse-records";
 import { DuckDBWarehouseQuery } from "../../lambda/adapters/duckdb/export-query";
 import { FileDeliveryLedger } from "../../lambda/adapters/fs/ledger";
 import { FsObjectStore } from "../../lambda/adapters/fs/object-store";
-import { DEAD_LETTER_PREFIX, FolderDeadLetters } from "../../lambda/adapters/in-process/dead-letters";
+import { FolderDeadLetters } from "../../lambda/adapters/in-process/dead-letters";
 import { InProcessQueue } from "../../lambda/adapters/in-process/queue";
 import { silentLogger } from "../../lambda/core/logger";
 import type { ObjectBody } from "../../lambda/core/object-store";
 import type { BatchHandler, QueueBatch, QueueMessage } from "../../lambda/core/queue";
+import { DEAD_LETTER_PREFIX } from "../../lambda/core/queue";
 import {
   buildRecord,
   INTERACTIONS_PREFIX,

@@ -2,8 +2,7 @@ import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { syntheticRecord } from "../../bench/warehouse-records";
 import { athenaDeletionLiteral } from "../../lambda/adapters/athena/deletion-query";
-import { encodeRecords } from "../../lambda/adapters/parquet/codec";
-import { decodeRecords } from "../../lambda/adapters/parquet/read";
+import { decodeRecords, encodeRecords } from "../../lambda/adapters/parquet/codec";
 import { buildDeletionCondition } from "../../lambda/adapters/sql/deletion-condition";
 import {
   DELETION_MAX_TRANSACTION_IDS,

@@ -7,7 +7,7 @@ import {
   type KeysAndAttributes,
   PutItemCommand,
 } from "@aws-sdk/client-dynamodb";
-import { type ClaimRequest, type Delivery, type DeliveryLedger, WRITTEN } from "../fs/ledger";
+import { type ClaimRequest, type Delivery, type DeliveryLedger, WRITTEN } from "../../core/delivery-ledger";
 
 /**
  * Longer than SQS can keep a message (14 days), so no redelivery outlives its ledger entry. The TTL

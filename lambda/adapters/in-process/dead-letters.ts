@@ -1,7 +1,5 @@
 import type { ObjectStore } from "../../core/object-store";
-import type { DeadLetter, DeadLetterSink } from "../../core/queue";
-
-export const DEAD_LETTER_PREFIX = "dead-letter/";
+import { DEAD_LETTER_PREFIX, type DeadLetter, type DeadLetterSink } from "../../core/queue";
 
 /**
  * Dead letters as files, the local stand-in for an SQS dead-letter queue:

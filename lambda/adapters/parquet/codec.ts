@@ -8,7 +8,13 @@
  * long and left three times the garbage (a view, a copy or an iterator object per value), more than
  * the consumer's throughput could afford (bench/warehouse.bench.ts).
  */
-import type { ColumnChunk, PageHeader, SchemaElement, Statistics } from "hyparquet";
+import {
+  type ColumnChunk,
+  type PageHeader,
+  parquetReadObjects,
+  type SchemaElement,
+  type Statistics,
+} from "hyparquet";
 import { ByteWriter } from "hyparquet-writer";
 import { writePageHeader } from "hyparquet-writer/src/datapage.js";
 import { writeRleBitPackedHybrid } from "hyparquet-writer/src/encoding.js";
@@ -359,4 +365,34 @@ export function encodeRecords(records: readonly InteractionRecord[]): Uint8Array
   });
   out.appendUint32(MAGIC);
   return out.getBytes();
+}
+
+// Decoding: what a deletion reads back before rewriting a file.
+/** hyparquet's values back to the record's: timestamps arrive as Date, INT64 as bigint. */
+const FROM_PARQUET: Partial<Record<ColumnKind, (value: unknown) => unknown>> = {
+  timestamp: (v) => (v as Date).getTime(),
+  int64: (v) => Number(v as bigint),
+};
+
+const CONVERTED = RECORD_COLUMNS.flatMap((c) => {
+  const convert = FROM_PARQUET[c.kind];
+  return convert ? [[c.name, convert] as const] : [];
+});
+
+/**
+ * The records of a warehouse file (encodeRecords wrote it), in file order, as the
+ * writer took them: re-encoding the ones a deletion keeps gives the same values, bodies byte for byte.
+ */
+export async function decodeRecords(bytes: Uint8Array): Promise<InteractionRecord[]> {
+  const file = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
+  const rows = await parquetReadObjects({ file });
+  for (const row of rows) {
+    for (const [name, convert] of CONVERTED) {
+      const value = row[name];
+      row[name] = value === null || value === undefined ? null : convert(value);
+    }
+    // A column an older schema lacked reads as absent: the record holds null there.
+    for (const c of RECORD_COLUMNS) row[c.name] ??= null;
+  }
+  return rows as InteractionRecord[];
 }
