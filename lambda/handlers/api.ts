@@ -10,11 +10,11 @@ import { createDataApp } from "../app/data-api/app";
 import type { AppEnv } from "../app/env";
 import { ApiError } from "../core/errors";
 import { rateLimitMiddleware } from "../metering/rate-limit";
-import { authorizerAuth } from "./authorizer-context";
-import { parseDataApiConfig } from "./config";
 import { deletionRoutesFromEnv } from "./deletion-routes";
-import { lambdaTelemetry, MetricUnit } from "./telemetry";
-import { createAthenaClient, createS3Client } from "./warehouse";
+import { authorizerAuth } from "./runtime/authorizer-context";
+import { createAthenaClient, createS3Client } from "./runtime/aws";
+import { parseDataApiConfig } from "./runtime/config";
+import { lambdaTelemetry, MetricUnit } from "./runtime/telemetry";
 
 /**
  * Longest wait for an export's Athena query before it is stopped: inside API Gateway's 29 s, leaving

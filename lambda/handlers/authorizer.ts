@@ -8,9 +8,9 @@ import { ApiError } from "../core/errors";
 import { CachedKeyLookup } from "../core/key-cache";
 import { KeyUsageTracker } from "../core/key-usage";
 import { errorFields } from "../core/logger";
-import { type AuthorizerContext, grantedContext, refusalContext } from "./authorizer-context";
-import { parseStoreConfig } from "./config";
-import { lambdaTelemetry } from "./telemetry";
+import { type AuthorizerContext, grantedContext, refusalContext } from "./runtime/authorizer-context";
+import { parseStoreConfig } from "./runtime/config";
+import { lambdaTelemetry } from "./runtime/telemetry";
 
 /**
  * The API Gateway REQUEST authorizer: the same credential parsing, key lookup cache and

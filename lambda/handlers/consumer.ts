@@ -7,8 +7,8 @@ import { S3ObjectStore } from "../adapters/s3/object-store";
 import { SqsDeadLetters } from "../adapters/sqs/queue";
 import { jsonLogger } from "../core/logger";
 import { createWarehouseConsumer } from "../warehouse/consumer";
-import { parseConsumerConfig } from "./config";
-import { createS3Client, createSqsClient } from "./warehouse";
+import { createS3Client, createSqsClient } from "./runtime/aws";
+import { parseConsumerConfig } from "./runtime/config";
 
 /**
  * The warehouse consumer behind the queue's event source mapping (ReportBatchItemFailures): the same

@@ -16,8 +16,8 @@ import { createKmsClient, KmsKeyWrapper } from "../adapters/kms/key-wrapper";
 import { createDashboardApp } from "../app/dashboard/app";
 import { tokenVerifier } from "../app/dashboard/auth";
 import { jsonLogger } from "../core/logger";
-import { parseDataApiConfig, parseMeteringConfig } from "./config";
-import { createAthenaClient } from "./warehouse";
+import { createAthenaClient } from "./runtime/aws";
+import { parseDataApiConfig, parseMeteringConfig } from "./runtime/config";
 
 /** Longest wait for an export download's Athena query: inside the HTTP API's 30 s, as for the data API. */
 const ATHENA_TIMEOUT_MS = 20_000;

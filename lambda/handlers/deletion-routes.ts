@@ -2,7 +2,7 @@ import { createDynamoClient } from "../adapters/dynamodb/client";
 import { DynamoDeletionRequests } from "../adapters/dynamodb/deletion-requests";
 import type { DeletionRouteDeps } from "../app/data-api/deletion";
 import type { Logger } from "../core/logger";
-import { parseDeletionRoutesConfig } from "./deletion-config";
+import { parseDeletionRoutesConfig } from "./runtime/deletion-config";
 
 /**
  * The data API's deletion routes in AWS (`createDataApp({ ..., deletion: deletionRoutesFromEnv(...) })`

@@ -10,8 +10,8 @@ import { type DeletionState, type DeletionTaskEvent, runDeletionStep } from "../
 import { jsonLogger } from "../core/logger";
 import { ExportFilesPurger, QueryResultsPurger } from "../deletion/purgers";
 import { createDeletionSteps } from "../deletion/steps";
-import { parseDeletionStepsConfig } from "./deletion-config";
-import { createAthenaClient, createS3Client } from "./warehouse";
+import { createAthenaClient, createS3Client } from "./runtime/aws";
+import { parseDeletionStepsConfig } from "./runtime/deletion-config";
 
 /**
  * Every task of the deletion state machine (lib/deletion.ts): the payload names the step

@@ -10,9 +10,9 @@ import { CachedVendorKeys } from "../core/metering-vendor-keys";
 import { createMetering } from "../metering/hooks";
 import { activePriceCatalogue } from "../metering/prices";
 import { warehouseHooks } from "../warehouse/hooks";
-import { parseMeteringConfig, parseRecordQueueConfig } from "./config";
-import { type FunctionMetrics, MetricUnit } from "./telemetry";
-import { createRecordQueue } from "./warehouse";
+import { createRecordQueue } from "./runtime/aws";
+import { parseMeteringConfig, parseRecordQueueConfig } from "./runtime/config";
+import { type FunctionMetrics, MetricUnit } from "./runtime/telemetry";
 
 /**
  * What the proxy functions do around each call in AWS, as the local stack does: metering (rate limit,

@@ -8,11 +8,11 @@ import { PendingWork, type ProxyHooks } from "../core/call";
 import { ApiError, errors } from "../core/errors";
 import { errorFields, type Logger } from "../core/logger";
 import { VENDORS } from "../vendors";
-import { forwardedAuth } from "./authorizer-context";
-import { type ProxyConfig, parseProxyConfig } from "./config";
 import { proxyHooksFromEnv } from "./metering";
-import { directCallRefused, ORIGIN_SECRET_HEADER, originVerified } from "./origin";
-import { type LambdaTelemetry, lambdaTelemetry } from "./telemetry";
+import { forwardedAuth } from "./runtime/authorizer-context";
+import { type ProxyConfig, parseProxyConfig } from "./runtime/config";
+import { directCallRefused, ORIGIN_SECRET_HEADER, originVerified } from "./runtime/origin";
+import { type LambdaTelemetry, lambdaTelemetry } from "./runtime/telemetry";
 
 export type ProxyHandler = StreamifyHandler<LambdaFunctionURLEvent, void>;
 

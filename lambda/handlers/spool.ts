@@ -1,6 +1,6 @@
-import { parseRecordQueueConfig } from "./config";
-import { lambdaTelemetry } from "./telemetry";
-import { createSpoolResender } from "./warehouse";
+import { createSpoolResender } from "./runtime/aws";
+import { parseRecordQueueConfig } from "./runtime/config";
+import { lambdaTelemetry } from "./runtime/telemetry";
 
 /**
  * The spool re-sender, run by an EventBridge schedule: offers every record the proxy functions spooled

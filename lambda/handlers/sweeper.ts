@@ -2,8 +2,8 @@ import type { Context } from "aws-lambda";
 import { createDynamoClient } from "../adapters/dynamodb/client";
 import { DynamoCredits } from "../adapters/dynamodb/credits";
 import type { SweepReport } from "../core/credits";
-import { parseStoreConfig } from "./config";
-import { lambdaTelemetry, MetricUnit } from "./telemetry";
+import { parseStoreConfig } from "./runtime/config";
+import { lambdaTelemetry, MetricUnit } from "./runtime/telemetry";
 
 /**
  * The credit sweeper, run every minute by an EventBridge schedule: releases the holds a crashed or

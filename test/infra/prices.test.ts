@@ -14,8 +14,8 @@ import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { type TableNames, tableNames } from "../../lambda/adapters/dynamodb/tables";
 import type { CreditBalance } from "../../lambda/core/credits";
-import { contextHeader, grantedContext } from "../../lambda/handlers/authorizer-context";
-import { ORIGIN_SECRET_HEADER } from "../../lambda/handlers/origin";
+import { contextHeader, grantedContext } from "../../lambda/handlers/runtime/authorizer-context";
+import { ORIGIN_SECRET_HEADER } from "../../lambda/handlers/runtime/origin";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
 import { activePriceCatalogue } from "../../lambda/metering/prices";

@@ -16,10 +16,14 @@ import { DecryptionError, openSecret, sealSecret } from "../../lambda/core/crypt
 import { errors } from "../../lambda/core/errors";
 import { silentLogger } from "../../lambda/core/logger";
 import { vendorKeyContext } from "../../lambda/core/vendor-keys";
-import { contextHeader, grantedContext, refusalContext } from "../../lambda/handlers/authorizer-context";
-import { parseProxyConfig } from "../../lambda/handlers/config";
-import { directCallRefused, ORIGIN_SECRET_HEADER } from "../../lambda/handlers/origin";
 import type { createProxyHandler as CreateProxyHandler } from "../../lambda/handlers/proxy";
+import {
+  contextHeader,
+  grantedContext,
+  refusalContext,
+} from "../../lambda/handlers/runtime/authorizer-context";
+import { parseProxyConfig } from "../../lambda/handlers/runtime/config";
+import { directCallRefused, ORIGIN_SECRET_HEADER } from "../../lambda/handlers/runtime/origin";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
 import { type SqsStandIn, startSqsStandIn } from "../support/reliability-sqs";

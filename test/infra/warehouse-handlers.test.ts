@@ -23,7 +23,7 @@ import { DynamoTombstones } from "../../lambda/adapters/dynamodb/tombstones";
 import { DestinationError } from "../../lambda/core/export-destination";
 import { TIER_LIMITS } from "../../lambda/core/model";
 import { type InteractionRecord, RECORD_COLUMNS } from "../../lambda/core/record";
-import { grantedContext } from "../../lambda/handlers/authorizer-context";
+import { grantedContext } from "../../lambda/handlers/runtime/authorizer-context";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 
 const WAREHOUSE_BUCKET = "dmt-warehouse-data";

@@ -107,3 +107,6 @@ async function createTable(db: DynamoDBClient, tableName: string, def: TableDefi
     if (!(err instanceof ResourceInUseException)) throw err;
   }
 }
+
+/** The client type, for the modules that pass a store client along without calling it. */
+export type { DynamoDBClient } from "@aws-sdk/client-dynamodb";

@@ -3,11 +3,11 @@ import { AthenaClient } from "@aws-sdk/client-athena";
 import { S3Client } from "@aws-sdk/client-s3";
 import { SQSClient } from "@aws-sdk/client-sqs";
 import { SignatureV4 } from "@smithy/signature-v4";
-import { S3ObjectStore } from "../adapters/s3/object-store";
-import { SqsRecordQueue } from "../adapters/sqs/queue";
-import { RecordSpool } from "../adapters/sqs/spool";
-import type { Logger } from "../core/logger";
-import { assertObjectKey, type ObjectBody, type ObjectStore } from "../core/object-store";
+import { S3ObjectStore } from "../../adapters/s3/object-store";
+import { SqsRecordQueue } from "../../adapters/sqs/queue";
+import { RecordSpool } from "../../adapters/sqs/spool";
+import type { Logger } from "../../core/logger";
+import { assertObjectKey, type ObjectBody, type ObjectStore } from "../../core/object-store";
 import type { RecordQueueConfig } from "./config";
 
 /**

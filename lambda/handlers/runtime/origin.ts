@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from "node:crypto";
-import { ApiError } from "../core/errors";
+import { ApiError } from "../../core/errors";
 
 /**
  * The header in which API Gateway's integrations send the origin secret to the proxy functions' URLs

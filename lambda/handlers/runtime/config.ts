@@ -1,8 +1,8 @@
 // zod/mini, not zod: the full build adds ~450 KB to every bundle, the mini one ~20 KB.
 import * as z from "zod/mini";
-import { TABLES, type TableNames, tableNames } from "../adapters/dynamodb/tables";
-import { LOG_LEVELS } from "../core/logger";
-import { VENDOR_NAMES } from "../core/vendor-model";
+import { TABLES, type TableNames, tableNames } from "../../adapters/dynamodb/tables";
+import { LOG_LEVELS } from "../../core/logger";
+import { VENDOR_NAMES } from "../../core/vendor-model";
 
 /** Lambda configuration, parsed once at cold start; a bad or missing value fails naming its variable. */
 const base = z.object({
@@ -138,7 +138,7 @@ export function parseMeteringConfig(env: Record<string, string | undefined>): Me
   return { ...parseEnv(metering, env), tables: tableNames(env) };
 }
 
-/** For the proxy functions' record queue and the spool re-sender (`lambda/handlers/warehouse.ts`). */
+/** For the proxy functions' record queue and the spool re-sender (`lambda/handlers/runtime/aws.ts`). */
 export function parseRecordQueueConfig(env: Record<string, string | undefined>): RecordQueueConfig {
   return parseEnv(recordQueue, env);
 }

@@ -1,11 +1,11 @@
 import type { MiddlewareHandler } from "hono";
 import * as z from "zod/mini";
-import type { AppEnv } from "../app/env";
-import type { AuthContext } from "../core/auth";
-import { presentedCredentials } from "../core/credentials";
-import { endpointOf } from "../core/endpoints";
-import { ApiError, type ErrorType } from "../core/errors";
-import { PROJECT_ID_PATTERN, TIERS } from "../core/model";
+import type { AppEnv } from "../../app/env";
+import type { AuthContext } from "../../core/auth";
+import { presentedCredentials } from "../../core/credentials";
+import { endpointOf } from "../../core/endpoints";
+import { ApiError, type ErrorType } from "../../core/errors";
+import { PROJECT_ID_PATTERN, TIERS } from "../../core/model";
 
 /**
  * The contract between the Lambda authorizer and the functions behind API Gateway. The authorizer's

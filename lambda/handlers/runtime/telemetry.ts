@@ -1,7 +1,7 @@
 import { Logger as PowertoolsLogger } from "@aws-lambda-powertools/logger";
 import { Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
 import type { Context } from "aws-lambda";
-import type { Logger } from "../core/logger";
+import type { Logger } from "../../core/logger";
 import type { BaseConfig } from "./config";
 
 export { MetricUnit };

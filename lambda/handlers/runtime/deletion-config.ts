@@ -1,6 +1,6 @@
 // zod/mini, as config.ts: the full build adds ~450 KB to a bundle.
 import * as z from "zod/mini";
-import { LOG_LEVELS } from "../core/logger";
+import { LOG_LEVELS } from "../../core/logger";
 import { parseEnv } from "./config";
 
 const text = z.string().check(z.minLength(1));
