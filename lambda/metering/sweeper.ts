@@ -1,4 +1,3 @@
-import type { CreditStore } from "../core/credits";
 import { errorFields, type Logger } from "../core/logger";
 
 export interface Sweeper {
@@ -7,24 +6,15 @@ export interface Sweeper {
 }
 
 /**
- * Releases the holds a crash left open, once expired, now and then every `intervalMs` (never relying on
+ * Runs the credit sweep (lambda/compose/sweeper.ts: releases the holds a crash left open, once
+ * expired) now and then every `intervalMs` (never relying on
  * DynamoDB TTL). Sweeps never overlap; every process may run one, the protocol makes them idempotent.
  */
-export function startSweeper(
-  credits: Pick<CreditStore, "releaseExpired">,
-  intervalMs: number,
-  clock: () => number,
-  logger: Logger,
-): Sweeper {
+export function startSweeper(sweepOnce: () => Promise<unknown>, intervalMs: number, logger: Logger): Sweeper {
   let running: Promise<void> | undefined;
   const sweep = () => {
-    running ??= credits
-      .releaseExpired(clock())
-      .then((report) => {
-        if (report.holdsReleased + report.settlementsCompleted + report.grantsCompleted > 0) {
-          logger.info("credit sweep", { ...report });
-        }
-      })
+    running ??= sweepOnce()
+      .then(() => {})
       .catch((err) => logger.error("credit sweep failed", errorFields(err)))
       .finally(() => {
         running = undefined;

@@ -95,6 +95,8 @@ const dataApi = z.extend(base, {
   DMT_TABLE_PROJECTSETTINGS: text,
   /** The per-key rate limit, shared with the proxy functions. */
   DMT_TABLE_RATELIMITS: text,
+  /** Deletion requests, whose stream starts the deletion workflow. */
+  DMT_TABLE_DELETIONREQUESTS: text,
   ...awsEndpoints,
 });
 
@@ -151,4 +153,42 @@ export function parseConsumerConfig(env: Record<string, string | undefined>): Co
 /** For the data API (`lambda/handlers/api.ts`). */
 export function parseDataApiConfig(env: Record<string, string | undefined>): DataApiConfig {
   return parseEnv(dataApi, env);
+}
+
+/** The deletion step Lambda (lib/deletion.ts sets every variable). */
+const deletionSteps = z.extend(base, {
+  DMT_TABLE_DELETIONREQUESTS: text,
+  DMT_TABLE_DELETIONTOMBSTONES: text,
+  DMT_TABLE_PROJECTSETTINGS: text,
+  /** The dashboard's interactions index and rollups, purged too. */
+  DMT_TABLE_INTERACTIONS: text,
+  DMT_TABLE_USAGEROLLUPS: text,
+  DMT_WAREHOUSE_BUCKET: text,
+  DMT_ATHENA_WORKGROUP: text,
+  DMT_WAREHOUSE_DATABASE: text,
+  DMT_WAREHOUSE_TABLE: text,
+  DMT_ATHENA_RESULTS_BUCKET: text,
+  ...awsEndpoints,
+});
+
+/**
+ * The dashboard API: the store and BYOK settings of metering (its hold TTL is not used), exports as
+ * the data API's, and who issues its access tokens (the Cognito user pool) to which client.
+ */
+const dashboard = z.extend(z.extend(metering, dataApi.shape), {
+  DMT_DASHBOARD_ISSUER: httpUrl,
+  DMT_DASHBOARD_CLIENT_ID: text,
+});
+
+export type DeletionStepsConfig = z.infer<typeof deletionSteps>;
+export type DashboardConfig = z.infer<typeof dashboard> & { tables: TableNames };
+
+/** For the deletion steps (`lambda/handlers/deletion.ts`). */
+export function parseDeletionStepsConfig(env: Record<string, string | undefined>): DeletionStepsConfig {
+  return parseEnv(deletionSteps, env);
+}
+
+/** For the dashboard API (`lambda/handlers/dashboard.ts`). */
+export function parseDashboardConfig(env: Record<string, string | undefined>): DashboardConfig {
+  return { ...parseEnv(dashboard, env), tables: tableNames(env) };
 }

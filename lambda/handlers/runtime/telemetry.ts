@@ -1,17 +1,9 @@
 import { Logger as PowertoolsLogger } from "@aws-lambda-powertools/logger";
-import { Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
+import { MetricUnit, Metrics as PowertoolsMetrics } from "@aws-lambda-powertools/metrics";
 import type { Context } from "aws-lambda";
 import type { Logger } from "../../core/logger";
+import type { Metrics } from "../../core/metrics";
 import type { BaseConfig } from "./config";
-
-export { MetricUnit };
-
-type Unit = (typeof MetricUnit)[keyof typeof MetricUnit];
-
-/** Counters and timings of one function, published as CloudWatch Embedded Metric Format lines. */
-export interface FunctionMetrics {
-  add(name: string, unit: Unit, value: number): void;
-}
 
 /**
  * Logs and metrics of one Lambda function through Powertools, behind our `Logger` interface: JSON log
@@ -20,7 +12,8 @@ export interface FunctionMetrics {
  */
 export interface LambdaTelemetry {
   logger: Logger;
-  metrics: FunctionMetrics;
+  /** Counters and timings, published as CloudWatch Embedded Metric Format lines. */
+  metrics: Metrics;
   /** Tags the invocation's log lines with its request id. */
   begin(context: Context): void;
   /** Publishes the metrics the invocation added, if any. */
@@ -38,7 +31,7 @@ export function lambdaTelemetry(
     logLevel: config.DMT_LOG_LEVEL === "silent" ? "SILENT" : config.DMT_LOG_LEVEL,
     persistentKeys: { function: fn },
   });
-  const metrics = new Metrics({
+  const metrics = new PowertoolsMetrics({
     namespace: config.DMT_METRICS_NAMESPACE,
     serviceName: "dmt",
     defaultDimensions: { function: fn, ...dimensions },
@@ -53,10 +46,28 @@ export function lambdaTelemetry(
   };
   return {
     logger,
-    metrics: { add: (name, unit, value) => metrics.addMetric(name, unit, value) },
+    metrics: { add: (name, unit, value) => metrics.addMetric(name, MetricUnit[unit], value) },
     begin: (context) => powertools.addContext(context),
     end: () => {
       if (metrics.hasStoredMetrics()) metrics.publishStoredMetrics();
     },
+  };
+}
+
+/**
+ * Every function's invocation: its log lines tagged with the request id, its metrics published at
+ * its end. The context is optional, as in hono's own handler: Lambda always passes one.
+ */
+export function withTelemetry<E, R>(
+  telemetry: Pick<LambdaTelemetry, "begin" | "end">,
+  handler: (event: E, context?: Context) => Promise<R>,
+): (event: E, context?: Context) => Promise<R> {
+  return async (event, context) => {
+    if (context) telemetry.begin(context);
+    try {
+      return await handler(event, context);
+    } finally {
+      telemetry.end();
+    }
   };
 }
