@@ -1,5 +1,6 @@
 import type { DynamoPorts } from "../adapters/dynamodb/ports";
 import type { CopyPurger } from "../core/deletion";
+import type { ExportSettings } from "../core/export-destination";
 import { ExportFilesPurger } from "../deletion/purgers";
 import { createDeletionSteps } from "../deletion/steps";
 import type { Infrastructure } from "./infrastructure";
@@ -12,14 +13,8 @@ import type { Infrastructure } from "./infrastructure";
 export function composeDeletionSteps(
   infra: Pick<
     Infrastructure,
-    | "deletionQuery"
-    | "warehouseFiles"
-    | "exportSettings"
-    | "openDestination"
-    | "hostPurgers"
-    | "clock"
-    | "logger"
-  > & { store: Pick<DynamoPorts, "deletionRequests" | "tombstones"> },
+    "deletionQuery" | "warehouseFiles" | "openDestination" | "hostPurgers" | "clock" | "logger"
+  > & { store: Pick<DynamoPorts, "deletionRequests" | "tombstones">; exportSettings: ExportSettings },
   purgers: CopyPurger[],
 ) {
   return createDeletionSteps({

@@ -1,17 +1,17 @@
-import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { DuckDBDeletionQuery } from "../adapters/duckdb/deletion-query";
+import type { DynamoDBClient } from "../adapters/dynamodb/client";
 import { DynamoDeletionRequests } from "../adapters/dynamodb/deletion-requests";
 import type { DynamoTombstones } from "../adapters/dynamodb/tombstones";
 import { FsWarehouseFiles } from "../adapters/fs/deletion-files";
 import type { FsObjectStore } from "../adapters/fs/object-store";
 import type { DeletionRouteDeps } from "../app/data-api/deletion";
+import { composeDeletionSteps } from "../compose/deletion-steps";
 import type { CopyPurger } from "../core/deletion";
 import type { ExportDestination, ExportSettings } from "../core/export-destination";
 import type { Logger } from "../core/logger";
 import type { ObjectStore } from "../core/object-store";
-import { DeadLetterPurger, ExportFilesPurger } from "../deletion/purgers";
+import { DeadLetterPurger } from "../deletion/purgers";
 import { LocalDeletionRunner, type LocalRunnerOptions } from "../deletion/runner";
-import { createDeletionSteps } from "../deletion/steps";
 
 export interface LocalDeletionOptions {
   /** The store's client and the physical name of the `deletionRequests` table. */
@@ -50,19 +50,19 @@ export async function startLocalDeletion(options: LocalDeletionOptions): Promise
   const clock = options.clock ?? Date.now;
   const requests = new DynamoDeletionRequests(options.db, options.requestsTable);
   const query = await DuckDBDeletionQuery.open(options.objects.root);
-  const steps = createDeletionSteps({
-    requests,
-    tombstones: options.tombstones,
-    query,
-    files: new FsWarehouseFiles(options.objects),
-    purgers: [
-      new ExportFilesPurger(options.exports.settings, options.exports.openDestination),
-      new DeadLetterPurger(options.objects),
-      ...(options.purgers ?? []),
-    ],
-    logger: options.logger,
-    clock,
-  });
+  const steps = composeDeletionSteps(
+    {
+      store: { deletionRequests: requests, tombstones: options.tombstones },
+      deletionQuery: query,
+      warehouseFiles: new FsWarehouseFiles(options.objects),
+      exportSettings: options.exports.settings,
+      openDestination: options.exports.openDestination,
+      hostPurgers: [new DeadLetterPurger(options.objects)],
+      logger: options.logger,
+      clock,
+    },
+    options.purgers ?? [],
+  );
   const runner = new LocalDeletionRunner({
     steps,
     waitForInFlight: options.waitForInFlight,

@@ -1,5 +1,5 @@
-import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { Hono } from "hono";
+import type { DynamoDBClient } from "../adapters/dynamodb/client";
 import { createDynamoClient, ensureTables } from "../adapters/dynamodb/client";
 import { DynamoPorts } from "../adapters/dynamodb/ports";
 import { DynamoStore } from "../adapters/dynamodb/store";

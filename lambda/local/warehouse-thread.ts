@@ -1,5 +1,5 @@
 import { Worker } from "node:worker_threads";
-import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import type { DynamoDBClient } from "../adapters/dynamodb/client";
 import type { TableNames } from "../adapters/dynamodb/tables";
 import type { CopyPurger } from "../core/deletion";
 import { errorFields, type Logger } from "../core/logger";

@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import type { DynamoDBClient } from "../adapters/dynamodb/client";
 import type { TableNames } from "../adapters/dynamodb/tables";
 import { DynamoTombstones } from "../adapters/dynamodb/tombstones";
 import { FileExportSettings } from "../adapters/fs/export-settings";
@@ -9,9 +9,10 @@ import { FolderDeadLetters } from "../adapters/in-process/dead-letters";
 import { QueueJournal } from "../adapters/in-process/journal";
 import { InProcessQueue } from "../adapters/in-process/queue";
 import type { ExportRouteDeps } from "../app/data-api/exports";
+import { composeWarehouseConsumer } from "../compose/consumer";
 import type { CopyPurger, TombstoneReader } from "../core/deletion";
 import type { Logger } from "../core/logger";
-import { createWarehouseConsumer, type WrittenListener } from "../warehouse/consumer";
+import type { WrittenListener } from "../warehouse/consumer";
 import type { LocalDeletion, LocalDeletionOptions } from "./deletion";
 
 /**
@@ -51,15 +52,19 @@ export async function startWarehouseQueue(options: WarehouseQueueOptions): Promi
   const clock = options.clock ?? Date.now;
   const objects = warehouseObjects(options.dataDir);
   const deadLetters = new FolderDeadLetters(objects);
-  const handler = createWarehouseConsumer({
-    objects,
-    ledger: await FileDeliveryLedger.open(join(options.dataDir, "warehouse-ledger"), clock),
-    deadLetters,
-    logger: options.logger,
-    clock,
-    ...(options.onWritten ? { onWritten: options.onWritten } : {}),
-    ...(options.tombstones ? { tombstones: options.tombstones } : {}),
-  });
+  const handler = composeWarehouseConsumer(
+    {
+      warehouse: objects,
+      deliveries: await FileDeliveryLedger.open(join(options.dataDir, "warehouse-ledger"), clock),
+      deadLetters,
+      logger: options.logger,
+      clock,
+    },
+    {
+      ...(options.onWritten ? { onWritten: options.onWritten } : {}),
+      ...(options.tombstones ? { tombstones: options.tombstones } : {}),
+    },
+  );
   return new InProcessQueue({
     handler,
     deadLetters,

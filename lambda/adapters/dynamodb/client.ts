@@ -4,6 +4,7 @@ import {
   CreateTableCommand,
   DescribeTableCommand,
   DynamoDBClient,
+  ListTablesCommand,
   ResourceInUseException,
   ResourceNotFoundException,
   type TableDescription,
@@ -106,6 +107,11 @@ async function createTable(db: DynamoDBClient, tableName: string, def: TableDefi
     // Another process created it between our DescribeTable and here, from the same definitions.
     if (!(err instanceof ResourceInUseException)) throw err;
   }
+}
+
+/** One request that any store answers: whether it is there and ours to use. */
+export async function probeStore(db: DynamoDBClient): Promise<void> {
+  await db.send(new ListTablesCommand({}));
 }
 
 /** The client type, for the modules that pass a store client along without calling it. */
