@@ -11,9 +11,9 @@ import { DynamoExportSettings } from "../lambda/adapters/dynamodb/export-setting
 import { DynamoStore } from "../lambda/adapters/dynamodb/store";
 import { TABLES, type TableName, type TableNames } from "../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
+import { activePriceCatalogue } from "../lambda/adapters/fs/price-catalogue";
 import { createKmsClient, KmsKeyWrapper } from "../lambda/adapters/kms/key-wrapper";
 import type { PriceCatalogue } from "../lambda/core/pricing";
-import { activePriceCatalogue } from "../lambda/metering/prices";
 
 /**
  * The output under which the stack publishes a table's physical name: `Table<Name>`, as

@@ -3,6 +3,7 @@ import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
 import { LocalMasterKey } from "../lambda/adapters/fs/master-key";
+import { activePriceCatalogue } from "../lambda/adapters/fs/price-catalogue";
 import { createKey, createProject, keyView, revokeKey } from "../lambda/core/accounts";
 import { formatUsd, parseUsd } from "../lambda/core/credits";
 import { ApiError, errors } from "../lambda/core/errors";
@@ -13,7 +14,6 @@ import { formatPriceTable, VENDORS as PRICED_VENDORS } from "../lambda/core/pric
 import { parseLocalConfig } from "../lambda/local/config";
 import { openLocalStore, startLocalStack } from "../lambda/local/stack";
 import { localExportSettings } from "../lambda/local/warehouse";
-import { activePriceCatalogue } from "../lambda/metering/prices";
 
 /**
  * `dmt`: the local server and the operator commands. Every command works whether or not the server

@@ -1,5 +1,5 @@
+import { activePriceCatalogue } from "../adapters/fs/price-catalogue";
 import { composeProxy } from "../compose/proxy";
-import { activePriceCatalogue } from "../metering/prices";
 import { awsHost, kmsKeyWrapper, sqsRecordQueue } from "./runtime/aws";
 import { parseMeteringConfig, parseProxyConfig, parseRecordQueueConfig } from "./runtime/config";
 import { createProxyHandler } from "./runtime/proxy-stream";

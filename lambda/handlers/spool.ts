@@ -12,6 +12,8 @@ const config = parseRecordQueueConfig(process.env);
 const aws = awsHost(process.env, "spool-resender");
 const queue = spoolResender(config, aws.logger);
 
-export const handler = withTelemetry(aws.telemetry, async (_: void) => {
+const resend = withTelemetry(aws.telemetry, async () => {
   await queue.resendSpooled();
 });
+
+export const handler = (): Promise<void> => resend(undefined);

@@ -13,12 +13,12 @@ import * as awsTarget from "../../bin/aws-target";
 import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb/client";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { type TableNames, tableNames } from "../../lambda/adapters/dynamodb/tables";
+import { activePriceCatalogue } from "../../lambda/adapters/fs/price-catalogue";
 import type { CreditBalance } from "../../lambda/core/credits";
 import { contextHeader, grantedContext } from "../../lambda/handlers/runtime/authorizer-context";
 import { ORIGIN_SECRET_HEADER } from "../../lambda/handlers/runtime/origin";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
-import { activePriceCatalogue } from "../../lambda/metering/prices";
 import { CONTEXT, defineApp } from "../../lib/app";
 import { REPO_ROOT } from "../../lib/lambda-defaults";
 import {

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
+import { activePriceCatalogue } from "../../lambda/adapters/fs/price-catalogue";
 import type { CreditBalance } from "../../lambda/core/credits";
 import { holdMicros } from "../../lambda/core/metering";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
-import { activePriceCatalogue } from "../../lambda/metering/prices";
 import { callBounds } from "../../lambda/vendors/bounds";
 import { simulatorEnv, startTestStack, type TestStack } from "../support/stack";
 

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { activePriceCatalogue } from "../../lambda/adapters/fs/price-catalogue";
 import { combineHooks, PendingWork, type ProxyCall, type ProxyHooks } from "../../lambda/core/call";
 import { ApiError } from "../../lambda/core/errors";
 import { silentLogger } from "../../lambda/core/logger";
@@ -11,7 +12,6 @@ import {
 import { CachedVendorKeys } from "../../lambda/core/metering-vendor-keys";
 import type { ModelPrice } from "../../lambda/core/pricing";
 import { emptyUsage } from "../../lambda/core/usage";
-import { activePriceCatalogue } from "../../lambda/metering/prices";
 import { type BoundsRequest, callBounds } from "../../lambda/vendors/bounds";
 import { formFields } from "../../lambda/vendors/multipart";
 

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
-import base from "../../prices/catalogue.json" with { type: "json" };
-import { loadPriceCatalogue, type PriceCatalogue } from "../core/pricing";
+import base from "../../../prices/catalogue.json" with { type: "json" };
+import { loadPriceCatalogue, type PriceCatalogue } from "../../core/pricing";
 
 /**
  * The active price catalogue: the shipped `prices/catalogue.json` (bundled into Lambda), merged with a
