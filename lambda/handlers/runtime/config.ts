@@ -135,7 +135,7 @@ export function parseProxyConfig(env: Record<string, string | undefined>): Proxy
   return parseEnv(proxy, env);
 }
 
-/** For metering in the proxy functions (`lambda/handlers/metering.ts`). */
+/** For metering in the proxy functions (`lambda/compose/proxy.ts`). */
 export function parseMeteringConfig(env: Record<string, string | undefined>): MeteringConfig {
   return { ...parseEnv(metering, env), tables: tableNames(env) };
 }
