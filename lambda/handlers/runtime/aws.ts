@@ -149,9 +149,7 @@ export function athenaExports(
   const db = dynamoClient(config.DMT_DYNAMODB_ENDPOINT);
   return {
     warehouseQuery: new AthenaWarehouseQuery(athenaClient(config.DMT_ATHENA_ENDPOINT), {
-      workGroup: config.DMT_ATHENA_WORKGROUP,
-      database: config.DMT_WAREHOUSE_DATABASE,
-      table: config.DMT_WAREHOUSE_TABLE,
+      ...athenaTable(config),
       timeoutMs: ATHENA_TIMEOUT_MS,
     }),
     exportSettings: new DynamoExportSettings(db, config.DMT_TABLE_PROJECTSETTINGS),
@@ -170,15 +168,24 @@ export function athenaDeletion(
   const s3 = s3Client(config.DMT_S3_ENDPOINT);
   return {
     deletionQuery: new AthenaDeletionQuery(athenaClient(config.DMT_ATHENA_ENDPOINT), {
-      workGroup: config.DMT_ATHENA_WORKGROUP,
-      database: config.DMT_WAREHOUSE_DATABASE,
-      table: config.DMT_WAREHOUSE_TABLE,
+      ...athenaTable(config),
       bucket: config.DMT_WAREHOUSE_BUCKET,
     }),
     warehouseFiles: new S3WarehouseFiles(s3, config.DMT_WAREHOUSE_BUCKET),
     hostPurgers: [new QueryResultsPurger(new S3ObjectStore(s3, config.DMT_ATHENA_RESULTS_BUCKET))],
     exportSettings: new DynamoExportSettings(db, config.DMT_TABLE_PROJECTSETTINGS),
     openDestination: s3Destinations(config.DMT_S3_ENDPOINT),
+  };
+}
+
+/** The warehouse's table in the Glue catalogue, and the workgroup its queries run in. */
+function athenaTable(
+  config: Pick<DataApiConfig, "DMT_ATHENA_WORKGROUP" | "DMT_WAREHOUSE_DATABASE" | "DMT_WAREHOUSE_TABLE">,
+) {
+  return {
+    workGroup: config.DMT_ATHENA_WORKGROUP,
+    database: config.DMT_WAREHOUSE_DATABASE,
+    table: config.DMT_WAREHOUSE_TABLE,
   };
 }
 
