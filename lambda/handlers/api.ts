@@ -1,7 +1,7 @@
 import { handle } from "hono/aws-lambda";
 import { composeDataApi } from "../compose/data-api";
 import { authorizerAuth } from "./runtime/authorizer-context";
-import { athenaExports, awsHost } from "./runtime/aws";
+import { athenaExports, awsHost, s3Destinations } from "./runtime/aws";
 import { parseDataApiConfig } from "./runtime/config";
 import { withTelemetry } from "./runtime/telemetry";
 
@@ -13,6 +13,7 @@ import { withTelemetry } from "./runtime/telemetry";
  */
 const config = parseDataApiConfig(process.env);
 const aws = awsHost(process.env, "data-api");
-const app = composeDataApi({ ...aws, ...athenaExports(config) }, { auth: authorizerAuth, rateLimited: true });
+const exports = { ...athenaExports(config), openDestination: s3Destinations(config.DMT_S3_ENDPOINT) };
+const app = composeDataApi({ ...aws, ...exports }, { auth: authorizerAuth, rateLimited: true });
 
 export const handler = withTelemetry(aws.telemetry, handle(app));

@@ -1,4 +1,4 @@
-import { awsHost, spoolResender } from "./runtime/aws";
+import { awsTelemetry, spoolResender } from "./runtime/aws";
 import { parseRecordQueueConfig } from "./runtime/config";
 import { withTelemetry } from "./runtime/telemetry";
 
@@ -9,10 +9,10 @@ import { withTelemetry } from "./runtime/telemetry";
  * only: the local queue has no spool.
  */
 const config = parseRecordQueueConfig(process.env);
-const aws = awsHost(process.env, "spool-resender");
-const queue = spoolResender(config, aws.logger);
+const telemetry = awsTelemetry(process.env, "spool-resender");
+const queue = spoolResender(config, telemetry.logger);
 
-const resend = withTelemetry(aws.telemetry, async () => {
+const resend = withTelemetry(telemetry, async () => {
   await queue.resendSpooled();
 });
 

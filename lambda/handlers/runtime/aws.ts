@@ -47,7 +47,7 @@ export function awsHost(
   fn: string,
   options: { dimensions?: Record<string, string>; keyWrapper?: () => KeyWrapper } = {},
 ): AwsHost {
-  const telemetry = lambdaTelemetry(parseBaseConfig(env), fn, options.dimensions);
+  const telemetry = awsTelemetry(env, fn, options.dimensions);
   const db = dynamoClient(env.DMT_DYNAMODB_ENDPOINT);
   const keyWrapper =
     options.keyWrapper ??
@@ -61,6 +61,11 @@ export function awsHost(
     store: new DynamoPorts(db, tableNames(env), keyWrapper),
     telemetry,
   };
+}
+
+/** Powertools logs and metrics alone, for a function that uses no store (the spool re-sender). */
+export function awsTelemetry(env: Env, fn: string, dimensions?: Record<string, string>): LambdaTelemetry {
+  return lambdaTelemetry(parseBaseConfig(env), fn, dimensions);
 }
 
 /** The KMS key that wraps customers' own vendor keys (`DMT_BYOK_KEY_ARN`). */
@@ -142,10 +147,10 @@ type ExportsConfig = Pick<
   | "DMT_DYNAMODB_ENDPOINT"
 >;
 
-/** Exports: Athena over the warehouse, bucket-export settings in DynamoDB, `s3://` destinations. */
+/** Exports: Athena over the warehouse, bucket-export settings in DynamoDB (destinations: `s3Destinations`). */
 export function athenaExports(
   config: ExportsConfig,
-): Pick<Infrastructure, "warehouseQuery" | "exportSettings" | "openDestination"> {
+): Pick<Infrastructure, "warehouseQuery" | "exportSettings"> {
   const db = dynamoClient(config.DMT_DYNAMODB_ENDPOINT);
   return {
     warehouseQuery: new AthenaWarehouseQuery(athenaClient(config.DMT_ATHENA_ENDPOINT), {
@@ -153,7 +158,6 @@ export function athenaExports(
       timeoutMs: ATHENA_TIMEOUT_MS,
     }),
     exportSettings: new DynamoExportSettings(db, config.DMT_TABLE_PROJECTSETTINGS),
-    openDestination: s3Destinations(config.DMT_S3_ENDPOINT),
   };
 }
 
@@ -189,7 +193,8 @@ function athenaTable(
   };
 }
 
-function s3Destinations(endpoint: string | undefined) {
+/** The stores behind bucket-export destinations: `s3://` only in AWS. */
+export function s3Destinations(endpoint: string | undefined): Infrastructure["openDestination"] {
   return (destination: ExportDestination) => {
     // DynamoExportSettings stores s3:// destinations only.
     if (destination.kind !== "s3") throw new Error(`export destination ${destination.url} is not s3://`);
