@@ -12,9 +12,9 @@ import type { DeadLetterSink, RecordQueue } from "../core/queue";
 
 /**
  * Everything a deployable needs from the host it runs on. Two hosts build one: AWS
- * (`handlers/runtime/aws.ts`: DynamoDB, S3, SQS, Athena, KMS, each client made once per container
- * on first use) and the local stack (`local/infrastructure.ts`: dynalite, files, the in-process queue,
- * DuckDB, the local master key). The compositions in this folder take what they use of it
+ * (`handlers/runtime/aws.ts`: DynamoDB, S3, SQS, Athena, KMS, each client made once per container)
+ * and the local stack (dynalite, files, the in-process queue, DuckDB, the local master key: built in
+ * `local/stack.ts`, and for the warehouse's threads in `local/warehouse.ts` and `local/deletion.ts`). The compositions in this folder take what they use of it
  * (`Pick<Infrastructure, ...>`), so each local test runs the same assembly that is deployed.
  */
 export interface Infrastructure {
