@@ -1,15 +1,15 @@
 import { mkdirSync } from "node:fs";
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { launchBrowser } from "../support/browser";
 import { startTestStack, type TestStack } from "../support/stack";
 
 /**
- * The dashboard in a real browser (Debian's chromium, driven by playwright-core): sign in through the
+ * The dashboard in a real browser (headless Chromium from npm, driven by playwright-core): sign in through the
  * local provider, create a key, copy it, use it, revoke it, sign out. One browser for the file; the
  * steps share one page and run in order. A failing step leaves a screenshot in test-results/.
  */
 
-const CHROMIUM = "/usr/bin/chromium";
 const SHOTS = "test-results";
 
 let stack: TestStack;
@@ -20,16 +20,7 @@ const problems: string[] = [];
 
 beforeAll(async () => {
   stack = await startTestStack();
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--no-first-run",
-    ],
-  });
+  browser = await launchBrowser();
   context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: stack.url });
   page = await context.newPage();
