@@ -5,7 +5,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { activePriceCatalogue } from "../../lambda/app/prices";
 import { costMicros } from "../../lambda/core/pricing";
 import { usd } from "../../web/src/format";
-import { launchBrowser } from "../support/browser";
+import { launchBrowser, STEP_TIMEOUT_MS } from "../support/browser";
 import { startTestStack, type TestStack } from "../support/stack";
 
 /**
@@ -33,7 +33,7 @@ beforeAll(async () => {
   browser = await launchBrowser();
   const context = await browser.newContext({ viewport: { width: 1366, height: 900 } });
   page = await context.newPage();
-  page.setDefaultTimeout(10_000);
+  page.setDefaultTimeout(STEP_TIMEOUT_MS);
   page.on("console", (message) => {
     if (message.type() !== "error") return;
     if (message.location().url.startsWith(`${stack.url}/dashboard/api/`)) return;

@@ -1,7 +1,7 @@
 import { mkdirSync } from "node:fs";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { launchBrowser } from "../support/browser";
+import { launchBrowser, STEP_TIMEOUT_MS } from "../support/browser";
 import { startTestStack, type TestStack } from "../support/stack";
 
 /**
@@ -24,7 +24,7 @@ beforeAll(async () => {
   context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: stack.url });
   page = await context.newPage();
-  page.setDefaultTimeout(10_000);
+  page.setDefaultTimeout(STEP_TIMEOUT_MS);
   // Anything the page logs as an error (a CSP violation, a failed script) fails the run at the end.
   // (Refusals the test provokes from the dashboard API are expected; the page shows their message.)
   page.on("console", (message) => {
@@ -215,7 +215,7 @@ describe.sequential("the dashboard in a browser", () => {
 
     const rows = page.locator("table.deletion-requests tbody tr");
     await expect
-      .poll(() => rows.first().locator(".badge").textContent(), { timeout: 20_000, interval: 200 })
+      .poll(() => rows.first().locator(".badge").textContent(), { timeout: 60_000, interval: 200 })
       .toBe("Completed");
     const statuses = await page.evaluate(
       () => (window as unknown as { deletionStatuses: string[] }).deletionStatuses,

@@ -321,7 +321,7 @@ describe("a proxy function cold-started with the synthesized environment", () =>
     await credits.grant("acme", 10_000_000, "test");
     installStreamingRuntime();
     handler = (await import("../../lambda/handlers/proxy")).handler as unknown as StreamingHandler;
-  }, 60_000);
+  });
 
   afterAll(async () => {
     await simulator?.close();

@@ -77,6 +77,9 @@ async function unpacked(): Promise<string> {
   return dir;
 }
 
+/** How long one browser step (a click, a wait for text) may take on a 2-core machine busy with other work. */
+export const STEP_TIMEOUT_MS = 30_000;
+
 /** Launches the packaged headless Chromium through playwright-core. */
 export async function launchBrowser(): Promise<Browser> {
   const dir = await unpacked();
