@@ -24,6 +24,7 @@ import { defineApp } from "../../lib/app";
 import { REPO_ROOT } from "../../lib/lambda-defaults";
 import { VENDORS } from "../../lib/secrets";
 import { DmtStack } from "../../lib/stack";
+import { BUNDLING_TIMEOUT_MS } from "../support/timeouts";
 
 type Resource = { Type: string; Properties: Record<string, unknown>; DeletionPolicy?: string };
 type Statement = { Action: string | string[]; Resource: unknown; Effect: string; Condition?: unknown };
@@ -55,7 +56,7 @@ beforeAll(() => {
   const json = assembly.getStackByName(stack.stackName).template;
   template = Template.fromJSON(json);
   resources = json.Resources;
-}, 240_000);
+}, BUNDLING_TIMEOUT_MS);
 
 afterAll(() => {
   for (const dir of outdirs) rmSync(dir, { recursive: true, force: true });
