@@ -269,6 +269,31 @@ describe("header hygiene", () => {
     expect(simulator.requests[3]?.query).toBe("alt=sse");
   });
 
+  it("removes every case and encoding of api_key and key, and any dmt_ value, from query and headers", async () => {
+    const query = [
+      `API_KEY=${key}`,
+      `Api_Key=${key}`,
+      `%61pi%5Fkey=${key}`,
+      `KEY=${key}`,
+      `kEy=x`,
+      `other=${encodeURIComponent(key)}`,
+      `page=${key.slice(0, 20)}`,
+      `alt=sse`,
+    ].join("&");
+    const res = await fetch(`${stack.url}/gemini/v1beta/models/gemini-2.5-flash:generateContent?${query}`, {
+      method: "POST",
+      headers: { "x-goog-api-key": key, "user-agent": `app ${key}`, "x-stainless-extra": key },
+      body: '{"contents":[{"parts":[{"text":"hi"}]}]}',
+    });
+    expect(res.status).toBe(200);
+    await res.arrayBuffer();
+    const forwarded = simulator.requests.at(-1);
+    expect(forwarded?.query).toBe("alt=sse");
+    expect(forwarded?.headers["user-agent"]).toBeUndefined();
+    expect(forwarded?.headers["x-stainless-extra"]).toBeUndefined();
+    expect(JSON.stringify(forwarded?.headers)).not.toMatch(/dmt_/i);
+  });
+
   it("forwards no hop-by-hop or unlisted request header and no vendor key to the client", async () => {
     const res = await post("/openai/v1/chat/completions", chat(), {
       cookie: "session=secret",
