@@ -12,6 +12,11 @@ type Fetch = (request: Request, env: any) => Response | Promise<Response>;
 export interface HttpServerOptions {
   fetch: Fetch;
   tls?: { cert: string; key: string };
+  /**
+   * The HTTPS origin plain requests are redirected to (`https://api.example.com`); by default the
+   * listening host and port. Never the client's Host header, which anyone can set.
+   */
+  publicUrl?: string;
 }
 
 export interface RunningServer {
@@ -61,7 +66,8 @@ function onClientError(err: NodeJS.ErrnoException, socket: Socket): void {
 
 /**
  * Serves a fetch handler over HTTP, or over HTTPS when given a certificate, in which case plain HTTP
- * on the same port gets a 308 redirect to the HTTPS URL (the first byte tells a TLS handshake apart).
+ * on the same port gets a 308 redirect to the public HTTPS URL (the first byte tells a TLS handshake
+ * apart).
  */
 export function createHttpServer(options: HttpServerOptions): RunningServer {
   const listener = getRequestListener(options.fetch, {
@@ -89,10 +95,12 @@ export function createHttpServer(options: HttpServerOptions): RunningServer {
     : createServer(serverOptions, tracked);
   app.on("clientError", onClientError);
 
+  let redirectOrigin = options.publicUrl?.replace(/\/$/, "");
   const redirect = createServer(serverOptions, (req, res) => {
-    const host = req.headers.host ?? "localhost";
+    // Only a path is kept: an absolute-form target (`GET http://evil.example/`) names no place of ours.
+    const target = req.url?.startsWith("/") ? req.url : "/";
     res.writeHead(308, {
-      Location: `https://${host}${req.url ?? "/"}`,
+      Location: `${redirectOrigin}${target}`,
       "Content-Length": "0",
       ...SECURITY_HEADERS,
     });
@@ -125,7 +133,11 @@ export function createHttpServer(options: HttpServerOptions): RunningServer {
     listen: (port, host) =>
       new Promise((resolve, reject) => {
         front.once("error", reject);
-        front.listen(port, host, () => resolve((front.address() as { port: number }).port));
+        front.listen(port, host, () => {
+          const listening = (front.address() as { port: number }).port;
+          redirectOrigin ??= `https://${host.includes(":") ? `[${host}]` : host}:${listening}`;
+          resolve(listening);
+        });
       }),
     async close(graceMs) {
       await new Promise<void>((resolve) => {

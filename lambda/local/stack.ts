@@ -252,6 +252,7 @@ async function startOnStore(
     ...(config.DMT_TLS_CERT && config.DMT_TLS_KEY
       ? { tls: { cert: config.DMT_TLS_CERT, key: config.DMT_TLS_KEY } }
       : {}),
+    ...(config.DMT_PUBLIC_URL ? { publicUrl: config.DMT_PUBLIC_URL } : {}),
   });
   const port = await server.listen(config.PORT, config.HOST);
   opened.push(() => server.close(0));
