@@ -94,6 +94,15 @@ export const errors = {
     ),
   headersTooLarge: () =>
     new ApiError(431, "invalid_request_error", "headers_too_large", "Request headers are too large."),
+  tooManyConnections: (max: number) =>
+    new ApiError(
+      429,
+      "rate_limit_error",
+      "too_many_connections",
+      `Too many open connections from this address (at most ${max}).`,
+    ),
+  requestTimeout: () =>
+    new ApiError(408, "invalid_request_error", "request_timeout", "The request head did not arrive in time."),
   rateLimited: (retryAfterSeconds: number) =>
     new ApiError(
       429,

@@ -90,6 +90,8 @@ describe("TLS", () => {
       fetch: () => new Response("never"),
       tls: { cert: join(certDir, "cert.pem"), key: join(certDir, "key.pem") },
       publicUrl: "https://api.example.com/",
+      headersTimeoutMs: 20_000,
+      maxConnectionsPerClient: 256,
     });
     const port = await server.listen(0, "127.0.0.1");
     try {
