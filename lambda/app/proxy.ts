@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Context, Hono, MiddlewareHandler } from "hono";
 import type { UpstreamClient } from "../adapters/upstream/client";
 import { upstreamFailureError, upstreamFailureKind } from "../adapters/upstream/errors";
-import { type CapturedBody, captureMetadata, captureText } from "../core/capture";
+import { type CapturedBody, captureMetadata, captureText, redactCaptured } from "../core/capture";
 import { endpointOf } from "../core/endpoints";
 import { ApiError } from "../core/errors";
 import { errorFields, type Logger } from "../core/logger";
@@ -67,6 +67,8 @@ export function createProxyApp(deps: ProxyDeps): Hono<AppEnv> {
     const arrived = performance.now();
     const call = newCall(c, vendor);
     let prepared: PreparedRequest | undefined;
+    /** The vendor key the call was sent with: what a vendor's echo of its request would reveal. */
+    let vendorKey: string | undefined;
 
     /** Hands the outcome to `after` once, off the client's path (the heavy parts are computed there). */
     const finish = (result: () => RelayResult) => {
@@ -76,7 +78,14 @@ export function createProxyApp(deps: ProxyDeps): Hono<AppEnv> {
       const work = new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
         let outcome: ProxyOutcome;
         try {
-          outcome = { ...result(), latencyMs, request: capturedRequest(prepared, captureLimit) };
+          const secrets = [vendorKey, call.auth.vendorKey, deps.managedKey];
+          const relayed = result();
+          outcome = {
+            ...relayed,
+            latencyMs,
+            request: redactCaptured(capturedRequest(prepared, captureLimit), secrets),
+            response: redactCaptured(relayed.response, secrets),
+          };
         } catch (err) {
           logger.error("proxy outcome failed", { ...errorFields(err), endpoint: call.endpoint });
           return;
@@ -135,14 +144,12 @@ export function createProxyApp(deps: ProxyDeps): Hono<AppEnv> {
       }
 
       const signal = c.req.raw.signal;
+      vendorKey = call.auth.vendorKey ?? decision?.vendorKey ?? deps.managedKey;
       try {
         const upstream = await deps.upstream.request({
           method: match.route.method,
           path: call.target,
-          headers: upstreamHeaders(
-            c.req.raw.headers,
-            call.auth.vendorKey ?? decision?.vendorKey ?? deps.managedKey,
-          ),
+          headers: upstreamHeaders(c.req.raw.headers, vendorKey),
           ...(prepared.upstreamBody ? { body: prepared.upstreamBody } : {}),
           signal,
         });
