@@ -4,7 +4,7 @@ import type { UpstreamClient } from "../adapters/upstream/client";
 import { upstreamFailureError, upstreamFailureKind } from "../adapters/upstream/errors";
 import { type CapturedBody, captureMetadata, captureText, redactCaptured } from "../core/capture";
 import { endpointOf } from "../core/endpoints";
-import { ApiError } from "../core/errors";
+import { ApiError, errors } from "../core/errors";
 import { errorFields, type Logger } from "../core/logger";
 import { emptyUsage } from "../core/usage";
 import { requestHeaderFilter } from "../vendors/headers";
@@ -62,6 +62,7 @@ export function createProxyApp(deps: ProxyDeps): Hono<AppEnv> {
   const upstreamHeaders = requestHeaderFilter(vendor);
 
   const app = appShell(logger);
+  app.use(`${prefix}/*`, refuseBrowserPreflight);
   app.use(`${prefix}/*`, deps.auth);
   app.all(`${prefix}/*`, async (c) => {
     const arrived = performance.now();
@@ -183,6 +184,18 @@ export function createProxyApp(deps: ProxyDeps): Hono<AppEnv> {
   });
   return app;
 }
+
+/**
+ * A CORS preflight (OPTIONS with `Origin` and `Access-Control-Request-Method`) carries no key, so it
+ * is answered before authentication: no origin is ever allowed (docs/proxy.md, "Browsers"), and the
+ * browser is told why rather than given a 401 or a 405 it would report as a network error.
+ */
+const refuseBrowserPreflight: MiddlewareHandler<AppEnv> = async (c, next) => {
+  if (c.req.method === "OPTIONS" && c.req.header("origin") && c.req.header("access-control-request-method")) {
+    throw errors.browserCallRefused();
+  }
+  await next();
+};
 
 type Settled = Promise<PromiseSettledResult<void>> | undefined;
 

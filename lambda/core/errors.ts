@@ -101,6 +101,13 @@ export const errors = {
       "too_many_connections",
       `Too many open connections from this address (at most ${max}).`,
     ),
+  browserCallRefused: () =>
+    new ApiError(
+      403,
+      "permission_error",
+      "cors_not_allowed",
+      "Browser calls are not served: a service key in a web page can be read by anyone who loads it. Call the proxy from your backend.",
+    ),
   requestTimeout: () =>
     new ApiError(408, "invalid_request_error", "request_timeout", "The request head did not arrive in time."),
   rateLimited: (retryAfterSeconds: number) =>

@@ -547,3 +547,49 @@ describe("upstream failures", () => {
     );
   });
 });
+
+describe("browsers (CORS)", () => {
+  const ORIGIN = "https://app.example";
+
+  it("refuses a preflight before authentication, telling why, with no Access-Control-Allow-Origin", async () => {
+    const before = simulator.requests.length;
+    for (const path of [
+      "/openai/v1/chat/completions",
+      "/anthropic/v1/messages",
+      "/gemini/v1beta/models/m:generateContent",
+    ]) {
+      const res = await fetch(`${stack.url}${path}`, {
+        method: "OPTIONS",
+        headers: {
+          origin: ORIGIN,
+          "access-control-request-method": "POST",
+          "access-control-request-headers": "authorization, content-type",
+        },
+      });
+      expect(res.status, path).toBe(403);
+      expect(await res.json()).toEqual(
+        errorBody(
+          "permission_error",
+          "cors_not_allowed",
+          "Browser calls are not served: a service key in a web page can be read by anyone who loads it. Call the proxy from your backend.",
+        ),
+      );
+      expect(res.headers.get("access-control-allow-origin")).toBeNull();
+      expectSecurityHeaders(res.headers);
+    }
+    expect(simulator.requests.length).toBe(before);
+  });
+
+  it("grants no origin on a call either, and an OPTIONS that is no preflight stays a 405", async () => {
+    const call = await post("/openai/v1/chat/completions", chat(), { origin: ORIGIN });
+    expect(call.status).toBe(200);
+    await call.arrayBuffer();
+    expect(call.headers.get("access-control-allow-origin")).toBeNull();
+    const options = await fetch(`${stack.url}/openai/v1/chat/completions`, {
+      method: "OPTIONS",
+      headers: { authorization: `Bearer ${key}` },
+    });
+    expect(options.status).toBe(405);
+    expect(options.headers.get("allow")).toBe("POST");
+  });
+});
