@@ -1,4 +1,3 @@
-import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -12,6 +11,7 @@ import { openLocalStore } from "../../lambda/local/stack";
 import { errorBody, expectSecurityHeaders, jsonOf, rawRequest, send } from "../support/http";
 import { startTestStack, type TestStack } from "../support/stack";
 import { startTcpGate } from "../support/tcp-gate";
+import { writeLocalhostCertificate } from "../support/tls";
 
 const temp = (prefix: string) => mkdtempSync(join(tmpdir(), prefix));
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -25,15 +25,7 @@ describe("TLS", () => {
   let https: Agent;
   beforeAll(async () => {
     certDir = temp("dmt-tls-");
-    execFileSync(
-      "openssl",
-      [
-        ...["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"],
-        ...["-keyout", join(certDir, "key.pem"), "-out", join(certDir, "cert.pem"), "-days", "1"],
-        ...["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-      ],
-      { stdio: "ignore" },
-    );
+    writeLocalhostCertificate(certDir);
     stack = await startTestStack({
       DMT_TLS_CERT: join(certDir, "cert.pem"),
       DMT_TLS_KEY: join(certDir, "key.pem"),

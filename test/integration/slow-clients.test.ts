@@ -1,4 +1,3 @@
-import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { connect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
@@ -8,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseLocalConfig } from "../../lambda/local/config";
 import { createHttpServer, type RunningServer } from "../../lambda/local/http-server";
 import { errorBody, expectSecurityHeaders, jsonOf, rawRequest } from "../support/http";
+import { writeLocalhostCertificate } from "../support/tls";
 
 /**
  * Bounds on clients that hold connections without sending a request: the time to a complete request
@@ -20,15 +20,7 @@ const ok = () => new Response('{"status":"ok"}', { headers: { "content-type": "a
 let certDir: string;
 beforeAll(() => {
   certDir = mkdtempSync(join(tmpdir(), "dmt-slow-"));
-  execFileSync(
-    "openssl",
-    [
-      ...["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"],
-      ...["-keyout", join(certDir, "key.pem"), "-out", join(certDir, "cert.pem"), "-days", "1"],
-      ...["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-    ],
-    { stdio: "ignore" },
-  );
+  writeLocalhostCertificate(certDir);
 });
 afterAll(() => rmSync(certDir, { recursive: true, force: true }));
 
@@ -59,13 +51,15 @@ function closedBy(socket: Socket): Promise<{ text: string; afterMs: number }> {
 }
 
 /** A slow-loris client: a request head that never ends, one header line at a time. */
-function slowLoris(port: number): { socket: Socket; stop: () => void } {
-  const socket = connect(port, "127.0.0.1", () =>
-    socket.write("GET /api/v1/status HTTP/1.1\r\nHost: 127.0.0.1\r\n"),
-  );
-  const drip = setInterval(() => socket.writable && socket.write("X-Drip: a\r\n"), 50);
+function slowLoris(port: number): { socket: Socket } {
+  let drip: NodeJS.Timeout | undefined;
+  // The drip starts once the head's first line is written, so its lines follow it.
+  const socket = connect(port, "127.0.0.1", () => {
+    socket.write("GET /api/v1/status HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+    drip = setInterval(() => socket.writable && socket.write("X-Drip: a\r\n"), 50);
+  });
   socket.once("close", () => clearInterval(drip));
-  return { socket, stop: () => clearInterval(drip) };
+  return { socket };
 }
 
 const timedOut = errorBody(
