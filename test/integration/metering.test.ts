@@ -401,7 +401,13 @@ describe("credit holds", () => {
       chat("one two three four five six seven eight", { stream: true }),
     );
     const reader = res.body?.getReader();
-    await reader?.read();
+    // Leave once some text arrived (the first chunk may carry only the role).
+    let received = "";
+    while (reader && !/"content":"[^"]/.test(received)) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      received += new TextDecoder().decode(value);
+    }
     await reader?.cancel();
     // The cancellation reaches the server asynchronously: wait until the hold is resolved.
     while ((await credits.balance(projectId)).openHolds > 0) await new Promise((r) => setTimeout(r, 20));
@@ -409,6 +415,18 @@ describe("credit holds", () => {
     const settled = (await ledger(projectId)).find((e) => e.type === "settle");
     expect(settled?.chargedMicros).toBeGreaterThan(0);
     expect(settled?.chargedMicros).toBeLessThanOrEqual(settled?.heldMicros ?? 0);
+    // The record shows the tokens charged, estimated from the text delivered, not its JSON wrapper.
+    const abandoned = records.find((r) => r.outcome.error?.code === "client_closed_request");
+    const delivered = abandoned?.outcome.deliveredText ?? "";
+    const charged = abandoned?.billing?.usage;
+    expect(delivered.length).toBeGreaterThan(0);
+    expect(charged).toMatchObject({ estimated: true, outputTokens: Math.ceil(delivered.length / 4) });
+    expect(charged?.inputTokens).toBeGreaterThan(0);
+    expect(charged?.outputTokens).toBeLessThan(
+      Math.ceil((abandoned?.outcome.response.text ?? "").length / 4),
+    );
+    expect(abandoned?.billing?.breakdown?.micros).toBe(settled?.chargedMicros);
+    expect(abandoned?.billing?.costMicros).toBe(settled?.chargedMicros);
   });
 });
 
@@ -501,6 +519,8 @@ describe("BYOK and dual keys", () => {
         [usage.prompt_tokens, 150],
         [usage.completion_tokens, 600],
       ]),
+      // At list price: the breakdown names no markup.
+      breakdown: expect.objectContaining({ markup: "1", micros: record?.billing?.costMicros }),
     });
   });
 
