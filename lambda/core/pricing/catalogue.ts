@@ -221,7 +221,8 @@ function describeIssue(what: string, issue: z.core.$ZodIssue | undefined, raw: u
   return `${what}: ${subject}${field || "(file)"}: ${issue.message}`;
 }
 
-function mergeOverride(
+/** The catalogue's JSON with an override's entries merged in (see `loadPriceCatalogue`). */
+export function mergeOverride(
   base: { models: Record<string, unknown>[] },
   override: z.output<typeof overrideSchema>,
 ): { merged: Record<string, unknown>; touched: Set<number> } {

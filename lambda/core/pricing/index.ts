@@ -3,6 +3,7 @@ export {
   type AudioUnit,
   loadPriceCatalogue,
   type ModelPrice,
+  mergeOverride,
   PriceCatalogue,
   type PriceListRow,
   type TokenRates,
