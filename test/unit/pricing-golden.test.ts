@@ -2,8 +2,8 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { type CostBreakdown, costBreakdown, loadPriceCatalogue } from "../../lambda/core/pricing";
 import type { Usage } from "../../lambda/core/usage";
+import type { Operation, VendorName } from "../../lambda/core/vendor-model";
 import { VENDORS } from "../../lambda/vendors";
-import type { Operation, VendorName } from "../../lambda/vendors/types";
 
 /**
  * Golden costs: for each dimension the vendors bill, a fixture answer as the vendor sends it, whole and

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { planPriceImport } from "../../lambda/app/prices";
+import { planPriceImport } from "../../lambda/adapters/fs/price-catalogue";
 import { loadPriceCatalogue } from "../../lambda/core/pricing";
 import { readLiteLlm } from "../../lambda/core/pricing/litellm";
 

@@ -1,7 +1,7 @@
 import { estimateTokens } from "../../core/token-estimate";
 import { addUnpriced, emptyUsage, type Usage, unknownUsageFields } from "../../core/usage";
+import type { StreamObserver, UsageContext, UsageExtractor } from "../../core/vendor-model";
 import { asObject, asString, count, type JsonObject, parseJson } from "../json";
-import type { StreamObserver, UsageContext, UsageExtractor } from "../types";
 
 /** The usage fields read below; any other count the vendor reports is kept as unpriced. */
 const KNOWN_FIELDS = new Set([
