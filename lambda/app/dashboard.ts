@@ -11,6 +11,7 @@ import { billingRoutes } from "./dashboard-billing";
 import { type DeletionRoutesDeps, deletionRoutes } from "./dashboard-deletion";
 import { type InteractionRoutesDeps, interactionRoutes } from "./dashboard-interactions";
 import { keyRoutes } from "./dashboard-keys";
+import { overviewRoutes } from "./dashboard-overview";
 import { type SettingsRoutesDeps, settingsRoutes } from "./dashboard-settings";
 import type { AppEnv } from "./env";
 import { mountRoutes } from "./routing";
@@ -71,6 +72,9 @@ export function createDashboardApp(deps: DashboardApiDeps): Hono<AppEnv> {
     ...keyRoutes(PROJECT, { ...deps, clock }),
     ...billingRoutes(PROJECT, { ...deps, clock }),
     ...(deps.interactions ? interactionRoutes(PROJECT, { ...deps.interactions, clock }) : {}),
+    ...(deps.interactions
+      ? overviewRoutes(PROJECT, { usage: deps.interactions.usage, credits: deps.credits, clock })
+      : {}),
     ...(deps.settings ? settingsRoutes(PROJECT, { ...deps.settings, logger: deps.logger }) : {}),
     ...(deps.deletion
       ? deletionRoutes(PROJECT, { ...deps.deletion, log: deps.requests, logger: deps.logger, clock })
