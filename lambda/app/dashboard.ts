@@ -1,8 +1,8 @@
 import type { Hono } from "hono";
 import type { CreditStore } from "../core/credits";
-import { errors } from "../core/errors";
+import { ApiError, errors } from "../core/errors";
 import type { Logger } from "../core/logger";
-import { type MemberStore, type RequestLog, requireMembership, signIn } from "../core/members";
+import { canWrite, type MemberStore, type RequestLog, requireMembership, signIn } from "../core/members";
 import { PROJECT_ID_PATTERN } from "../core/model";
 import type { Store } from "../core/ports";
 import type { VendorKeyStore } from "../core/vendor-keys";
@@ -57,7 +57,16 @@ export function createDashboardApp(deps: DashboardApiDeps): Hono<AppEnv> {
   app.use(`${PROJECT}/*`, async (c, next) => {
     const projectId = c.req.param("projectId") ?? "";
     if (!PROJECT_ID_PATTERN.test(projectId)) throw errors.notFound(`Project '${projectId}' was not found.`);
-    c.set("membership", await requireMembership(deps.members, c.get("dashboardUser").userId, projectId));
+    const membership = await requireMembership(deps.members, c.get("dashboardUser").userId, projectId);
+    if (!canWrite(membership.role) && c.req.method !== "GET" && c.req.method !== "HEAD") {
+      throw new ApiError(
+        403,
+        "permission_error",
+        "insufficient_permissions",
+        `You can view '${projectId}' but not change it: ask an admin of the project.`,
+      );
+    }
+    c.set("membership", membership);
     await next();
   });
 

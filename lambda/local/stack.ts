@@ -12,7 +12,6 @@ import { LocalMasterKey } from "../adapters/secrets/local-master-key";
 import { createUpstreamClient, type UpstreamClient } from "../adapters/upstream/client";
 import { createDataApp } from "../app/data-api";
 import type { AppEnv } from "../app/env";
-import { errorResponse } from "../app/errors";
 import { createMetering } from "../app/metering";
 import { rateLimitMiddleware } from "../app/metering-rate-limit";
 import { type Sweeper, startSweeper } from "../app/metering-sweeper";
@@ -20,8 +19,7 @@ import { requireKey } from "../app/middleware";
 import { activePriceCatalogue } from "../app/prices";
 import { createProxyApp } from "../app/proxy";
 import { combineHooks, PendingWork, type ProxyHooks } from "../app/proxy-hooks";
-import { appShell } from "../app/shell";
-import { errors } from "../core/errors";
+import { createRootApp } from "../app/root";
 import { CachedKeyLookup } from "../core/key-cache";
 import { KeyUsageTracker } from "../core/key-usage";
 import { errorFields, type Logger } from "../core/logger";
@@ -196,8 +194,7 @@ async function startOnStore(
     warehouse: { query: warehouse.exports.query, settings: warehouse.settings },
     ...(warehouse.deletion ? { deletion: warehouse.deletion.routes } : {}),
   });
-  const fallback = appShell(logger);
-  fallback.all("*", (c) => errorResponse(errors.notFound(), c, logger));
+  const fallback = createRootApp(logger);
 
   // Vendors without a key or an upstream of their own are answered by the simulator, in process.
   const simulatedVendors = VENDOR_NAMES.filter((name) => vendorSettings(config, name).simulated);
