@@ -1,16 +1,9 @@
 import { resolve } from "node:path";
 import { type ParseArgsConfig, parseArgs } from "node:util";
-import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
-import { DynamoMemberStore } from "../lambda/adapters/dynamodb/members";
-import { tableNames } from "../lambda/adapters/dynamodb/tables";
-import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
-import { LocalMasterKey } from "../lambda/adapters/secrets/local-master-key";
-import { activePriceCatalogue } from "../lambda/app/prices";
 import { createKey, createProject, keyView, revokeKey } from "../lambda/core/accounts";
-import { formatUsd, parseUsd } from "../lambda/core/credits";
+import { type CreditStore, formatUsd, parseUsd } from "../lambda/core/credits";
 import { ApiError, errors } from "../lambda/core/errors";
 import { DestinationError, parseExportDestination } from "../lambda/core/export-destination";
-import { jsonLogger } from "../lambda/core/logger";
 import {
   addMember,
   GRANTED_ROLES,
@@ -22,17 +15,17 @@ import {
 } from "../lambda/core/members";
 import { formatCents } from "../lambda/core/money";
 import type { Store } from "../lambda/core/ports";
-import { formatPriceTable, VENDORS as PRICED_VENDORS } from "../lambda/core/pricing";
 import { parseStatementQuery, readStatement, type Statement } from "../lambda/core/statement";
+import type { VendorKeyStore } from "../lambda/core/vendor-keys";
 import { DEFAULT_DATA_DIR, parseLocalConfig } from "../lambda/local/config";
-import { localUserDirectory } from "../lambda/local/oidc";
-import { openLocalStore, startLocalStack } from "../lambda/local/stack";
-import { localExportSettings } from "../lambda/warehouse/local";
 
 /**
  * `dmt`: the local server and the operator commands. Every command works whether or not the server
  * runs (it shares the running server's store), takes `--json`, and fails with one line and exit 1
  * (2 for a usage error).
+ *
+ * Start time: only light modules are imported here; a command loads what it needs when it runs (the
+ * store's adapters, the price catalogue, the server), so `--help` and `--version` load almost nothing.
  */
 
 class UsageError extends Error {}
@@ -40,8 +33,8 @@ class UsageError extends Error {}
 /** What commands work with, opened on first use (commands like `prices list` need no store). */
 interface Services {
   store: Store;
-  credits: DynamoCredits;
-  vendorKeys: DynamoVendorKeys;
+  credits: CreditStore;
+  vendorKeys: VendorKeyStore;
   /** A file in the data dir locally; the `projectSettings` table in AWS (s3:// destinations only). */
   exportSettings: { setExportDestination(projectId: string, url: string | undefined): Promise<void> };
   members: MemberStore;
@@ -65,7 +58,7 @@ interface Command {
     stackName: string | undefined;
   }): Promise<unknown>;
   /** Human output; --json prints the returned value as JSON instead. */
-  print?(result: unknown): string;
+  print?(result: unknown): string | Promise<string>;
 }
 
 const json = { json: { type: "boolean" as const } };
@@ -445,20 +438,22 @@ const commands: Record<string, Command> = {
     summary: "the active price catalogue (with a deployment's override and markup)",
     options: { vendor: { type: "string" }, ...json },
     run: async ({ values, stackName }) => {
+      const { VENDORS } = await import("../lambda/core/pricing");
       const vendor = values.vendor as string | undefined;
-      if (vendor !== undefined && !(PRICED_VENDORS as readonly string[]).includes(vendor)) {
-        throw new UsageError(`--vendor must be one of ${PRICED_VENDORS.join(", ")}`);
+      if (vendor !== undefined && !(VENDORS as readonly string[]).includes(vendor)) {
+        throw new UsageError(`--vendor must be one of ${VENDORS.join(", ")}`);
       }
       // A stack's catalogue is the one it was deployed with: its override and markup included.
       const catalogue =
         stackName === undefined
-          ? activePriceCatalogue()
+          ? (await import("../lambda/app/prices")).activePriceCatalogue()
           : await (await import("./aws-target")).stackPriceCatalogue(stackName);
-      const rows = catalogue.list(vendor ? { vendor: vendor as (typeof PRICED_VENDORS)[number] } : {});
+      const rows = catalogue.list(vendor ? { vendor: vendor as (typeof VENDORS)[number] } : {});
       const markup = Number(catalogue.markup.num) / Number(catalogue.markup.den);
       return { priceVersion: catalogue.priceVersion, markup, rows };
     },
-    print: (r) => {
+    print: async (r) => {
+      const { formatPriceTable } = await import("../lambda/core/pricing");
       const result = r as {
         priceVersion: string;
         markup: number;
@@ -469,8 +464,12 @@ const commands: Record<string, Command> = {
   },
 };
 
+/** Set by the bundle (bin/build-cli.mjs); under tsx, package.json is read. */
+declare const DMT_VERSION: string | undefined;
+
 /** The package's version, read only when asked. */
 async function version(): Promise<string> {
+  if (typeof DMT_VERSION === "string") return DMT_VERSION;
   const { readFile } = await import("node:fs/promises");
   const pkg = JSON.parse(await readFile(new URL("../package.json", import.meta.url), "utf8")) as {
     version: string;
@@ -553,6 +552,10 @@ const otherDataDir = (dataDir: string) => dataDir !== resolve(DEFAULT_DATA_DIR);
 
 async function serve(): Promise<void> {
   const config = parseLocalConfig();
+  const [{ jsonLogger }, { startLocalStack }] = await Promise.all([
+    import("../lambda/core/logger"),
+    import("../lambda/local/stack"),
+  ]);
   const logger = jsonLogger(config.DMT_LOG_LEVEL);
   const stack = await startLocalStack(config, logger);
   // The commands to copy must reach this data dir too.
@@ -667,19 +670,14 @@ async function main(argv: string[]): Promise<number> {
           opened = target;
           parts = awsServices(target);
         } else {
-          // Said on stderr, so that --json output stays clean.
-          if (otherDataDir(config.dataDir)) process.stderr.write(`dmt: data dir ${config.dataDir}\n`);
-          const local = await openLocalStore(config.dataDir, config.DMT_DYNAMODB_ENDPOINT);
-          opened = local;
-          const names = tableNames(process.env);
-          parts = {
-            store: local.store,
-            credits: new DynamoCredits(local.db, names),
-            vendorKeys: new DynamoVendorKeys(local.db, names, LocalMasterKey.inDataDir(config.dataDir)),
-            exportSettings: localExportSettings(config.dataDir),
-            members: new DynamoMemberStore(local.db, names),
-            users: localUserDirectory(config.dataDir),
-          };
+          // Told to a person at a terminal, on stderr: output read by scripts stays as it was.
+          if (otherDataDir(config.dataDir) && process.stderr.isTTY) {
+            process.stderr.write(`dmt: data dir ${config.dataDir}\n`);
+          }
+          const { openLocalTarget } = await import("./local-target");
+          const target = await openLocalTarget(config.dataDir, config.DMT_DYNAMODB_ENDPOINT);
+          opened = target;
+          parts = target.services;
         }
         const { store } = parts;
         services = {
@@ -694,7 +692,7 @@ async function main(argv: string[]): Promise<number> {
       },
     });
     const out =
-      parsed.values.json || !command.print ? JSON.stringify(result, null, 2) : command.print(result);
+      parsed.values.json || !command.print ? JSON.stringify(result, null, 2) : await command.print(result);
     process.stdout.write(`${out}\n`);
     return 0;
   } finally {

@@ -1,12 +1,9 @@
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { Hono } from "hono";
-import { createDynamoClient, ensureTables } from "../adapters/dynamodb/client";
 import { DynamoCredits } from "../adapters/dynamodb/credits";
 import { DynamoIdempotency } from "../adapters/dynamodb/idempotency";
 import { DynamoInteractionIndex } from "../adapters/dynamodb/interactions";
 import { DynamoRateLimiter } from "../adapters/dynamodb/rate-limit";
-import { DynamoStore } from "../adapters/dynamodb/store";
-import { type TableNames, tableNames } from "../adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../adapters/dynamodb/vendor-keys";
 import { LocalMasterKey } from "../adapters/secrets/local-master-key";
 import { createUpstreamClient, type UpstreamClient } from "../adapters/upstream/client";
@@ -29,46 +26,13 @@ import { VENDORS } from "../vendors";
 import { VENDOR_NAMES, type VendorName } from "../vendors/types";
 import { warehouseHooks } from "../warehouse/hooks";
 import { type LocalConfig, vendorSettings } from "./config";
-import { type EmbeddedDynamo, runningStoreEndpoint, startEmbeddedDynamo } from "./embedded-dynamo";
 import { createHttpServer } from "./http-server";
 import { type DashboardSignIn, localDashboard } from "./oidc-dashboard";
 import { type Simulator, startSimulator } from "./simulator";
+import { type LocalStore, openLocalStore } from "./store";
 import { startThreadedWarehouse } from "./warehouse-thread";
 
-/** The store of a data dir: the embedded dynalite, or the endpoint of the process that already serves it. */
-export interface LocalStore {
-  store: Store;
-  db: DynamoDBClient;
-  tables: TableNames;
-  endpoint: string;
-  close(): Promise<void>;
-}
-
-export async function openLocalStore(dataDir: string, endpoint?: string): Promise<LocalStore> {
-  const shared = endpoint ?? runningStoreEndpoint(dataDir);
-  const embedded: EmbeddedDynamo | undefined = shared ? undefined : await startEmbeddedDynamo(dataDir);
-  const url = shared ?? (embedded as EmbeddedDynamo).endpoint;
-  const db = createDynamoClient({ endpoint: url });
-  const names = tableNames(process.env);
-  try {
-    await ensureTables(db, names);
-  } catch (err) {
-    // The embedded store runs in a worker thread: left open, it would keep the process alive.
-    db.destroy();
-    await embedded?.close();
-    throw err;
-  }
-  return {
-    store: new DynamoStore(db, names),
-    db,
-    tables: names,
-    endpoint: url,
-    async close() {
-      db.destroy();
-      await embedded?.close();
-    },
-  };
-}
+export { type LocalStore, openLocalStore };
 
 /** A long-lived process notes finished calls' charges on the store in batches, once a second at most. */
 const NOTE_CHARGES_MS = 1000;

@@ -51,7 +51,7 @@ describe("dmt with no server running", () => {
     expect(listed).toEqual([created]);
     const human = await runDmt(["projects", "list"], dir);
     expect(human).toMatchObject({ code: 0, stderr: "" });
-    expect(human.stdout).toMatch(/^projectId\s+tier\s+created\ndemo\s+pro\s+\d{4}-/);
+    expect(human.stdout).toMatch(/^project\s+tier\s+created\ndemo\s+pro\s+\d{4}-/);
   });
 
   it("creates, lists and revokes keys; revoking again is harmless", async () => {
@@ -133,7 +133,7 @@ describe("dmt with no server running", () => {
       ["keys", "create", "--project", "demo", "--name", "x", "--bogus"],
       /^dmt: usage: Unknown option '--bogus'.*; usage: dmt keys create --project <id>/,
     ],
-    ["an unknown command", ["keys", "frob"], "dmt: usage: unknown command 'keys frob'; run 'dmt help'"],
+    ["an unknown command", ["keys", "frob"], "dmt: usage: unknown command 'keys frob'; run 'dmt --help'"],
     [
       "a missing positional",
       ["projects", "create"],
