@@ -185,6 +185,17 @@ describe.sequential("overview and statement in a browser", () => {
   );
 
   it(
+    "says what to change about a reversed date range, with no retry that would fail again",
+    async () => {
+      await page.goto(`${stack.url}/dashboard/interactions?from=2026-11-20&to=2026-11-10`);
+      const alert = page.getByRole("alert").filter({ hasText: "is after" });
+      await expect.poll(() => alert.textContent()).toContain("2026-11-20 is after");
+      expect(await page.getByRole("button", { name: "Try again" }).count()).toBe(0);
+    },
+    STEP_MS,
+  );
+
+  it(
     "fits every page into 390 px: nothing wider than the screen, every action reachable",
     async () => {
       await page.setViewportSize({ width: 390, height: 844 });
