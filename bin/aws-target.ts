@@ -12,8 +12,8 @@ import { DynamoMemberStore } from "../lambda/adapters/dynamodb/members";
 import { DynamoStore } from "../lambda/adapters/dynamodb/store";
 import { TABLES, type TableName, type TableNames } from "../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
-import { createKmsClient, KmsKeyWrapper } from "../lambda/adapters/secrets/kms";
-import { activePriceCatalogue } from "../lambda/app/prices";
+import { activePriceCatalogue } from "../lambda/adapters/fs/price-catalogue";
+import { createKmsClient, KmsKeyWrapper } from "../lambda/adapters/kms/key-wrapper";
 import type { UserDirectory } from "../lambda/core/members";
 import type { PriceCatalogue } from "../lambda/core/pricing";
 

@@ -446,7 +446,7 @@ const commands: Record<string, Command> = {
       // A stack's catalogue is the one it was deployed with: its override and markup included.
       const catalogue =
         stackName === undefined
-          ? (await import("../lambda/app/prices")).activePriceCatalogue()
+          ? (await import("../lambda/adapters/fs/price-catalogue")).activePriceCatalogue()
           : await (await import("./aws-target")).stackPriceCatalogue(stackName);
       const rows = catalogue.list(vendor ? { vendor: vendor as (typeof VENDORS)[number] } : {});
       const markup = Number(catalogue.markup.num) / Number(catalogue.markup.den);

@@ -2,10 +2,10 @@ import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
 import { DynamoMemberStore } from "../lambda/adapters/dynamodb/members";
 import { tableNames } from "../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
-import { LocalMasterKey } from "../lambda/adapters/secrets/local-master-key";
+import { LocalMasterKey } from "../lambda/adapters/fs/master-key";
 import { localUserDirectory } from "../lambda/local/oidc";
 import { openLocalStore } from "../lambda/local/store";
-import { localExportSettings } from "../lambda/warehouse/local";
+import { localExportSettings } from "../lambda/local/warehouse";
 
 /**
  * What the store commands of the CLI use, over a local data dir (the running server's store, or one

@@ -1,3 +1,4 @@
+import { decodeRecords, encodeRecords } from "../adapters/parquet/codec";
 import {
   type CopyPurger,
   type DeletionQuery,
@@ -20,8 +21,6 @@ import {
 } from "../core/deletion-steps";
 import type { Logger } from "../core/logger";
 import { INTERACTIONS_PREFIX } from "../core/record";
-import { encodeRecords } from "../warehouse/parquet";
-import { decodeRecords } from "./parquet-read";
 
 export interface DeletionStepDeps {
   requests: DeletionRequestStore;

@@ -1,4 +1,4 @@
-import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import type { DynamoDBClient } from "../adapters/dynamodb/client";
 import { createDynamoClient, ensureTables } from "../adapters/dynamodb/client";
 import { DynamoStore } from "../adapters/dynamodb/store";
 import { type TableNames, tableNames } from "../adapters/dynamodb/tables";
