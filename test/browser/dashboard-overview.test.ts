@@ -95,6 +95,15 @@ async function open(path: string): Promise<void> {
   await page.waitForURL(`${stack.url}/dashboard/${path}`);
 }
 
+/** What the background work (warehouse, lease settlement) needs on a busy machine: polled each second. */
+const SLOW = { timeout: 120_000, interval: 1_000 };
+
+/** Opens `path` afresh, then reads what the page shows: for a poll that waits on background work. */
+async function reloading<T>(path: string, read: () => Promise<T>): Promise<T> {
+  await open(path);
+  return read();
+}
+
 describe.sequential("overview and statement in a browser", () => {
   it(
     "lands on the overview after signing in, with the project the member was added to",
@@ -122,13 +131,7 @@ describe.sequential("overview and statement in a browser", () => {
     async () => {
       // Rollups follow the warehouse within seconds: reload until the calls are counted.
       await expect
-        .poll(
-          async () => {
-            await open("overview");
-            return page.getByTestId("overview-top-models").textContent();
-          },
-          { timeout: 120_000, interval: 1_000 },
-        )
+        .poll(() => reloading("overview", () => page.getByTestId("overview-top-models").textContent()), SLOW)
         .toContain("3 calls");
       const today = await page.getByTestId("overview-today").textContent();
       expect(today).toMatch(/^Spend today\$0\.\d+new vs yesterday/);
@@ -154,13 +157,7 @@ describe.sequential("overview and statement in a browser", () => {
     async () => {
       // Leases settle when idle (2 s): wait for the one that paid for the calls to be on the ledger.
       await expect
-        .poll(
-          async () => {
-            await open("credits");
-            return page.locator('tr[data-kind="charges"]').count();
-          },
-          { timeout: 120_000, interval: 1_000 },
-        )
+        .poll(() => reloading("credits", () => page.locator('tr[data-kind="charges"]').count()), SLOW)
         .toBe(1);
       const grant = page.locator('tr[data-kind="grant"]');
       expect(await grant.textContent()).toContain("Credits granted");

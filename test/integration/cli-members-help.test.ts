@@ -7,16 +7,19 @@ import { runDmt } from "../support/cli";
 
 /** `dmt members`, `--help` on every command, `--version`, and the data-dir notice, as whole processes. */
 
+/** Whole CLI processes, some opening a store: generous for a busy machine. */
+const CLI_STEP_MS = 180_000;
+
 let dataDir: string;
 const dmt = (args: string[]) => runDmt(args, dataDir);
 
 beforeAll(async () => {
   dataDir = mkdtempSync(join(tmpdir(), "dmt-cli-members-"));
   expect((await dmt(["projects", "create", "demo"])).code).toBe(0);
-});
+}, CLI_STEP_MS);
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
-describe("dmt --help", () => {
+describe("dmt --help", { timeout: CLI_STEP_MS }, () => {
   const commands = [
     ["serve"],
     ["projects", "create"],
@@ -66,7 +69,7 @@ describe("dmt --help", () => {
   });
 });
 
-describe("dmt members", () => {
+describe("dmt members", { timeout: CLI_STEP_MS }, () => {
   it("adds the development user, lists and removes them; adding twice changes nothing", async () => {
     const added = await dmt(["members", "add", "--project", "demo", "--email", "Dev@dmt.local", "--json"]);
     expect(added.code).toBe(0);
@@ -125,7 +128,7 @@ describe("dmt members", () => {
   });
 });
 
-describe("the data dir notice", () => {
+describe("the data dir notice", { timeout: CLI_STEP_MS }, () => {
   // `script` gives the command a terminal, as a person running it has.
   const inTerminal = (command: string, env: Record<string, string>) =>
     new Promise<string>((resolve, reject) => {
