@@ -6,11 +6,14 @@ import type { VendorName } from "../core/vendor-names";
 const upstreamUrl = z.url({ protocol: /^https?$/ }).optional();
 
 /** Local configuration, parsed once at start; a bad value fails naming its variable. */
+/** Where the local service keeps its data unless DMT_DATA_DIR says otherwise (relative to the cwd). */
+export const DEFAULT_DATA_DIR = ".dmt";
+
 const schema = z
   .object({
     PORT: z.coerce.number().int().min(0).max(65535).default(8787),
     HOST: z.string().min(1).default("127.0.0.1"),
-    DMT_DATA_DIR: z.string().min(1).default(".dmt"),
+    DMT_DATA_DIR: z.string().min(1).default(DEFAULT_DATA_DIR),
     DMT_TLS_CERT: z.string().min(1).optional(),
     DMT_TLS_KEY: z.string().min(1).optional(),
     /** The HTTPS origin clients use; plain HTTP is redirected there (default: the listening host and port). */
