@@ -6,6 +6,7 @@ import { type MemberStore, type RequestLog, requireMembership, signIn } from "..
 import { PROJECT_ID_PATTERN } from "../core/model";
 import type { Store } from "../core/ports";
 import type { VendorKeyStore } from "../core/vendor-keys";
+import type { EventPublisher } from "../events/ports";
 import { requireUser, type TokenVerifier } from "./dashboard-auth";
 import { billingRoutes } from "./dashboard-billing";
 import { type DeletionRoutesDeps, deletionRoutes } from "./dashboard-deletion";
@@ -27,6 +28,8 @@ export interface DashboardApiDeps {
   clock?: () => number;
   /** Told of each revoked key (the local stack drops it from its key cache at once). */
   onKeyRevoked?: (keyId: string) => void;
+  /** Where key and credit events go; absent: none are sent. */
+  events?: EventPublisher;
   /** The Interactions and Usage pages' data; absent: those routes are not served. */
   interactions?: Omit<InteractionRoutesDeps, "clock">;
   /** Export destination, tier and export downloads; absent: not served. */

@@ -5,6 +5,7 @@ import type { DeletionRouteDeps } from "../app/deletion";
 import type { CopyPurger } from "../core/deletion";
 import type { ExportDestination, ExportSettings } from "../core/export-destination";
 import type { Logger } from "../core/logger";
+import type { EventPublisher } from "../events/ports";
 import { FsWarehouseFiles } from "./files";
 import { DeadLetterPurger, ExportFilesPurger } from "./purgers";
 import { DuckDBDeletionQuery } from "./query-duckdb";
@@ -27,6 +28,8 @@ export interface LocalDeletionOptions {
   waitForInFlight: () => Promise<void>;
   /** More copies to purge (the dashboard's interaction index and rollups). */
   purgers?: CopyPurger[];
+  /** Where `deletion.completed` goes. */
+  events?: EventPublisher;
   logger: Logger;
   clock?: () => number;
   /** Hooks of the runner (tests): its waits between retries, and each state entered. */
@@ -60,6 +63,7 @@ export async function startLocalDeletion(options: LocalDeletionOptions): Promise
       new DeadLetterPurger(options.objects),
       ...(options.purgers ?? []),
     ],
+    ...(options.events ? { events: options.events } : {}),
     logger: options.logger,
     clock,
   });

@@ -18,6 +18,7 @@ import type { ExportSettingsStore } from "../app/dashboard-settings";
 import type { AppEnv } from "../app/env";
 import type { Logger } from "../core/logger";
 import type { Store } from "../core/ports";
+import type { EventPublisher } from "../events/ports";
 import { OIDC_PREFIX, startLocalOidc } from "./oidc";
 
 /**
@@ -51,6 +52,7 @@ export interface LocalDashboardDeps {
   store: Store;
   logger: Logger;
   onKeyRevoked?: (keyId: string) => void;
+  events?: EventPublisher;
   /** The recent-interactions index and its rollups, as the warehouse consumer keeps them. */
   interactions: DynamoInteractionIndex;
   /** The warehouse's query layer and export settings (export downloads, the export destination). */
@@ -111,6 +113,7 @@ export function localDashboard(deps: LocalDashboardDeps): LocalDashboard {
           }),
           logger: deps.logger,
           ...(deps.onKeyRevoked ? { onKeyRevoked: deps.onKeyRevoked } : {}),
+          ...(deps.events ? { events: deps.events } : {}),
           interactions: { interactions: deps.interactions, usage: deps.interactions.rollups },
           settings: {
             exportSettings: deps.warehouse.settings,

@@ -32,6 +32,7 @@ import { VENDOR_NAMES, type VendorName } from "../vendors/types";
 import { warehouseHooks } from "../warehouse/hooks";
 import { type LocalConfig, vendorSettings } from "./config";
 import { type EmbeddedDynamo, runningStoreEndpoint, startEmbeddedDynamo } from "./embedded-dynamo";
+import { type LocalEvents, type LocalEventsOptions, startLocalEvents } from "./events";
 import { createHttpServer } from "./http-server";
 import { type DashboardSignIn, localDashboard } from "./oidc-dashboard";
 import { type Simulator, startSimulator } from "./simulator";
@@ -85,6 +86,8 @@ export interface LocalStack {
   simulatedVendors: VendorName[];
   /** Where the dashboard is and the development user that signs in to it. */
   dashboard: DashboardSignIn;
+  /** Events, alert rules, webhooks and their delivery (lambda/local/events.ts). */
+  events: LocalEvents;
   /** Resolves once the after-work of every call answered so far is done: credit leases settled, records written to the warehouse. */
   drain(): Promise<void>;
   close(): Promise<void>;
@@ -95,6 +98,8 @@ export interface LocalStackOptions {
   clock?: () => number;
   /** More proxy hooks, run after metering's, which they see on the call (the warehouse's record). */
   hooks?: ProxyHooks[];
+  /** Webhook delivery: the waits before retries (the default spans over an hour) and the receiver's time. */
+  webhooks?: Pick<LocalEventsOptions, "retryDelaysMs" | "webhookTimeoutMs">;
 }
 
 /** The whole service in one process: the same apps the Lambda handlers wrap, over embedded parts. */
@@ -158,6 +163,16 @@ async function startOnStore(
           noteChargesMs: NOTE_CHARGES_MS,
         })
       : undefined;
+  const events = await startLocalEvents({
+    dataDir: config.dataDir,
+    db: local.db,
+    tables: local.tables,
+    credits,
+    logger,
+    clock,
+    ...options.webhooks,
+  });
+  opened.push(() => events.stop());
   // Every finished call becomes one interaction record: queued, written to Parquet within the flush interval.
   // Once written, the dashboard's index and daily rollups get it too; that work runs in a worker thread.
   const interactions = new DynamoInteractionIndex(local.db, local.tables);
@@ -168,11 +183,13 @@ async function startOnStore(
     store: local,
     // Deletion requests run here; they purge the dashboard's index and rollups too.
     purgers: [interactions],
+    events: events.publisher,
   });
   opened.push(() => warehouse.close());
   const hookList = [
     ...(metering ? [metering] : []),
     warehouseHooks(warehouse.queue),
+    events.hooks,
     ...(options.hooks ?? []),
   ];
   const hooks = hookList.length > 0 ? combineHooks(hookList, logger) : undefined;
@@ -192,6 +209,7 @@ async function startOnStore(
     store: local.store,
     logger,
     onKeyRevoked: (keyId) => keys.forget(keyId),
+    events: events.publisher,
     interactions,
     warehouse: { query: warehouse.exports.query, settings: warehouse.settings },
     ...(warehouse.deletion ? { deletion: warehouse.deletion.routes } : {}),
@@ -269,16 +287,20 @@ async function startOnStore(
     db: local.db,
     dashboard: signIn,
     simulatedVendors,
+    events,
     async drain() {
       await pending.drain();
       await metering?.settle();
       await warehouse.queue.deliver();
+      await events.queue.deliver();
     },
     async close() {
       await server.close(10_000);
       // Settlements of the calls just answered need the store: before it closes.
       await pending.drain();
       await metering?.settle();
+      // Deliveries stop here; events published later (a deletion finishing) wait in the journal.
+      await events.stop();
       await warehouse.close();
       await sweeper?.stop();
       await Promise.all(upstreams.map((u) => u.close()));

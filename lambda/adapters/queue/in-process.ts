@@ -45,6 +45,7 @@ export class InProcessQueue implements RecordQueue {
   private timer: NodeJS.Timeout | undefined;
   private delivering: Promise<void> | undefined;
   private closed = false;
+  private stopped = false;
 
   constructor(private readonly options: InProcessQueueOptions) {
     this.clock = options.clock ?? Date.now;
@@ -65,11 +66,15 @@ export class InProcessQueue implements RecordQueue {
     return this.enqueue(JSON.stringify(record));
   }
 
-  /** `send` of a record already serialised (the local stack's warehouse worker receives them so). */
-  async enqueue(body: string): Promise<void> {
+  /**
+   * `send` of a message already serialised (the local stack's warehouse worker receives them so).
+   * `delayMs` hides it that long first, as SQS's `DelaySeconds` does; a restart delivers it at once.
+   */
+  async enqueue(body: string, delayMs = 0): Promise<void> {
     const segment = await this.journaled(body);
     const messageId = randomUUID();
-    this.held.set(messageId, { messageId, body, receiveCount: 0, visibleAt: 0, segment });
+    const visibleAt = delayMs > 0 ? this.clock() + delayMs : 0;
+    this.held.set(messageId, { messageId, body, receiveCount: 0, visibleAt, segment });
     // After close there is no timer: a late record is delivered at once.
     if (this.closed) await this.deliver();
     else if (this.held.size >= this.options.batchSize) void this.deliver();
@@ -82,6 +87,7 @@ export class InProcessQueue implements RecordQueue {
 
   /** Delivers every message visible now, batch after batch; resolves when none is left visible. */
   deliver(): Promise<void> {
+    if (this.stopped) return Promise.resolve();
     this.delivering ??= this.deliverVisible().finally(() => {
       this.delivering = undefined;
     });
@@ -107,6 +113,19 @@ export class InProcessQueue implements RecordQueue {
         count: this.held.size,
       });
     }
+    await this.options.journal?.close();
+  }
+
+  /**
+   * Stops delivering and leaves what is undelivered in the journal for the next start, where it is
+   * delivered at once: for messages that wait on purpose (a webhook's retries), which `close` would
+   * send early.
+   */
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    this.stopped = true;
+    await this.delivering;
     await this.options.journal?.close();
   }
 
