@@ -11,9 +11,12 @@ import { DestinationError, parseExportDestination } from "../lambda/core/export-
 import { jsonLogger } from "../lambda/core/logger";
 import type { Store } from "../lambda/core/ports";
 import { formatPriceTable, VENDORS as PRICED_VENDORS } from "../lambda/core/pricing";
+import { creditsGranted, keyCreated, keyRevoked } from "../lambda/events/account-events";
 import { parseLocalConfig } from "../lambda/local/config";
 import { openLocalStore, startLocalStack } from "../lambda/local/stack";
 import { localExportSettings } from "../lambda/warehouse/local";
+import { eventCommands } from "./cli-events";
+import type { CliEvents } from "./cli-events-open";
 
 /**
  * `dmt`: the local server and the operator commands. Every command works whether or not the server
@@ -32,6 +35,8 @@ interface Services {
   exportSettings: { setExportDestination(projectId: string, url: string | undefined): Promise<void> };
   /** The project, or a not-found error naming it. */
   project(projectId: string): Promise<string>;
+  /** Alert rules, webhooks and the events commands publish, opened on first use. */
+  events(): Promise<CliEvents>;
 }
 
 interface Command {
@@ -137,8 +142,9 @@ const commands: Record<string, Command> = {
       if ((rpm === undefined) !== (burst === undefined))
         throw new UsageError("give --rpm and --burst together");
       const expiresAt = parseExpiry(values.expires);
+      const services = await open();
       const { key, record } = await createKey(
-        (await open()).store,
+        services.store,
         {
           projectId,
           name,
@@ -148,6 +154,7 @@ const commands: Record<string, Command> = {
         },
         Date.now(),
       );
+      await (await services.events()).published(keyCreated(record));
       return { id: record.keyId, key, name: record.name, project: record.projectId };
     },
     print: (r) => {
@@ -186,8 +193,13 @@ const commands: Record<string, Command> = {
     usage: "dmt keys revoke <key id> [--json]",
     options: json,
     positionals: 1,
-    run: async ({ positionals, open }) =>
-      keyView(await revokeKey((await open()).store, positionals[0] ?? "", Date.now()), Date.now()),
+    run: async ({ positionals, open }) => {
+      const services = await open();
+      const before = await services.store.getKey(positionals[0] ?? "");
+      const revoked = await revokeKey(services.store, positionals[0] ?? "", Date.now());
+      if (before && !before.revoked) await (await services.events()).published(keyRevoked(revoked));
+      return keyView(revoked, Date.now());
+    },
     print: (k) => `Revoked key ${(k as { keyId: string }).keyId}.`,
   },
   "credits grant": {
@@ -211,6 +223,10 @@ const commands: Record<string, Command> = {
         values.note as string | undefined,
       );
       const balance = await services.credits.balance(projectId);
+      const events = await services.events();
+      await events.published(creditsGranted(entry, balance));
+      // A balance back above a low-balance threshold re-arms its alert.
+      await events.alerts.check(projectId);
       return { entry, balance };
     },
     print: (r) => {
@@ -368,6 +384,7 @@ const commands: Record<string, Command> = {
       return `Prices ${result.priceVersion} (markup ${result.markup}); USD per million tokens unless noted.\n${formatPriceTable(result.rows)}`;
     },
   },
+  ...eventCommands({ required, table, iso, usage: (message: string) => new UsageError(message) }),
 };
 
 /** A vendor key piped on stdin: one trailing newline (from echo or a file) is not part of it. */
@@ -471,13 +488,15 @@ async function main(argv: string[]): Promise<number> {
       stackName,
       open: async () => {
         if (services) return services;
-        let parts: Omit<Services, "project">;
+        let parts: Omit<Services, "project" | "events">;
+        let openEvents: () => Promise<CliEvents & { close(): Promise<void> }>;
         if (stackName !== undefined) {
           // Loaded only here: the CloudFormation and KMS clients would slow every local command's start.
-          const { awsServices, openAwsTarget } = await import("./aws-target");
+          const { awsEvents, awsServices, openAwsTarget } = await import("./aws-target");
           const target = await openAwsTarget(stackName);
           opened = target;
           parts = awsServices(target);
+          openEvents = async () => awsEvents(target);
         } else {
           const local = await openLocalStore(config.dataDir, config.DMT_DYNAMODB_ENDPOINT);
           opened = local;
@@ -488,10 +507,24 @@ async function main(argv: string[]): Promise<number> {
             vendorKeys: new DynamoVendorKeys(local.db, names, LocalMasterKey.inDataDir(config.dataDir)),
             exportSettings: localExportSettings(config.dataDir),
           };
+          openEvents = async () =>
+            (await import("./cli-events-open")).localEvents(local.db, names, parts.credits, config.dataDir);
         }
+        let events: Promise<CliEvents & { close(): Promise<void> }> | undefined;
+        const storeParts = opened;
+        opened = {
+          async close() {
+            await (await events)?.close();
+            await storeParts?.close();
+          },
+        };
         const { store } = parts;
         services = {
           ...parts,
+          events: () => {
+            events ??= openEvents();
+            return events;
+          },
           async project(projectId) {
             if (!(await store.getProject(projectId)))
               throw errors.notFound(`Project '${projectId}' does not exist.`);

@@ -33,6 +33,28 @@ export interface LocalEvents extends Events {
   stop(): Promise<void>;
 }
 
+export const eventsJournalDir = (dataDir: string) => join(dataDir, "events-queue");
+
+/**
+ * The delivery queue of a short-lived process (the CLI): each message is appended to a journal
+ * segment of its own, which the server on the data dir takes over within a tick of its delivery queue
+ * once this process has exited (or the next server to start does).
+ */
+export async function journalQueue(
+  dataDir: string,
+  logger: Logger,
+): Promise<{ queue: DeliveryQueue; close(): Promise<void> }> {
+  const journal = await QueueJournal.open(eventsJournalDir(dataDir), logger);
+  // Segments of gone processes found here stay for the server: this process only appends.
+  journal.takeRecovered();
+  return {
+    // A delay is not kept: the server's delivery waits out a retry's `notBefore` itself.
+    queue: { send: async (body) => void (await journal.append(body)) },
+    /** Closes the segment file; it stays on disk for the server. */
+    close: () => journal.close(),
+  };
+}
+
 /** How often the local delivery queue looks for due messages. */
 const DELIVERY_TICK_MS = 250;
 
@@ -53,7 +75,9 @@ export async function startLocalEvents(options: LocalEventsOptions): Promise<Loc
     visibilityTimeoutMs: 30_000,
     maxReceives: 5,
     clock,
-    journal: await QueueJournal.open(join(options.dataDir, "events-queue"), options.logger),
+    journal: await QueueJournal.open(eventsJournalDir(options.dataDir), options.logger),
+    // CLI commands (`credits grant`, `keys create`...) leave their events in the journal.
+    adoptOthers: true,
   });
   const sendQueue: DeliveryQueue = { send: (body, delayMs) => queue.enqueue(body, delayMs) };
   const sender = undiciWebhookSender({

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { errorFields, type Logger } from "../../core/logger";
 import type { InteractionRecord } from "../../core/record";
-import type { JournalSegment, QueueJournal } from "./journal";
+import type { JournalSegment, QueueJournal, RecoveredRecord } from "./journal";
 import type { BatchHandler, DeadLetter, DeadLetterSink, QueueMessage, RecordQueue } from "./port";
 
 export interface InProcessQueueOptions {
@@ -22,6 +22,11 @@ export interface InProcessQueueOptions {
    * the records a previous process left there are queued at once.
    */
   journal?: QueueJournal;
+  /**
+   * At each delivery, also take over journal segments other processes left meanwhile: where a
+   * short-lived process (a CLI command) hands messages to this one.
+   */
+  adoptOthers?: boolean;
 }
 
 interface Held {
@@ -49,7 +54,11 @@ export class InProcessQueue implements RecordQueue {
 
   constructor(private readonly options: InProcessQueueOptions) {
     this.clock = options.clock ?? Date.now;
-    for (const { body, segment } of options.journal?.takeRecovered() ?? []) {
+    this.hold(options.journal?.takeRecovered() ?? []);
+  }
+
+  private hold(recovered: RecoveredRecord[]): void {
+    for (const { body, segment } of recovered) {
       const messageId = randomUUID();
       this.held.set(messageId, { messageId, body, receiveCount: 0, visibleAt: 0, segment });
     }
@@ -151,6 +160,13 @@ export class InProcessQueue implements RecordQueue {
   private async deliverVisible(): Promise<void> {
     // Records handed over from now on go to a new journal segment: this one empties as they land.
     this.options.journal?.seal();
+    if (this.options.adoptOthers && this.options.journal) {
+      try {
+        this.hold(await this.options.journal.adopt());
+      } catch (err) {
+        this.options.logger.warn("journal segments of other processes could not be read", errorFields(err));
+      }
+    }
     for (;;) {
       const now = this.clock();
       const batch: Held[] = [];
