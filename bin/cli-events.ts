@@ -1,6 +1,6 @@
+import { decimalUsd } from "../lambda/core/credits";
 import { errors } from "../lambda/core/errors";
 import { LOW_BALANCE_RULE, lowBalanceRule } from "../lambda/events/alerts";
-import { usd } from "../lambda/events/cloudevent";
 import type { Delivery, WebhookView } from "../lambda/events/ports";
 import { addWebhook } from "../lambda/events/webhooks";
 import type { CliEvents } from "./cli-events-open";
@@ -68,7 +68,7 @@ export function eventCommands(h: Helpers): Record<string, EventCommand> {
       },
       print: (r) => {
         const rule = r as { projectId: string; thresholdMicros: number };
-        return `Alert set: balance.low when ${rule.projectId}'s available credits fall below $${usd(rule.thresholdMicros)}.`;
+        return `Alert set: balance.low when ${rule.projectId}'s available credits fall below $${decimalUsd(rule.thresholdMicros)}.`;
       },
     },
     "alerts list": {
@@ -91,7 +91,7 @@ export function eventCommands(h: Helpers): Record<string, EventCommand> {
           ).map((r) => ({
             rule: r.ruleId,
             kind: r.kind,
-            threshold: `$${usd(r.thresholdMicros)}`,
+            threshold: `$${decimalUsd(r.thresholdMicros)}`,
             state: r.armed ? "armed" : "fired",
             fired: h.iso(r.firedAt),
           })),

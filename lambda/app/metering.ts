@@ -14,6 +14,7 @@ import { abandonedStreamUsage, type CallBounds, holdMicros, imageVariant } from 
 import type { CachedVendorKeys } from "../core/metering-vendor-keys";
 import { costMicros, type ModelPrice, type PriceCatalogue } from "../core/pricing";
 import { type RateLimiter, rateLimitError, rateLimitHeaders } from "../core/rate-limit";
+import type { Usage } from "../core/usage";
 import { callBounds } from "../vendors/bounds";
 import type { Operation } from "../vendors/types";
 import { CreditLeases, DEFAULT_LEASES, type Reservation } from "./credit-leases";
@@ -50,6 +51,8 @@ interface CallState {
 }
 
 const MAX_NAMED_MODEL = 256;
+/** How the call is paid (`managed`, `byok`, `dual`), on every response once it is known. */
+export const BILLING_MODE_HEADER = "x-dmt-billing-mode";
 const decoder = new TextDecoder();
 
 /**
@@ -99,6 +102,7 @@ export function createMetering(deps: MeteringDeps): Metering {
         ...(state.price ? { priceVersion: state.price.priceVersion } : {}),
         costMicros: 0,
       };
+      call.responseHeaders[BILLING_MODE_HEADER] = mode;
       const micros =
         mode === "managed" && state.price ? holdMicros(state.price, boundsOf(call, call.route.operation)) : 0;
 
@@ -143,6 +147,14 @@ export function createMetering(deps: MeteringDeps): Metering {
         reservation ? leases.finish(reservation, cost ?? 0) : undefined,
         finishIdempotency(call, state, outcome),
       ]);
+    },
+
+    quote(call, usage) {
+      const state = states.get(call);
+      if (!state || state.denied) return undefined;
+      const cost = priced(call, state, usage, deps.logger);
+      // What the credits will be charged: at most the hold (as `after` records it).
+      return state.reservation && cost !== undefined ? Math.min(cost, state.reservation.micros) : cost;
     },
 
     settle: () => leases.settleAll(),
@@ -231,9 +243,7 @@ function costOf(
   logger: Logger,
 ): number | undefined {
   const answered = outcome.status >= 200 && outcome.status < 300 && !outcome.replayed;
-  if (!answered || outcome.error?.type === "upstream_error" || call.route?.billing !== "billable") return 0;
-  const price = state.price;
-  if (!price) return undefined;
+  if (!answered || outcome.error?.type === "upstream_error") return 0;
   const usage =
     outcome.error?.type === "client_error"
       ? abandonedStreamUsage(
@@ -242,6 +252,14 @@ function costOf(
           outcome.response.text ?? "",
         )
       : outcome.usage;
+  return priced(call, state, usage, logger);
+}
+
+/** The usage at the call's price (with the markup when the credits pay); 0 when not billable, undefined when unpriced. */
+function priced(call: ProxyCall, state: CallState, usage: Usage, logger: Logger): number | undefined {
+  if (call.route?.billing !== "billable") return 0;
+  const price = state.price;
+  if (!price) return undefined;
   const quality = field(call, "quality");
   const size = field(call, "size");
   const variant = call.route?.operation === "image" ? imageVariant(price, quality, size) : undefined;

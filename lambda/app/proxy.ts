@@ -3,10 +3,11 @@ import type { Context, Hono, MiddlewareHandler } from "hono";
 import type { UpstreamClient } from "../adapters/upstream/client";
 import { upstreamFailureError, upstreamFailureKind } from "../adapters/upstream/errors";
 import { type CapturedBody, captureMetadata, captureText } from "../core/capture";
+import { decimalUsd } from "../core/credits";
 import { endpointOf } from "../core/endpoints";
 import { ApiError } from "../core/errors";
 import { errorFields, type Logger } from "../core/logger";
-import { emptyUsage } from "../core/usage";
+import { emptyUsage, type Usage } from "../core/usage";
 import { requestHeaderFilter } from "../vendors/headers";
 import { RouteMatcher } from "../vendors/routes";
 import type { VendorDefinition } from "../vendors/types";
@@ -155,6 +156,9 @@ export function createProxyApp(deps: ProxyDeps): Hono<AppEnv> {
           arrived,
           extraHeaders: call.responseHeaders,
           keepBytes: decision?.keepResponseBytes,
+          ...(hooks?.quote
+            ? { answerHeaders: (usage: Usage) => costHeaders(hooks.quote?.(call, usage)) }
+            : {}),
           done: finish,
         });
       } catch (err) {
@@ -213,6 +217,12 @@ async function beforeForwarding(
 
 /** Our id of the call on every response it gets: the `transaction_id` that finds its record. */
 export const TRANSACTION_ID_HEADER = "x-dmt-transaction-id";
+/** What an answer sent whole cost (a decimal USD string; a managed call's includes the markup). */
+export const COST_HEADER = "x-dmt-cost-usd";
+
+function costHeaders(micros: number | undefined): Record<string, string> {
+  return micros === undefined ? {} : { [COST_HEADER]: decimalUsd(micros) };
+}
 
 function newCall(c: Context<AppEnv>, vendor: VendorDefinition): ProxyCall {
   const id = randomUUID();

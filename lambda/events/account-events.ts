@@ -1,9 +1,8 @@
-import type { CreditBalance, LedgerEntry } from "../core/credits";
+import { type CreditBalance, decimalUsd, type LedgerEntry } from "../core/credits";
 import { displayPrefix } from "../core/keys";
 import { errorFields, type Logger } from "../core/logger";
 import type { ApiKeyRecord } from "../core/model";
 import type { NewEvent } from "./cloudevent";
-import { usd } from "./cloudevent";
 import type { EventPublisher } from "./ports";
 
 /** The events of a project's keys and credits: ids, names and amounts, never a key's secret or hash. */
@@ -39,10 +38,10 @@ export function creditsGranted(entry: LedgerEntry, balance: CreditBalance): NewE
     subject: entry.ref,
     data: {
       grant_id: entry.ref,
-      amount_usd: usd(entry.deltaMicros),
+      amount_usd: decimalUsd(entry.deltaMicros),
       source: entry.source ?? null,
       note: entry.note ?? null,
-      available_usd: usd(balance.availableMicros),
+      available_usd: decimalUsd(balance.availableMicros),
     },
   };
 }

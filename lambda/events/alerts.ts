@@ -1,8 +1,7 @@
 import type { CreditStore } from "../core/credits";
-import { MAX_BALANCE_MICROS, parseUsd } from "../core/credits";
+import { decimalUsd, MAX_BALANCE_MICROS, parseUsd } from "../core/credits";
 import { errors } from "../core/errors";
 import { errorFields, type Logger } from "../core/logger";
-import { usd } from "./cloudevent";
 import type { EventPublisher } from "./ports";
 
 /**
@@ -92,7 +91,10 @@ export class BalanceAlerts {
             type: "balance.low",
             projectId,
             subject: rule.ruleId,
-            data: { available_usd: usd(availableMicros), threshold_usd: usd(rule.thresholdMicros) },
+            data: {
+              available_usd: decimalUsd(availableMicros),
+              threshold_usd: decimalUsd(rule.thresholdMicros),
+            },
           });
         } catch (err) {
           // Not sent: armed again, so the next check fires it.

@@ -1,5 +1,4 @@
 import { randomBytes } from "node:crypto";
-import { formatUsd } from "../core/credits";
 import { errors } from "../core/errors";
 
 /**
@@ -108,9 +107,4 @@ export function parseEvent(value: unknown): CloudEvent {
     throw new Error("not a dmt CloudEvent");
   }
   return event as CloudEvent;
-}
-
-/** Micro-USD as the decimal string events carry (`12.50`, `0.000001`): exact, never a float. */
-export function usd(micros: number): string {
-  return formatUsd(micros).replace("$", "");
 }

@@ -1,8 +1,8 @@
 import type { ProxyHooks } from "../app/proxy-hooks";
+import { decimalUsd } from "../core/credits";
 import { errorFields, type Logger } from "../core/logger";
 import { recordOf } from "../warehouse/hooks";
 import type { BalanceAlerts } from "./alerts";
-import { usd } from "./cloudevent";
 import type { EventPublisher } from "./ports";
 
 /**
@@ -34,7 +34,7 @@ export function eventHooks(publisher: EventPublisher, alerts: BalanceAlerts, log
               output_tokens: record.output_tokens,
               cached_input_tokens: record.cached_input_tokens,
               reasoning_tokens: record.reasoning_tokens,
-              cost_usd: record.cost_micros === null ? null : usd(record.cost_micros),
+              cost_usd: record.cost_micros === null ? null : decimalUsd(record.cost_micros),
               price_version: record.price_version,
             },
           })

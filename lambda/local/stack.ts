@@ -200,6 +200,7 @@ async function startOnStore(
     ...(metering ? { rateLimit: rateLimitMiddleware(limiter) } : {}),
     logger,
     exports: warehouse.exports,
+    transactions: { interactions },
     ...(warehouse.deletion ? { deletion: warehouse.deletion.routes } : {}),
   });
   // The dashboard: identity provider at /oidc, dashboard API at /dashboard/api, SPA at /dashboard.

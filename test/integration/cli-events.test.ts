@@ -1,5 +1,6 @@
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createProject } from "../../lambda/core/accounts";
 import type { CloudEvent } from "../../lambda/events/cloudevent";
 import { dmtJson, runDmt } from "../support/cli";
 import { startTestStack, type TestStack } from "../support/stack";
@@ -12,7 +13,7 @@ import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-r
 
 const WAIT = { timeout: 60_000, interval: 100 };
 /** Each CLI command is a whole process: on a busy machine a few seconds each. */
-const SLOW = { timeout: 300_000 };
+const SLOW = { timeout: 600_000 };
 
 let stack: TestStack;
 let receiver: WebhookReceiver;
@@ -97,7 +98,7 @@ describe("dmt webhooks", SLOW, () => {
 
   it("resends a dead delivery", async () => {
     const dir = stack.dataDir;
-    await dmtJson(["projects", "create", "resent"], dir);
+    await createProject(stack.store, "resent", "free", Date.now());
     const added = await dmtJson<Added>(
       ["webhooks", "add", "--project", "resent", "--url", receiver.url, "--events", "key.revoked"],
       dir,
@@ -120,7 +121,7 @@ describe("dmt webhooks", SLOW, () => {
 
   it("refuses bad URLs, unknown event types and missing options with one clear line", async () => {
     const dir = stack.dataDir;
-    await dmtJson(["projects", "create", "strict"], dir);
+    await createProject(stack.store, "strict", "free", Date.now());
     const add = (...args: string[]) => runDmt(["webhooks", "add", "--project", "strict", ...args], dir);
     const cases: [string[], number, string][] = [
       [["--url", "ftp://example.com/hook"], 1, "must use http or https"],
@@ -148,8 +149,7 @@ describe("dmt webhooks", SLOW, () => {
 describe("dmt alerts", SLOW, () => {
   it("sets, lists and deletes a low-balance alert; refuses negative amounts", async () => {
     const dir = stack.dataDir;
-    await dmtJson(["projects", "create", "alerted"], dir);
-    await dmtJson(["credits", "grant", "--project", "alerted", "--usd", "20"], dir);
+    await createProject(stack.store, "alerted", "free", Date.now());
     const set = await runDmt(["alerts", "set", "--project", "alerted", "--low-balance-usd", "5"], dir);
     expect(set).toMatchObject({ code: 0, stdout: expect.stringContaining("below $5.00") });
     const listed = await dmtJson<{ ruleId: string; thresholdMicros: number; armed: boolean }[]>(

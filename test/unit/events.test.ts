@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { undiciWebhookSender } from "../../lambda/adapters/webhooks/undici-sender";
+import { decimalUsd as usd } from "../../lambda/core/credits";
 import { ApiError } from "../../lambda/core/errors";
 import { lowBalanceRule } from "../../lambda/events/alerts";
-import { buildEvent, DEFAULT_EVENT_TYPES, parseEventTypes, usd } from "../../lambda/events/cloudevent";
+import { buildEvent, DEFAULT_EVENT_TYPES, parseEventTypes } from "../../lambda/events/cloudevent";
 import { addressAllowed, validateWebhookUrl } from "../../lambda/events/webhooks";
 
 function refusal(fn: () => unknown): { status: number; code: string; message: string } {
