@@ -1,5 +1,7 @@
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
+import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { createProject } from "../../lambda/core/accounts";
 import type { CloudEvent } from "../../lambda/events/cloudevent";
 import { dmtJson, runDmt } from "../support/cli";
@@ -150,6 +152,7 @@ describe("dmt alerts", SLOW, () => {
   it("sets, lists and deletes a low-balance alert; refuses negative amounts", async () => {
     const dir = stack.dataDir;
     await createProject(stack.store, "alerted", "free", Date.now());
+    await new DynamoCredits(stack.db, tableNames(process.env)).grant("alerted", 20_000_000, "test");
     const set = await runDmt(["alerts", "set", "--project", "alerted", "--low-balance-usd", "5"], dir);
     expect(set).toMatchObject({ code: 0, stdout: expect.stringContaining("below $5.00") });
     const listed = await dmtJson<{ ruleId: string; thresholdMicros: number; armed: boolean }[]>(
