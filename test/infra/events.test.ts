@@ -66,7 +66,7 @@ describe("events", () => {
     const queue = Object.entries(resources).find(([id]) => /^EventsDeliveryQueue[0-9A-F]{8}$/.test(id))?.[1];
     expect(queue?.Properties.RedrivePolicy).toMatchObject({ maxReceiveCount: 5 });
     const deadLetterArn = (
-      queue?.Properties.RedrivePolicy as { deadLetterTargetArn: { "Fn::GetAtt": string[] } }
+      (queue?.Properties.RedrivePolicy ?? {}) as { deadLetterTargetArn: { "Fn::GetAtt": string[] } }
     ).deadLetterTargetArn["Fn::GetAtt"][0];
     template.hasResourceProperties("AWS::Lambda::EventSourceMapping", {
       EventSourceArn: { "Fn::GetAtt": [Match.stringLikeRegexp("EventsDeliveryQueue"), "Arn"] },
@@ -97,7 +97,8 @@ describe("events", () => {
       "AWS::Lambda::Function",
       (r) => r.Properties.Description === "dmt: webhook delivery (signed per Standard Webhooks)",
     );
-    const roleId = ((resources[fnId]?.Properties.Role as { "Fn::GetAtt": string[] })["Fn::GetAtt"] ?? [])[0];
+    const roleId = (((resources[fnId]?.Properties.Role ?? {}) as { "Fn::GetAtt"?: string[] })["Fn::GetAtt"] ??
+      [])[0];
     const policies = Object.values(resources).filter(
       (r) =>
         r.Type === "AWS::IAM::Policy" &&
