@@ -11,8 +11,8 @@ import { DynamoExportSettings } from "../lambda/adapters/dynamodb/export-setting
 import { DynamoStore } from "../lambda/adapters/dynamodb/store";
 import { TABLES, type TableName, type TableNames } from "../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
-import { createKmsClient, KmsKeyWrapper } from "../lambda/adapters/secrets/kms";
-import { activePriceCatalogue } from "../lambda/app/prices";
+import { activePriceCatalogue } from "../lambda/adapters/fs/price-catalogue";
+import { createKmsClient, KmsKeyWrapper } from "../lambda/adapters/kms/key-wrapper";
 import type { PriceCatalogue } from "../lambda/core/pricing";
 
 /**
@@ -121,7 +121,7 @@ export async function awsEvents(target: AwsTarget) {
     import("@aws-sdk/client-eventbridge"),
     import("@aws-sdk/client-sqs"),
     import("../lambda/adapters/eventbridge/bus"),
-    import("../lambda/adapters/queue/sqs-delivery"),
+    import("../lambda/adapters/sqs/delivery-queue"),
     import("./cli-events-open"),
   ]);
   const bus = new EventBridgeClient({ region: target.region });

@@ -1,7 +1,7 @@
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { TableNames } from "../lambda/adapters/dynamodb/tables";
-import { LocalMasterKey } from "../lambda/adapters/secrets/local-master-key";
-import { undiciWebhookSender } from "../lambda/adapters/webhooks/undici-sender";
+import { LocalMasterKey } from "../lambda/adapters/fs/master-key";
+import { undiciWebhookSender } from "../lambda/adapters/undici/webhook-sender";
 import { composeEvents, type Events } from "../lambda/compose/events";
 import type { CreditStore } from "../lambda/core/credits";
 import type { KeyWrapper } from "../lambda/core/crypto";

@@ -2,8 +2,8 @@ import { type ParseArgsConfig, parseArgs } from "node:util";
 import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
-import { LocalMasterKey } from "../lambda/adapters/secrets/local-master-key";
-import { activePriceCatalogue } from "../lambda/app/prices";
+import { LocalMasterKey } from "../lambda/adapters/fs/master-key";
+import { activePriceCatalogue } from "../lambda/adapters/fs/price-catalogue";
 import { createKey, createProject, keyView, revokeKey } from "../lambda/core/accounts";
 import { formatUsd, parseUsd } from "../lambda/core/credits";
 import { ApiError, errors } from "../lambda/core/errors";
@@ -14,7 +14,7 @@ import { formatPriceTable, VENDORS as PRICED_VENDORS } from "../lambda/core/pric
 import { creditsGranted, keyCreated, keyRevoked } from "../lambda/events/account-events";
 import { parseLocalConfig } from "../lambda/local/config";
 import { openLocalStore, startLocalStack } from "../lambda/local/stack";
-import { localExportSettings } from "../lambda/warehouse/local";
+import { localExportSettings } from "../lambda/local/warehouse";
 import { eventCommands } from "./cli-events";
 import type { CliEvents } from "./cli-events-open";
 

@@ -116,11 +116,14 @@ export class DmtStack extends Stack {
       timeout: Duration.seconds(29),
       environment: {
         DMT_TABLE_RATELIMITS: this.store.tables.rateLimits.tableName,
+        // GET /api/v1/transactions/{id} reads the dashboard's interaction index.
+        DMT_TABLE_INTERACTIONS: this.store.tables.interactions.tableName,
         DMT_METRICS_NAMESPACE: metricsNamespace(this),
       },
     });
     // The per-key rate limit: the same buckets the proxy functions take from.
     this.store.grant(this.dataApi.function, "rateLimits", ["GetItem", "UpdateItem"]);
+    this.store.grant(this.dataApi.function, "interactions", ["GetItem"]);
     this.warehouse.connectExports(this.dataApi.function);
     this.deletion = new DeletionWorkflow(this, "Deletion", {
       defaults,

@@ -1,7 +1,7 @@
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { DynamoAlertRules, DynamoDeliveryLog, DynamoWebhooks } from "../adapters/dynamodb/events";
 import type { TableNames } from "../adapters/dynamodb/tables";
-import type { ProxyHooks } from "../app/proxy-hooks";
+import type { ProxyHooks } from "../core/call";
 import type { CreditStore } from "../core/credits";
 import type { KeyWrapper } from "../core/crypto";
 import type { Logger } from "../core/logger";

@@ -1,7 +1,7 @@
 import { Webhook } from "standardwebhooks";
-import type { BatchHandler, QueueMessage } from "../adapters/queue/port";
 import { errors } from "../core/errors";
 import { errorFields, type Logger } from "../core/logger";
+import type { BatchHandler, QueueMessage } from "../core/queue";
 import { buildEvent, type CloudEvent, parseEvent } from "./cloudevent";
 import type {
   Delivery,

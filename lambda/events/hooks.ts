@@ -1,4 +1,4 @@
-import type { ProxyHooks } from "../app/proxy-hooks";
+import type { ProxyHooks } from "../core/call";
 import { decimalUsd } from "../core/credits";
 import { errorFields, type Logger } from "../core/logger";
 import { recordOf } from "../warehouse/hooks";

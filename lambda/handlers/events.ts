@@ -1,15 +1,13 @@
 import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
+import { SQSClient } from "@aws-sdk/client-sqs";
 import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
-import { createDynamoClient } from "../adapters/dynamodb/client";
-import { DynamoCredits } from "../adapters/dynamodb/credits";
 import { EventBridgePublisher } from "../adapters/eventbridge/bus";
-import { SqsDeliveryQueue } from "../adapters/queue/sqs-delivery";
-import { createKmsClient, KmsKeyWrapper } from "../adapters/secrets/kms";
-import { undiciWebhookSender } from "../adapters/webhooks/undici-sender";
+import { SqsDeliveryQueue } from "../adapters/sqs/delivery-queue";
+import { undiciWebhookSender } from "../adapters/undici/webhook-sender";
 import { composeEvents } from "../compose/events";
-import { jsonLogger } from "../core/logger";
-import { parseEventsConfig } from "./config";
-import { createSqsClient } from "./warehouse";
+import { awsHost, kmsKeyWrapper } from "./runtime/aws";
+import { parseEventsConfig } from "./runtime/config";
+import { withTelemetry } from "./runtime/telemetry";
 
 /**
  * The webhook delivery function behind the delivery queue (ReportBatchItemFailures): events from the
@@ -17,15 +15,15 @@ import { createSqsClient } from "./warehouse";
  * between retries ride on the queue's message delay. Webhooks may only reach public addresses.
  */
 const config = parseEventsConfig(process.env);
-const db = createDynamoClient(config.DMT_DYNAMODB_ENDPOINT ? { endpoint: config.DMT_DYNAMODB_ENDPOINT } : {});
+const aws = awsHost(process.env, "events");
 const events = composeEvents({
-  db,
+  db: aws.store.db,
   tables: config.tables,
-  wrapper: new KmsKeyWrapper(
-    createKmsClient(config.DMT_KMS_ENDPOINT ? { endpoint: config.DMT_KMS_ENDPOINT } : {}),
-    config.DMT_BYOK_KEY_ARN,
+  wrapper: kmsKeyWrapper(config)(),
+  queue: new SqsDeliveryQueue(
+    new SQSClient(config.DMT_SQS_ENDPOINT ? { endpoint: config.DMT_SQS_ENDPOINT } : {}),
+    config.DMT_WEBHOOK_QUEUE_URL,
   ),
-  queue: new SqsDeliveryQueue(createSqsClient(config.DMT_SQS_ENDPOINT), config.DMT_WEBHOOK_QUEUE_URL),
   sender: undiciWebhookSender({ policy: "public", timeoutMs: 10_000 }),
   publisher: new EventBridgePublisher(
     new EventBridgeClient(
@@ -33,12 +31,15 @@ const events = composeEvents({
     ),
     config.DMT_EVENT_BUS_NAME,
   ),
-  credits: new DynamoCredits(db, config.tables),
-  logger: jsonLogger(config.DMT_LOG_LEVEL),
-  clock: Date.now,
+  credits: aws.store.credits,
+  logger: aws.logger,
+  clock: aws.clock,
   ...(config.DMT_WEBHOOK_RETRY_DELAYS_MS
     ? { retryDelaysMs: config.DMT_WEBHOOK_RETRY_DELAYS_MS.split(",").map(Number) }
     : {}),
 });
 
-export const handler: (event: SQSEvent) => Promise<SQSBatchResponse> = events.deliveries.handler;
+export const handler: (event: SQSEvent) => Promise<SQSBatchResponse> = withTelemetry(
+  aws.telemetry,
+  events.deliveries.handler,
+);

@@ -1,16 +1,16 @@
 import { join } from "node:path";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { TableNames } from "../adapters/dynamodb/tables";
-import { FsObjectStore } from "../adapters/objectstore/fs";
-import { FolderDeadLetters } from "../adapters/queue/dead-letter-folder";
-import { InProcessQueue } from "../adapters/queue/in-process";
-import { QueueJournal } from "../adapters/queue/journal";
-import type { BatchHandler } from "../adapters/queue/port";
-import { LocalMasterKey } from "../adapters/secrets/local-master-key";
-import { undiciWebhookSender } from "../adapters/webhooks/undici-sender";
+import { LocalMasterKey } from "../adapters/fs/master-key";
+import { FsObjectStore } from "../adapters/fs/object-store";
+import { FolderDeadLetters } from "../adapters/in-process/dead-letters";
+import { QueueJournal } from "../adapters/in-process/journal";
+import { InProcessQueue } from "../adapters/in-process/queue";
+import { undiciWebhookSender } from "../adapters/undici/webhook-sender";
 import { composeEvents, type Events } from "../compose/events";
 import type { CreditStore } from "../core/credits";
 import type { Logger } from "../core/logger";
+import type { BatchHandler } from "../core/queue";
 import type { DeliveryQueue } from "../events/ports";
 import { queuePublisher } from "../events/publisher";
 

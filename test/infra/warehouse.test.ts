@@ -12,7 +12,7 @@ import { Match, Template } from "aws-cdk-lib/assertions";
 import type { CloudAssembly } from "aws-cdk-lib/cx-api";
 import { AwsSolutionsChecks, type IApplyRule, NagRuleCompliance } from "cdk-nag";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { SPOOL_PREFIX } from "../../lambda/adapters/queue/spool";
+import { SPOOL_PREFIX } from "../../lambda/adapters/sqs/spool";
 import {
   glueColumns,
   gluePartitionKeys,
@@ -24,6 +24,7 @@ import { defineApp } from "../../lib/app";
 import { REPO_ROOT } from "../../lib/lambda-defaults";
 import { VENDORS } from "../../lib/secrets";
 import { DmtStack } from "../../lib/stack";
+import { BUNDLING_TIMEOUT_MS } from "../support/timeouts";
 
 type Resource = { Type: string; Properties: Record<string, unknown>; DeletionPolicy?: string };
 type Statement = { Action: string | string[]; Resource: unknown; Effect: string; Condition?: unknown };
@@ -55,7 +56,7 @@ beforeAll(() => {
   const json = assembly.getStackByName(stack.stackName).template;
   template = Template.fromJSON(json);
   resources = json.Resources;
-}, 240_000);
+}, BUNDLING_TIMEOUT_MS);
 
 afterAll(() => {
   for (const dir of outdirs) rmSync(dir, { recursive: true, force: true });
@@ -204,7 +205,7 @@ describe("consumer", () => {
     );
   });
 
-  it("is bundled without DuckDB (lambda/warehouse/local.ts stays out of Lambda)", () => {
+  it("is bundled without DuckDB (lambda/local/warehouse.ts stays out of Lambda)", () => {
     for (const fn of [warehouse().consumer, warehouse().spoolResender, stack.dataApi]) {
       const code = resources[id(fn.function)]?.Properties.Code as { S3Key: string };
       const bundle = join(assembly.directory, `asset.${code.S3Key.replace(/\.zip$/, "")}`, "index.mjs");

@@ -247,19 +247,14 @@ describe("revocation", () => {
     const revoking = await stack.newKey();
     const headers = { Authorization: `Bearer ${revoking.key}` };
     expect((await status(headers)).status).toBe(200);
-    const revokedAt = Date.now();
-    await revokeKey(stack.store, revoking.keyId, revokedAt);
-    let last = await status(headers);
-    while (last.status === 200 && Date.now() - revokedAt < 10_000) {
-      await new Promise((resolve) => setTimeout(resolve, 20));
-      last = await status(headers);
-    }
-    expect(last).toMatchObject({
+    await revokeKey(stack.store, revoking.keyId, Date.now());
+    // The cache holds a key for 200 ms here (the README promises 5 s with the default): once that has
+    // passed since the revocation, the next call is refused, however slow the machine.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(await status(headers)).toMatchObject({
       status: 401,
       body: errorBody("authentication_error", "invalid_api_key", "This API key has been revoked."),
     });
-    // Generous: the cache holds for 200 ms here; the README promises 5 s with the default.
-    expect(Date.now() - revokedAt).toBeLessThan(5000);
   });
 });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { undiciWebhookSender } from "../../lambda/adapters/webhooks/undici-sender";
+import { undiciWebhookSender } from "../../lambda/adapters/undici/webhook-sender";
 import { decimalUsd as usd } from "../../lambda/core/credits";
 import { ApiError } from "../../lambda/core/errors";
 import { lowBalanceRule } from "../../lambda/events/alerts";
