@@ -2,9 +2,7 @@ import { Duration } from "aws-cdk-lib";
 import { Alarm, ComparisonOperator, TreatMissingData } from "aws-cdk-lib/aws-cloudwatch";
 import { EventBus, Rule } from "aws-cdk-lib/aws-events";
 import { SqsQueue } from "aws-cdk-lib/aws-events-targets";
-import type { IGrantable } from "aws-cdk-lib/aws-iam";
 import type { IKey } from "aws-cdk-lib/aws-kms";
-import type { Function as LambdaFunction } from "aws-cdk-lib/aws-lambda";
 import { SqsEventSource } from "aws-cdk-lib/aws-lambda-event-sources";
 import { Queue, QueueEncryption } from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
@@ -93,11 +91,5 @@ export class Events extends Construct {
       comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
       treatMissingData: TreatMissingData.NOT_BREACHING,
     });
-  }
-
-  /** Lets a function publish events onto the bus (`DMT_EVENT_BUS_NAME`). */
-  connectPublisher(fn: LambdaFunction & IGrantable): void {
-    fn.addEnvironment("DMT_EVENT_BUS_NAME", this.bus.eventBusName);
-    this.bus.grantPutEventsTo(fn);
   }
 }
