@@ -29,6 +29,10 @@ export function tableOutputKey(name: TableName): string {
 /** The output holding the ARN of the KMS key that wraps customers' vendor keys. */
 export const BYOK_KEY_OUTPUT = "ByokKeyArn";
 
+/** The outputs naming the event bus and the webhook delivery queue, as in lib/events.ts. */
+export const EVENT_BUS_OUTPUT = "EventBusName";
+export const WEBHOOK_QUEUE_OUTPUT = "WebhookQueueUrl";
+
 /**
  * Where the stack records its price settings: a template metadata key and an output, as
  * `PRICES_METADATA` and `PRICE_VERSION_OUTPUT` in lib/prices.ts (not imported, as above).
@@ -45,6 +49,9 @@ export interface AwsTarget {
   byokKeyArn: string;
   /** The dashboard's Cognito user pool (`DashboardUserPoolId`), when the stack has one. */
   userPoolId: string | undefined;
+  /** The stack's event bus and webhook delivery queue (lib/events.ts). */
+  eventBusName: string;
+  webhookQueueUrl: string;
   close(): void;
 }
 
@@ -84,6 +91,8 @@ export async function openAwsTarget(stackName: string): Promise<AwsTarget> {
     tables,
     byokKeyArn: output(BYOK_KEY_OUTPUT),
     userPoolId: outputs.get(USER_POOL_OUTPUT),
+    eventBusName: output(EVENT_BUS_OUTPUT),
+    webhookQueueUrl: output(WEBHOOK_QUEUE_OUTPUT),
     close: () => db.destroy(),
   };
 }
@@ -131,6 +140,43 @@ export function awsServices(target: AwsTarget) {
     members: new DynamoMemberStore(target.db, target.tables),
     users: cognitoUserDirectory(target),
   };
+}
+
+/**
+ * The CLI's events over a deployed stack: events go onto its bus (whose rule feeds the delivery queue),
+ * webhook secrets are wrapped by its KMS key, and webhook URLs must be public.
+ */
+export async function awsEvents(target: AwsTarget) {
+  const [
+    { EventBridgeClient },
+    { SQSClient },
+    { EventBridgePublisher },
+    { SqsDeliveryQueue },
+    { cliEvents },
+  ] = await Promise.all([
+    import("@aws-sdk/client-eventbridge"),
+    import("@aws-sdk/client-sqs"),
+    import("../lambda/adapters/eventbridge/bus"),
+    import("../lambda/adapters/sqs/delivery-queue"),
+    import("./cli-events-open"),
+  ]);
+  const bus = new EventBridgeClient({ region: target.region });
+  const sqs = new SQSClient({ region: target.region });
+  return cliEvents(
+    {
+      db: target.db,
+      tables: target.tables,
+      wrapper: new KmsKeyWrapper(createKmsClient({ region: target.region }), target.byokKeyArn),
+      queue: new SqsDeliveryQueue(sqs, target.webhookQueueUrl),
+      publisher: new EventBridgePublisher(bus, target.eventBusName),
+      credits: new DynamoCredits(target.db, target.tables),
+      policy: "public",
+    },
+    async () => {
+      bus.destroy();
+      sqs.destroy();
+    },
+  );
 }
 
 /**

@@ -19,7 +19,10 @@ import type { Store } from "../lambda/core/ports";
 import type { ImportPlan } from "../lambda/core/pricing/litellm";
 import { parseStatementQuery, readStatement, type Statement } from "../lambda/core/statement";
 import type { VendorKeyStore } from "../lambda/core/vendor-keys";
+import { creditsGranted, keyCreated, keyRevoked } from "../lambda/events/account-events";
 import { DEFAULT_DATA_DIR, parseLocalConfig } from "../lambda/local/config";
+import { eventCommands } from "./cli-events";
+import type { CliEvents } from "./cli-events-open";
 
 /**
  * `dmt`: the local server and the operator commands. Every command works whether or not the server
@@ -44,6 +47,8 @@ interface Services {
   users: UserDirectory;
   /** The project, or a not-found error naming it. */
   project(projectId: string): Promise<string>;
+  /** Alert rules, webhooks and the events commands publish, opened on first use. */
+  events(): Promise<CliEvents>;
 }
 
 interface Command {
@@ -155,8 +160,9 @@ const commands: Record<string, Command> = {
       if ((rpm === undefined) !== (burst === undefined))
         throw new UsageError("give --rpm and --burst together");
       const expiresAt = parseExpiry(values.expires);
+      const services = await open();
       const { key, record } = await createKey(
-        (await open()).store,
+        services.store,
         {
           projectId,
           name,
@@ -166,6 +172,7 @@ const commands: Record<string, Command> = {
         },
         Date.now(),
       );
+      await (await services.events()).published(keyCreated(record));
       return { id: record.keyId, key, name: record.name, project: record.projectId };
     },
     print: (r) => {
@@ -206,8 +213,13 @@ const commands: Record<string, Command> = {
     summary: "revokes a key (revoking twice is harmless)",
     options: json,
     positionals: 1,
-    run: async ({ positionals, open }) =>
-      keyView(await revokeKey((await open()).store, positionals[0] ?? "", Date.now()), Date.now()),
+    run: async ({ positionals, open }) => {
+      const services = await open();
+      const before = await services.store.getKey(positionals[0] ?? "");
+      const revoked = await revokeKey(services.store, positionals[0] ?? "", Date.now());
+      if (before && !before.revoked) await (await services.events()).published(keyRevoked(revoked));
+      return keyView(revoked, Date.now());
+    },
     print: (k) => `Revoked key ${(k as { keyId: string }).keyId}.`,
   },
   "credits grant": {
@@ -232,6 +244,10 @@ const commands: Record<string, Command> = {
         values.note as string | undefined,
       );
       const balance = await services.credits.balance(projectId);
+      const events = await services.events();
+      await events.published(creditsGranted(entry, balance));
+      // A balance back above a low-balance threshold re-arms its alert.
+      await events.alerts.check(projectId);
       return { entry, balance };
     },
     print: (r) => {
@@ -510,6 +526,7 @@ const commands: Record<string, Command> = {
       return lines.join("\n");
     },
   },
+  ...eventCommands({ required, table, iso, usage: (message: string) => new UsageError(message) }),
 };
 
 /** Set by the bundle (bin/build-cli.mjs); under tsx, package.json is read. */
@@ -710,13 +727,15 @@ async function main(argv: string[]): Promise<number> {
       stackName,
       open: async () => {
         if (services) return services;
-        let parts: Omit<Services, "project">;
+        let parts: Omit<Services, "project" | "events">;
+        let openEvents: () => Promise<CliEvents & { close(): Promise<void> }>;
         if (stackName !== undefined) {
           // Loaded only here: the CloudFormation and KMS clients would slow every local command's start.
-          const { awsServices, openAwsTarget } = await import("./aws-target");
+          const { awsEvents, awsServices, openAwsTarget } = await import("./aws-target");
           const target = await openAwsTarget(stackName);
           opened = target;
           parts = awsServices(target);
+          openEvents = async () => awsEvents(target);
         } else {
           // Told to a person at a terminal, on stderr: output read by scripts stays as it was.
           if (otherDataDir(config.dataDir) && process.stderr.isTTY) {
@@ -726,10 +745,30 @@ async function main(argv: string[]): Promise<number> {
           const target = await openLocalTarget(config.dataDir, config.DMT_DYNAMODB_ENDPOINT);
           opened = target;
           parts = target.services;
+          const credits = target.services.credits;
+          openEvents = async () =>
+            (await import("./cli-events-open")).localEvents(
+              target.db,
+              target.tables,
+              credits,
+              config.dataDir,
+            );
         }
+        let events: Promise<CliEvents & { close(): Promise<void> }> | undefined;
+        const storeParts = opened;
+        opened = {
+          async close() {
+            await (await events)?.close();
+            await storeParts?.close();
+          },
+        };
         const { store } = parts;
         services = {
           ...parts,
+          events: () => {
+            events ??= openEvents();
+            return events;
+          },
           async project(projectId) {
             if (!(await store.getProject(projectId)))
               throw errors.notFound(`Project '${projectId}' does not exist.`);

@@ -16,6 +16,8 @@ export async function openLocalTarget(dataDir: string, endpoint: string | undefi
   const names = tableNames(process.env);
   return {
     close: () => local.close(),
+    db: local.db,
+    tables: names,
     services: {
       store: local.store,
       credits: new DynamoCredits(local.db, names),

@@ -6,6 +6,7 @@ import type { LogLevel } from "../lambda/core/logger";
 import { Api, type CustomDomain } from "./api";
 import { Dashboard } from "./dashboard";
 import { DeletionWorkflow } from "./deletion";
+import { Events } from "./events";
 import { DmtFunction, type LambdaDefaults } from "./lambda-defaults";
 import { Metering, metricsNamespace } from "./metering";
 import { Observability } from "./observability";
@@ -67,6 +68,7 @@ export class DmtStack extends Stack {
   readonly metering: Metering;
   readonly dashboard: Dashboard;
   readonly prices: StackPrices;
+  readonly events: Events;
 
   constructor(scope: Construct, id: string, props: DmtStackProps = {}) {
     super(scope, id, props);
@@ -114,11 +116,14 @@ export class DmtStack extends Stack {
       timeout: Duration.seconds(29),
       environment: {
         DMT_TABLE_RATELIMITS: this.store.tables.rateLimits.tableName,
+        // GET /api/v1/transactions/{id} reads the dashboard's interaction index.
+        DMT_TABLE_INTERACTIONS: this.store.tables.interactions.tableName,
         DMT_METRICS_NAMESPACE: metricsNamespace(this),
       },
     });
     // The per-key rate limit: the same buckets the proxy functions take from.
     this.store.grant(this.dataApi.function, "rateLimits", ["GetItem", "UpdateItem"]);
+    this.store.grant(this.dataApi.function, "interactions", ["GetItem"]);
     this.warehouse.connectExports(this.dataApi.function);
     this.deletion = new DeletionWorkflow(this, "Deletion", {
       defaults,
@@ -191,6 +196,13 @@ export class DmtStack extends Stack {
     });
     this.observability.addFunction("CreditSweeper", this.metering.sweeper.function);
     this.observability.addDeletion(this.deletion.steps.function, this.deletion.stateMachine);
+    this.events = new Events(this, "Events", {
+      defaults,
+      store: this.store,
+      secretsKey: this.secrets.byokKey,
+    });
+    this.observability.addFunction("EventDelivery", this.events.delivery.function);
+    this.observability.alarms.push(this.events.deadLetterAlarm);
     this.observability.addAlarmOverview();
 
     this.addOutputs();
@@ -227,6 +239,11 @@ export class DmtStack extends Stack {
     new CfnOutput(this, "WarehouseDatabase", { value: this.warehouse.database.ref });
     new CfnOutput(this, "RecordQueueUrl", { value: this.warehouse.queue.queueUrl });
     new CfnOutput(this, "DeadLetterQueueUrl", { value: this.warehouse.deadLetterQueue.queueUrl });
+    new CfnOutput(this, "EventBusName", {
+      value: this.events.bus.eventBusName,
+      description: "EventBridge bus of the stack's events (source dmt, detail-type the event type)",
+    });
+    new CfnOutput(this, "WebhookQueueUrl", { value: this.events.queue.queueUrl });
     new CfnOutput(this, "DashboardName", { value: this.observability.dashboard.dashboardName });
     new CfnOutput(this, PRICE_VERSION_OUTPUT, {
       value: this.prices.priceVersion,

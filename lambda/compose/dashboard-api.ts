@@ -1,6 +1,7 @@
 import { createDashboardApp } from "../app/dashboard/app";
 import type { TokenVerifier } from "../app/dashboard/auth";
 import type { DeletionStarter } from "../core/deletion";
+import type { EventPublisher } from "../events/ports";
 import type { Infrastructure } from "./infrastructure";
 
 export interface DashboardApiSettings {
@@ -10,6 +11,8 @@ export interface DashboardApiSettings {
   onKeyRevoked?: (keyId: string) => void;
   /** Locally deletions run in process; in AWS the requests table's stream starts them. */
   deletionStarter?: DeletionStarter;
+  /** Where key and credit events go; absent: none are sent. */
+  events?: EventPublisher;
 }
 
 /**
@@ -30,6 +33,7 @@ export function composeDashboardApi(
     verifyToken: settings.verifyToken,
     logger: infra.logger,
     ...(settings.onKeyRevoked && { onKeyRevoked: settings.onKeyRevoked }),
+    ...(settings.events && { events: settings.events }),
     interactions: { interactions: store.interactions, usage: store.interactions.rollups },
     settings: {
       exportSettings: infra.exportSettings,

@@ -3,6 +3,7 @@ import type { CopyPurger } from "../core/deletion";
 import type { ExportSettings } from "../core/export-destination";
 import { ExportFilesPurger } from "../deletion/purgers";
 import { createDeletionSteps } from "../deletion/steps";
+import type { EventPublisher } from "../events/ports";
 import type { Infrastructure } from "./infrastructure";
 
 /**
@@ -16,6 +17,8 @@ export function composeDeletionSteps(
     "deletionQuery" | "warehouseFiles" | "openDestination" | "hostPurgers" | "clock" | "logger"
   > & { store: Pick<DynamoPorts, "deletionRequests" | "tombstones">; exportSettings: ExportSettings },
   purgers: CopyPurger[],
+  /** Where `deletion.completed` goes; absent: no event. */
+  events?: EventPublisher,
 ) {
   return createDeletionSteps({
     requests: infra.store.deletionRequests,
@@ -27,6 +30,7 @@ export function composeDeletionSteps(
       ...infra.hostPurgers,
       ...purgers,
     ],
+    ...(events && { events }),
     logger: infra.logger,
     clock: infra.clock,
   });

@@ -128,6 +128,11 @@ export interface ProxyHooks {
   // biome-ignore lint/suspicious/noConfusingVoidType: a `before` that decides nothing is `async before() {...}`
   before?(call: ProxyCall): Promise<BeforeDecision | undefined | void>;
   after?(call: ProxyCall, outcome: ProxyOutcome): void | Promise<void>;
+  /**
+   * What a call answered whole (not streamed) costs, for its `x-dmt-cost-usd` header: micro-USD as the
+   * record will say, undefined when unpriced. Called before the answer is sent; must not throw.
+   */
+  quote?(call: ProxyCall, usage: Usage): number | undefined;
 }
 
 /**
@@ -153,6 +158,9 @@ export function combineHooks(list: readonly ProxyHooks[], logger: Logger): Proxy
         }
       }
       return merged;
+    },
+    quote(call, usage) {
+      return list.find((hooks) => hooks.quote)?.quote?.(call, usage);
     },
     async after(call, outcome) {
       for (const hooks of list) {

@@ -164,6 +164,11 @@ export function formatUsd(micros: number): string {
   return `${sign}$${Math.floor(abs / MICROS_PER_USD)}.${fraction}`;
 }
 
+/** `12.50`, `0.000001`: `formatUsd` without the `$`, the decimal string headers and events carry. */
+export function decimalUsd(micros: number): string {
+  return formatUsd(micros).replace("$", "");
+}
+
 export function validateMicros(field: string, value: number, max: number, min = 1): void {
   if (!Number.isSafeInteger(value) || value < min || value > max) {
     throw errors.invalidField(field, `must be a whole number of micro-USD from ${min} to ${max}`);

@@ -21,6 +21,8 @@ import {
 } from "../core/deletion-steps";
 import { errorFields, type Logger } from "../core/logger";
 import { INTERACTIONS_PREFIX } from "../core/record";
+import { publishAfter } from "../events/account-events";
+import type { EventPublisher } from "../events/ports";
 
 export interface DeletionStepDeps {
   requests: DeletionRequestStore;
@@ -29,6 +31,8 @@ export interface DeletionStepDeps {
   files: WarehouseFiles;
   /** Every other copy: the dashboard's index and rollups, bucket exports, query results. */
   purgers: readonly CopyPurger[];
+  /** Where `deletion.completed` goes; absent: no event. */
+  events?: EventPublisher;
   logger: Logger;
   clock?: () => number;
 }
@@ -179,6 +183,17 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
         ...counts,
         copiesPurged: request.copiesPurged,
       });
+      // The event carries the counts and ids of the request, never what was deleted.
+      await publishAfter(
+        deps.events,
+        {
+          type: "deletion.completed",
+          projectId: state.projectId,
+          subject: state.requestId,
+          data: { request_id: state.requestId, ...counts, copies_purged: request.copiesPurged },
+        },
+        deps.logger,
+      );
       return { ...base(state), rowsRemain: false };
     },
 

@@ -12,6 +12,7 @@ import type { Logger } from "../core/logger";
 import type { ObjectStore } from "../core/object-store";
 import { DeadLetterPurger } from "../deletion/purgers";
 import { LocalDeletionRunner, type LocalRunnerOptions } from "../deletion/runner";
+import type { EventPublisher } from "../events/ports";
 
 export interface LocalDeletionOptions {
   /** The store's client and the physical name of the `deletionRequests` table. */
@@ -27,6 +28,8 @@ export interface LocalDeletionOptions {
   waitForInFlight: () => Promise<void>;
   /** More copies to purge (the dashboard's interaction index and rollups). */
   purgers?: CopyPurger[];
+  /** Where `deletion.completed` goes. */
+  events?: EventPublisher;
   logger: Logger;
   clock?: () => number;
   /** Hooks of the runner (tests): its waits between retries, and each state entered. */
@@ -62,6 +65,7 @@ export async function startLocalDeletion(options: LocalDeletionOptions): Promise
       clock,
     },
     options.purgers ?? [],
+    options.events,
   );
   const runner = new LocalDeletionRunner({
     steps,

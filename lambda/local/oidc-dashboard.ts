@@ -9,6 +9,7 @@ import type { AppEnv } from "../app/env";
 import { composeDashboardApi } from "../compose/dashboard-api";
 import type { Infrastructure } from "../compose/infrastructure";
 import type { DeletionStarter } from "../core/deletion";
+import type { EventPublisher } from "../events/ports";
 import { OIDC_PREFIX, startLocalOidc } from "./oidc";
 
 /**
@@ -43,6 +44,7 @@ export interface LocalDashboardDeps {
   onKeyRevoked?: (keyId: string) => void;
   /** The runner that processes deletion requests. */
   deletionStarter?: DeletionStarter;
+  events?: EventPublisher;
 }
 
 const under = (path: string, prefix: string) => path === prefix || path.startsWith(`${prefix}/`);
@@ -90,6 +92,7 @@ export function localDashboard(deps: LocalDashboardDeps): LocalDashboard {
           }),
           ...(deps.onKeyRevoked ? { onKeyRevoked: deps.onKeyRevoked } : {}),
           ...(deps.deletionStarter ? { deletionStarter: deps.deletionStarter } : {}),
+          ...(deps.events ? { events: deps.events } : {}),
         });
         const web = createWebApp({
           origin,

@@ -20,6 +20,7 @@ import { VENDOR_NAMES, type VendorName } from "../core/vendor-model";
 import { type Sweeper, startSweeper } from "../metering/sweeper";
 import { VENDORS } from "../vendors";
 import { type LocalConfig, vendorSettings } from "./config";
+import { type LocalEvents, type LocalEventsOptions, startLocalEvents } from "./events";
 import { createHttpServer } from "./http-server";
 import { type DashboardSignIn, localDashboard } from "./oidc-dashboard";
 import { type Simulator, startSimulator } from "./simulator";
@@ -41,6 +42,8 @@ export interface LocalStack {
   simulatedVendors: VendorName[];
   /** Where the dashboard is and the development user that signs in to it. */
   dashboard: DashboardSignIn;
+  /** Events, alert rules, webhooks and their delivery (lambda/local/events.ts). */
+  events: LocalEvents;
   /** Resolves once the after-work of every call answered so far is done: credit leases settled, records written to the warehouse. */
   drain(): Promise<void>;
   close(): Promise<void>;
@@ -51,6 +54,8 @@ export interface LocalStackOptions {
   clock?: () => number;
   /** More proxy hooks, run after metering's, which they see on the call (the warehouse's record). */
   hooks?: ProxyHooks[];
+  /** Webhook delivery: the waits before retries (the default spans over an hour) and the receiver's time. */
+  webhooks?: Pick<LocalEventsOptions, "retryDelaysMs" | "webhookTimeoutMs">;
 }
 
 /** The whole service in one process: the same apps the Lambda handlers wrap, over embedded parts. */
@@ -100,6 +105,17 @@ async function startOnStore(
   const { keys, usage } = composeKeyAuth({ store, logger }, config.DMT_KEY_CACHE_MS);
   const auth = requireKey({ keys, clock: Date.now, onAuthenticated: (a) => usage.touch(a.keyId) });
 
+  const events = await startLocalEvents({
+    dataDir: config.dataDir,
+    db: local.db,
+    tables: local.tables,
+    credits: store.credits,
+    logger,
+    clock,
+    ...options.webhooks,
+  });
+  opened.push(() => events.stop());
+
   // Every finished call becomes one interaction record: queued, written to Parquet within the flush interval.
   // Once written, the dashboard's index and daily rollups get it too; that work runs in a worker thread.
   const warehouse = await startThreadedWarehouse({
@@ -109,6 +125,7 @@ async function startOnStore(
     store: local,
     // Deletion requests run here; they purge the dashboard's index and rollups too.
     purgers: [store.interactions],
+    events: events.publisher,
   });
   opened.push(() => warehouse.close());
   // The local host's parts, for the same compositions the Lambda entries call (lambda/compose/).
@@ -131,7 +148,7 @@ async function startOnStore(
         noteChargesMs: NOTE_CHARGES_MS,
       },
     }),
-    ...(options.hooks && { hooks: options.hooks }),
+    hooks: [events.hooks, ...(options.hooks ?? [])],
   });
   const { metering, pending } = proxy;
   const deletionStarter = warehouse.deletion?.runner;
@@ -146,6 +163,7 @@ async function startOnStore(
     infra,
     onKeyRevoked: (keyId) => keys.forget(keyId),
     ...(deletionStarter && { deletionStarter }),
+    events: events.publisher,
   });
   const fallback = createRootApp(logger);
 
@@ -219,16 +237,20 @@ async function startOnStore(
     db: local.db,
     dashboard: signIn,
     simulatedVendors,
+    events,
     async drain() {
       await pending.drain();
       await metering?.settle();
       await warehouse.queue.deliver();
+      await events.queue.deliver();
     },
     async close() {
       await server.close(10_000);
       // Settlements of the calls just answered need the store: before it closes.
       await pending.drain();
       await metering?.settle();
+      // Deliveries stop here; events published later (a deletion finishing) wait in the journal.
+      await events.stop();
       await warehouse.close();
       await sweeper?.stop();
       await Promise.all(upstreams.map((u) => u.close()));

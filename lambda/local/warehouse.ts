@@ -88,6 +88,7 @@ export interface WarehouseReadsOptions {
     tables: TableNames;
     /** More copies a deletion purges (the dashboard's interaction index and rollups). */
     purgers?: CopyPurger[];
+    events?: LocalDeletionOptions["events"];
     runner?: LocalDeletionOptions["runner"];
   };
 }
@@ -143,6 +144,7 @@ export async function openWarehouseReads(
       waitForInFlight: () => queue.deliver(),
       ...(options.deletion.purgers ? { purgers: options.deletion.purgers } : {}),
       ...(options.deletion.runner ? { runner: options.deletion.runner } : {}),
+      ...(options.deletion.events ? { events: options.deletion.events } : {}),
       logger: options.logger,
       clock,
     }));

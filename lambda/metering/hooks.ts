@@ -51,6 +51,8 @@ interface CallState {
 }
 
 const MAX_NAMED_MODEL = 256;
+/** How the call is paid (`managed`, `byok`, `dual`), on every response once it is known. */
+export const BILLING_MODE_HEADER = "x-dmt-billing-mode";
 
 /**
  * Metering as proxy hooks: the per-key rate limit (`admit`); the billing mode, the credit hold and the
@@ -100,6 +102,7 @@ export function createMetering(deps: MeteringDeps): Metering {
         ...(state.price ? { priceVersion: state.price.priceVersion } : {}),
         costMicros: 0,
       };
+      call.responseHeaders[BILLING_MODE_HEADER] = mode;
       const micros =
         mode === "managed" && state.price ? holdMicros(state.price, boundsOf(call, call.route.operation)) : 0;
 
@@ -151,6 +154,14 @@ export function createMetering(deps: MeteringDeps): Metering {
         reservation ? leases.finish(reservation, cost ?? 0) : undefined,
         finishIdempotency(call, state, outcome),
       ]);
+    },
+
+    quote(call, usage) {
+      const state = states.get(call);
+      if (!state || state.denied) return undefined;
+      const { cost } = priced(call, state, usage, deps.logger);
+      // What the credits will be charged: at most the hold (as `after` records it).
+      return state.reservation && cost !== undefined ? Math.min(cost, state.reservation.micros) : cost;
     },
 
     settle: () => leases.settleAll(),
@@ -261,12 +272,25 @@ function costOf(
   logger: Logger,
 ): { cost: number | undefined; breakdown?: CostBreakdown; usage: Usage } {
   const answered = outcome.status >= 200 && outcome.status < 300 && !outcome.replayed;
-  const failed = !answered || outcome.error?.type === "upstream_error";
-  if (failed || call.route?.billing !== "billable") return { cost: 0, usage: outcome.usage };
+  if (!answered || outcome.error?.type === "upstream_error") return { cost: 0, usage: outcome.usage };
   const usage =
     outcome.error?.type === "client_error"
       ? abandonedStreamUsage(outcome.usage, call.body, outcome.deliveredText ?? "")
       : outcome.usage;
+  return priced(call, state, usage, logger);
+}
+
+/**
+ * The usage at the call's price (with the markup when the credits pay), with its line items; 0 when
+ * the route is not billable, undefined when there is no price.
+ */
+function priced(
+  call: ProxyCall,
+  state: CallState,
+  usage: Usage,
+  logger: Logger,
+): { cost: number | undefined; breakdown?: CostBreakdown; usage: Usage } {
+  if (call.route?.billing !== "billable") return { cost: 0, usage };
   const price = state.price;
   if (!price) return { cost: undefined, usage };
   const quality = field(call, "quality");

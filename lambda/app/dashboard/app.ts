@@ -6,6 +6,7 @@ import { canWrite, type MemberStore, type RequestLog, requireMembership, signIn 
 import { PROJECT_ID_PATTERN } from "../../core/model";
 import type { Store } from "../../core/ports";
 import type { VendorKeyStore } from "../../core/vendor-keys";
+import type { EventPublisher } from "../../events/ports";
 import type { AppEnv } from "../env";
 import { mountRoutes } from "../routing";
 import { appShell } from "../shell";
@@ -28,6 +29,8 @@ export interface DashboardApiDeps {
   clock?: () => number;
   /** Told of each revoked key (the local stack drops it from its key cache at once). */
   onKeyRevoked?: (keyId: string) => void;
+  /** Where key and credit events go; absent: none are sent. */
+  events?: EventPublisher;
   /** The Interactions and Usage pages' data; absent: those routes are not served. */
   interactions?: Omit<InteractionRoutesDeps, "clock">;
   /** Export destination, tier and export downloads; absent: not served. */

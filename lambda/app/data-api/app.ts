@@ -5,6 +5,7 @@ import { mountRoutes, type RouteTable } from "../routing";
 import { appShell } from "../shell";
 import { type DeletionRouteDeps, deletionRoutes } from "./deletion";
 import { type ExportRouteDeps, exportRoutes } from "./exports";
+import { type TransactionRouteDeps, transactionRoutes } from "./transactions";
 
 export interface DataApiDeps {
   /** The caller's identity: key verification locally, the authorizer's context in AWS. */
@@ -16,6 +17,8 @@ export interface DataApiDeps {
   exports?: ExportRouteDeps;
   /** `POST /api/v1/data` and `GET /api/v1/data/{request_id}` (deletion requests); absent: not served. */
   deletion?: DeletionRouteDeps;
+  /** `GET /api/v1/transactions/{id}`, a call's summary; absent: not served. */
+  transactions?: TransactionRouteDeps;
 }
 
 /** The data API (`/api/v1/...`): status, exports, and what else the deployment wires in. */
@@ -29,6 +32,7 @@ export function createDataApp(deps: DataApiDeps): Hono<AppEnv> {
     },
     ...(deps.exports ? exportRoutes(deps.exports) : {}),
     ...(deps.deletion ? deletionRoutes(deps.deletion) : {}),
+    ...(deps.transactions ? transactionRoutes(deps.transactions) : {}),
   };
   mountRoutes(app, routes);
   return app;

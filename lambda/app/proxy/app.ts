@@ -10,10 +10,11 @@ import {
   type ProxyOutcome,
 } from "../../core/call";
 import { type CapturedBody, captureMetadata, captureText, redactCaptured } from "../../core/capture";
+import { decimalUsd } from "../../core/credits";
 import { endpointOf } from "../../core/endpoints";
 import { ApiError, errors } from "../../core/errors";
 import { errorFields, type Logger } from "../../core/logger";
-import { emptyUsage } from "../../core/usage";
+import { emptyUsage, type Usage } from "../../core/usage";
 import type { VendorDefinition } from "../../core/vendor-model";
 import { requestHeaderFilter } from "../../vendors/headers";
 import { RouteMatcher } from "../../vendors/routes";
@@ -163,6 +164,9 @@ export function createProxyApp(deps: ProxyDeps): Hono<AppEnv> {
           arrived,
           extraHeaders: call.responseHeaders,
           keepBytes: decision?.keepResponseBytes,
+          ...(hooks?.quote
+            ? { answerHeaders: (usage: Usage) => costHeaders(hooks.quote?.(call, usage)) }
+            : {}),
           done: finish,
         });
       } catch (err) {
@@ -233,6 +237,12 @@ async function beforeForwarding(
 
 /** Our id of the call on every response it gets: the `transaction_id` that finds its record. */
 export const TRANSACTION_ID_HEADER = "x-dmt-transaction-id";
+/** What an answer sent whole cost (a decimal USD string; a managed call's includes the markup). */
+export const COST_HEADER = "x-dmt-cost-usd";
+
+function costHeaders(micros: number | undefined): Record<string, string> {
+  return micros === undefined ? {} : { [COST_HEADER]: decimalUsd(micros) };
+}
 
 function newCall(c: Context<AppEnv>, vendor: VendorDefinition): ProxyCall {
   const id = randomUUID();

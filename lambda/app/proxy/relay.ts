@@ -39,6 +39,8 @@ export interface RelayOptions {
   extraHeaders: Record<string, string>;
   /** Keep the bytes sent, up to about this many, for `RelayResult.sent`. */
   keepBytes?: number;
+  /** Headers that depend on a whole answer's usage (its cost), for answers sent whole. */
+  answerHeaders?(usage: Usage): Record<string, string>;
   /** Called once, when the response ended (or broke, or the client left). */
   done(result: () => RelayResult): void;
 }
@@ -76,12 +78,19 @@ export async function relayResponse(upstream: UpstreamResponse, options: RelayOp
     const body = first.done ? Buffer.alloc(0) : await readRest(first.value, iterator);
     const ttftMs = performance.now() - options.arrived;
     const vendorHeaders = responseHeaders(upstream.headers, true);
+    // Read now only when a header needs it; otherwise after the answer is sent.
+    let usage: Usage | undefined;
+    const usageOf = () => {
+      usage ??= ok
+        ? options.usage.fromResponse(options.usageContext, parseJson(body.toString()))
+        : emptyUsage();
+      return usage;
+    };
+    const answered = options.answerHeaders?.(usageOf());
     options.done(() => {
       const result: RelayResult = {
         status,
-        usage: ok
-          ? options.usage.fromResponse(options.usageContext, parseJson(body.toString()))
-          : emptyUsage(),
+        usage: usageOf(),
         streamed: false,
         ttftMs,
         response: captureText(body, contentType, options.captureLimit),
@@ -93,7 +102,7 @@ export async function relayResponse(upstream: UpstreamResponse, options: RelayOp
       }
       return result;
     });
-    const headers = { ...vendorHeaders, ...options.extraHeaders };
+    const headers = { ...vendorHeaders, ...options.extraHeaders, ...answered };
     return new Response(NULL_BODY_STATUSES.has(status) ? null : (body as Uint8Array<ArrayBuffer>), {
       status,
       headers,

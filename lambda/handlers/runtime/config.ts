@@ -110,6 +110,19 @@ const dataApi = z.extend(base, {
   ...awsEndpoints,
 });
 
+/**
+ * Events: the store (webhooks, deliveries, alert rules, balances), the KMS key that wraps webhook
+ * secrets, the stack's bus and the webhook delivery queue.
+ */
+const events = z.extend(metering, {
+  DMT_EVENT_BUS_NAME: text,
+  DMT_WEBHOOK_QUEUE_URL: httpUrl,
+  /** The waits before webhook retries in ms, comma-separated (tests); default over an hour. */
+  DMT_WEBHOOK_RETRY_DELAYS_MS: z.optional(z.string().check(z.regex(/^\d+(,\d+)*$/))),
+  DMT_EVENTBRIDGE_ENDPOINT: z.optional(httpUrl),
+  DMT_SQS_ENDPOINT: z.optional(httpUrl),
+});
+
 export type BaseConfig = z.infer<typeof base>;
 export type StoreConfig = z.infer<typeof store> & { tables: TableNames };
 export type ProxyConfig = z.infer<typeof proxy>;
@@ -117,6 +130,7 @@ export type MeteringConfig = z.infer<typeof metering> & { tables: TableNames };
 export type RecordQueueConfig = z.infer<typeof recordQueue>;
 export type ConsumerConfig = z.infer<typeof consumer>;
 export type DataApiConfig = z.infer<typeof dataApi>;
+export type EventsConfig = z.infer<typeof events> & { tables: TableNames };
 
 /** A function's environment checked against its schema; a bad one fails the cold start, naming it. */
 export function parseEnv<T extends z.ZodMiniType>(
@@ -201,4 +215,9 @@ export function parseDeletionStepsConfig(env: Record<string, string | undefined>
 /** For the dashboard API (`lambda/handlers/dashboard.ts`). */
 export function parseDashboardConfig(env: Record<string, string | undefined>): DashboardConfig {
   return { ...parseEnv(dashboard, env), tables: tableNames(env) };
+}
+
+/** For the events: the delivery function, and what publishes events in other functions. */
+export function parseEventsConfig(env: Record<string, string | undefined>): EventsConfig {
+  return { ...parseEnv(events, env), tables: tableNames(env) };
 }
