@@ -5,6 +5,7 @@ import { tableNames } from "../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
 import { LocalMasterKey } from "../lambda/adapters/fs/master-key";
 import { activePriceCatalogue, planPriceImport } from "../lambda/adapters/fs/price-catalogue";
+import { composeReconcile } from "../lambda/compose/reconcile";
 import { createKey, createProject, keyView, revokeKey } from "../lambda/core/accounts";
 import { formatUsd, parseUsd } from "../lambda/core/credits";
 import { ApiError, errors } from "../lambda/core/errors";
@@ -13,9 +14,18 @@ import { jsonLogger } from "../lambda/core/logger";
 import type { Store } from "../lambda/core/ports";
 import { formatPriceTable, VENDORS as PRICED_VENDORS } from "../lambda/core/pricing";
 import type { ImportPlan } from "../lambda/core/pricing/litellm";
-import { parseLocalConfig } from "../lambda/local/config";
+import {
+  ADMIN_KEYS,
+  type Drift,
+  hasDrift,
+  parseDayRange,
+  parseVendor,
+  ReconcileInputError,
+} from "../lambda/core/reconcile";
+import { parseLocalConfig, vendorSettings } from "../lambda/local/config";
 import { openLocalStore, startLocalStack } from "../lambda/local/stack";
-import { localExportSettings } from "../lambda/local/warehouse";
+import { localExportSettings, openLocalWarehouseQuery } from "../lambda/local/warehouse";
+import { VENDORS } from "../lambda/vendors";
 
 /**
  * `dmt`: the local server and the operator commands. Every command works whether or not the server
@@ -414,7 +424,83 @@ const commands: Record<string, Command> = {
       return lines.join("\n");
     },
   },
+  reconcile: {
+    usage: "dmt reconcile --vendor <openai|anthropic> --from <YYYY-MM-DD> --to <YYYY-MM-DD> [--json]",
+    options: { vendor: { type: "string" }, from: { type: "string" }, to: { type: "string" }, ...json },
+    run: async ({ values, open, stackName }) => {
+      let vendor: ReturnType<typeof parseVendor>;
+      let range: ReturnType<typeof parseDayRange>;
+      try {
+        vendor = parseVendor(required(values, "vendor"));
+        range = parseDayRange(required(values, "from"), required(values, "to"));
+      } catch (err) {
+        if (err instanceof ReconcileInputError) throw new UsageError(err.message);
+        throw err;
+      }
+      if (stackName !== undefined)
+        throw new UsageError("reconcile reads the local data dir; --stack is not supported");
+      // The admin key is read here and only handed to the request's header: never printed or logged.
+      const { env, prefix } = ADMIN_KEYS[vendor];
+      const adminKey = process.env[env];
+      if (!adminKey) {
+        throw new UsageError(
+          `${env} is not set: the ${vendor} usage report needs an organization admin key (${prefix}...)`,
+        );
+      }
+      if (!adminKey.startsWith(prefix))
+        throw new UsageError(`${env} is not an admin key (those start ${prefix})`);
+      const config = parseLocalConfig();
+      // The upstream the proxy calls for this vendor: DMT_UPSTREAM_<VENDOR>, else the vendor's own.
+      const upstream = vendorSettings(config, vendor).upstream ?? VENDORS[vendor].defaultUpstream;
+      const services = await open();
+      const query = await openLocalWarehouseQuery(config.dataDir);
+      try {
+        const run = composeReconcile({
+          query,
+          projects: () => services.store.listProjects(),
+          upstream,
+          adminKey,
+        });
+        const drift = await run(vendor, range);
+        return {
+          vendor,
+          from: range.from,
+          to: range.to,
+          drifted: drift.filter(hasDrift).length,
+          rows: drift,
+        };
+      } finally {
+        query.close();
+      }
+    },
+    print: (r) => {
+      const { vendor, from, to, drifted, rows } = r as {
+        vendor: string;
+        from: string;
+        to: string;
+        drifted: number;
+        rows: Drift[];
+      };
+      const cells = rows.map((d) => ({
+        day: d.day,
+        model: d.model,
+        input: `${d.ours.input}/${d.theirs.input}`,
+        "input diff": signed(d.difference.input),
+        output: `${d.ours.output}/${d.theirs.output}`,
+        "output diff": signed(d.difference.output),
+        cached: `${d.ours.cached}/${d.theirs.cached}`,
+        "cached diff": signed(d.difference.cached),
+      }));
+      const summary =
+        drifted === 0
+          ? `No drift: ${rows.length} model-days agree with ${vendor}'s usage report, ${from} to ${to}.`
+          : `Drift on ${drifted} of ${rows.length} model-days against ${vendor}'s usage report, ${from} to ${to} (tokens ours/theirs; diff = theirs - ours).`;
+      return `${table(cells, ["day", "model", "input", "input diff", "output", "output diff", "cached", "cached diff"])}\n${summary}`;
+    },
+  },
 };
+
+const signed = (n: number) => (n > 0 ? `+${n}` : String(n));
 
 /** A vendor key piped on stdin: one trailing newline (from echo or a file) is not part of it. */
 async function readStdinKey(): Promise<string> {
@@ -490,13 +576,15 @@ async function main(argv: string[]): Promise<number> {
     await serve();
     return -1; // keeps running
   }
-  const name = `${first} ${second ?? ""}`.trim();
-  const command = commands[name];
+  // One-word commands (`reconcile`) before two-word ones (`keys create`).
+  const single = commands[first];
+  const name = single ? first : `${first} ${second ?? ""}`.trim();
+  const command = single ?? commands[name];
   if (!command) throw new UsageError(`unknown command '${name}'; run 'dmt help'`);
   let parsed: ReturnType<typeof parseArgs>;
   try {
     parsed = parseArgs({
-      args: argv.slice(2),
+      args: argv.slice(single ? 1 : 2),
       options: { ...command.options, stack: { type: "string" } },
       allowPositionals: true,
       strict: true,
