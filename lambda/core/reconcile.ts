@@ -226,16 +226,19 @@ export function recordUsage(record: RecordTokens): DailyModelUsage {
 
 const keyOf = (row: { day: string; model: string }) => `${row.day}\u0000${row.model}`;
 
+/** Adds a row into sums per day and model (the row is copied, never changed). */
+export function addUsage(sums: Map<string, DailyModelUsage>, row: DailyModelUsage): void {
+  const sum = sums.get(keyOf(row));
+  if (sum) {
+    sum.input += row.input;
+    sum.output += row.output;
+    sum.cached += row.cached;
+  } else sums.set(keyOf(row), { ...row });
+}
+
 function totals(rows: DailyModelUsage[]): Map<string, DailyModelUsage> {
   const sums = new Map<string, DailyModelUsage>();
-  for (const row of rows) {
-    const sum = sums.get(keyOf(row));
-    if (sum) {
-      sum.input += row.input;
-      sum.output += row.output;
-      sum.cached += row.cached;
-    } else sums.set(keyOf(row), { ...row });
-  }
+  for (const row of rows) addUsage(sums, row);
   return sums;
 }
 

@@ -1,5 +1,6 @@
 import type { WarehouseQuery } from "../core/export-query";
 import {
+  addUsage,
   compareUsage,
   type DailyModelUsage,
   type DayRange,
@@ -37,7 +38,8 @@ async function ourUsage(
   vendor: ReconciledVendor,
   range: DayRange,
 ): Promise<DailyModelUsage[]> {
-  const rows: DailyModelUsage[] = [];
+  // Summed as rows arrive: memory grows with days and models, not with calls.
+  const sums = new Map<string, DailyModelUsage>();
   for (const { projectId } of await deps.projects()) {
     const query = {
       projectId,
@@ -48,9 +50,9 @@ async function ourUsage(
     for await (const batch of deps.query.rows(query, "json")) {
       for (const text of batch) {
         const record = JSON.parse(text) as RecordTokens;
-        if (isReported(vendor, record)) rows.push(recordUsage(record));
+        if (isReported(vendor, record)) addUsage(sums, recordUsage(record));
       }
     }
   }
-  return rows;
+  return [...sums.values()];
 }
