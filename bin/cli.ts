@@ -17,10 +17,11 @@ import {
 import { formatCents } from "../lambda/core/money";
 import type { Store } from "../lambda/core/ports";
 import type { ImportPlan } from "../lambda/core/pricing/litellm";
+import type { Drift } from "../lambda/core/reconcile";
 import { parseStatementQuery, readStatement, type Statement } from "../lambda/core/statement";
 import type { VendorKeyStore } from "../lambda/core/vendor-keys";
 import { creditsGranted, keyCreated, keyRevoked } from "../lambda/events/account-events";
-import { DEFAULT_DATA_DIR, parseLocalConfig } from "../lambda/local/config";
+import { DEFAULT_DATA_DIR, parseLocalConfig, vendorSettings } from "../lambda/local/config";
 import { eventCommands } from "./cli-events";
 import type { CliEvents } from "./cli-events-open";
 
@@ -526,6 +527,89 @@ const commands: Record<string, Command> = {
       return lines.join("\n");
     },
   },
+  reconcile: {
+    usage: "dmt reconcile --vendor <openai|anthropic> --from <YYYY-MM-DD> --to <YYYY-MM-DD> [--json]",
+    summary: "managed tokens per model and day against the vendor's usage report (an admin key)",
+    options: { vendor: { type: "string" }, from: { type: "string" }, to: { type: "string" }, ...json },
+    run: async ({ values, open, stackName }) => {
+      const { ADMIN_KEYS, parseDayRange, parseVendor, ReconcileInputError } = await import(
+        "../lambda/core/reconcile"
+      );
+      let vendor: ReturnType<typeof parseVendor>;
+      let range: ReturnType<typeof parseDayRange>;
+      try {
+        vendor = parseVendor(required(values, "vendor"));
+        range = parseDayRange(required(values, "from"), required(values, "to"));
+      } catch (err) {
+        if (err instanceof ReconcileInputError) throw new UsageError(err.message);
+        throw err;
+      }
+      if (stackName !== undefined)
+        throw new UsageError("reconcile reads the local data dir; --stack is not supported");
+      // The admin key is read here and only handed to the request's header: never printed or logged.
+      const { env, prefix } = ADMIN_KEYS[vendor];
+      const adminKey = process.env[env];
+      if (!adminKey) {
+        throw new UsageError(
+          `${env} is not set: the ${vendor} usage report needs an organization admin key (${prefix}...)`,
+        );
+      }
+      if (!adminKey.startsWith(prefix))
+        throw new UsageError(`${env} is not an admin key (those start ${prefix})`);
+      const config = parseLocalConfig();
+      // The upstream the proxy calls for this vendor: DMT_UPSTREAM_<VENDOR>, else the vendor's own.
+      const { VENDORS } = await import("../lambda/vendors");
+      const upstream = vendorSettings(config, vendor).upstream ?? VENDORS[vendor].defaultUpstream;
+      const services = await open();
+      const { openLocalWarehouseQuery } = await import("../lambda/local/warehouse");
+      const { composeReconcile } = await import("../lambda/compose/reconcile");
+      const query = await openLocalWarehouseQuery(config.dataDir);
+      try {
+        const run = composeReconcile({
+          query,
+          projects: () => services.store.listProjects(),
+          upstream,
+          adminKey,
+        });
+        const drift = await run(vendor, range);
+        return {
+          vendor,
+          from: range.from,
+          to: range.to,
+          drifted: drift.filter(
+            (d) => d.difference.input !== 0 || d.difference.output !== 0 || d.difference.cached !== 0,
+          ).length,
+          rows: drift,
+        };
+      } finally {
+        query.close();
+      }
+    },
+    print: (r) => {
+      const { vendor, from, to, drifted, rows } = r as {
+        vendor: string;
+        from: string;
+        to: string;
+        drifted: number;
+        rows: Drift[];
+      };
+      const cells = rows.map((d) => ({
+        day: d.day,
+        model: d.model,
+        input: `${d.ours.input}/${d.theirs.input}`,
+        "input diff": signed(d.difference.input),
+        output: `${d.ours.output}/${d.theirs.output}`,
+        "output diff": signed(d.difference.output),
+        cached: `${d.ours.cached}/${d.theirs.cached}`,
+        "cached diff": signed(d.difference.cached),
+      }));
+      const summary =
+        drifted === 0
+          ? `No drift: ${rows.length} model-days agree with ${vendor}'s usage report, ${from} to ${to}.`
+          : `Drift on ${drifted} of ${rows.length} model-days against ${vendor}'s usage report, ${from} to ${to} (tokens ours/theirs; diff = theirs - ours).`;
+      return `${table(cells, ["day", "model", "input", "input diff", "output", "output diff", "cached", "cached diff"])}\n${summary}`;
+    },
+  },
   ...eventCommands({ required, table, iso, usage: (message: string) => new UsageError(message) }),
 };
 
@@ -541,6 +625,8 @@ async function version(): Promise<string> {
   };
   return pkg.version;
 }
+
+const signed = (n: number) => (n > 0 ? `+${n}` : String(n));
 
 /** A path as a POSIX shell word. */
 function shellQuote(text: string): string {
@@ -686,8 +772,10 @@ async function main(argv: string[]): Promise<number> {
     await serve();
     return -1; // keeps running
   }
-  const name = `${first} ${second ?? ""}`.trim();
-  const command = commands[name];
+  // One-word commands (`reconcile`) before two-word ones (`keys create`).
+  const single = commands[first];
+  const name = single ? first : `${first} ${second ?? ""}`.trim();
+  const command = single ?? commands[name];
   const wantsHelp = argv.slice(1).some((a) => HELP.has(a));
   if (!command) {
     // `dmt keys --help`: the group's commands.
@@ -706,7 +794,7 @@ async function main(argv: string[]): Promise<number> {
   let parsed: ReturnType<typeof parseArgs>;
   try {
     parsed = parseArgs({
-      args: argv.slice(2),
+      args: argv.slice(single ? 1 : 2),
       options: { ...command.options, stack: { type: "string" } },
       allowPositionals: true,
       strict: true,

@@ -29,6 +29,12 @@ export function localExportSettings(dataDir: string): FileExportSettings {
 /** The warehouse folder of a data dir: `interactions/`, `dead-letter/`. */
 const warehouseObjects = (dataDir: string) => new FsObjectStore(join(dataDir, "warehouse"));
 
+/** The export query over a data dir's warehouse folder, for commands that read it (`dmt reconcile`). */
+export async function openLocalWarehouseQuery(dataDir: string) {
+  const { DuckDBWarehouseQuery } = await import("../adapters/duckdb/export-query");
+  return DuckDBWarehouseQuery.open(warehouseObjects(dataDir).root);
+}
+
 export interface WarehouseQueueOptions {
   dataDir: string;
   logger: Logger;

@@ -26,6 +26,7 @@ import {
   sumTokens,
   textsOf,
 } from "./text";
+import { openAiUsageReport } from "./usage-report";
 import type { Route, VendorSim } from "./vendor";
 
 type Flavour = "openai" | "groq";
@@ -109,6 +110,16 @@ function chatUsage(flavour: Flavour, prompt: Prompt, gen: Generation): Record<st
 }
 
 /** The tier that served a request, as OpenAI reports it: the one asked for (`fast` is `priority`), else `default`. */
+/** A completion's tokens, for the organization usage report (usage-report.ts). */
+function served(state: SimState, model: string, prompt: Prompt, output: number): void {
+  state.usage.add("openai", {
+    model,
+    uncachedInput: prompt.tokens - prompt.cached,
+    cachedInput: prompt.cached,
+    output,
+  });
+}
+
 function servedTier(body: Record<string, unknown>): string {
   const asked = body.service_tier;
   if (asked === "flex" || asked === "priority") return asked;
@@ -136,6 +147,7 @@ function chatCompletions(flavour: Flavour): Route {
     const limit = optionalLimit(body, "max_completion_tokens", "max_tokens");
     const gen = generate(prompt.seed, limit, isReasoningModel(model) ? REASONING_TOKENS : 0);
     const usage = chatUsage(flavour, prompt, gen);
+    if (flavour === "openai") served(state, model, prompt, gen.textTokens + gen.reasoningTokens);
     const id = state.nextId("chatcmpl-");
     const created = unixSeconds();
     const finishReason = gen.truncated ? "length" : "stop";
@@ -210,6 +222,7 @@ const completions: Route = (req, state) => {
   };
   const gen = generate(prompt.seed, optionalLimit(body, "max_tokens") ?? 16, 0);
   const usage = chatUsage("openai", prompt, gen);
+  served(state, model, prompt, gen.textTokens + gen.reasoningTokens);
   const id = state.nextId("cmpl-");
   const created = unixSeconds();
   const finishReason = gen.truncated ? "length" : "stop";
@@ -532,6 +545,7 @@ const responses: Route = (req, state) => {
   const reasoning = isReasoningModel(model);
   const gen = generate(prompt.seed, limit, reasoning ? REASONING_TOKENS : 0);
   const outputTokens = gen.textTokens + gen.reasoningTokens;
+  served(state, model, prompt, outputTokens);
   const usage = {
     input_tokens: prompt.tokens,
     input_tokens_details: { cached_tokens: prompt.cached },
@@ -632,6 +646,7 @@ function routesOf(flavour: Flavour): Map<string, Route> {
     ["POST /v1/images/edits", images("edits")],
     ["POST /v1/images/variations", images("variations")],
     ["POST /v1/moderations", moderations],
+    ["GET /v1/organization/usage/completions", openAiUsageReport],
   ]);
 }
 
