@@ -338,6 +338,7 @@ describe("a proxy function cold-started with the synthesized environment", () =>
       keyId: "a".repeat(16),
       tier: "pro",
       rateLimit: { rpm: 600, burst: 1000 },
+      store: "full",
     });
     const headers = {
       authorization: `Bearer dmt_${"a".repeat(16)}_${"B".repeat(43)}`,

@@ -137,6 +137,7 @@ const identity = grantedContext({
   keyId: "a".repeat(16),
   tier: "pro",
   rateLimit: { rpm: 600, burst: 1000 },
+  store: "full",
 });
 
 /** The headers API Gateway's integration adds: the origin secret and the authorizer's context. */
@@ -344,7 +345,7 @@ describe("proxy handler: calls through the API", () => {
 
 /** The identity API Gateway forwards for another project or key. */
 function caller(projectId: string, keyId = "a".repeat(16), rateLimit = { rpm: 600, burst: 1000 }) {
-  return grantedContext({ projectId, keyId, tier: "pro", rateLimit });
+  return grantedContext({ projectId, keyId, tier: "pro", rateLimit, store: "full" });
 }
 
 /** Runs `work` and returns the Embedded Metric Format lines written meanwhile (Powertools' output). */

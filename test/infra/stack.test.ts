@@ -318,6 +318,7 @@ describe("proxy functions", () => {
     tier: "x-dmt-auth-tier",
     rpm: "x-dmt-auth-rpm",
     burst: "x-dmt-auth-burst",
+    store: "x-dmt-auth-store",
     errorStatus: "x-dmt-auth-error-status",
     errorType: "x-dmt-auth-error-type",
     errorCode: "x-dmt-auth-error-code",
@@ -376,7 +377,7 @@ describe("proxy functions", () => {
 
   it("send the origin secret and every field of the authorizer's context in request headers", () => {
     // Every field the authorizer can put in its context, granted or refused, has its header.
-    const sample = { projectId: "acme", keyId: "k1", tier: "pro" as const, rateLimit: { rpm: 1, burst: 1 } };
+    const sample = { projectId: "acme", keyId: "k1", tier: "pro" as const, rateLimit: { rpm: 1, burst: 1 }, store: "full" as const };
     const emitted = [
       ...Object.keys(grantedContext(sample)),
       ...Object.keys(refusalContext(errors.internal())),

@@ -14,7 +14,7 @@ function call(overrides: Partial<ProxyCall> = {}): ProxyCall {
     vendor: "anthropic",
     endpoint: "anthropic:/v1/messages",
     method: "POST",
-    auth: { projectId: "proj-a", keyId: "abcdefghij012345", tier: "free", rateLimit: TIER_LIMITS.free },
+    auth: { projectId: "proj-a", keyId: "abcdefghij012345", tier: "free", rateLimit: TIER_LIMITS.free, store: "full" },
     startedAt: Date.UTC(2026, 0, 2, 3, 4, 5, 6),
     requestId: "req-1",
     userHeader: undefined,
