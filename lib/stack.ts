@@ -146,6 +146,7 @@ export class DmtStack extends Stack {
         store: this.store,
         vendorKey: this.secrets.vendorKeys[vendor],
         originSecret: this.secrets.originSecret,
+        userIdKey: this.secrets.userIdKey,
         byokKey: this.secrets.byokKey,
         prices: this.prices,
         ...(reservedConcurrency !== undefined && { reservedConcurrency }),

@@ -6,6 +6,7 @@ import { type CapturedBody, captureMetadata, captureText } from "../core/capture
 import { endpointOf } from "../core/endpoints";
 import { ApiError } from "../core/errors";
 import { errorFields, type Logger } from "../core/logger";
+import { STORE_HEADER } from "../core/privacy";
 import { emptyUsage } from "../core/usage";
 import { requestHeaderFilter } from "../vendors/headers";
 import { RouteMatcher } from "../vendors/routes";
@@ -226,6 +227,7 @@ function newCall(c: Context<AppEnv>, vendor: VendorDefinition): ProxyCall {
     requestId: c.req.header("x-request-id"),
     userHeader: c.req.header("x-user-id"),
     userAgent: c.req.header("user-agent"),
+    storeHeader: c.req.header(STORE_HEADER),
     route: undefined,
     target: undefined,
     model: undefined,

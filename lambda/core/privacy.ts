@@ -122,6 +122,9 @@ export interface UserIdHasher {
 
 export const KEYED_USER_PREFIX = "hmac:";
 
+/** What a local deployment derives its user-id hashing key from its master key file with. */
+export const USER_ID_KEY_PURPOSE = "dmt user-id hashing key v1";
+
 export function hmacUserIdHasher(secret: () => Promise<Uint8Array> | Uint8Array): UserIdHasher {
   return {
     async keyed(projectId, userId) {

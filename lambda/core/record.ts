@@ -8,10 +8,11 @@
  * parameters cannot reach a record because nothing that carries them is an input.
  */
 import { PROJECT_ID_PATTERN } from "./model";
+import { STORE_LEVELS, type StoreLevel } from "./privacy";
 import type { Usage } from "./usage";
 import { VENDOR_NAMES, type VendorName } from "./vendor-names";
 
-export const RECORD_SCHEMA_VERSION = 1;
+export const RECORD_SCHEMA_VERSION = 2;
 
 /** The vendors a record names: those of the proxy prefixes (DESIGN §2). */
 export const RECORD_VENDORS = VENDOR_NAMES;
@@ -43,7 +44,7 @@ const column = <const N extends string, const K extends ColumnKind, const Null e
   doc: string,
 ) => ({ name, kind, nullable, doc });
 
-/** The columns of schema version 1, in file and export order. Timestamps are UTC, millisecond precision. */
+/** The columns of schema version 2 (1 had no store_level), in file and export order. Timestamps are UTC, millisecond precision. */
 export const RECORD_COLUMNS = [
   column("schema_version", "int32", false, "version of this schema the record was written with"),
   column("transaction_id", "string", false, "our id of the call, returned to the client in a header"),
@@ -91,6 +92,12 @@ export const RECORD_COLUMNS = [
   column("request_bytes", "int64", false, "size of the whole request body"),
   column("response_bytes", "int64", false, "size of the whole response body"),
   column("user_agent", "string", true, "the client's User-Agent"),
+  column(
+    "store_level",
+    "string",
+    true,
+    "what the record keeps: full, metadata (no bodies) or none (no bodies, user id as a keyed hash)",
+  ),
 ] as const satisfies readonly ColumnDefinition[];
 
 type Column = (typeof RECORD_COLUMNS)[number];
@@ -218,7 +225,11 @@ export interface InteractionInput {
   userAgent?: string;
   request: BodyCapture;
   response: BodyCapture;
+  /** What the record may keep (core/privacy.ts); below `full` no body text is even looked at. */
+  store: StoreLevel;
 }
+
+const NO_BODY = { text: null, truncated: false };
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -266,8 +277,9 @@ function endpointPath(endpoint: string, vendor: string): string {
 
 /** Builds the record of one call. */
 export function buildRecord(input: InteractionInput): InteractionRecord {
-  const request = storedText(input.request);
-  const response = storedText(input.response);
+  const keepBodies = input.store === "full";
+  const request = keepBodies ? storedText(input.request) : NO_BODY;
+  const response = keepBodies ? storedText(input.response) : NO_BODY;
   const { usage } = input;
   return {
     schema_version: RECORD_SCHEMA_VERSION,
@@ -275,7 +287,7 @@ export function buildRecord(input: InteractionInput): InteractionRecord {
     request_id: input.requestId ?? null,
     project_id: input.projectId,
     key_id: input.keyId,
-    user_id: resolveUserId(input.userIdHeader, input.requestJson ?? parseObject(request.text)),
+    user_id: resolveUserId(input.userIdHeader, input.requestJson ?? parseObject(input.request.text ?? null)),
     vendor: input.vendor,
     endpoint: endpointPath(input.endpoint, input.vendor),
     model: input.model ?? null,
@@ -306,6 +318,7 @@ export function buildRecord(input: InteractionInput): InteractionRecord {
     request_bytes: input.request.bytes,
     response_bytes: input.response.bytes,
     user_agent: input.userAgent ?? null,
+    store_level: input.store,
   };
 }
 
@@ -333,6 +346,7 @@ const VALUE_CHECKS: Record<ColumnKind, { test: string; expected: string }> = {
 const ENUMS: Partial<Record<RecordColumnName, readonly string[]>> = {
   vendor: RECORD_VENDORS,
   billing_mode: BILLING_MODES,
+  store_level: STORE_LEVELS,
 };
 
 /** The JavaScript that checks one column's value `v = fields[name]`, returning what is wrong. */

@@ -67,6 +67,9 @@ const metering = z.extend(store, {
   /** Another KMS endpoint (tests); unset in AWS. */
   DMT_KMS_ENDPOINT: z.optional(httpUrl),
   DMT_HOLD_TTL_MS: z._default(z.coerce.number().check(z.minimum(960_000), z.maximum(86_400_000)), 3_600_000),
+  /** The secret that keys the user-id hash of level `none` (core/privacy.ts); never rotated. */
+  DMT_USER_ID_KEY_SECRET_ARN: text,
+  DMT_SECRETS_ENDPOINT: z.optional(httpUrl),
 });
 
 /** The producer side of the warehouse: the queue, and the bucket whose `queue-spool/` keeps what it refused. */

@@ -11,6 +11,7 @@ import type { Logger } from "../core/logger";
 import { CachedVendorKeys } from "../core/metering-vendor-keys";
 import { warehouseHooks } from "../warehouse/hooks";
 import { parseMeteringConfig, parseRecordQueueConfig } from "./config";
+import { createSecretsClient, secretUserIdHasher } from "./secrets";
 import { type FunctionMetrics, MetricUnit } from "./telemetry";
 import { createRecordQueue } from "./warehouse";
 
@@ -50,7 +51,12 @@ export function proxyHooksFromEnv(
     noteChargesMs: 0,
   });
   const queue = createRecordQueue(parseRecordQueueConfig(env), logger);
-  return combineHooks([metering, warehouseHooks(queue), callMetrics(metrics)], logger);
+  const userIds = secretUserIdHasher(
+    createSecretsClient(config.DMT_SECRETS_ENDPOINT),
+    config.DMT_USER_ID_KEY_SECRET_ARN,
+    logger,
+  );
+  return combineHooks([metering, warehouseHooks(queue, userIds), callMetrics(metrics)], logger);
 }
 
 /**

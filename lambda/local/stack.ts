@@ -27,6 +27,7 @@ import { KeyUsageTracker } from "../core/key-usage";
 import { errorFields, type Logger } from "../core/logger";
 import { CachedVendorKeys } from "../core/metering-vendor-keys";
 import type { Store } from "../core/ports";
+import { hmacUserIdHasher, USER_ID_KEY_PURPOSE, type UserIdHasher } from "../core/privacy";
 import { VENDORS } from "../vendors";
 import { VENDOR_NAMES, type VendorName } from "../vendors/types";
 import { warehouseHooks } from "../warehouse/hooks";
@@ -36,6 +37,12 @@ import { createHttpServer } from "./http-server";
 import { type DashboardSignIn, localDashboard } from "./oidc-dashboard";
 import { type Simulator, startSimulator } from "./simulator";
 import { startThreadedWarehouse } from "./warehouse-thread";
+
+/** The keyed user-id hash of level `none`: its key derived from the data dir's master key file. */
+export function localUserIdHasher(dataDir: string): UserIdHasher {
+  const master = LocalMasterKey.inDataDir(dataDir);
+  return hmacUserIdHasher(() => master.derive(USER_ID_KEY_PURPOSE));
+}
 
 /** The store of a data dir: the embedded dynalite, or the endpoint of the process that already serves it. */
 export interface LocalStore {
@@ -172,7 +179,7 @@ async function startOnStore(
   opened.push(() => warehouse.close());
   const hookList = [
     ...(metering ? [metering] : []),
-    warehouseHooks(warehouse.queue),
+    warehouseHooks(warehouse.queue, localUserIdHasher(config.dataDir)),
     ...(options.hooks ?? []),
   ];
   const hooks = hookList.length > 0 ? combineHooks(hookList, logger) : undefined;

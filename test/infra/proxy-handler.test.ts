@@ -76,6 +76,7 @@ beforeAll(async () => {
     DMT_UPSTREAM_URL: simulator.origins.openai,
     DMT_SECRETS_ENDPOINT: secrets.url,
     DMT_ORIGIN_SECRET_ARN: ORIGIN_ARN,
+    DMT_USER_ID_KEY_SECRET_ARN: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:dmt-user-id-key",
     DMT_VENDOR_KEY_SECRET_ARN: KEY_ARN,
     // Every call reads the secrets again, so a test sees a change at once.
     DMT_SECRET_CACHE_MS: "0",

@@ -377,7 +377,13 @@ describe("proxy functions", () => {
 
   it("send the origin secret and every field of the authorizer's context in request headers", () => {
     // Every field the authorizer can put in its context, granted or refused, has its header.
-    const sample = { projectId: "acme", keyId: "k1", tier: "pro" as const, rateLimit: { rpm: 1, burst: 1 }, store: "full" as const };
+    const sample = {
+      projectId: "acme",
+      keyId: "k1",
+      tier: "pro" as const,
+      rateLimit: { rpm: 1, burst: 1 },
+      store: "full" as const,
+    };
     const emitted = [
       ...Object.keys(grantedContext(sample)),
       ...Object.keys(refusalContext(errors.internal())),

@@ -13,7 +13,7 @@ import { createKey, createProject } from "../../lambda/core/accounts";
 import { jsonLogger, silentLogger } from "../../lambda/core/logger";
 import { parseLocalConfig } from "../../lambda/local/config";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
-import { type LocalStack, startLocalStack } from "../../lambda/local/stack";
+import { type LocalStack, localUserIdHasher, startLocalStack } from "../../lambda/local/stack";
 import { createWarehouseConsumer } from "../../lambda/warehouse/consumer";
 import { warehouseHooks } from "../../lambda/warehouse/hooks";
 import { type Answered, countingFetch, until, warehouseRows } from "../support/reliability";
@@ -61,7 +61,9 @@ beforeAll(async () => {
     DMT_METERING: "off",
     DMT_WAREHOUSE_FLUSH_MS: "100",
   });
-  stack = await startLocalStack(config, logger, { hooks: [warehouseHooks(producer)] });
+  stack = await startLocalStack(config, logger, {
+    hooks: [warehouseHooks(producer, localUserIdHasher(dataDir))],
+  });
 });
 afterAll(async () => {
   await stack?.close();

@@ -33,6 +33,7 @@ function input(overrides: Partial<InteractionInput> = {}): InteractionInput {
     costMicros: 42,
     request: { text: '{"model":"gpt-4o"}', bytes: 18, truncated: false },
     response: { text: "{}", bytes: 2, truncated: false },
+    store: "full",
     ...overrides,
   };
 }
@@ -42,7 +43,7 @@ describe("buildRecord", () => {
     const record = buildRecord(input());
     expect(Object.keys(record)).toEqual(RECORD_COLUMNS.map((c) => c.name));
     expect(record).toMatchObject({
-      schema_version: 1,
+      schema_version: 2,
       transaction_id: "txn_1",
       request_id: null,
       user_id: null,
@@ -133,7 +134,7 @@ describe("parseRecord (the consumer's check of a queued record)", () => {
 
   it.each([
     ["not an object", () => [1], "not a JSON object"],
-    ["another schema version", () => ({ ...valid(), schema_version: 2 }), "unsupported schema_version 2"],
+    ["another schema version", () => ({ ...valid(), schema_version: 3 }), "unsupported schema_version 3"],
     ["a missing required field", () => ({ ...valid(), status_code: undefined }), "'status_code' is required"],
     ["a wrong type", () => ({ ...valid(), streamed: "yes" }), "'streamed' must be a boolean"],
     ["a negative count", () => ({ ...valid(), input_tokens: -1 }), "'input_tokens' must be an integer"],

@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { createHmac, randomBytes } from "node:crypto";
 import { linkSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { aesGcmDecrypt, aesGcmEncrypt, type KeyWrapper } from "../../core/crypto";
@@ -24,6 +24,11 @@ export class LocalMasterKey implements KeyWrapper {
 
   async unwrap(wrapped: Uint8Array, context: string): Promise<Buffer> {
     return aesGcmDecrypt(this.masterKey(), wrapped, context);
+  }
+
+  /** A key for another purpose, derived from the master key (HMAC-SHA256 of the purpose's name). */
+  derive(purpose: string): Buffer {
+    return createHmac("sha256", this.masterKey()).update(purpose, "utf8").digest();
   }
 
   private masterKey(): Buffer {
