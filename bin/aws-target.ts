@@ -8,6 +8,7 @@ import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { createDynamoClient } from "../lambda/adapters/dynamodb/client";
 import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
 import { DynamoExportSettings } from "../lambda/adapters/dynamodb/export-settings";
+import { DynamoPrivacySettings } from "../lambda/adapters/dynamodb/privacy-settings";
 import { DynamoStore } from "../lambda/adapters/dynamodb/store";
 import { TABLES, type TableName, type TableNames } from "../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
@@ -87,6 +88,7 @@ export function awsServices(target: AwsTarget) {
       new KmsKeyWrapper(createKmsClient({ region: target.region }), target.byokKeyArn),
     ),
     exportSettings: new DynamoExportSettings(target.db, target.tables.projectSettings),
+    privacy: new DynamoPrivacySettings(target.db, target.tables),
   };
 }
 

@@ -1,16 +1,18 @@
 import { type ParseArgsConfig, parseArgs } from "node:util";
 import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
+import { DynamoPrivacySettings } from "../lambda/adapters/dynamodb/privacy-settings";
 import { tableNames } from "../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
 import { LocalMasterKey } from "../lambda/adapters/secrets/local-master-key";
 import { activePriceCatalogue } from "../lambda/app/prices";
-import { createKey, createProject, keyView, revokeKey } from "../lambda/core/accounts";
+import { createKey, createProject, keyStoreOf, keyView, revokeKey } from "../lambda/core/accounts";
 import { formatUsd, parseUsd } from "../lambda/core/credits";
 import { ApiError, errors } from "../lambda/core/errors";
 import { DestinationError, parseExportDestination } from "../lambda/core/export-destination";
 import { jsonLogger } from "../lambda/core/logger";
 import type { Store } from "../lambda/core/ports";
 import { formatPriceTable, VENDORS as PRICED_VENDORS } from "../lambda/core/pricing";
+import { privacyView, updatePrivacySettings } from "../lambda/core/privacy";
 import { parseLocalConfig } from "../lambda/local/config";
 import { openLocalStore, startLocalStack } from "../lambda/local/stack";
 import { localExportSettings } from "../lambda/warehouse/local";
@@ -30,6 +32,8 @@ interface Services {
   vendorKeys: DynamoVendorKeys;
   /** A file in the data dir locally; the `projectSettings` table in AWS (s3:// destinations only). */
   exportSettings: { setExportDestination(projectId: string, url: string | undefined): Promise<void> };
+  /** What records keep and for how long: attributes of the project and key items. */
+  privacy: DynamoPrivacySettings;
   /** The project, or a not-found error naming it. */
   project(projectId: string): Promise<string>;
 }
@@ -119,7 +123,7 @@ const commands: Record<string, Command> = {
   },
   "keys create": {
     usage:
-      "dmt keys create --project <id> --name <name> [--allow <endpoint>]... [--rpm N --burst N] [--expires <date>] [--json]",
+      "dmt keys create --project <id> --name <name> [--allow <endpoint>]... [--rpm N --burst N] [--expires <date>] [--store metadata|none] [--json]",
     options: {
       project: { type: "string" },
       name: { type: "string" },
@@ -127,6 +131,7 @@ const commands: Record<string, Command> = {
       rpm: { type: "string" },
       burst: { type: "string" },
       expires: { type: "string" },
+      store: { type: "string" },
       ...json,
     },
     run: async ({ values, open }) => {
@@ -145,6 +150,7 @@ const commands: Record<string, Command> = {
           ...(values.allow ? { allow: values.allow as string[] } : {}),
           ...(rpm !== undefined && burst !== undefined ? { rateLimit: { rpm, burst } } : {}),
           ...(expiresAt !== undefined ? { expiresAt } : {}),
+          ...(typeof values.store === "string" ? { store: values.store } : {}),
         },
         Date.now(),
       );
@@ -181,6 +187,26 @@ const commands: Record<string, Command> = {
         })),
         ["id", "name", "prefix", "status", "created", "lastUsed", "allow"],
       ),
+  },
+  "keys update": {
+    usage: "dmt keys update <key id> --store metadata|none|project [--json]",
+    options: { store: { type: "string" }, ...json },
+    positionals: 1,
+    run: async ({ values, positionals, open }) => {
+      const level = required(values, "store");
+      // `project`: the key follows its project's level again.
+      const store = level === "project" ? undefined : keyStoreOf(level);
+      const keyId = positionals[0] ?? "";
+      const updated = await (await open()).privacy.setKey(keyId, store);
+      if (!updated) throw errors.notFound(`Key '${keyId}' does not exist.`);
+      return keyView(updated, Date.now());
+    },
+    print: (k) => {
+      const key = k as { keyId: string; store?: string };
+      return key.store
+        ? `Key ${key.keyId} now stores at most '${key.store}'.`
+        : `Key ${key.keyId} now follows its project's store level.`;
+    },
   },
   "keys revoke": {
     usage: "dmt keys revoke <key id> [--json]",
@@ -302,20 +328,55 @@ const commands: Record<string, Command> = {
     },
     print: (r) => `Deleted the ${(r as { vendor: string }).vendor} key.`,
   },
+  "settings show": {
+    usage: "dmt settings show --project <id> [--json]",
+    options: { project: { type: "string" }, ...json },
+    run: async ({ values, open }) => {
+      const projectId = required(values, "project");
+      const project = await (await open()).store.getProject(projectId);
+      if (!project) throw errors.notFound(`Project '${projectId}' does not exist.`);
+      return { projectId, ...privacyView(project) };
+    },
+    print: (r) => printPrivacy(r as PrivacyResult),
+  },
   "settings set": {
     usage:
-      "dmt settings set --project <id> (--export-bucket <s3://bucket/prefix | file:///folder> | --no-export-bucket) [--json]",
+      "dmt settings set --project <id> [--export-bucket <s3://bucket/prefix | file:///folder> | --no-export-bucket] [--store full|metadata|none] [--retention-days N] [--body-retention-days N] [--json]",
     options: {
       project: { type: "string" },
       "export-bucket": { type: "string" },
       "no-export-bucket": { type: "boolean" },
+      store: { type: "string" },
+      "retention-days": { type: "string" },
+      "body-retention-days": { type: "string" },
       ...json,
     },
     run: async ({ values, open }) => {
       const url = values["export-bucket"] as string | undefined;
       const clear = values["no-export-bucket"] === true;
-      if ((url === undefined) === !clear)
-        throw new UsageError("give exactly one of --export-bucket and --no-export-bucket");
+      if (url !== undefined && clear)
+        throw new UsageError("give one of --export-bucket and --no-export-bucket");
+      const privacy = {
+        ...(typeof values.store === "string" && { store: values.store }),
+        ...(values["retention-days"] !== undefined && {
+          retentionDays: wholeNumber(values, "retention-days"),
+        }),
+        ...(values["body-retention-days"] !== undefined && {
+          bodyRetentionDays: wholeNumber(values, "body-retention-days"),
+        }),
+      };
+      const changesPrivacy = Object.keys(privacy).length > 0;
+      if (url === undefined && !clear && !changesPrivacy) {
+        throw new UsageError(
+          "give --export-bucket, --no-export-bucket, --store, --retention-days or --body-retention-days",
+        );
+      }
+      if (changesPrivacy) {
+        const services = await open();
+        const projectId = required(values, "project");
+        const settings = await updatePrivacySettings(services.store, services.privacy, projectId, privacy);
+        if (url === undefined && !clear) return { projectId, ...privacyView(settings) };
+      }
       if (url !== undefined) {
         try {
           parseExportDestination(url);
@@ -336,6 +397,7 @@ const commands: Record<string, Command> = {
       return { projectId, exportBucket: url ?? null };
     },
     print: (r) => {
+      if ("store" in (r as object)) return printPrivacy(r as PrivacyResult);
       const { projectId, exportBucket } = r as { projectId: string; exportBucket: string | null };
       return exportBucket
         ? `Exports of ${projectId} now go to ${exportBucket}.`
@@ -369,6 +431,17 @@ const commands: Record<string, Command> = {
     },
   },
 };
+
+type PrivacyResult = { projectId: string } & ReturnType<typeof privacyView>;
+
+function printPrivacy({ projectId, store, retentionDays, bodyRetentionDays }: PrivacyResult): string {
+  const days = (n: number | null) => (n === null ? "kept until deleted" : `${n} days`);
+  return [
+    `${projectId}: store level ${store}`,
+    `  records: ${days(retentionDays)}`,
+    `  bodies:  ${days(bodyRetentionDays ?? retentionDays)}`,
+  ].join("\n");
+}
 
 /** A vendor key piped on stdin: one trailing newline (from echo or a file) is not part of it. */
 async function readStdinKey(): Promise<string> {
@@ -487,6 +560,7 @@ async function main(argv: string[]): Promise<number> {
             credits: new DynamoCredits(local.db, names),
             vendorKeys: new DynamoVendorKeys(local.db, names, LocalMasterKey.inDataDir(config.dataDir)),
             exportSettings: localExportSettings(config.dataDir),
+            privacy: new DynamoPrivacySettings(local.db, names),
           };
         }
         const { store } = parts;

@@ -135,3 +135,46 @@ export function hmacUserIdHasher(secret: () => Promise<Uint8Array> | Uint8Array)
     },
   };
 }
+
+/** Where the settings live (adapters/dynamodb/privacy-settings.ts): the project and key items. */
+export interface PrivacySettingsStore {
+  /** Writes `next` if the project still holds `current`; undefined on a lost race or no project. */
+  setProject(projectId: string, current: PrivacySettings, next: PrivacySettings): Promise<unknown>;
+}
+
+/** The settings a project has (defaults filled in), as the CLI and the dashboard show them. */
+export function privacyView(project: PrivacySettings): {
+  store: StoreLevel;
+  retentionDays: number | null;
+  bodyRetentionDays: number | null;
+} {
+  return {
+    store: project.store ?? DEFAULT_STORE_LEVEL,
+    retentionDays: project.retentionDays ?? null,
+    bodyRetentionDays: project.bodyRetentionDays ?? null,
+  };
+}
+
+/**
+ * Changes a project's privacy settings: read, check the result as a whole, write on the condition
+ * that nothing changed meanwhile (a few tries). A missing project is a 404.
+ */
+export async function updatePrivacySettings(
+  projects: { getProject(projectId: string): Promise<PrivacySettings | undefined> },
+  settings: PrivacySettingsStore,
+  projectId: string,
+  change: Parameters<typeof mergePrivacySettings>[1],
+): Promise<PrivacySettings> {
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const project = await projects.getProject(projectId);
+    if (!project) throw errors.notFound(`Project '${projectId}' does not exist.`);
+    const current = {
+      ...(project.store !== undefined && { store: project.store }),
+      ...(project.retentionDays !== undefined && { retentionDays: project.retentionDays }),
+      ...(project.bodyRetentionDays !== undefined && { bodyRetentionDays: project.bodyRetentionDays }),
+    };
+    const next = mergePrivacySettings(current, change);
+    if (await settings.setProject(projectId, current, next)) return next;
+  }
+  throw new Error("the project's settings kept changing while being updated");
+}
