@@ -89,6 +89,11 @@ export function awsServices(target: AwsTarget) {
     ),
     exportSettings: new DynamoExportSettings(target.db, target.tables.projectSettings),
     privacy: new DynamoPrivacySettings(target.db, target.tables),
+    async retention(): Promise<never> {
+      throw new Error(
+        "in AWS the stack's retention function runs every day; to run it now: aws lambda invoke --function-name <RetentionFunction output> out.json",
+      );
+    },
   };
 }
 

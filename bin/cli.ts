@@ -13,9 +13,12 @@ import { jsonLogger } from "../lambda/core/logger";
 import type { Store } from "../lambda/core/ports";
 import { formatPriceTable, VENDORS as PRICED_VENDORS } from "../lambda/core/pricing";
 import { privacyView, updatePrivacySettings } from "../lambda/core/privacy";
+import type { RetentionAudit } from "../lambda/core/retention";
 import { parseLocalConfig } from "../lambda/local/config";
+import { runLocalRetention } from "../lambda/local/retention";
 import { openLocalStore, startLocalStack } from "../lambda/local/stack";
 import { localExportSettings } from "../lambda/warehouse/local";
+import type { RetentionOptions } from "../lambda/warehouse/retention";
 
 /**
  * `dmt`: the local server and the operator commands. Every command works whether or not the server
@@ -34,6 +37,8 @@ interface Services {
   exportSettings: { setExportDestination(projectId: string, url: string | undefined): Promise<void> };
   /** What records keep and for how long: attributes of the project and key items. */
   privacy: DynamoPrivacySettings;
+  /** The retention run over the local data dir (in AWS a scheduled function runs it). */
+  retention(options: RetentionOptions): Promise<RetentionAudit>;
   /** The project, or a not-found error naming it. */
   project(projectId: string): Promise<string>;
 }
@@ -404,6 +409,35 @@ const commands: Record<string, Command> = {
         : `Exports of ${projectId} are streamed back again.`;
     },
   },
+  "retention run": {
+    usage: "dmt retention run [--project <id>] [--dry-run] [--json]",
+    options: { project: { type: "string" }, "dry-run": { type: "boolean" }, ...json },
+    run: async ({ values, open }) => {
+      const services = await open();
+      const projectId =
+        typeof values.project === "string" ? await services.project(values.project) : undefined;
+      return services.retention({
+        ...(projectId !== undefined && { projectId }),
+        dryRun: values["dry-run"] === true,
+      });
+    },
+    print: (a) => {
+      const audit = a as RetentionAudit;
+      const rows = audit.projects.map((p) => ({
+        project: p.projectId,
+        days: p.retentionDays ?? "-",
+        bodyDays: p.bodyRetentionDays ?? "-",
+        partitionsRemoved: p.partitionsRemoved.length,
+        rowsRemoved: p.rowsRemoved,
+        bodiesDropped: p.rowsBlanked,
+        indexRemoved: p.indexRemoved,
+      }));
+      const head = audit.dryRun
+        ? "Dry run: nothing was changed; this is what a run would remove."
+        : `Retention run ${audit.runId} ${audit.status} (audit entry under retention-audit/).`;
+      return `${head}\n${table(rows, ["project", "days", "bodyDays", "partitionsRemoved", "rowsRemoved", "bodiesDropped", "indexRemoved"])}`;
+    },
+  },
   "prices list": {
     usage: "dmt prices list [--vendor <groq|openai|anthropic|gemini>] [--json]",
     options: { vendor: { type: "string" }, ...json },
@@ -561,6 +595,12 @@ async function main(argv: string[]): Promise<number> {
             vendorKeys: new DynamoVendorKeys(local.db, names, LocalMasterKey.inDataDir(config.dataDir)),
             exportSettings: localExportSettings(config.dataDir),
             privacy: new DynamoPrivacySettings(local.db, names),
+            retention: (options) =>
+              runLocalRetention(
+                { dataDir: config.dataDir, store: local.store, db: local.db, tables: names },
+                jsonLogger("warn"),
+                options,
+              ),
           };
         }
         const { store } = parts;
