@@ -18,6 +18,7 @@ import { FsObjectStore } from "../lambda/adapters/objectstore/fs";
 import { FolderDeadLetters } from "../lambda/adapters/queue/dead-letter-folder";
 import { FileDeliveryLedger } from "../lambda/adapters/queue/ledger";
 import type { QueueBatch } from "../lambda/adapters/queue/port";
+import { localUserIdHasher } from "../lambda/adapters/secrets/local-master-key";
 import { newDeletionRequest } from "../lambda/core/deletion";
 import { silentLogger } from "../lambda/core/logger";
 import { startLocalDeletion } from "../lambda/deletion/local";
@@ -87,6 +88,7 @@ async function main() {
     db: local.db,
     requestsTable: local.tables.deletionRequests,
     tombstones: new DynamoTombstones(local.db, local.tables.deletionTombstones),
+    userIds: localUserIdHasher(dir),
     objects,
     exports: {
       settings: localExportSettings(dir),

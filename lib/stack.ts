@@ -122,6 +122,7 @@ export class DmtStack extends Stack {
     this.warehouse.connectExports(this.dataApi.function);
     this.deletion = new DeletionWorkflow(this, "Deletion", {
       defaults,
+      userIdKey: this.secrets.userIdKey,
       store: this.store,
       warehouse: this.warehouse,
     });

@@ -5,6 +5,7 @@ import type { DeletionRouteDeps } from "../app/deletion";
 import type { CopyPurger } from "../core/deletion";
 import type { ExportDestination, ExportSettings } from "../core/export-destination";
 import type { Logger } from "../core/logger";
+import type { UserIdHasher } from "../core/privacy";
 import { FsWarehouseFiles } from "./files";
 import { DeadLetterPurger, ExportFilesPurger } from "./purgers";
 import { DuckDBDeletionQuery } from "./query-duckdb";
@@ -19,6 +20,8 @@ export interface LocalDeletionOptions {
   requestsTable: string;
   /** The tombstones the warehouse consumer reads too. */
   tombstones: DynamoTombstones;
+  /** The keyed user-id hash of level `none` (from the data dir's master key). */
+  userIds: UserIdHasher;
   /** The warehouse folder (`interactions/`, `dead-letter/`). */
   objects: FsObjectStore;
   /** Where bucket exports went, to purge them. */
@@ -60,6 +63,7 @@ export async function startLocalDeletion(options: LocalDeletionOptions): Promise
       new DeadLetterPurger(options.objects),
       ...(options.purgers ?? []),
     ],
+    userIds: options.userIds,
     logger: options.logger,
     clock,
   });

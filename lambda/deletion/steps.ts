@@ -4,6 +4,7 @@ import {
   type DeletionRequestRecord,
   type DeletionRequestStore,
   deletionMatcher,
+  hashUserId,
   type TombstoneStore,
   targetOf,
   tombstoneOf,
@@ -19,6 +20,7 @@ import {
   type RewriteItem,
 } from "../core/deletion-steps";
 import type { Logger } from "../core/logger";
+import type { UserIdHasher } from "../core/privacy";
 import { INTERACTIONS_PREFIX } from "../core/record";
 import { encodeRecords } from "../warehouse/parquet";
 import { decodeRecords } from "./parquet-read";
@@ -30,6 +32,8 @@ export interface DeletionStepDeps {
   files: WarehouseFiles;
   /** Every other copy: the dashboard's index and rollups, bucket exports, query results. */
   purgers: readonly CopyPurger[];
+  /** The keyed stand-in of a user id that records of level `none` hold instead of it. */
+  userIds: UserIdHasher;
   logger: Logger;
   clock?: () => number;
 }
@@ -64,6 +68,13 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
     return request;
   }
 
+  /** The user's keyed stand-in, hashed as the user id is: rows of level `none` match by it. */
+  async function keyedHash(request: DeletionRequestRecord): Promise<string | undefined> {
+    if (request.userId === undefined) return undefined;
+    return hashUserId(request.projectId, await deps.userIds.keyed(request.projectId, request.userId));
+  }
+  const target = async (request: DeletionRequestRecord) => targetOf(request, await keyedHash(request));
+
   const base = (state: DeletionState): DeletionState => ({
     projectId: state.projectId,
     requestId: state.requestId,
@@ -74,14 +85,14 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
     async record(state) {
       const request = await pending(state);
       // The tombstone first: from here on the consumer drops what the request covers.
-      await deps.tombstones.put(tombstoneOf(request));
+      await deps.tombstones.put(tombstoneOf(request, await keyedHash(request)));
       await deps.requests.markRunning(state.projectId, state.requestId, clock());
       return base(state);
     },
 
     async find(state) {
       const request = await pending(state);
-      const files = (await deps.query.affectedFiles(targetOf(request))).map((f) => f.key);
+      const files = (await deps.query.affectedFiles(await target(request))).map((f) => f.key);
       return {
         ...base(state),
         files: files.slice(0, FIND_BATCH_FILES),
@@ -98,7 +109,7 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
       const file = await deps.files.read(item.key);
       if (!file) return;
       const records = await decodeRecords(file.bytes);
-      const matches = deletionMatcher(targetOf(request));
+      const matches = deletionMatcher(await target(request));
       const kept = records.filter((r) => !matches(r));
       const rows = records.length - kept.length;
       if (rows === 0) return;
@@ -117,7 +128,11 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
       const request = await pending(state);
       let purged = 0;
       for (const purger of deps.purgers) {
-        if (request.userId !== undefined) purged += await purger.purgeUser(state.projectId, request.userId);
+        if (request.userId !== undefined) {
+          purged += await purger.purgeUser(state.projectId, request.userId);
+          const keyed = await deps.userIds.keyed(state.projectId, request.userId);
+          purged += await purger.purgeUser(state.projectId, keyed);
+        }
         if (request.transactionIds) {
           purged += await purger.purgeTransactions(state.projectId, request.transactionIds);
         }
@@ -128,7 +143,7 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
 
     async verify(state) {
       const request = await pending(state);
-      const remaining = await deps.query.countMatching(targetOf(request));
+      const remaining = await deps.query.countMatching(await target(request));
       if (remaining > 0) {
         // A file that landed late, or a rewrite another writer undid: round again, a few times.
         const round = (state.round ?? 0) + 1;

@@ -20,6 +20,9 @@ const steps = z.object({
   DMT_WAREHOUSE_DATABASE: text,
   DMT_WAREHOUSE_TABLE: text,
   DMT_ATHENA_RESULTS_BUCKET: text,
+  /** The secret that keys the user-id hash of level `none`. */
+  DMT_USER_ID_KEY_SECRET_ARN: text,
+  DMT_SECRETS_ENDPOINT: endpoint,
   /** Other endpoints than AWS's own (tests); unset in AWS. */
   DMT_S3_ENDPOINT: endpoint,
   DMT_ATHENA_ENDPOINT: endpoint,

@@ -11,6 +11,7 @@ import { DynamoDeletionRequests } from "../deletion/requests-dynamodb";
 import { createDeletionSteps } from "../deletion/steps";
 import { DynamoTombstones } from "../deletion/tombstones-dynamodb";
 import { parseDeletionStepsConfig } from "./deletion-config";
+import { createSecretsClient, secretUserIdHasher } from "./secrets";
 import { createAthenaClient, createS3Client } from "./warehouse";
 
 /**
@@ -45,6 +46,11 @@ const steps = createDeletionSteps({
       usageRollups: config.DMT_TABLE_USAGEROLLUPS,
     }),
   ],
+  userIds: secretUserIdHasher(
+    createSecretsClient(config.DMT_SECRETS_ENDPOINT),
+    config.DMT_USER_ID_KEY_SECRET_ARN,
+    jsonLogger(config.DMT_LOG_LEVEL),
+  ),
   logger: jsonLogger(config.DMT_LOG_LEVEL),
 });
 

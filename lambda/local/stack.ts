@@ -8,7 +8,7 @@ import { DynamoRateLimiter } from "../adapters/dynamodb/rate-limit";
 import { DynamoStore } from "../adapters/dynamodb/store";
 import { type TableNames, tableNames } from "../adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../adapters/dynamodb/vendor-keys";
-import { LocalMasterKey } from "../adapters/secrets/local-master-key";
+import { LocalMasterKey, localUserIdHasher } from "../adapters/secrets/local-master-key";
 import { createUpstreamClient, type UpstreamClient } from "../adapters/upstream/client";
 import { createDataApp } from "../app/data-api";
 import type { AppEnv } from "../app/env";
@@ -27,7 +27,6 @@ import { KeyUsageTracker } from "../core/key-usage";
 import { errorFields, type Logger } from "../core/logger";
 import { CachedVendorKeys } from "../core/metering-vendor-keys";
 import type { Store } from "../core/ports";
-import { hmacUserIdHasher, USER_ID_KEY_PURPOSE, type UserIdHasher } from "../core/privacy";
 import { VENDORS } from "../vendors";
 import { VENDOR_NAMES, type VendorName } from "../vendors/types";
 import { warehouseHooks } from "../warehouse/hooks";
@@ -37,12 +36,6 @@ import { createHttpServer } from "./http-server";
 import { type DashboardSignIn, localDashboard } from "./oidc-dashboard";
 import { type Simulator, startSimulator } from "./simulator";
 import { startThreadedWarehouse } from "./warehouse-thread";
-
-/** The keyed user-id hash of level `none`: its key derived from the data dir's master key file. */
-export function localUserIdHasher(dataDir: string): UserIdHasher {
-  const master = LocalMasterKey.inDataDir(dataDir);
-  return hmacUserIdHasher(() => master.derive(USER_ID_KEY_PURPOSE));
-}
 
 /** The store of a data dir: the embedded dynalite, or the endpoint of the process that already serves it. */
 export interface LocalStore {

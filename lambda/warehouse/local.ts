@@ -6,6 +6,7 @@ import { FolderDeadLetters } from "../adapters/queue/dead-letter-folder";
 import { InProcessQueue } from "../adapters/queue/in-process";
 import { QueueJournal } from "../adapters/queue/journal";
 import { FileDeliveryLedger } from "../adapters/queue/ledger";
+import { localUserIdHasher } from "../adapters/secrets/local-master-key";
 import type { ExportRouteDeps } from "../app/exports";
 import type { CopyPurger, TombstoneReader } from "../core/deletion";
 import type { Logger } from "../core/logger";
@@ -134,6 +135,7 @@ export async function openWarehouseReads(
       tombstones: new DynamoTombstones(options.deletion.db, options.deletion.tables.deletionTombstones),
       objects,
       exports,
+      userIds: localUserIdHasher(options.dataDir),
       // Locally the in-flight window is the queue itself: deliver what it holds, now.
       waitForInFlight: () => queue.deliver(),
       ...(options.deletion.purgers ? { purgers: options.deletion.purgers } : {}),

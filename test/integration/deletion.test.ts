@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { serve } from "@hono/node-server";
 import { afterEach, describe, expect, it } from "vitest";
 import { syntheticRecord } from "../../bench/warehouse-records";
+import { localUserIdHasher } from "../../lambda/adapters/secrets/local-master-key";
 import { createDataApp } from "../../lambda/app/data-api";
 import { requireKey } from "../../lambda/app/middleware";
 import { createKey, createProject } from "../../lambda/core/accounts";
@@ -264,6 +265,40 @@ describe("deleting a user", () => {
   });
 });
 
+describe("deleting a user of a project at level none", () => {
+  it("finds rows that hold the user only as its keyed hash, in files, in flight and in the index", async () => {
+    const purged: string[] = [];
+    const index: CopyPurger = {
+      async purgeUser(_, userId) {
+        purged.push(userId);
+        return 0;
+      },
+      purgeTransactions: async () => 0,
+    };
+    const e = await start([index]);
+    // What the proxy writes at level `none`: the user id replaced by its keyed stand-in.
+    const keyed = await localUserIdHasher(e.dir).keyed("proj-a", U1);
+    const asNone = (r: InteractionRecord) => ({ ...r, user_id: keyed, store_level: "none" });
+    const written = [asNone(call("proj-a", U1, 14)), call("proj-a", U1, 14), call("proj-a", U2, 14)];
+    await land(e, written);
+    const inQueue = asNone(call("proj-a", U1, 15));
+    await e.warehouse.queue.send(inQueue);
+
+    const requestId = await requestDeletion(e, e.keys.a, { user_id: U1, reason: "erasure" });
+    await e.warehouse.deletion?.runner.idle();
+
+    const done = await state(e, e.keys.a, requestId);
+    expect(done.status).toBe("completed");
+    expect(done.counts.rows_deleted).toBe(2);
+    const after = await exported(e, e.keys.a);
+    expect([...after.keys()]).toEqual([written[2]?.transaction_id]);
+    // The index is purged by both forms of the user.
+    expect(purged).toEqual([U1, keyed]);
+    // Another project's stand-in of the same user is another hash: the key binds the project.
+    expect(await localUserIdHasher(e.dir).keyed("proj-b", U1)).not.toBe(keyed);
+  });
+});
+
 describe("records in flight", () => {
   it("drops a u1 record that is still in the queue when the request arrives", async () => {
     const e = await start();
@@ -335,6 +370,7 @@ describe("crash safety", () => {
       db: e.local.db,
       requestsTable: e.local.tables.deletionRequests,
       tombstones: new DynamoTombstones(e.local.db, e.local.tables.deletionTombstones),
+      userIds: localUserIdHasher(e.dir),
       objects: warehouse.objects,
       exports: warehouse.exports,
       waitForInFlight: () => warehouse.queue.deliver(),

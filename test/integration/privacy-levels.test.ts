@@ -9,11 +9,12 @@ import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { DynamoInteractionIndex } from "../../lambda/adapters/dynamodb/interactions";
 import { DynamoPrivacySettings } from "../../lambda/adapters/dynamodb/privacy-settings";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
+import { localUserIdHasher } from "../../lambda/adapters/secrets/local-master-key";
 import { createKey, createProject } from "../../lambda/core/accounts";
 import { jsonLogger } from "../../lambda/core/logger";
 import { type StoreLevel, updatePrivacySettings } from "../../lambda/core/privacy";
 import { parseLocalConfig } from "../../lambda/local/config";
-import { type LocalStack, localUserIdHasher, startLocalStack } from "../../lambda/local/stack";
+import { type LocalStack, startLocalStack } from "../../lambda/local/stack";
 
 /**
  * The guarantee of levels `metadata` and `none`: no byte of a request or response body reaches the

@@ -9,11 +9,12 @@ import { FolderDeadLetters } from "../../lambda/adapters/queue/dead-letter-folde
 import { FileDeliveryLedger } from "../../lambda/adapters/queue/ledger";
 import { RecordSpool, SPOOL_PREFIX } from "../../lambda/adapters/queue/spool";
 import { SqsRecordQueue } from "../../lambda/adapters/queue/sqs";
+import { localUserIdHasher } from "../../lambda/adapters/secrets/local-master-key";
 import { createKey, createProject } from "../../lambda/core/accounts";
 import { jsonLogger, silentLogger } from "../../lambda/core/logger";
 import { parseLocalConfig } from "../../lambda/local/config";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
-import { type LocalStack, localUserIdHasher, startLocalStack } from "../../lambda/local/stack";
+import { type LocalStack, startLocalStack } from "../../lambda/local/stack";
 import { createWarehouseConsumer } from "../../lambda/warehouse/consumer";
 import { warehouseHooks } from "../../lambda/warehouse/hooks";
 import { type Answered, countingFetch, until, warehouseRows } from "../support/reliability";
