@@ -11,6 +11,7 @@ import { Metering, metricsNamespace } from "./metering";
 import { Observability } from "./observability";
 import { PRICE_VERSION_OUTPUT, PRICES_METADATA, type StackPrices, stackPrices } from "./prices";
 import { VendorProxy } from "./proxy";
+import { Retention } from "./retention";
 import { Secrets, VENDORS, type Vendor } from "./secrets";
 import { constructId, Store } from "./store";
 import { Warehouse } from "./warehouse";
@@ -65,6 +66,7 @@ export class DmtStack extends Stack {
   readonly warehouse: Warehouse;
   readonly deletion: DeletionWorkflow;
   readonly metering: Metering;
+  readonly retention: Retention;
   readonly dashboard: Dashboard;
   readonly prices: StackPrices;
 
@@ -193,6 +195,13 @@ export class DmtStack extends Stack {
     });
     this.observability.addFunction("CreditSweeper", this.metering.sweeper.function);
     this.observability.addDeletion(this.deletion.steps.function, this.deletion.stateMachine);
+    this.retention = new Retention(this, "Retention", {
+      defaults,
+      store: this.store,
+      warehouse: this.warehouse,
+      observability: this.observability,
+    });
+    this.observability.addFunction("Retention", this.retention.fn.function);
     this.observability.addAlarmOverview();
 
     this.addOutputs();
