@@ -3,8 +3,8 @@ import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
 import { DynamoPrivacySettings } from "../lambda/adapters/dynamodb/privacy-settings";
 import { tableNames } from "../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
-import { LocalMasterKey } from "../lambda/adapters/secrets/local-master-key";
-import { activePriceCatalogue } from "../lambda/app/prices";
+import { LocalMasterKey } from "../lambda/adapters/fs/master-key";
+import { activePriceCatalogue } from "../lambda/adapters/fs/price-catalogue";
 import { createKey, createProject, keyStoreOf, keyView, revokeKey } from "../lambda/core/accounts";
 import { formatUsd, parseUsd } from "../lambda/core/credits";
 import { ApiError, errors } from "../lambda/core/errors";
@@ -17,7 +17,7 @@ import type { RetentionAudit } from "../lambda/core/retention";
 import { parseLocalConfig } from "../lambda/local/config";
 import { runLocalRetention } from "../lambda/local/retention";
 import { openLocalStore, startLocalStack } from "../lambda/local/stack";
-import { localExportSettings } from "../lambda/warehouse/local";
+import { localExportSettings } from "../lambda/local/warehouse";
 import type { RetentionOptions } from "../lambda/warehouse/retention";
 
 /**

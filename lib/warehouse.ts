@@ -9,7 +9,7 @@ import { SqsEventSource } from "aws-cdk-lib/aws-lambda-event-sources";
 import { BlockPublicAccess, Bucket, BucketEncryption, type IBucket } from "aws-cdk-lib/aws-s3";
 import { Queue, QueueEncryption } from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
-import { SPOOL_PREFIX } from "../lambda/adapters/queue/spool";
+import { SPOOL_PREFIX } from "../lambda/adapters/sqs/spool";
 import {
   glueColumns,
   gluePartitionKeys,

@@ -263,7 +263,7 @@ export interface DeletionRequestPage {
   cursor?: string;
 }
 
-/** The requests and their progress: DynamoDB in AWS and locally (lambda/deletion/requests-dynamodb.ts). */
+/** The requests and their progress: DynamoDB in AWS and locally (lambda/adapters/dynamodb/deletion-requests.ts). */
 export interface DeletionRequestStore {
   create(request: DeletionRequestRecord): Promise<void>;
   /** The project's request, or undefined (another project's id reads as absent). */
@@ -339,7 +339,7 @@ export interface WarehouseFile {
   version: string;
 }
 
-/** The warehouse files as the rewrite step sees them (lambda/deletion/files*.ts). */
+/** The warehouse files as the rewrite step sees them (lambda/adapters/{fs,s3}/deletion-files.ts). */
 export interface WarehouseFiles {
   read(key: string): Promise<WarehouseFile | undefined>;
   /**

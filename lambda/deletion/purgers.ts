@@ -3,10 +3,11 @@
  * and (locally) dead letters. A file that holds a matching row of the project is deleted whole: it is
  * a snapshot someone asked for, and an export made again after the deletion is the clean one.
  */
-import type { ObjectStore } from "../adapters/objectstore/port";
-import { DEAD_LETTER_PREFIX } from "../adapters/queue/dead-letter-folder";
+
 import type { CopyPurger } from "../core/deletion";
 import type { ExportDestination, ExportSettings } from "../core/export-destination";
+import type { ObjectStore } from "../core/object-store";
+import { DEAD_LETTER_PREFIX } from "../core/queue";
 
 type Row = Record<string, unknown>;
 type RowMatcher = (row: Row) => boolean;
@@ -98,7 +99,7 @@ async function listKeys(store: ObjectStore, prefix: string): Promise<string[]> {
 }
 
 /**
- * Bucket exports of the project (`<prefix><stamp>-dmt-export-<project>-<range>.<format>`, app/exports.ts)
+ * Bucket exports of the project (`<prefix><stamp>-dmt-export-<project>-<range>.<format>`, app/data-api/exports.ts)
  * at its current destination. Exports made to an earlier destination are out of reach (docs/deletion.md).
  */
 export class ExportFilesPurger implements CopyPurger {

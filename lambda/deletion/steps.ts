@@ -1,3 +1,4 @@
+import { decodeRecords, encodeRecords } from "../adapters/parquet/codec";
 import {
   type CopyPurger,
   type DeletionQuery,
@@ -22,8 +23,6 @@ import {
 import type { Logger } from "../core/logger";
 import type { UserIdHasher } from "../core/privacy";
 import { INTERACTIONS_PREFIX } from "../core/record";
-import { encodeRecords } from "../warehouse/parquet";
-import { decodeRecords } from "./parquet-read";
 
 export interface DeletionStepDeps {
   requests: DeletionRequestStore;

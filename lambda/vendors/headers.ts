@@ -1,4 +1,4 @@
-import type { VendorDefinition } from "./types";
+import type { VendorDefinition } from "../core/vendor-model";
 
 /**
  * Header hygiene. Only allowlisted headers cross the proxy, so service keys (`Authorization`,

@@ -1,6 +1,6 @@
-import type { RecordQueue } from "../adapters/queue/port";
-import type { ProxyCall, ProxyHooks, ProxyOutcome } from "../app/proxy-hooks";
+import type { ProxyCall, ProxyHooks, ProxyOutcome } from "../core/call";
 import { lowestLevel, requestStoreLevel, type StoreLevel, type UserIdHasher } from "../core/privacy";
+import type { RecordQueue } from "../core/queue";
 import { buildRecord, type InteractionRecord } from "../core/record";
 
 /**

@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
-import type { ObjectStore } from "../adapters/objectstore/port";
 import type { WarehouseFiles } from "../core/deletion";
 import { errorFields, type Logger } from "../core/logger";
 import type { Project } from "../core/model";
+import type { ObjectStore } from "../core/object-store";
 import { INTERACTIONS_PREFIX, type InteractionRecord } from "../core/record";
 import {
   bodiesExpired,

@@ -2,7 +2,7 @@ import { mkdirSync } from "node:fs";
 import OpenAI from "openai";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { activePriceCatalogue } from "../../lambda/app/prices";
+import { activePriceCatalogue } from "../../lambda/adapters/fs/price-catalogue";
 import { costMicros } from "../../lambda/core/pricing";
 import { usd } from "../../web/src/format";
 import { startTestStack, type TestStack } from "../support/stack";

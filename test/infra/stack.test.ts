@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TABLES, type TableName } from "../../lambda/adapters/dynamodb/tables";
 import { SECURITY_HEADERS } from "../../lambda/app/middleware";
 import { errors } from "../../lambda/core/errors";
-import { grantedContext, refusalContext } from "../../lambda/handlers/authorizer-context";
+import { grantedContext, refusalContext } from "../../lambda/handlers/runtime/authorizer-context";
 import { CONTEXT, defineApp } from "../../lib/app";
 import { REPO_ROOT } from "../../lib/lambda-defaults";
 import { VENDORS, type Vendor } from "../../lib/secrets";

@@ -17,13 +17,13 @@ import { syntheticRecord } from "../../bench/warehouse-records";
 import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb/client";
 import { DynamoExportSettings } from "../../lambda/adapters/dynamodb/export-settings";
 import { DynamoInteractionIndex } from "../../lambda/adapters/dynamodb/interactions";
+import { DynamoDeliveryLedger } from "../../lambda/adapters/dynamodb/ledger";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
-import { DynamoDeliveryLedger } from "../../lambda/adapters/queue/ledger-dynamodb";
+import { DynamoTombstones } from "../../lambda/adapters/dynamodb/tombstones";
 import { DestinationError } from "../../lambda/core/export-destination";
 import { TIER_LIMITS } from "../../lambda/core/model";
 import { type InteractionRecord, RECORD_COLUMNS } from "../../lambda/core/record";
-import { DynamoTombstones } from "../../lambda/deletion/tombstones-dynamodb";
-import { grantedContext } from "../../lambda/handlers/authorizer-context";
+import { grantedContext } from "../../lambda/handlers/runtime/authorizer-context";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 
 const WAREHOUSE_BUCKET = "dmt-warehouse-data";

@@ -12,7 +12,7 @@ import { Match, Template } from "aws-cdk-lib/assertions";
 import type { CloudAssembly } from "aws-cdk-lib/cx-api";
 import { AwsSolutionsChecks, type IApplyRule, NagRuleCompliance } from "cdk-nag";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { SPOOL_PREFIX } from "../../lambda/adapters/queue/spool";
+import { SPOOL_PREFIX } from "../../lambda/adapters/sqs/spool";
 import {
   glueColumns,
   gluePartitionKeys,
@@ -204,7 +204,7 @@ describe("consumer", () => {
     );
   });
 
-  it("is bundled without DuckDB (lambda/warehouse/local.ts stays out of Lambda)", () => {
+  it("is bundled without DuckDB (lambda/local/warehouse.ts stays out of Lambda)", () => {
     for (const fn of [warehouse().consumer, warehouse().spoolResender, stack.dataApi]) {
       const code = resources[id(fn.function)]?.Properties.Code as { S3Key: string };
       const bundle = join(assembly.directory, `asset.${code.S3Key.replace(/\.zip$/, "")}`, "index.mjs");

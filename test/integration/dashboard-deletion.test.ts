@@ -2,10 +2,10 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { importJWK, type JWK, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DynamoDeletionRequests } from "../../lambda/adapters/dynamodb/deletion-requests";
 import { DynamoMemberStore } from "../../lambda/adapters/dynamodb/members";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { hashUserId, newDeletionRequest } from "../../lambda/core/deletion";
-import { DynamoDeletionRequests } from "../../lambda/deletion/requests-dynamodb";
 import { startTestStack, type TestStack } from "../support/stack";
 
 /**

@@ -9,7 +9,7 @@ import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { DynamoInteractionIndex } from "../../lambda/adapters/dynamodb/interactions";
 import { DynamoPrivacySettings } from "../../lambda/adapters/dynamodb/privacy-settings";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
-import { localUserIdHasher } from "../../lambda/adapters/secrets/local-master-key";
+import { localUserIdHasher } from "../../lambda/adapters/fs/master-key";
 import { createKey, createProject } from "../../lambda/core/accounts";
 import { jsonLogger } from "../../lambda/core/logger";
 import { type StoreLevel, updatePrivacySettings } from "../../lambda/core/privacy";

@@ -4,7 +4,9 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoInteractionIndex } from "../../lambda/adapters/dynamodb/interactions";
 import { DynamoPrivacySettings } from "../../lambda/adapters/dynamodb/privacy-settings";
-import { FsObjectStore } from "../../lambda/adapters/objectstore/fs";
+import { FsWarehouseFiles } from "../../lambda/adapters/fs/deletion-files";
+import { FsObjectStore } from "../../lambda/adapters/fs/object-store";
+import { decodeRecords, encodeRecords } from "../../lambda/adapters/parquet/codec";
 import { createProject } from "../../lambda/core/accounts";
 import type { WarehouseFiles } from "../../lambda/core/deletion";
 import { silentLogger } from "../../lambda/core/logger";
@@ -12,11 +14,8 @@ import { updatePrivacySettings } from "../../lambda/core/privacy";
 import { buildRecord, type InteractionRecord, partitionPrefix } from "../../lambda/core/record";
 import type { RetentionAudit } from "../../lambda/core/retention";
 import { emptyUsage } from "../../lambda/core/usage";
-import { FsWarehouseFiles } from "../../lambda/deletion/files";
-import { decodeRecords } from "../../lambda/deletion/parquet-read";
 import { runLocalRetention } from "../../lambda/local/retention";
 import { type LocalStore, openLocalStore } from "../../lambda/local/stack";
-import { encodeRecords } from "../../lambda/warehouse/parquet";
 import { RETENTION_AUDIT_PREFIX, runRetention } from "../../lambda/warehouse/retention";
 
 /**

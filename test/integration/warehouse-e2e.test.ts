@@ -5,7 +5,7 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
-import { activePriceCatalogue } from "../../lambda/app/prices";
+import { activePriceCatalogue } from "../../lambda/adapters/fs/price-catalogue";
 import { costMicros } from "../../lambda/core/pricing";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
 import { simulatorEnv, startTestStack, type TestStack, testVendorKey } from "../support/stack";

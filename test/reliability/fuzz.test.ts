@@ -11,10 +11,10 @@ import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { SECURITY_HEADERS } from "../../lambda/app/middleware";
 import { createKey, createProject } from "../../lambda/core/accounts";
 import { jsonLogger } from "../../lambda/core/logger";
+import { VENDOR_NAMES } from "../../lambda/core/vendor-model";
 import { parseLocalConfig } from "../../lambda/local/config";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
 import { type LocalStack, startLocalStack } from "../../lambda/local/stack";
-import { VENDOR_NAMES } from "../../lambda/vendors/types";
 import { filesHoldingSecrets } from "../support/reliability";
 import {
   describeRequest,

@@ -2,9 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../../lambda/adapters/dynamodb/vendor-keys";
-import { LocalMasterKey } from "../../lambda/adapters/secrets/local-master-key";
+import { LocalMasterKey } from "../../lambda/adapters/fs/master-key";
+import { VENDOR_NAMES } from "../../lambda/core/vendor-model";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
-import { VENDOR_NAMES } from "../../lambda/vendors/types";
 import { reconcile, runMixedWorkload } from "../support/reliability-workload";
 import { simulatorEnv, startTestStack, type TestStack, testVendorKey } from "../support/stack";
 

@@ -4,6 +4,7 @@ import {
   CreateTableCommand,
   DescribeTableCommand,
   DynamoDBClient,
+  ListTablesCommand,
   ResourceInUseException,
   ResourceNotFoundException,
   type TableDescription,
@@ -107,3 +108,11 @@ async function createTable(db: DynamoDBClient, tableName: string, def: TableDefi
     if (!(err instanceof ResourceInUseException)) throw err;
   }
 }
+
+/** One request that any store answers: whether it is there and ours to use. */
+export async function probeStore(db: DynamoDBClient): Promise<void> {
+  await db.send(new ListTablesCommand({}));
+}
+
+/** The client type, for the modules that pass a store client along without calling it. */
+export type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
