@@ -115,6 +115,8 @@ function entryItem(record: InteractionRecord): Record<string, unknown> {
 const marshallOptions = { removeUndefinedValues: true };
 
 export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex {
+  /** As a deletion's copy purger. */
+  readonly name = "dashboard index";
   readonly rollups: DynamoUsageRollups;
 
   constructor(

@@ -26,6 +26,12 @@ const store = z.extend(base, {
 const text = z.string().check(z.minLength(1));
 const httpUrl = z.url({ protocol: /^https?$/ });
 
+/**
+ * API Gateway (REST, regional endpoint) ends a streamed response that sent nothing for 5 minutes
+ * ("Stream the integration response for your proxy integrations", API Gateway developer guide).
+ */
+export const GATEWAY_STREAM_IDLE_MS = 300_000;
+
 const proxy = z.extend(base, {
   /** The vendor this function serves: every proxy function runs the same bundle. */
   DMT_VENDOR: z.enum(VENDOR_NAMES),
@@ -42,10 +48,14 @@ const proxy = z.extend(base, {
     z.coerce.number().check(z.minimum(1), z.maximum(120_000)),
     10_000,
   ),
-  /** Longest wait for a vendor's first byte and between two chunks (the function may run 15 minutes). */
+  /**
+   * Longest wait for a vendor's first byte and between two chunks. Under API Gateway's idle limit on a
+   * streamed response, so that a silent vendor ends in our 504 (nothing charged) rather than in the
+   * gateway cutting a call the function goes on running and paying for (docs/aws.md).
+   */
   DMT_UPSTREAM_IDLE_TIMEOUT_MS: z._default(
-    z.coerce.number().check(z.minimum(1), z.maximum(900_000)),
-    600_000,
+    z.coerce.number().check(z.minimum(1), z.maximum(GATEWAY_STREAM_IDLE_MS - 10_000)),
+    GATEWAY_STREAM_IDLE_MS - 30_000,
   ),
 });
 
