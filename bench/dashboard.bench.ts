@@ -44,6 +44,7 @@ function interaction(i: number, projectId: string, now: number): InteractionReco
   const billing: BillingMode = i % 10 < 8 ? "managed" : i % 10 === 8 ? "byok" : "dual";
   const prompt = `Question ${i}: summarise the quarterly report for the sales team in three bullet points.`;
   return buildRecord({
+    store: "full",
     transactionId: `bench-${i.toString(36).padStart(6, "0")}`,
     projectId,
     keyId: "benchkey00000000",

@@ -16,6 +16,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { DynamoTombstones } from "../lambda/adapters/dynamodb/tombstones";
 import { FileDeliveryLedger } from "../lambda/adapters/fs/ledger";
+import { localUserIdHasher } from "../lambda/adapters/fs/master-key";
 import { FsObjectStore } from "../lambda/adapters/fs/object-store";
 import { FolderDeadLetters } from "../lambda/adapters/in-process/dead-letters";
 import { newDeletionRequest } from "../lambda/core/deletion";
@@ -87,6 +88,7 @@ async function main() {
     db: local.db,
     requestsTable: local.tables.deletionRequests,
     tombstones: new DynamoTombstones(local.db, local.tables.deletionTombstones),
+    userIds: localUserIdHasher(dir),
     objects,
     exports: {
       settings: localExportSettings(dir),

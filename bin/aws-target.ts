@@ -9,6 +9,7 @@ import { createDynamoClient } from "../lambda/adapters/dynamodb/client";
 import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
 import { DynamoExportSettings } from "../lambda/adapters/dynamodb/export-settings";
 import { DynamoMemberStore } from "../lambda/adapters/dynamodb/members";
+import { DynamoPrivacySettings } from "../lambda/adapters/dynamodb/privacy-settings";
 import { DynamoStore } from "../lambda/adapters/dynamodb/store";
 import { TABLES, type TableName, type TableNames } from "../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
@@ -139,6 +140,12 @@ export function awsServices(target: AwsTarget) {
     exportSettings: new DynamoExportSettings(target.db, target.tables.projectSettings),
     members: new DynamoMemberStore(target.db, target.tables),
     users: cognitoUserDirectory(target),
+    privacy: new DynamoPrivacySettings(target.db, target.tables),
+    async retention(): Promise<never> {
+      throw new Error(
+        "in AWS the stack's retention function runs every day; to run it now: aws lambda invoke --function-name <RetentionFunction output> out.json",
+      );
+    },
   };
 }
 

@@ -1,7 +1,8 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { type ParseArgsConfig, parseArgs } from "node:util";
-import { createKey, createProject, keyView, revokeKey } from "../lambda/core/accounts";
+import type { DynamoPrivacySettings } from "../lambda/adapters/dynamodb/privacy-settings";
+import { createKey, createProject, keyStoreOf, keyView, revokeKey } from "../lambda/core/accounts";
 import { type CreditStore, formatUsd, parseUsd } from "../lambda/core/credits";
 import { ApiError, errors } from "../lambda/core/errors";
 import { DestinationError, parseExportDestination } from "../lambda/core/export-destination";
@@ -17,11 +18,14 @@ import {
 import { formatCents } from "../lambda/core/money";
 import type { Store } from "../lambda/core/ports";
 import type { ImportPlan } from "../lambda/core/pricing/litellm";
+import { privacyView, updatePrivacySettings } from "../lambda/core/privacy";
 import type { Drift } from "../lambda/core/reconcile";
+import type { RetentionAudit } from "../lambda/core/retention";
 import { parseStatementQuery, readStatement, type Statement } from "../lambda/core/statement";
 import type { VendorKeyStore } from "../lambda/core/vendor-keys";
 import { creditsGranted, keyCreated, keyRevoked } from "../lambda/events/account-events";
 import { DEFAULT_DATA_DIR, parseLocalConfig, vendorSettings } from "../lambda/local/config";
+import type { RetentionOptions } from "../lambda/warehouse/retention";
 import { eventCommands } from "./cli-events";
 import type { CliEvents } from "./cli-events-open";
 
@@ -46,6 +50,10 @@ interface Services {
   members: MemberStore;
   /** The dashboard's users by email: the local provider's, or the stack's Cognito user pool. */
   users: UserDirectory;
+  /** What records keep and for how long: attributes of the project and key items. */
+  privacy: DynamoPrivacySettings;
+  /** The retention run over the local data dir (in AWS a scheduled function runs it). */
+  retention(options: RetentionOptions): Promise<RetentionAudit>;
   /** The project, or a not-found error naming it. */
   project(projectId: string): Promise<string>;
   /** Alert rules, webhooks and the events commands publish, opened on first use. */
@@ -142,7 +150,7 @@ const commands: Record<string, Command> = {
   },
   "keys create": {
     usage:
-      "dmt keys create --project <id> --name <name> [--allow <endpoint>]... [--rpm N --burst N] [--expires <date>] [--json]",
+      "dmt keys create --project <id> --name <name> [--allow <endpoint>]... [--rpm N --burst N] [--expires <date>] [--store metadata|none] [--json]",
     summary: "a key for a project, printed once",
     options: {
       project: { type: "string" },
@@ -151,6 +159,7 @@ const commands: Record<string, Command> = {
       rpm: { type: "string" },
       burst: { type: "string" },
       expires: { type: "string" },
+      store: { type: "string" },
       ...json,
     },
     run: async ({ values, open }) => {
@@ -170,6 +179,7 @@ const commands: Record<string, Command> = {
           ...(values.allow ? { allow: values.allow as string[] } : {}),
           ...(rpm !== undefined && burst !== undefined ? { rateLimit: { rpm, burst } } : {}),
           ...(expiresAt !== undefined ? { expiresAt } : {}),
+          ...(typeof values.store === "string" ? { store: values.store } : {}),
         },
         Date.now(),
       );
@@ -208,6 +218,27 @@ const commands: Record<string, Command> = {
         })),
         ["key", "name", "prefix", "status", "created", "last-used", "allow"],
       ),
+  },
+  "keys update": {
+    usage: "dmt keys update <key id> --store metadata|none|project [--json]",
+    summary: "holds a key to a lower store level (project: follows the project again)",
+    options: { store: { type: "string" }, ...json },
+    positionals: 1,
+    run: async ({ values, positionals, open }) => {
+      const level = required(values, "store");
+      // `project`: the key follows its project's level again.
+      const store = level === "project" ? undefined : keyStoreOf(level);
+      const keyId = positionals[0] ?? "";
+      const updated = await (await open()).privacy.setKey(keyId, store);
+      if (!updated) throw errors.notFound(`Key '${keyId}' does not exist.`);
+      return keyView(updated, Date.now());
+    },
+    print: (k) => {
+      const key = k as { keyId: string; store?: string };
+      return key.store
+        ? `Key ${key.keyId} now stores at most '${key.store}'.`
+        : `Key ${key.keyId} now follows its project's store level.`;
+    },
   },
   "keys revoke": {
     usage: "dmt keys revoke <key id> [--json]",
@@ -411,21 +442,57 @@ const commands: Record<string, Command> = {
     },
     print: (r) => `Deleted the ${(r as { vendor: string }).vendor} key.`,
   },
+  "settings show": {
+    usage: "dmt settings show --project <id> [--json]",
+    summary: "what records keep and for how long",
+    options: { project: { type: "string" }, ...json },
+    run: async ({ values, open }) => {
+      const projectId = required(values, "project");
+      const project = await (await open()).store.getProject(projectId);
+      if (!project) throw errors.notFound(`Project '${projectId}' does not exist.`);
+      return { projectId, ...privacyView(project) };
+    },
+    print: (r) => printPrivacy(r as PrivacyResult),
+  },
   "settings set": {
     usage:
-      "dmt settings set --project <id> (--export-bucket <s3://bucket/prefix | file:///folder> | --no-export-bucket) [--json]",
-    summary: "where exports go",
+      "dmt settings set --project <id> [--export-bucket <s3://bucket/prefix | file:///folder> | --no-export-bucket] [--store full|metadata|none] [--retention-days N] [--body-retention-days N] [--json]",
+    summary: "where exports go, what records keep and for how long",
     options: {
       project: { type: "string" },
       "export-bucket": { type: "string" },
       "no-export-bucket": { type: "boolean" },
+      store: { type: "string" },
+      "retention-days": { type: "string" },
+      "body-retention-days": { type: "string" },
       ...json,
     },
     run: async ({ values, open }) => {
       const url = values["export-bucket"] as string | undefined;
       const clear = values["no-export-bucket"] === true;
-      if ((url === undefined) === !clear)
-        throw new UsageError("give exactly one of --export-bucket and --no-export-bucket");
+      if (url !== undefined && clear)
+        throw new UsageError("give one of --export-bucket and --no-export-bucket");
+      const privacy = {
+        ...(typeof values.store === "string" && { store: values.store }),
+        ...(values["retention-days"] !== undefined && {
+          retentionDays: wholeNumber(values, "retention-days"),
+        }),
+        ...(values["body-retention-days"] !== undefined && {
+          bodyRetentionDays: wholeNumber(values, "body-retention-days"),
+        }),
+      };
+      const changesPrivacy = Object.keys(privacy).length > 0;
+      if (url === undefined && !clear && !changesPrivacy) {
+        throw new UsageError(
+          "give --export-bucket, --no-export-bucket, --store, --retention-days or --body-retention-days",
+        );
+      }
+      if (changesPrivacy) {
+        const services = await open();
+        const projectId = required(values, "project");
+        const settings = await updatePrivacySettings(services.store, services.privacy, projectId, privacy);
+        if (url === undefined && !clear) return { projectId, ...privacyView(settings) };
+      }
       if (url !== undefined) {
         try {
           parseExportDestination(url);
@@ -446,10 +513,41 @@ const commands: Record<string, Command> = {
       return { projectId, exportBucket: url ?? null };
     },
     print: (r) => {
+      if ("store" in (r as object)) return printPrivacy(r as PrivacyResult);
       const { projectId, exportBucket } = r as { projectId: string; exportBucket: string | null };
       return exportBucket
         ? `Exports of ${projectId} now go to ${exportBucket}.`
         : `Exports of ${projectId} are streamed back again.`;
+    },
+  },
+  "retention run": {
+    usage: "dmt retention run [--project <id>] [--dry-run] [--json]",
+    summary: "removes what is past each project's retention now (AWS runs it daily)",
+    options: { project: { type: "string" }, "dry-run": { type: "boolean" }, ...json },
+    run: async ({ values, open }) => {
+      const services = await open();
+      const projectId =
+        typeof values.project === "string" ? await services.project(values.project) : undefined;
+      return services.retention({
+        ...(projectId !== undefined && { projectId }),
+        dryRun: values["dry-run"] === true,
+      });
+    },
+    print: (a) => {
+      const audit = a as RetentionAudit;
+      const rows = audit.projects.map((p) => ({
+        project: p.projectId,
+        days: p.retentionDays ?? "-",
+        bodyDays: p.bodyRetentionDays ?? "-",
+        partitionsRemoved: p.partitionsRemoved.length,
+        rowsRemoved: p.rowsRemoved,
+        bodiesDropped: p.rowsBlanked,
+        indexRemoved: p.indexRemoved,
+      }));
+      const head = audit.dryRun
+        ? "Dry run: nothing was changed; this is what a run would remove."
+        : `Retention run ${audit.runId} ${audit.status} (audit entry under retention-audit/).`;
+      return `${head}\n${table(rows, ["project", "days", "bodyDays", "partitionsRemoved", "rowsRemoved", "bodiesDropped", "indexRemoved"])}`;
     },
   },
   "prices list": {
@@ -664,6 +762,17 @@ function formatStatement(statement: Statement): string {
       ? `\nIn flight on ${openLeases} open lease${openLeases === 1 ? "" : "s"}: ${formatCents(chargedMicros)} charged, ${formatCents(heldMicros)} reserved.`
       : "";
   return `${table(rows, ["date", "description", "amount", "balance"])}${inFlight}\nAvailable now: ${formatCents(statement.availableMicros)}. Amounts to the cent; --json has them in micro-USD.`;
+}
+
+type PrivacyResult = { projectId: string } & ReturnType<typeof privacyView>;
+
+function printPrivacy({ projectId, store, retentionDays, bodyRetentionDays }: PrivacyResult): string {
+  const days = (n: number | null) => (n === null ? "kept until deleted" : `${n} days`);
+  return [
+    `${projectId}: store level ${store}`,
+    `  records: ${days(retentionDays)}`,
+    `  bodies:  ${days(bodyRetentionDays ?? retentionDays)}`,
+  ].join("\n");
 }
 
 /** A vendor key piped on stdin: one trailing newline (from echo or a file) is not part of it. */

@@ -12,6 +12,7 @@ import { Metering, metricsNamespace } from "./metering";
 import { Observability } from "./observability";
 import { PRICE_VERSION_OUTPUT, PRICES_METADATA, type StackPrices, stackPrices } from "./prices";
 import { VendorProxy } from "./proxy";
+import { Retention } from "./retention";
 import { Secrets, VENDORS, type Vendor } from "./secrets";
 import { constructId, Store } from "./store";
 import { Warehouse } from "./warehouse";
@@ -66,6 +67,7 @@ export class DmtStack extends Stack {
   readonly warehouse: Warehouse;
   readonly deletion: DeletionWorkflow;
   readonly metering: Metering;
+  readonly retention: Retention;
   readonly dashboard: Dashboard;
   readonly prices: StackPrices;
   readonly events: Events;
@@ -127,6 +129,7 @@ export class DmtStack extends Stack {
     this.warehouse.connectExports(this.dataApi.function);
     this.deletion = new DeletionWorkflow(this, "Deletion", {
       defaults,
+      userIdKey: this.secrets.userIdKey,
       store: this.store,
       warehouse: this.warehouse,
     });
@@ -151,6 +154,7 @@ export class DmtStack extends Stack {
         store: this.store,
         vendorKey: this.secrets.vendorKeys[vendor],
         originSecret: this.secrets.originSecret,
+        userIdKey: this.secrets.userIdKey,
         byokKey: this.secrets.byokKey,
         prices: this.prices,
         ...(reservedConcurrency !== undefined && { reservedConcurrency }),
@@ -203,6 +207,13 @@ export class DmtStack extends Stack {
     });
     this.observability.addFunction("EventDelivery", this.events.delivery.function);
     this.observability.alarms.push(this.events.deadLetterAlarm);
+    this.retention = new Retention(this, "Retention", {
+      defaults,
+      store: this.store,
+      warehouse: this.warehouse,
+      observability: this.observability,
+    });
+    this.observability.addFunction("Retention", this.retention.fn.function);
     this.observability.addAlarmOverview();
 
     this.addOutputs();

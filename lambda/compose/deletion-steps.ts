@@ -14,7 +14,7 @@ import type { Infrastructure } from "./infrastructure";
 export function composeDeletionSteps(
   infra: Pick<
     Infrastructure,
-    "deletionQuery" | "warehouseFiles" | "openDestination" | "hostPurgers" | "clock" | "logger"
+    "deletionQuery" | "warehouseFiles" | "openDestination" | "hostPurgers" | "userIds" | "clock" | "logger"
   > & { store: Pick<DynamoPorts, "deletionRequests" | "tombstones">; exportSettings: ExportSettings },
   purgers: CopyPurger[],
   /** Where `deletion.completed` goes; absent: no event. */
@@ -31,6 +31,7 @@ export function composeDeletionSteps(
       ...purgers,
     ],
     ...(events && { events }),
+    userIds: infra.userIds,
     logger: infra.logger,
     clock: infra.clock,
   });

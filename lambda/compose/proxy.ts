@@ -52,7 +52,7 @@ export interface Proxy {
  * over the store, then each call's record to the warehouse queue, then the call's metrics.
  */
 export function composeProxy(
-  infra: Pick<Infrastructure, "store" | "recordQueue" | "clock" | "logger" | "metrics">,
+  infra: Pick<Infrastructure, "store" | "recordQueue" | "userIds" | "clock" | "logger" | "metrics">,
   settings: ProxySettings,
 ): Proxy {
   const { store, logger, clock } = infra;
@@ -72,7 +72,7 @@ export function composeProxy(
   const hooks = combineHooks(
     [
       ...(metering ? [metering] : []),
-      warehouseHooks(infra.recordQueue),
+      warehouseHooks(infra.recordQueue, infra.userIds),
       callMetrics(infra.metrics),
       ...(settings.hooks ?? []),
     ],

@@ -4,6 +4,7 @@ import { errors } from "./errors";
 import { parseKey, secretMatches } from "./keys";
 import { effectiveRateLimit, type RateLimit, type Tier } from "./model";
 import type { KeyLookup } from "./ports";
+import { keyStoreLevel, type StoreLevel } from "./privacy";
 
 /** Who is calling, once authenticated. The same shape travels as the Lambda authorizer's context. */
 export interface AuthContext {
@@ -11,6 +12,8 @@ export interface AuthContext {
   keyId: string;
   tier: Tier;
   rateLimit: RateLimit;
+  /** What the key's calls may store: the project's level, lowered by the key's. */
+  store: StoreLevel;
   /** The vendor half of a dual key: used for this request only, never stored or logged. */
   vendorKey?: string;
 }
@@ -41,6 +44,7 @@ export async function authenticate(
     keyId: key.keyId,
     tier: project.tier,
     rateLimit: effectiveRateLimit(project, key),
+    store: keyStoreLevel(project, key),
   };
   if (credentials.vendorKey !== undefined) context.vendorKey = credentials.vendorKey;
   return context;

@@ -44,6 +44,8 @@ export interface ProxyCall {
   readonly requestId: string | undefined;
   readonly userHeader: string | undefined;
   readonly userAgent: string | undefined;
+  /** The client's `X-DMT-Store`: asks for a record that keeps less (core/privacy.ts). */
+  readonly storeHeader: string | undefined;
   /** The matched route; undefined when the path matched none (404, 405, bad model segment). */
   route: VendorRoute | undefined;
   /** The vendor path and query as forwarded (service keys removed), once routed. */

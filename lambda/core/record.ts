@@ -8,6 +8,7 @@
  * parameters cannot reach a record because nothing that carries them is an input.
  */
 import { PROJECT_ID_PATTERN } from "./model";
+import { STORE_LEVELS, type StoreLevel } from "./privacy";
 import type { Usage } from "./usage";
 import { VENDOR_NAMES, type VendorName } from "./vendor-names";
 
@@ -45,7 +46,7 @@ const column = <const N extends string, const K extends ColumnKind, const Null e
   doc: string,
 ) => ({ name, kind, nullable, doc });
 
-/** The columns of schema version 2 (1 plus service_tier, usage_details, cost_breakdown), in file and export order. Timestamps are UTC, millisecond precision. */
+/** The columns of schema version 2 (1 plus service_tier, usage_details, cost_breakdown, store_level), in file and export order. Timestamps are UTC, millisecond precision. */
 export const RECORD_COLUMNS = [
   column("schema_version", "int32", false, "version of this schema the record was written with"),
   column("transaction_id", "string", false, "our id of the call, returned to the client in a header"),
@@ -111,6 +112,12 @@ export const RECORD_COLUMNS = [
   column("request_bytes", "int64", false, "size of the whole request body"),
   column("response_bytes", "int64", false, "size of the whole response body"),
   column("user_agent", "string", true, "the client's User-Agent"),
+  column(
+    "store_level",
+    "string",
+    true,
+    "what the record keeps: full, metadata (no bodies) or none (no bodies, user id as a keyed hash)",
+  ),
 ] as const satisfies readonly ColumnDefinition[];
 
 type Column = (typeof RECORD_COLUMNS)[number];
@@ -240,7 +247,11 @@ export interface InteractionInput {
   userAgent?: string;
   request: BodyCapture;
   response: BodyCapture;
+  /** What the record may keep (core/privacy.ts); below `full` no body text is even looked at. */
+  store: StoreLevel;
 }
+
+const NO_BODY = { text: null, truncated: false };
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -303,8 +314,9 @@ function usageDetails(usage: Usage): string | null {
 
 /** Builds the record of one call. */
 export function buildRecord(input: InteractionInput): InteractionRecord {
-  const request = storedText(input.request);
-  const response = storedText(input.response);
+  const keepBodies = input.store === "full";
+  const request = keepBodies ? storedText(input.request) : NO_BODY;
+  const response = keepBodies ? storedText(input.response) : NO_BODY;
   const { usage } = input;
   return {
     schema_version: RECORD_SCHEMA_VERSION,
@@ -312,7 +324,7 @@ export function buildRecord(input: InteractionInput): InteractionRecord {
     request_id: input.requestId ?? null,
     project_id: input.projectId,
     key_id: input.keyId,
-    user_id: resolveUserId(input.userIdHeader, input.requestJson ?? parseObject(request.text)),
+    user_id: resolveUserId(input.userIdHeader, input.requestJson ?? parseObject(input.request.text ?? null)),
     vendor: input.vendor,
     endpoint: endpointPath(input.endpoint, input.vendor),
     model: input.model ?? null,
@@ -349,6 +361,7 @@ export function buildRecord(input: InteractionInput): InteractionRecord {
     request_bytes: input.request.bytes,
     response_bytes: input.response.bytes,
     user_agent: input.userAgent ?? null,
+    store_level: input.store,
   };
 }
 
@@ -376,6 +389,7 @@ const VALUE_CHECKS: Record<ColumnKind, { test: string; expected: string }> = {
 const ENUMS: Partial<Record<RecordColumnName, readonly string[]>> = {
   vendor: RECORD_VENDORS,
   billing_mode: BILLING_MODES,
+  store_level: STORE_LEVELS,
 };
 
 /** The JavaScript that checks one column's value `v = fields[name]`, returning what is wrong. */

@@ -5,6 +5,7 @@ import {
   type DeletionRequestRecord,
   type DeletionRequestStore,
   deletionMatcher,
+  hashUserId,
   type TombstoneStore,
   targetOf,
   tombstoneOf,
@@ -20,6 +21,7 @@ import {
   type RewriteItem,
 } from "../core/deletion-steps";
 import { errorFields, type Logger } from "../core/logger";
+import type { UserIdHasher } from "../core/privacy";
 import { INTERACTIONS_PREFIX } from "../core/record";
 import { publishAfter } from "../events/account-events";
 import type { EventPublisher } from "../events/ports";
@@ -33,6 +35,8 @@ export interface DeletionStepDeps {
   purgers: readonly CopyPurger[];
   /** Where `deletion.completed` goes; absent: no event. */
   events?: EventPublisher;
+  /** The keyed stand-in of a user id that records of level `none` hold instead of it. */
+  userIds: UserIdHasher;
   logger: Logger;
   clock?: () => number;
 }
@@ -67,6 +71,13 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
     return request;
   }
 
+  /** The user's keyed stand-in, hashed as the user id is: rows of level `none` match by it. */
+  async function keyedHash(request: DeletionRequestRecord): Promise<string | undefined> {
+    if (request.userId === undefined) return undefined;
+    return hashUserId(request.projectId, await deps.userIds.keyed(request.projectId, request.userId));
+  }
+  const target = async (request: DeletionRequestRecord) => targetOf(request, await keyedHash(request));
+
   const base = (state: DeletionState): DeletionState => ({
     projectId: state.projectId,
     requestId: state.requestId,
@@ -77,14 +88,14 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
     async record(state) {
       const request = await pending(state);
       // The tombstone first: from here on the consumer drops what the request covers.
-      await deps.tombstones.put(tombstoneOf(request));
+      await deps.tombstones.put(tombstoneOf(request, await keyedHash(request)));
       await deps.requests.markRunning(state.projectId, state.requestId, clock());
       return base(state);
     },
 
     async find(state) {
       const request = await pending(state);
-      const files = (await deps.query.affectedFiles(targetOf(request))).map((f) => f.key);
+      const files = (await deps.query.affectedFiles(await target(request))).map((f) => f.key);
       return {
         ...base(state),
         files: files.slice(0, FIND_BATCH_FILES),
@@ -101,7 +112,7 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
       const file = await deps.files.read(item.key);
       if (!file) return;
       const records = await decodeRecords(file.bytes);
-      const matches = deletionMatcher(targetOf(request));
+      const matches = deletionMatcher(await target(request));
       const kept = records.filter((r) => !matches(r));
       const rows = records.length - kept.length;
       if (rows === 0) return;
@@ -125,8 +136,12 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
         deps.purgers.map(async (purger) => {
           try {
             let removed = 0;
-            if (request.userId !== undefined)
+            if (request.userId !== undefined) {
               removed += await purger.purgeUser(state.projectId, request.userId);
+              // Rows of level `none` hold the user's keyed stand-in.
+              const keyed = await deps.userIds.keyed(state.projectId, request.userId);
+              removed += await purger.purgeUser(state.projectId, keyed);
+            }
             if (request.transactionIds) {
               removed += await purger.purgeTransactions(state.projectId, request.transactionIds);
             }
@@ -156,7 +171,7 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
 
     async verify(state) {
       const request = await pending(state);
-      const remaining = await deps.query.countMatching(targetOf(request));
+      const remaining = await deps.query.countMatching(await target(request));
       if (remaining > 0) {
         // A file that landed late, or a rewrite another writer undid: round again, a few times.
         const round = (state.round ?? 0) + 1;

@@ -1,7 +1,7 @@
 import type { Hono } from "hono";
 import type { DynamoDBClient } from "../adapters/dynamodb/client";
 import { DynamoPorts } from "../adapters/dynamodb/ports";
-import { LocalMasterKey } from "../adapters/fs/master-key";
+import { LocalMasterKey, localUserIdHasher } from "../adapters/fs/master-key";
 import { activePriceCatalogue } from "../adapters/fs/price-catalogue";
 import { createUpstreamClient, type UpstreamClient } from "../adapters/undici/client";
 import type { AppEnv } from "../app/env";
@@ -135,6 +135,7 @@ async function startOnStore(
     metrics: noMetrics,
     store,
     recordQueue: warehouse.queue,
+    userIds: localUserIdHasher(config.dataDir),
     warehouseQuery: warehouse.exports.query,
     exportSettings: warehouse.settings,
     openDestination: warehouse.exports.openDestination,

@@ -4,6 +4,7 @@ import type { TableNames } from "../adapters/dynamodb/tables";
 import { DynamoTombstones } from "../adapters/dynamodb/tombstones";
 import { FileExportSettings } from "../adapters/fs/export-settings";
 import { FileDeliveryLedger } from "../adapters/fs/ledger";
+import { localUserIdHasher } from "../adapters/fs/master-key";
 import { FsObjectStore } from "../adapters/fs/object-store";
 import { FolderDeadLetters } from "../adapters/in-process/dead-letters";
 import { QueueJournal } from "../adapters/in-process/journal";
@@ -146,6 +147,7 @@ export async function openWarehouseReads(
       tombstones: new DynamoTombstones(options.deletion.db, options.deletion.tables.deletionTombstones),
       objects,
       exports,
+      userIds: localUserIdHasher(options.dataDir),
       // Locally the in-flight window is the queue itself: deliver what it holds, now.
       waitForInFlight: () => queue.deliver(),
       ...(options.deletion.purgers ? { purgers: options.deletion.purgers } : {}),

@@ -47,6 +47,7 @@ function record(projectId: string, overrides: Partial<InteractionRecord> = {}): 
   sequence++;
   return {
     ...buildRecord({
+      store: "full",
       transactionId: `tx-${process.pid}-${sequence}`,
       projectId,
       keyId: "abcdefghijklmnop",

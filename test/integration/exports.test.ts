@@ -49,7 +49,13 @@ const projB = Array.from({ length: 10 }, (_, i) =>
 
 const fakeAuth: MiddlewareHandler<AppEnv> = async (c, next) => {
   const projectId = c.req.header("x-test-project") ?? "proj-a";
-  c.set("auth", { projectId, keyId: "testkey000000000", tier: "free", rateLimit: TIER_LIMITS.free });
+  c.set("auth", {
+    projectId,
+    keyId: "testkey000000000",
+    tier: "free",
+    rateLimit: TIER_LIMITS.free,
+    store: "full",
+  });
   await next();
 };
 

@@ -271,6 +271,7 @@ describe("Parquet files", () => {
   function callWithKeysAround(i: number): InteractionRecord {
     const body = JSON.stringify({ model: "gpt-4o", messages: [{ role: "user", content: `hello ${i}` }] });
     return buildRecord({
+      store: "full",
       transactionId: `txn_secret_${i}`,
       projectId: "proj-a",
       keyId: "k1k2k3k4k5k6k7k8",

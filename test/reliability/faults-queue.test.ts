@@ -5,6 +5,7 @@ import { SQSClient } from "@aws-sdk/client-sqs";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FileDeliveryLedger } from "../../lambda/adapters/fs/ledger";
+import { localUserIdHasher } from "../../lambda/adapters/fs/master-key";
 import { FsObjectStore } from "../../lambda/adapters/fs/object-store";
 import { FolderDeadLetters } from "../../lambda/adapters/in-process/dead-letters";
 import { SqsRecordQueue } from "../../lambda/adapters/sqs/queue";
@@ -61,7 +62,9 @@ beforeAll(async () => {
     DMT_METERING: "off",
     DMT_WAREHOUSE_FLUSH_MS: "100",
   });
-  stack = await startLocalStack(config, logger, { hooks: [warehouseHooks(producer)] });
+  stack = await startLocalStack(config, logger, {
+    hooks: [warehouseHooks(producer, localUserIdHasher(dataDir))],
+  });
 });
 afterAll(async () => {
   await stack?.close();

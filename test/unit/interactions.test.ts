@@ -48,6 +48,7 @@ const list = (params: Record<string, string | string[]>, projectId = "proj-a") =
 function record(overrides: Partial<InteractionRecord> = {}): InteractionRecord {
   return {
     ...buildRecord({
+      store: "full",
       transactionId: "tx-1",
       projectId: "proj-a",
       keyId: "abcdefghijklmnop",

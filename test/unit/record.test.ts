@@ -33,6 +33,7 @@ function input(overrides: Partial<InteractionInput> = {}): InteractionInput {
     costMicros: 42,
     request: { text: '{"model":"gpt-4o"}', bytes: 18, truncated: false },
     response: { text: "{}", bytes: 2, truncated: false },
+    store: "full",
     ...overrides,
   };
 }

@@ -157,6 +157,8 @@ export interface Interaction extends InteractionSummary {
   request_bytes: number;
   response_bytes: number;
   user_agent: string | null;
+  /** What the record keeps (docs/privacy.md); null on records written before levels existed. */
+  store_level: "full" | "metadata" | "none" | null;
 }
 
 /** The list filters as URL parameters (`from`, `to`, `vendor`, `model`, `user_id`, `status`, `billing_mode`). */

@@ -14,6 +14,7 @@ import { decimalUsd } from "../../core/credits";
 import { endpointOf } from "../../core/endpoints";
 import { ApiError, errors } from "../../core/errors";
 import { errorFields, type Logger } from "../../core/logger";
+import { STORE_HEADER } from "../../core/privacy";
 import { emptyUsage, type Usage } from "../../core/usage";
 import type { VendorDefinition } from "../../core/vendor-model";
 import { requestHeaderFilter } from "../../vendors/headers";
@@ -256,6 +257,7 @@ function newCall(c: Context<AppEnv>, vendor: VendorDefinition): ProxyCall {
     requestId: c.req.header("x-request-id"),
     userHeader: c.req.header("x-user-id"),
     userAgent: c.req.header("user-agent"),
+    storeHeader: c.req.header(STORE_HEADER),
     route: undefined,
     target: undefined,
     model: undefined,

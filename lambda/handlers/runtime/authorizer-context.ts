@@ -6,6 +6,7 @@ import { presentedCredentials } from "../../core/credentials";
 import { endpointOf } from "../../core/endpoints";
 import { ApiError, type ErrorType } from "../../core/errors";
 import { PROJECT_ID_PATTERN, TIERS } from "../../core/model";
+import { STORE_LEVELS } from "../../core/privacy";
 
 /**
  * The contract between the Lambda authorizer and the functions behind API Gateway. The authorizer's
@@ -24,6 +25,7 @@ export function grantedContext(auth: AuthContext): AuthorizerContext {
     tier: auth.tier,
     rpm: auth.rateLimit.rpm,
     burst: auth.rateLimit.burst,
+    store: auth.store,
   };
 }
 
@@ -53,6 +55,7 @@ const granted = z.object({
   tier: z.enum(TIERS),
   rpm: z.coerce.number().check(z.positive()),
   burst: z.coerce.number().check(z.positive()),
+  store: z.enum(STORE_LEVELS),
 });
 
 /** The caller, from the authorizer's context; throws the refusal the authorizer decided on. */
@@ -65,8 +68,8 @@ export function authFromContext(context: unknown): AuthContext {
   const parsed = granted.safeParse(context);
   // Only a route without the authorizer gets here: fail closed, as a 500 that gets logged.
   if (!parsed.success) throw new Error("The request carries no valid authorizer context.");
-  const { projectId, keyId, tier, rpm, burst } = parsed.data;
-  return { projectId, keyId, tier, rateLimit: { rpm, burst } };
+  const { projectId, keyId, tier, rpm, burst, store } = parsed.data;
+  return { projectId, keyId, tier, rateLimit: { rpm, burst }, store };
 }
 
 interface LambdaBindings {

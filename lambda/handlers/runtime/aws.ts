@@ -12,6 +12,7 @@ import { createKmsClient, KmsKeyWrapper } from "../../adapters/kms/key-wrapper";
 import { S3WarehouseFiles } from "../../adapters/s3/deletion-files";
 import { S3ObjectStore } from "../../adapters/s3/object-store";
 import { S3SpoolWriter } from "../../adapters/s3/spool-writer";
+import { createSecretsClient, secretUserIdHasher } from "../../adapters/secrets-manager/secrets";
 import { SqsDeadLetters, SqsRecordQueue } from "../../adapters/sqs/queue";
 import { RecordSpool } from "../../adapters/sqs/spool";
 import type { Infrastructure } from "../../compose/infrastructure";
@@ -24,6 +25,7 @@ import {
   type DataApiConfig,
   type DeletionStepsConfig,
   parseBaseConfig,
+  parseUserIdKeyConfig,
   type RecordQueueConfig,
 } from "./config";
 import { type LambdaTelemetry, lambdaTelemetry } from "./telemetry";
@@ -218,3 +220,27 @@ const athenaClient = (endpoint?: string) =>
   client("athena", endpoint, () => new AthenaClient(endpoint ? { endpoint } : {}));
 const dynamoClient = (endpoint?: string) =>
   client("dynamodb", endpoint, () => createDynamoClient(endpoint ? { endpoint } : {}));
+
+/** The keyed user-id hash of level `none`, its key the generated secret `DMT_USER_ID_KEY_SECRET_ARN`. */
+export function secretUserIds(env: Env, logger: Logger): Pick<Infrastructure, "userIds"> {
+  const config = parseUserIdKeyConfig(env);
+  return {
+    userIds: secretUserIdHasher(
+      createSecretsClient(config.DMT_SECRETS_ENDPOINT),
+      config.DMT_USER_ID_KEY_SECRET_ARN,
+      logger,
+    ),
+  };
+}
+
+/** The warehouse files the retention run removes and rewrites, with their old versions. */
+export function s3WarehouseFiles(config: {
+  DMT_WAREHOUSE_BUCKET: string;
+  DMT_S3_ENDPOINT?: string | undefined;
+}): Pick<Infrastructure, "warehouse" | "warehouseFiles"> {
+  const s3 = s3Client(config.DMT_S3_ENDPOINT);
+  return {
+    warehouse: new S3ObjectStore(s3, config.DMT_WAREHOUSE_BUCKET),
+    warehouseFiles: new S3WarehouseFiles(s3, config.DMT_WAREHOUSE_BUCKET),
+  };
+}

@@ -79,6 +79,12 @@ const metering = z.extend(store, {
   DMT_HOLD_TTL_MS: z._default(z.coerce.number().check(z.minimum(960_000), z.maximum(86_400_000)), 3_600_000),
 });
 
+/** The secret that keys the user-id hash of level `none` (core/privacy.ts): proxies and deletion steps. */
+const userIdKey = z.object({
+  DMT_USER_ID_KEY_SECRET_ARN: text,
+  DMT_SECRETS_ENDPOINT: z.optional(httpUrl),
+});
+
 /** The producer side of the warehouse: the queue, and the bucket whose `queue-spool/` keeps what it refused. */
 const recordQueue = z.extend(base, {
   DMT_QUEUE_URL: httpUrl,
@@ -205,6 +211,22 @@ const dashboard = z.extend(z.extend(metering, dataApi.shape), {
 });
 
 export type DeletionStepsConfig = z.infer<typeof deletionSteps>;
+export type UserIdKeyConfig = z.infer<typeof userIdKey>;
+
+/** The retention function: the store (projects, the index) and the warehouse bucket. */
+const retention = z.extend(store, {
+  DMT_WAREHOUSE_BUCKET: text,
+  DMT_S3_ENDPOINT: z.optional(httpUrl),
+});
+
+export function parseRetentionConfig(env: Record<string, string | undefined>) {
+  return { ...parseEnv(retention, env), tables: tableNames(env) };
+}
+
+/** For the functions that write or delete records of level `none`. */
+export function parseUserIdKeyConfig(env: Record<string, string | undefined>): UserIdKeyConfig {
+  return parseEnv(userIdKey, env);
+}
 export type DashboardConfig = z.infer<typeof dashboard> & { tables: TableNames };
 
 /** For the deletion steps (`lambda/handlers/deletion.ts`). */

@@ -270,6 +270,7 @@ function detailContent(interaction: Interaction): Child[] {
       ...fact("Price list", interaction.price_version),
       ...fact("Service tier", interaction.service_tier),
       ...fact("Client", interaction.user_agent),
+      ...fact("Stored", interaction.store_level),
     ),
     costBreakdownSection(interaction),
     interaction.truncated
@@ -285,17 +286,27 @@ function detailContent(interaction: Interaction): Child[] {
       : codeBlock(interaction.streamed ? "Assembled stream text" : "Response text", text, "detail-text"),
     codeBlock(
       "Request body",
-      interaction.request_body === null ? "(not stored: binary or empty)" : pretty(interaction.request_body),
+      interaction.request_body === null ? missingBody(interaction) : pretty(interaction.request_body),
       "detail-request",
     ),
     codeBlock(
       interaction.streamed ? "Response (assembled from the stream)" : "Response body",
-      interaction.response_body === null
-        ? "(not stored: binary or empty)"
-        : pretty(interaction.response_body),
+      interaction.response_body === null ? missingBody(interaction) : pretty(interaction.response_body),
       "detail-response",
     ),
   ];
+}
+
+/** Why a body is missing: the store level or body retention, or a body that was binary or empty. */
+function missingBody(interaction: Interaction): string {
+  switch (interaction.store_level) {
+    case "metadata":
+      return "(not kept: stored at level metadata, by the project's or key's setting, the request's X-DMT-Store header, or the body retention)";
+    case "none":
+      return "(not kept: stored at level none; the user id is kept only as a keyed hash)";
+    default:
+      return "(not stored: binary or empty)";
+  }
 }
 
 function openDetail(ctx: PageContext, row: InteractionSummary): void {
