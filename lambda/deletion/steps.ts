@@ -1,4 +1,3 @@
-import { decodeRecords, encodeRecords } from "../adapters/parquet/codec";
 import {
   type CopyPurger,
   type DeletionQuery,
@@ -21,12 +20,15 @@ import {
 } from "../core/deletion-steps";
 import type { Logger } from "../core/logger";
 import { INTERACTIONS_PREFIX } from "../core/record";
+import type { RecordCodec } from "../core/record-codec";
 
 export interface DeletionStepDeps {
   requests: DeletionRequestStore;
   tombstones: TombstoneStore;
   query: DeletionQuery;
   files: WarehouseFiles;
+  /** The warehouse files' format, to rewrite them (Parquet: `adapters/parquet/codec.ts`). */
+  codec: RecordCodec;
   /** Every other copy: the dashboard's index and rollups, bucket exports, query results. */
   purgers: readonly CopyPurger[];
   logger: Logger;
@@ -96,7 +98,7 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
       }
       const file = await deps.files.read(item.key);
       if (!file) return;
-      const records = await decodeRecords(file.bytes);
+      const records = await deps.codec.decode(file.bytes);
       const matches = deletionMatcher(targetOf(request));
       const kept = records.filter((r) => !matches(r));
       const rows = records.length - kept.length;
@@ -109,7 +111,7 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
         removed: kept.length === 0,
       });
       if (kept.length === 0) await deps.files.remove(item.key, file.version);
-      else await deps.files.replace(item.key, encodeRecords(kept), file.version);
+      else await deps.files.replace(item.key, deps.codec.encode(kept), file.version);
     },
 
     async purge(state) {
