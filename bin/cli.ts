@@ -1,9 +1,10 @@
+import { readFileSync, writeFileSync } from "node:fs";
 import { type ParseArgsConfig, parseArgs } from "node:util";
 import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
 import { LocalMasterKey } from "../lambda/adapters/fs/master-key";
-import { activePriceCatalogue } from "../lambda/adapters/fs/price-catalogue";
+import { activePriceCatalogue, planPriceImport } from "../lambda/adapters/fs/price-catalogue";
 import { createKey, createProject, keyView, revokeKey } from "../lambda/core/accounts";
 import { formatUsd, parseUsd } from "../lambda/core/credits";
 import { ApiError, errors } from "../lambda/core/errors";
@@ -11,6 +12,7 @@ import { DestinationError, parseExportDestination } from "../lambda/core/export-
 import { jsonLogger } from "../lambda/core/logger";
 import type { Store } from "../lambda/core/ports";
 import { formatPriceTable, VENDORS as PRICED_VENDORS } from "../lambda/core/pricing";
+import type { ImportPlan } from "../lambda/core/pricing/litellm";
 import { parseLocalConfig } from "../lambda/local/config";
 import { openLocalStore, startLocalStack } from "../lambda/local/stack";
 import { localExportSettings } from "../lambda/local/warehouse";
@@ -366,6 +368,50 @@ const commands: Record<string, Command> = {
         rows: Parameters<typeof formatPriceTable>[0];
       };
       return `Prices ${result.priceVersion} (markup ${result.markup}); USD per million tokens unless noted.\n${formatPriceTable(result.rows)}`;
+    },
+  },
+  "prices import": {
+    usage: "dmt prices import <litellm prices.json> [--apply [--out <override.json>]] [--json]",
+    options: { apply: { type: "boolean" }, out: { type: "string" }, ...json },
+    positionals: 1,
+    run: async ({ values, positionals }) => {
+      const file = positionals[0] ?? "";
+      let litellm: unknown;
+      try {
+        litellm = JSON.parse(readFileSync(file, "utf8"));
+      } catch (err) {
+        throw new UsageError(`${file}: ${(err as Error).message.split("\n")[0]}`);
+      }
+      const plan = planPriceImport(litellm, new Date().toISOString().slice(0, 10));
+      if (!values.apply) return { ...plan, written: null };
+      // The deployment's override: --out, else the file DMT_PRICES_OVERRIDE names.
+      const named = process.env.DMT_PRICES_OVERRIDE;
+      const out =
+        (values.out as string | undefined) ??
+        (named && !named.trimStart().startsWith("{") ? named : undefined);
+      if (out === undefined)
+        throw new UsageError("--apply needs --out <file> (or DMT_PRICES_OVERRIDE naming a file)");
+      writeFileSync(out, `${JSON.stringify(plan.override, null, 2)}\n`);
+      return { ...plan, written: out };
+    },
+    print: (r) => {
+      const { comparison, leftOut, written } = r as ImportPlan & { written: string | null };
+      const lines = [
+        `New models (${comparison.newModels.length}):`,
+        ...comparison.newModels.map((m) => `  + ${m.vendor}/${m.model} (${m.kind})`),
+        `Changed prices (${comparison.changed.length}):`,
+        ...comparison.changed.map((d) => `  ~ ${d.vendor}/${d.model} ${d.field}: ${d.ours} -> ${d.theirs}`),
+        `Dimensions we lack (${comparison.missing.length}):`,
+        ...comparison.missing.map(
+          (d) => `  ? ${d.vendor}/${d.model} ${d.field}${d.theirs ? `: ${d.theirs}` : ""}`,
+        ),
+        ...leftOut.map((m) => `Left out ${m.vendor}/${m.model}: ${m.why}`),
+        `Entries of other providers or kinds skipped: ${comparison.skipped}`,
+        written
+          ? `Override written to ${written}.`
+          : "Nothing written: add --apply --out <file> to write the override.",
+      ];
+      return lines.join("\n");
     },
   },
 };

@@ -2,6 +2,7 @@ import type { AuthContext } from "./auth";
 import type { CapturedBody } from "./capture";
 import type { StoredResponse } from "./idempotency";
 import { errorFields, type Logger } from "./logger";
+import type { CostBreakdown } from "./pricing";
 import type { Usage } from "./usage";
 import type { VendorName, VendorRoute } from "./vendor-model";
 
@@ -18,6 +19,10 @@ export interface CallBilling {
    * 0 for free endpoints and failed calls; undefined when the model has no price (BYOK, dual).
    */
   costMicros?: number;
+  /** How the cost was reached, line by line, when a price applied. */
+  breakdown?: CostBreakdown;
+  /** The usage charged, when metering estimated it (an abandoned stream); otherwise the vendor's. */
+  usage?: Usage;
 }
 
 /**
@@ -87,6 +92,8 @@ export interface ProxyOutcome {
   request: CapturedBody;
   /** The response body; for a stream, the assembled final message. */
   response: CapturedBody;
+  /** For a stream: its text as the client received it, without the wire format (content, tool arguments). */
+  deliveredText?: string;
   /** The vendor's request id (`x-request-id` / `request-id`), when it sent one. */
   vendorRequestId?: string;
   /** The bytes sent, when `before` asked for them. */

@@ -304,6 +304,8 @@ export interface TombstoneStore extends TombstoneReader {
  * how many items (rows, files) it removed; purging what is already gone returns 0.
  */
 export interface CopyPurger {
+  /** What it purges, for the request's logs and failure reason (`bucket exports`). */
+  readonly name: string;
   purgeUser(projectId: string, userId: string): Promise<number>;
   purgeTransactions(projectId: string, transactionIds: readonly string[]): Promise<number>;
 }

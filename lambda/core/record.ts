@@ -11,7 +11,9 @@ import { PROJECT_ID_PATTERN } from "./model";
 import type { Usage } from "./usage";
 import { VENDOR_NAMES, type VendorName } from "./vendor-names";
 
-export const RECORD_SCHEMA_VERSION = 1;
+export const RECORD_SCHEMA_VERSION = 2;
+/** Versions a reader still accepts: 1 lacks the columns 2 added, which read as null. */
+const READABLE_SCHEMA_VERSIONS: ReadonlySet<unknown> = new Set([1, 2]);
 
 /** The vendors a record names: those of the proxy prefixes (DESIGN §2). */
 export const RECORD_VENDORS = VENDOR_NAMES;
@@ -43,7 +45,7 @@ const column = <const N extends string, const K extends ColumnKind, const Null e
   doc: string,
 ) => ({ name, kind, nullable, doc });
 
-/** The columns of schema version 1, in file and export order. Timestamps are UTC, millisecond precision. */
+/** The columns of schema version 2 (1 plus service_tier, usage_details, cost_breakdown), in file and export order. Timestamps are UTC, millisecond precision. */
 export const RECORD_COLUMNS = [
   column("schema_version", "int32", false, "version of this schema the record was written with"),
   column("transaction_id", "string", false, "our id of the call, returned to the client in a header"),
@@ -76,6 +78,18 @@ export const RECORD_COLUMNS = [
   column("images", "int32", true, "images generated, for endpoints billed per image"),
   column("audio_seconds", "double", true, "audio seconds, for endpoints billed per second"),
   column("speech_characters", "int32", true, "characters spoken, for text to speech"),
+  column(
+    "service_tier",
+    "string",
+    true,
+    "the vendor's service tier that served the call (flex, priority...)",
+  ),
+  column(
+    "usage_details",
+    "string",
+    true,
+    "JSON: usage beyond the token columns (1-hour cache writes, audio/image tokens, tool calls) and `unpriced`, vendor fields nothing prices",
+  ),
   column("usage_estimated", "boolean", false, "some usage figure was estimated, not reported by the vendor"),
   column("usage_complete", "boolean", false, "false when the response ended early"),
   column(
@@ -85,6 +99,12 @@ export const RECORD_COLUMNS = [
     "micro-USD: charged (managed) or list price (byok, dual); null: unpriced",
   ),
   column("price_version", "string", true, "version of the price list that priced the call"),
+  column(
+    "cost_breakdown",
+    "string",
+    true,
+    "JSON: the line items (dimension, quantity, unit, rate_usd per `per` units, amount_micros), markup, tier and price_version that give cost_micros",
+  ),
   column("request_body", "string", true, "request body as text, at most 64 KiB (null for binary bodies)"),
   column("response_body", "string", true, "response body as text; a stream's assembled final message"),
   column("truncated", "boolean", false, "a stored body is cut short (binary bodies are not stored at all)"),
@@ -211,6 +231,8 @@ export interface InteractionInput {
   /** Absent when nothing priced the call (a model without a price). */
   costMicros?: number;
   priceVersion?: string;
+  /** How `costMicros` was reached; stored as JSON with the price version. */
+  costBreakdown?: object;
   /** The X-User-ID header, when sent. */
   userIdHeader?: string;
   /** The parsed JSON request body, when the proxy has it (saves parsing the text again). */
@@ -264,6 +286,21 @@ function endpointPath(endpoint: string, vendor: string): string {
   return path.startsWith(`${vendor}:`) ? path.slice(vendor.length + 1) : path;
 }
 
+/** The usage the token columns do not hold, as JSON; null when there is none. */
+function usageDetails(usage: Usage): string | null {
+  const details: Record<string, unknown> = {};
+  const counts = {
+    cache_write_1h_tokens: usage.cacheWrite1hTokens,
+    audio_input_tokens: usage.audioInputTokens,
+    image_input_tokens: usage.imageInputTokens,
+    audio_output_tokens: usage.audioOutputTokens,
+  };
+  for (const [name, value] of Object.entries(counts)) if (value) details[name] = value;
+  if (usage.toolCalls && Object.keys(usage.toolCalls).length > 0) details.tool_calls = usage.toolCalls;
+  if (usage.unpriced) details.unpriced = usage.unpriced;
+  return Object.keys(details).length > 0 ? JSON.stringify(details) : null;
+}
+
 /** Builds the record of one call. */
 export function buildRecord(input: InteractionInput): InteractionRecord {
   const request = storedText(input.request);
@@ -296,10 +333,16 @@ export function buildRecord(input: InteractionInput): InteractionRecord {
     images: usage.images ?? null,
     audio_seconds: usage.audioSeconds ?? null,
     speech_characters: usage.speechCharacters ?? null,
+    service_tier: usage.serviceTier ?? null,
+    usage_details: usageDetails(usage),
     usage_estimated: usage.estimated,
     usage_complete: usage.complete,
     cost_micros: input.costMicros ?? null,
     price_version: input.priceVersion ?? null,
+    cost_breakdown:
+      input.costBreakdown === undefined
+        ? null
+        : JSON.stringify({ price_version: input.priceVersion ?? null, ...input.costBreakdown }),
     request_body: request.text,
     response_body: response.text,
     truncated: request.truncated || response.truncated,
@@ -399,7 +442,7 @@ export function parseRecord(value: unknown): InteractionRecord {
     throw new RecordError("the record is not a JSON object");
   }
   const fields = value as Record<string, unknown>;
-  if (fields.schema_version !== RECORD_SCHEMA_VERSION) {
+  if (!READABLE_SCHEMA_VERSIONS.has(fields.schema_version)) {
     throw new RecordError(`unsupported schema_version ${JSON.stringify(fields.schema_version)}`);
   }
   // Checked in place: the parsed object becomes the record.

@@ -103,6 +103,8 @@ async function listKeys(store: ObjectStore, prefix: string): Promise<string[]> {
  * at its current destination. Exports made to an earlier destination are out of reach (docs/deletion.md).
  */
 export class ExportFilesPurger implements CopyPurger {
+  readonly name = "bucket exports";
+
   constructor(
     private readonly settings: ExportSettings,
     private readonly openDestination: (destination: ExportDestination) => ObjectStore,
@@ -135,6 +137,8 @@ export class ExportFilesPurger implements CopyPurger {
  * until the bucket's lifecycle removes them. Results of other projects never match (`project_id`).
  */
 export class QueryResultsPurger implements CopyPurger {
+  readonly name = "query results";
+
   constructor(
     private readonly results: ObjectStore,
     private readonly prefix = "",
@@ -158,6 +162,8 @@ export class QueryResultsPurger implements CopyPurger {
 
 /** The local dead letters (`dead-letter/<day>/<message id>.json`), which keep whole records. */
 export class DeadLetterPurger implements CopyPurger {
+  readonly name = "dead letters";
+
   constructor(private readonly objects: ObjectStore) {}
 
   purgeUser(projectId: string, userId: string): Promise<number> {

@@ -18,6 +18,21 @@ const schema = z
     DMT_DATA_DIR: z._default(text, ".dmt"),
     DMT_TLS_CERT: optionalText,
     DMT_TLS_KEY: optionalText,
+    /** The HTTPS origin clients use; plain HTTP is redirected there (default: the listening host and port). */
+    DMT_PUBLIC_URL: z.optional(
+      z
+        .url({ protocol: /^https$/ })
+        .check(
+          z.refine(
+            (url) => /^https:\/\/[^/?#]+\/?$/.test(url),
+            "must be an https origin, with no path or query",
+          ),
+        ),
+    ),
+    /** Longest wait from a connection's start to a complete request head (slow clients get 408). */
+    DMT_HEADERS_TIMEOUT_MS: wholeNumberIn(100, 300_000, 20_000),
+    /** Most connections one client address may hold open at once. */
+    DMT_MAX_CONNECTIONS_PER_CLIENT: wholeNumberIn(1, 100_000, 256),
     /** How long a key lookup is cached: the revocation delay. */
     DMT_KEY_CACHE_MS: wholeNumberIn(0, 60_000, 5000),
     DMT_LOG_LEVEL: z._default(z.enum(LOG_LEVELS), "info"),

@@ -238,6 +238,9 @@ async function startOnStore(
     ...(config.DMT_TLS_CERT && config.DMT_TLS_KEY
       ? { tls: { cert: config.DMT_TLS_CERT, key: config.DMT_TLS_KEY } }
       : {}),
+    ...(config.DMT_PUBLIC_URL ? { publicUrl: config.DMT_PUBLIC_URL } : {}),
+    headersTimeoutMs: config.DMT_HEADERS_TIMEOUT_MS,
+    maxConnectionsPerClient: config.DMT_MAX_CONNECTIONS_PER_CLIENT,
   });
   const port = await server.listen(config.PORT, config.HOST);
   opened.push(() => server.close(0));

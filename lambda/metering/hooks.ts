@@ -13,8 +13,9 @@ import {
 import { errorFields, type Logger } from "../core/logger";
 import { abandonedStreamUsage, type CallBounds, holdMicros, imageVariant } from "../core/metering";
 import type { CachedVendorKeys } from "../core/metering-vendor-keys";
-import { costMicros, type ModelPrice, type PriceCatalogue } from "../core/pricing";
+import { type CostBreakdown, costBreakdown, type ModelPrice, type PriceCatalogue } from "../core/pricing";
 import { type RateLimiter, rateLimitError, rateLimitHeaders } from "../core/rate-limit";
+import type { Usage } from "../core/usage";
 import type { Operation } from "../core/vendor-model";
 import { callBounds } from "../vendors/bounds";
 import { CreditLeases, DEFAULT_LEASES, type Reservation } from "./credit-leases";
@@ -50,7 +51,6 @@ interface CallState {
 }
 
 const MAX_NAMED_MODEL = 256;
-const decoder = new TextDecoder();
 
 /**
  * Metering as proxy hooks: the per-key rate limit (`admit`); the billing mode, the credit hold and the
@@ -66,6 +66,7 @@ export function createMetering(deps: MeteringDeps): Metering {
     noteMs: deps.noteChargesMs,
   });
   const states = new WeakMap<ProxyCall, CallState>();
+  const loggedUnpriced = new Set<string>();
   const stateOf = (call: ProxyCall) => {
     let state = states.get(call);
     if (!state) {
@@ -133,12 +134,19 @@ export function createMetering(deps: MeteringDeps): Metering {
     async after(call, outcome) {
       const state = states.get(call);
       if (!state) return;
-      const cost = costOf(call, state, outcome, deps.logger);
+      const { cost, breakdown, usage } = costOf(call, state, outcome, deps.logger);
+      noteUnpriced(call, usage, breakdown);
       // A managed call's record says what the credits paid: a call is charged at most its hold (the
       // ledger keeps any excess as uncollected), so the records' costs sum to the balance's change.
       const reservation = state.reservation;
       const charged = reservation && cost !== undefined ? Math.min(cost, reservation.micros) : cost;
-      if (call.billing) call.billing.costMicros = charged;
+      if (breakdown && charged !== undefined && charged !== breakdown.micros)
+        breakdown.charged_micros = charged;
+      if (call.billing) {
+        call.billing.costMicros = charged;
+        if (breakdown) call.billing.breakdown = breakdown;
+        if (usage !== outcome.usage) call.billing.usage = usage;
+      }
       await Promise.all([
         reservation ? leases.finish(reservation, cost ?? 0) : undefined,
         finishIdempotency(call, state, outcome),
@@ -147,6 +155,28 @@ export function createMetering(deps: MeteringDeps): Metering {
 
     settle: () => leases.settleAll(),
   };
+
+  /**
+   * Usage the vendor reported that nothing prices (an unknown field, or a dimension the model's row
+   * has no rate for) is logged once per model and field, so a new billed figure is noticed, never
+   * silently priced at zero; the record keeps it too.
+   */
+  function noteUnpriced(call: ProxyCall, usage: Usage, breakdown: CostBreakdown | undefined): void {
+    const fields = [...Object.keys(usage.unpriced ?? {}), ...(breakdown?.unpriced ?? [])];
+    const fresh = fields.filter((field) => {
+      const key = `${call.vendor}/${call.model ?? ""}/${field}`;
+      if (loggedUnpriced.has(key)) return false;
+      loggedUnpriced.add(key);
+      return true;
+    });
+    if (fresh.length > 0) {
+      deps.logger.warn("usage not priced", {
+        vendor: call.vendor,
+        model: (call.model ?? "").slice(0, MAX_NAMED_MODEL),
+        fields: fresh,
+      });
+    }
+  }
 
   /** A complete 2xx answer is stored for replay; anything else is forgotten, so a retry runs again. */
   async function finishIdempotency(call: ProxyCall, state: CallState, outcome: ProxyOutcome): Promise<void> {
@@ -221,38 +251,36 @@ function priceOf(call: ProxyCall, mode: BillingMode, prices: PriceCatalogue): Mo
 /**
  * What a call cost, for the settlement and the record: the usage the vendor reported at the price (with
  * the markup when the credits pay, at list price otherwise); nothing for a call the vendor did not
- * answer, whose stream broke, or that was replayed; estimated for a stream the client abandoned.
- * Undefined when there is no price.
+ * answer, whose stream broke, or that was replayed; estimated for a stream the client abandoned (then
+ * `usage` is the estimate charged). `cost` is undefined when there is no price.
  */
 function costOf(
   call: ProxyCall,
   state: CallState,
   outcome: ProxyOutcome,
   logger: Logger,
-): number | undefined {
+): { cost: number | undefined; breakdown?: CostBreakdown; usage: Usage } {
   const answered = outcome.status >= 200 && outcome.status < 300 && !outcome.replayed;
-  if (!answered || outcome.error?.type === "upstream_error" || call.route?.billing !== "billable") return 0;
-  const price = state.price;
-  if (!price) return undefined;
+  const failed = !answered || outcome.error?.type === "upstream_error";
+  if (failed || call.route?.billing !== "billable") return { cost: 0, usage: outcome.usage };
   const usage =
     outcome.error?.type === "client_error"
-      ? abandonedStreamUsage(
-          outcome.usage,
-          call.rawBody ? decoder.decode(call.rawBody) : "",
-          outcome.response.text ?? "",
-        )
+      ? abandonedStreamUsage(outcome.usage, call.body, outcome.deliveredText ?? "")
       : outcome.usage;
+  const price = state.price;
+  if (!price) return { cost: undefined, usage };
   const quality = field(call, "quality");
   const size = field(call, "size");
   const variant = call.route?.operation === "image" ? imageVariant(price, quality, size) : undefined;
   try {
-    return costMicros(usage, price, {
+    const breakdown = costBreakdown(usage, price, {
       applyMarkup: call.billing?.mode === "managed",
       ...(variant !== undefined ? { imageVariant: variant } : {}),
     });
+    return { cost: breakdown.micros, breakdown, usage };
   } catch (err) {
     logger.error("usage could not be priced", { ...errorFields(err), endpoint: call.endpoint });
-    return undefined;
+    return { cost: undefined, usage };
   }
 }
 

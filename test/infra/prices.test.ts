@@ -31,6 +31,7 @@ import { VENDORS } from "../../lib/secrets";
 import type { DmtStack } from "../../lib/stack";
 import base from "../../prices/catalogue.json" with { type: "json" };
 import { type SqsStandIn, startSqsStandIn } from "../support/reliability-sqs";
+import { BUNDLING_TIMEOUT_MS } from "../support/timeouts";
 import {
   functionUrlEvent,
   installStreamingRuntime,
@@ -109,7 +110,7 @@ beforeAll(() => {
   stack = main.stack;
   assembly = main.app.synth();
   template = assembly.getStackByName(stack.stackName).template as Template;
-}, 300_000);
+}, BUNDLING_TIMEOUT_MS);
 
 afterAll(() => rmSync(workDir, { recursive: true, force: true }));
 
@@ -321,7 +322,7 @@ describe("a proxy function cold-started with the synthesized environment", () =>
     await credits.grant("acme", 10_000_000, "test");
     installStreamingRuntime();
     handler = (await import("../../lambda/handlers/proxy")).handler as unknown as StreamingHandler;
-  }, 60_000);
+  });
 
   afterAll(async () => {
     await simulator?.close();

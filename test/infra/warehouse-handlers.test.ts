@@ -225,7 +225,7 @@ beforeAll(async () => {
   const apiHandler = (await import("../../lambda/handlers/api")).handler;
   api = (event) =>
     apiHandler(event as unknown as Parameters<typeof apiHandler>[0]) as Promise<APIGatewayProxyResult>;
-}, 60_000);
+});
 
 afterAll(async () => {
   process.env = savedEnv;
@@ -410,7 +410,7 @@ describe("spool re-sender", () => {
     await resendSpool();
     expect(s3.keys(`${WAREHOUSE_BUCKET}/queue-spool/`)).toEqual([]);
     expect(sqs.on("records").some((r) => r.body === body)).toBe(true);
-  }, 30_000);
+  });
 });
 
 /** A POST to `/api/v1/exports`. */

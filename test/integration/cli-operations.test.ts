@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -119,6 +119,45 @@ describe("dmt prices list", () => {
     expect(JSON.parse(marked.stdout).markup).toBe(1.1);
     const bad = await dmt(["prices", "list", "--vendor", "mistral"]);
     expect(bad.code).toBe(2);
+  });
+});
+
+describe("dmt prices import", () => {
+  const fixture = join(import.meta.dirname, "../fixtures/litellm-prices.json");
+
+  it("shows the diff against the catalogue, and writes nothing without --apply", async () => {
+    const res = await dmt(["prices", "import", fixture]);
+    expect(res.code).toBe(0);
+    expect(res.stdout).toContain("+ openai/gpt-7-preview (chat)");
+    expect(res.stdout).toContain("~ openai/gpt-5 output: 10 -> 12");
+    expect(res.stdout).toContain("? gemini/gemini-2.5-flash audio_input: 1");
+    expect(res.stdout).toContain("Nothing written");
+  });
+
+  it("--apply writes the override, which the service then charges with", async () => {
+    const out = join(dataDir, "override.json");
+    const res = await dmt(["prices", "import", fixture, "--apply", "--out", out, "--json"]);
+    expect(res.code).toBe(0);
+    expect(JSON.parse(res.stdout).written).toBe(out);
+    const listed = await runDmt(["prices", "list", "--vendor", "openai", "--json"], dataDir, {
+      env: { DMT_PRICES_OVERRIDE: out },
+    });
+    const rows = JSON.parse(listed.stdout).rows as { model: string }[];
+    expect(rows.map((r) => r.model)).toContain("gpt-7-preview");
+    expect(JSON.parse(readFileSync(out, "utf8")).models.length).toBeGreaterThan(0);
+  });
+
+  it("refuses a file in another format with one line naming the entry and field", async () => {
+    const bad = join(dataDir, "not-litellm.json");
+    writeFileSync(
+      bad,
+      JSON.stringify({ "gpt-x": { litellm_provider: "openai", input_cost_per_token: "1" } }),
+    );
+    const res = await dmt(["prices", "import", bad]);
+    expect(res.code).toBe(1);
+    expect(res.stderr.trim().split("\n")).toHaveLength(1);
+    expect(res.stderr).toContain("gpt-x: input_cost_per_token: must be a number");
+    expect((await dmt(["prices", "import", fixture, "--apply"])).code).toBe(2);
   });
 });
 

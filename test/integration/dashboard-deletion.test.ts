@@ -101,7 +101,7 @@ async function finished(token: string, path: string, requestId: string): Promise
         found = (await list(token, path)).requests.find((r) => r.requestId === requestId);
         return found?.status;
       },
-      { timeout: 20_000, interval: 100 },
+      { timeout: 60_000, interval: 100 },
     )
     .toMatch(/^(completed|failed)$/);
   return found as View;

@@ -71,7 +71,7 @@ beforeAll(async () => {
     hooks,
     captureLimit: 100,
   });
-  server = createHttpServer({ fetch: app.fetch });
+  server = createHttpServer({ fetch: app.fetch, headersTimeoutMs: 20_000, maxConnectionsPerClient: 256 });
   url = `http://127.0.0.1:${await server.listen(0, "127.0.0.1")}`;
 });
 afterAll(async () => {

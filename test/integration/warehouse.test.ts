@@ -318,7 +318,7 @@ describe("Parquet files", () => {
     const startedAt = metadata.schema.find((e) => e.name === "started_at");
     expect(startedAt?.logical_type).toEqual({ type: "TIMESTAMP", isAdjustedToUTC: true, unit: "MILLIS" });
     expect(metadata.row_groups[0]?.columns.every((c) => c.meta_data?.codec === "SNAPPY")).toBe(true);
-    expect(metadata.key_value_metadata).toContainEqual({ key: "dmt.schema_version", value: "1" });
+    expect(metadata.key_value_metadata).toContainEqual({ key: "dmt.schema_version", value: "2" });
 
     const rows = await parquetReadObjects({ file });
     expect(rows[1]).toMatchObject({

@@ -114,6 +114,11 @@ export interface Interaction extends InteractionSummary {
   audio_seconds: number | null;
   speech_characters: number | null;
   price_version: string | null;
+  service_tier: string | null;
+  /** JSON: usage beyond the token columns, and vendor fields nothing prices (`unpriced`). */
+  usage_details: string | null;
+  /** JSON: the line items that give `cost_micros` (see `CostBreakdownView`). */
+  cost_breakdown: string | null;
   request_body: string | null;
   response_body: string | null;
   truncated: boolean;

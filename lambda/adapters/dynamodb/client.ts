@@ -24,7 +24,9 @@ export function createDynamoClient(options: { endpoint?: string; region?: string
     requestHandler: new NodeHttpHandler({
       httpAgent: new Agent({ keepAlive: true, maxSockets: 256 }),
       httpsAgent: new HttpsAgent({ keepAlive: true, maxSockets: 256 }),
-      connectionTimeout: 1000,
+      // Locally (dynalite on loopback) a refused connection fails at once; a slow one means a busy CPU,
+      // not a lost network, so it is waited for. In AWS, a second without a connection is worth a retry.
+      connectionTimeout: local ? 0 : 1000,
       requestTimeout: 3000,
     }),
   });

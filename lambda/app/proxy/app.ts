@@ -9,9 +9,9 @@ import {
   type ProxyHooks,
   type ProxyOutcome,
 } from "../../core/call";
-import { type CapturedBody, captureMetadata, captureText } from "../../core/capture";
+import { type CapturedBody, captureMetadata, captureText, redactCaptured } from "../../core/capture";
 import { endpointOf } from "../../core/endpoints";
-import { ApiError } from "../../core/errors";
+import { ApiError, errors } from "../../core/errors";
 import { errorFields, type Logger } from "../../core/logger";
 import { emptyUsage } from "../../core/usage";
 import type { VendorDefinition } from "../../core/vendor-model";
@@ -62,11 +62,14 @@ export function createProxyApp(deps: ProxyDeps): Hono<AppEnv> {
   const upstreamHeaders = requestHeaderFilter(vendor);
 
   const app = appShell(logger);
+  app.use(`${prefix}/*`, refuseBrowserPreflight);
   app.use(`${prefix}/*`, deps.auth);
   app.all(`${prefix}/*`, async (c) => {
     const arrived = performance.now();
     const call = newCall(c, vendor);
     let prepared: PreparedRequest | undefined;
+    /** The vendor key the call was sent with: what a vendor's echo of its request would reveal. */
+    let vendorKey: string | undefined;
 
     /** Hands the outcome to `after` once, off the client's path (the heavy parts are computed there). */
     const finish = (result: () => RelayResult) => {
@@ -76,7 +79,14 @@ export function createProxyApp(deps: ProxyDeps): Hono<AppEnv> {
       const work = new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
         let outcome: ProxyOutcome;
         try {
-          outcome = { ...result(), latencyMs, request: capturedRequest(prepared, captureLimit) };
+          const secrets = [vendorKey, call.auth.vendorKey, deps.managedKey];
+          const relayed = result();
+          outcome = {
+            ...relayed,
+            latencyMs,
+            request: redactCaptured(capturedRequest(prepared, captureLimit), secrets),
+            response: redactCaptured(relayed.response, secrets),
+          };
         } catch (err) {
           logger.error("proxy outcome failed", { ...errorFields(err), endpoint: call.endpoint });
           return;
@@ -135,14 +145,12 @@ export function createProxyApp(deps: ProxyDeps): Hono<AppEnv> {
       }
 
       const signal = c.req.raw.signal;
+      vendorKey = call.auth.vendorKey ?? decision?.vendorKey ?? deps.managedKey;
       try {
         const upstream = await deps.upstream.request({
           method: match.route.method,
           path: call.target,
-          headers: upstreamHeaders(
-            c.req.raw.headers,
-            call.auth.vendorKey ?? decision?.vendorKey ?? deps.managedKey,
-          ),
+          headers: upstreamHeaders(c.req.raw.headers, vendorKey),
           ...(prepared.upstreamBody ? { body: prepared.upstreamBody } : {}),
           signal,
         });
@@ -176,6 +184,18 @@ export function createProxyApp(deps: ProxyDeps): Hono<AppEnv> {
   });
   return app;
 }
+
+/**
+ * A CORS preflight (OPTIONS with `Origin` and `Access-Control-Request-Method`) carries no key, so it
+ * is answered before authentication: no origin is ever allowed (docs/proxy.md, "Browsers"), and the
+ * browser is told why rather than given a 401 or a 405 it would report as a network error.
+ */
+const refuseBrowserPreflight: MiddlewareHandler<AppEnv> = async (c, next) => {
+  if (c.req.method === "OPTIONS" && c.req.header("origin") && c.req.header("access-control-request-method")) {
+    throw errors.browserCallRefused();
+  }
+  await next();
+};
 
 type Settled = Promise<PromiseSettledResult<void>> | undefined;
 

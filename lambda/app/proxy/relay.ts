@@ -19,6 +19,8 @@ export interface RelayResult {
   streamed: boolean;
   ttftMs?: number;
   response: CapturedBody;
+  /** A stream's text as the client received it (see `StreamObserver.result`). */
+  deliveredText?: string;
   vendorRequestId?: string;
   sent?: SentResponse;
   replayed?: boolean;
@@ -107,8 +109,9 @@ export async function relayResponse(upstream: UpstreamResponse, options: RelayOp
     if (ended) return;
     ended = true;
     options.done(() => {
-      const { usage, response } = tap.result(error === undefined);
+      const { usage, response, text } = tap.result(error === undefined);
       const result: RelayResult = { status, usage, streamed: true, response };
+      if (text !== undefined) result.deliveredText = text;
       if (error) result.error = error;
       if (ttftMs !== undefined) result.ttftMs = ttftMs;
       if (vendorRequestId !== undefined) result.vendorRequestId = vendorRequestId;
@@ -229,7 +232,7 @@ interface Tap {
   observe(chunk: Uint8Array): void;
   /** Bytes held back at the end of the stream (a cut event, when stripping). */
   rest(): Uint8Array;
-  result(complete: boolean): { usage: Usage; response: CapturedBody };
+  result(complete: boolean): { usage: Usage; response: CapturedBody; text?: string };
 }
 
 const EMPTY = new Uint8Array();
@@ -250,8 +253,8 @@ function createTap(options: RelayOptions, sse: boolean, contentType: string | un
       usage.complete = complete;
       return { usage, response: captureMetadata(bytes, contentType) };
     }
-    const { usage, message } = observer.result(complete);
-    return { usage, response: captureValue(message, bytes, contentType, options.captureLimit) };
+    const { usage, message, text } = observer.result(complete);
+    return { usage, response: captureValue(message, bytes, contentType, options.captureLimit), text };
   };
   if (!observer) return { pass: passAndCount, observe: () => {}, rest: () => EMPTY, result };
   if (!sse) {

@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { KEY_QUERY_PARAMS } from "../../core/credentials";
 import { errors } from "../../core/errors";
+import { mentionsServiceKey } from "../../core/keys";
 import type { VendorDefinition, VendorRoute } from "../../core/vendor-model";
 import { asObject } from "../../vendors/json";
 import { formFields } from "../../vendors/multipart";
@@ -23,6 +24,8 @@ export interface PreparedRequest {
   /** Usage was asked for on the client's behalf: its usage chunk must not reach the client. */
   stripUsage: boolean;
 }
+
+const KEY_QUERY_NAMES = new Set<string>(KEY_QUERY_PARAMS);
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 const MULTIPART_WITH_BOUNDARY = /^multipart\/form-data\s*;(.*;)?\s*boundary=("[^"]+"|[^\s;]+)/i;
@@ -120,14 +123,17 @@ function withIncludeUsage(body: Uint8Array, json: Record<string, unknown>): Uint
 }
 
 /**
- * The query string to forward: the client's, less the parameters that carry service keys; checked by
- * the vendor's rules. Empty, or starting with `?`.
+ * The query string to forward: the client's, less the parameters that carry keys (`api_key` and `key`
+ * in any case; names and values are compared percent-decoded) and any parameter naming or holding a
+ * service key; checked by the vendor's rules. Empty, or starting with `?`.
  */
 export function forwardedQuery(url: string, vendor: VendorDefinition): string {
   const mark = url.indexOf("?");
   if (mark === -1 || mark === url.length - 1) return "";
   const query = new URLSearchParams(url.slice(mark + 1));
-  for (const name of KEY_QUERY_PARAMS) query.delete(name);
+  const carriesKey = ([name, value]: [string, string]) =>
+    KEY_QUERY_NAMES.has(name.toLowerCase()) || mentionsServiceKey(name) || mentionsServiceKey(value);
+  for (const [name] of [...query].filter(carriesKey)) query.delete(name);
   vendor.checkQuery?.(query);
   const rest = query.toString();
   return rest === "" ? "" : `?${rest}`;

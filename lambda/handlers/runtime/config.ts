@@ -27,6 +27,12 @@ const store = z.extend(base, {
   DMT_DYNAMODB_ENDPOINT: z.optional(z.url()),
 });
 
+/**
+ * API Gateway (REST, regional endpoint) ends a streamed response that sent nothing for 5 minutes
+ * ("Stream the integration response for your proxy integrations", API Gateway developer guide).
+ */
+export const GATEWAY_STREAM_IDLE_MS = 300_000;
+
 const proxy = z.extend(base, {
   /** The vendor this function serves: every proxy function runs the same bundle. */
   DMT_VENDOR: z.enum(VENDOR_NAMES),
@@ -40,8 +46,12 @@ const proxy = z.extend(base, {
   /** Another upstream than the vendor's own (origin plus base path); unset in AWS. */
   DMT_UPSTREAM_URL: z.optional(httpUrl),
   DMT_UPSTREAM_CONNECT_TIMEOUT_MS: numberIn(1, 120_000, 10_000),
-  /** Longest wait for a vendor's first byte and between two chunks (the function may run 15 minutes). */
-  DMT_UPSTREAM_IDLE_TIMEOUT_MS: numberIn(1, 900_000, 600_000),
+  /**
+   * Longest wait for a vendor's first byte and between two chunks. Under API Gateway's idle limit on a
+   * streamed response, so that a silent vendor ends in our 504 (nothing charged) rather than in the
+   * gateway cutting a call the function goes on running and paying for (docs/aws.md).
+   */
+  DMT_UPSTREAM_IDLE_TIMEOUT_MS: numberIn(1, GATEWAY_STREAM_IDLE_MS - 10_000, GATEWAY_STREAM_IDLE_MS - 30_000),
 });
 
 /** Other endpoints than AWS's own (tests point these at local stand-ins); unset in AWS. */

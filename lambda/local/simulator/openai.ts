@@ -108,6 +108,13 @@ function chatUsage(flavour: Flavour, prompt: Prompt, gen: Generation): Record<st
   };
 }
 
+/** The tier that served a request, as OpenAI reports it: the one asked for (`fast` is `priority`), else `default`. */
+function servedTier(body: Record<string, unknown>): string {
+  const asked = body.service_tier;
+  if (asked === "flex" || asked === "priority") return asked;
+  return asked === "fast" ? "priority" : "default";
+}
+
 function includeUsage(body: Record<string, unknown>): boolean {
   const options = body.stream_options as { include_usage?: unknown } | undefined;
   return options?.include_usage === true;
@@ -132,7 +139,8 @@ function chatCompletions(flavour: Flavour): Route {
     const id = state.nextId("chatcmpl-");
     const created = unixSeconds();
     const finishReason = gen.truncated ? "length" : "stop";
-    const common = { id, created, model, system_fingerprint: "fp_simulated" };
+    const tier = flavour === "groq" ? {} : { service_tier: servedTier(body) };
+    const common = { id, created, model, system_fingerprint: "fp_simulated", ...tier };
 
     if (body.stream !== true) {
       return jsonReply({
@@ -147,7 +155,7 @@ function chatCompletions(flavour: Flavour): Route {
           },
         ],
         usage,
-        ...(flavour === "groq" ? { x_groq: { id: req.requestId } } : { service_tier: "default" }),
+        ...(flavour === "groq" ? { x_groq: { id: req.requestId } } : {}),
       });
     }
 
@@ -560,7 +568,7 @@ const responses: Route = (req, state) => {
     parallel_tool_calls: true,
     previous_response_id: body.previous_response_id ?? null,
     reasoning: { effort: reasoning ? "medium" : null, summary: null },
-    service_tier: "default",
+    service_tier: servedTier(body),
     store: body.store ?? true,
     temperature: typeof body.temperature === "number" ? body.temperature : 1,
     text: { format: { type: "text" } },
