@@ -8,11 +8,13 @@ import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { createDynamoClient } from "../lambda/adapters/dynamodb/client";
 import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
 import { DynamoExportSettings } from "../lambda/adapters/dynamodb/export-settings";
+import { DynamoMemberStore } from "../lambda/adapters/dynamodb/members";
 import { DynamoStore } from "../lambda/adapters/dynamodb/store";
 import { TABLES, type TableName, type TableNames } from "../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
 import { activePriceCatalogue } from "../lambda/adapters/fs/price-catalogue";
 import { createKmsClient, KmsKeyWrapper } from "../lambda/adapters/kms/key-wrapper";
+import type { UserDirectory } from "../lambda/core/members";
 import type { PriceCatalogue } from "../lambda/core/pricing";
 
 /**
@@ -41,6 +43,8 @@ export interface AwsTarget {
   db: DynamoDBClient;
   tables: TableNames;
   byokKeyArn: string;
+  /** The dashboard's Cognito user pool (`DashboardUserPoolId`), when the stack has one. */
+  userPoolId: string | undefined;
   close(): void;
 }
 
@@ -73,7 +77,44 @@ export async function openAwsTarget(stackName: string): Promise<AwsTarget> {
   const region = stack.StackId?.split(":")[3];
   if (!region) throw new Error(`Stack '${stackName}' has no readable id.`);
   const db = createDynamoClient({ region });
-  return { stackName, region, db, tables, byokKeyArn: output(BYOK_KEY_OUTPUT), close: () => db.destroy() };
+  return {
+    stackName,
+    region,
+    db,
+    tables,
+    byokKeyArn: output(BYOK_KEY_OUTPUT),
+    userPoolId: outputs.get(USER_POOL_OUTPUT),
+    close: () => db.destroy(),
+  };
+}
+
+export const USER_POOL_OUTPUT = "DashboardUserPoolId";
+
+/** The dashboard's users by email, from the stack's Cognito user pool (`cognito-idp:ListUsers`). */
+export function cognitoUserDirectory(target: AwsTarget): UserDirectory {
+  return {
+    async findUserId(email) {
+      if (target.userPoolId === undefined) {
+        throw new Error(
+          `Stack '${target.stackName}' has no output ${USER_POOL_OUTPUT}: deploy the current version.`,
+        );
+      }
+      const { CognitoIdentityProviderClient, ListUsersCommand } = await import(
+        "@aws-sdk/client-cognito-identity-provider"
+      );
+      const cognito = new CognitoIdentityProviderClient({ region: target.region });
+      try {
+        // A filter value is quoted: an email with a quote cannot match, so it is refused before.
+        if (email.includes('"')) return undefined;
+        const out = await cognito.send(
+          new ListUsersCommand({ UserPoolId: target.userPoolId, Filter: `email = "${email}"`, Limit: 2 }),
+        );
+        return out.Users?.[0]?.Attributes?.find((a) => a.Name === "sub")?.Value;
+      } finally {
+        cognito.destroy();
+      }
+    },
+  };
 }
 
 /** What the store commands of the CLI use, over a deployed stack. */
@@ -87,6 +128,8 @@ export function awsServices(target: AwsTarget) {
       new KmsKeyWrapper(createKmsClient({ region: target.region }), target.byokKeyArn),
     ),
     exportSettings: new DynamoExportSettings(target.db, target.tables.projectSettings),
+    members: new DynamoMemberStore(target.db, target.tables),
+    users: cognitoUserDirectory(target),
   };
 }
 

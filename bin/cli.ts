@@ -1,26 +1,33 @@
 import { readFileSync, writeFileSync } from "node:fs";
+import { resolve } from "node:path";
 import { type ParseArgsConfig, parseArgs } from "node:util";
-import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
-import { tableNames } from "../lambda/adapters/dynamodb/tables";
-import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
-import { LocalMasterKey } from "../lambda/adapters/fs/master-key";
-import { activePriceCatalogue, planPriceImport } from "../lambda/adapters/fs/price-catalogue";
 import { createKey, createProject, keyView, revokeKey } from "../lambda/core/accounts";
-import { formatUsd, parseUsd } from "../lambda/core/credits";
+import { type CreditStore, formatUsd, parseUsd } from "../lambda/core/credits";
 import { ApiError, errors } from "../lambda/core/errors";
 import { DestinationError, parseExportDestination } from "../lambda/core/export-destination";
-import { jsonLogger } from "../lambda/core/logger";
+import {
+  addMember,
+  GRANTED_ROLES,
+  type GrantedRole,
+  type MemberStore,
+  type Membership,
+  removeMember,
+  type UserDirectory,
+} from "../lambda/core/members";
+import { formatCents } from "../lambda/core/money";
 import type { Store } from "../lambda/core/ports";
-import { formatPriceTable, VENDORS as PRICED_VENDORS } from "../lambda/core/pricing";
 import type { ImportPlan } from "../lambda/core/pricing/litellm";
-import { parseLocalConfig } from "../lambda/local/config";
-import { openLocalStore, startLocalStack } from "../lambda/local/stack";
-import { localExportSettings } from "../lambda/local/warehouse";
+import { parseStatementQuery, readStatement, type Statement } from "../lambda/core/statement";
+import type { VendorKeyStore } from "../lambda/core/vendor-keys";
+import { DEFAULT_DATA_DIR, parseLocalConfig } from "../lambda/local/config";
 
 /**
  * `dmt`: the local server and the operator commands. Every command works whether or not the server
  * runs (it shares the running server's store), takes `--json`, and fails with one line and exit 1
  * (2 for a usage error).
+ *
+ * Start time: only light modules are imported here; a command loads what it needs when it runs (the
+ * store's adapters, the price catalogue, the server), so `--help` and `--version` load almost nothing.
  */
 
 class UsageError extends Error {}
@@ -28,16 +35,21 @@ class UsageError extends Error {}
 /** What commands work with, opened on first use (commands like `prices list` need no store). */
 interface Services {
   store: Store;
-  credits: DynamoCredits;
-  vendorKeys: DynamoVendorKeys;
+  credits: CreditStore;
+  vendorKeys: VendorKeyStore;
   /** A file in the data dir locally; the `projectSettings` table in AWS (s3:// destinations only). */
   exportSettings: { setExportDestination(projectId: string, url: string | undefined): Promise<void> };
+  members: MemberStore;
+  /** The dashboard's users by email: the local provider's, or the stack's Cognito user pool. */
+  users: UserDirectory;
   /** The project, or a not-found error naming it. */
   project(projectId: string): Promise<string>;
 }
 
 interface Command {
   usage: string;
+  /** One line for `--help`. */
+  summary: string;
   options: ParseArgsConfig["options"];
   positionals?: number;
   run(args: {
@@ -48,7 +60,7 @@ interface Command {
     stackName: string | undefined;
   }): Promise<unknown>;
   /** Human output; --json prints the returned value as JSON instead. */
-  print?(result: unknown): string;
+  print?(result: unknown): string | Promise<string>;
 }
 
 const json = { json: { type: "boolean" as const } };
@@ -92,6 +104,7 @@ const iso = (ms: unknown) => (typeof ms === "number" ? new Date(ms).toISOString(
 const commands: Record<string, Command> = {
   "projects create": {
     usage: "dmt projects create <id> [--tier free|pro|enterprise] [--json]",
+    summary: "a project: the account that owns keys and credits",
     options: { tier: { type: "string" }, ...json },
     positionals: 1,
     run: async ({ values, positionals, open }) =>
@@ -108,20 +121,23 @@ const commands: Record<string, Command> = {
   },
   "projects list": {
     usage: "dmt projects list [--json]",
+    summary: "all projects",
     options: json,
     run: async ({ open }) => (await open()).store.listProjects(),
     print: (rows) =>
       table(
         (rows as { projectId: string; tier: string; createdAt: number }[]).map((p) => ({
-          ...p,
+          project: p.projectId,
+          tier: p.tier,
           created: iso(p.createdAt),
         })),
-        ["projectId", "tier", "created"],
+        ["project", "tier", "created"],
       ),
   },
   "keys create": {
     usage:
       "dmt keys create --project <id> --name <name> [--allow <endpoint>]... [--rpm N --burst N] [--expires <date>] [--json]",
+    summary: "a key for a project, printed once",
     options: {
       project: { type: "string" },
       name: { type: "string" },
@@ -165,6 +181,7 @@ const commands: Record<string, Command> = {
   },
   "keys list": {
     usage: "dmt keys list --project <id> [--json]",
+    summary: "a project's keys with prefix, status, created and last-used times",
     options: { project: { type: "string" }, ...json },
     run: async ({ values, open }) => {
       const now = Date.now();
@@ -173,19 +190,20 @@ const commands: Record<string, Command> = {
     print: (rows) =>
       table(
         (rows as ReturnType<typeof keyView>[]).map((k) => ({
-          id: k.keyId,
+          key: k.keyId,
           name: k.name,
           prefix: k.prefix,
           status: k.status,
           created: iso(k.createdAt),
-          lastUsed: iso(k.lastUsedAt),
+          "last-used": iso(k.lastUsedAt),
           allow: k.allow?.join(","),
         })),
-        ["id", "name", "prefix", "status", "created", "lastUsed", "allow"],
+        ["key", "name", "prefix", "status", "created", "last-used", "allow"],
       ),
   },
   "keys revoke": {
     usage: "dmt keys revoke <key id> [--json]",
+    summary: "revokes a key (revoking twice is harmless)",
     options: json,
     positionals: 1,
     run: async ({ positionals, open }) =>
@@ -194,6 +212,7 @@ const commands: Record<string, Command> = {
   },
   "credits grant": {
     usage: "dmt credits grant --project <id> --usd <amount> [--note <text>] [--source <who>] [--json]",
+    summary: "adds prepaid credits; the ledger records the source",
     options: {
       project: { type: "string" },
       usd: { type: "string" },
@@ -225,6 +244,7 @@ const commands: Record<string, Command> = {
   },
   "credits balance": {
     usage: "dmt credits balance --project <id> [--json]",
+    summary: "what the project can spend now, and what calls in flight hold",
     options: { project: { type: "string" }, ...json },
     run: async ({ values, open }) => {
       const services = await open();
@@ -236,31 +256,99 @@ const commands: Record<string, Command> = {
     },
   },
   "credits ledger": {
-    usage: "dmt credits ledger --project <id> [--limit N] [--cursor <c>] [--json]",
-    options: { project: { type: "string" }, limit: { type: "string" }, cursor: { type: "string" }, ...json },
+    usage:
+      "dmt credits ledger --project <id> [--from YYYY-MM-DD] [--to YYYY-MM-DD] [--by day|lease] [--json]",
+    summary: "the credit statement: grants, what calls were charged (per day or lease), a running balance",
+    options: {
+      project: { type: "string" },
+      from: { type: "string" },
+      to: { type: "string" },
+      by: { type: "string" },
+      ...json,
+    },
+    run: async ({ values, open }) => {
+      const period = parseStatementQuery(
+        {
+          from: values.from as string | undefined,
+          to: values.to as string | undefined,
+          group: values.by as string | undefined,
+        },
+        Date.now(),
+      );
+      const services = await open();
+      return readStatement(services.credits, await services.project(required(values, "project")), period);
+    },
+    print: (s) => formatStatement(s as Statement),
+  },
+  "members add": {
+    usage: "dmt members add --project <id> --email <email> [--role viewer|admin] [--json]",
+    summary: "lets a dashboard user see the project (viewer, the default) or also change it (admin)",
+    options: { project: { type: "string" }, email: { type: "string" }, role: { type: "string" }, ...json },
+    run: async ({ values, open }) => {
+      const role = (values.role as string | undefined) ?? "viewer";
+      if (!(GRANTED_ROLES as readonly string[]).includes(role)) {
+        throw new UsageError(`--role must be one of ${GRANTED_ROLES.join(", ")}`);
+      }
+      const services = await open();
+      return addMember(
+        services.store,
+        services.members,
+        services.users,
+        {
+          projectId: required(values, "project"),
+          email: required(values, "email"),
+          role: role as GrantedRole,
+        },
+        Date.now(),
+      );
+    },
+    print: (r) => {
+      const { membership, added } = r as { membership: Membership; added: boolean };
+      const who = membership.email ?? membership.userId;
+      return added
+        ? `${who} can now ${membership.role === "viewer" ? "see" : "see and change"} project ${membership.projectId} in the dashboard (${membership.role}).`
+        : `${who} is already a member of ${membership.projectId} (${membership.role}); nothing changed.`;
+    },
+  },
+  "members list": {
+    usage: "dmt members list --project <id> [--json]",
+    summary: "who sees the project in the dashboard",
+    options: { project: { type: "string" }, ...json },
     run: async ({ values, open }) => {
       const services = await open();
-      const projectId = await services.project(required(values, "project"));
-      const limit = wholeNumber(values, "limit");
-      return services.credits.ledger(projectId, {
-        ...(limit !== undefined ? { limit } : {}),
-        ...(typeof values.cursor === "string" ? { cursor: values.cursor } : {}),
+      return services.members.listProjectMembers(await services.project(required(values, "project")));
+    },
+    print: (rows) =>
+      table(
+        (rows as Membership[]).map((m) => ({
+          email: m.email ?? (m.personal ? "(personal project)" : undefined),
+          user: m.userId,
+          role: m.role,
+          added: iso(m.createdAt),
+        })),
+        ["email", "user", "role", "added"],
+      ),
+  },
+  "members remove": {
+    usage: "dmt members remove --project <id> --email <email> [--json]",
+    summary: "takes a dashboard user's access to the project away",
+    options: { project: { type: "string" }, email: { type: "string" }, ...json },
+    run: async ({ values, open }) => {
+      const services = await open();
+      return removeMember(services.members, services.users, {
+        projectId: required(values, "project"),
+        email: required(values, "email"),
       });
     },
-    print: (p) => {
-      const page = p as { entries: Record<string, unknown>[]; cursor?: string };
-      const rows = page.entries.map((e) => ({
-        ...e,
-        at: iso(e.at),
-        usd: formatUsd(e.deltaMicros as number),
-      }));
-      const more = page.cursor ? `\n(more: --cursor ${page.cursor})` : "";
-      return table(rows, ["at", "type", "usd", "ref", "source", "note"]) + more;
+    print: (m) => {
+      const membership = m as Membership;
+      return `${membership.email ?? membership.userId} no longer sees project ${membership.projectId}.`;
     },
   },
   "vendor-keys set": {
     usage:
       "dmt vendor-keys set --project <id> --vendor <groq|openai|anthropic|gemini> [--key <key>] (else read from stdin) [--json]",
+    summary: "stores a BYOK vendor key, encrypted; calls to that vendor use it and are not charged",
     options: { project: { type: "string" }, vendor: { type: "string" }, key: { type: "string" }, ...json },
     run: async ({ values, open }) => {
       const vendor = required(values, "vendor");
@@ -275,6 +363,7 @@ const commands: Record<string, Command> = {
   },
   "vendor-keys list": {
     usage: "dmt vendor-keys list --project <id> [--json]",
+    summary: "the project's vendor keys (only their last 4 characters)",
     options: { project: { type: "string" }, ...json },
     run: async ({ values, open }) => {
       const services = await open();
@@ -292,6 +381,7 @@ const commands: Record<string, Command> = {
   },
   "vendor-keys delete": {
     usage: "dmt vendor-keys delete --project <id> --vendor <vendor> [--json]",
+    summary: "deletes a project's vendor key",
     options: { project: { type: "string" }, vendor: { type: "string" }, ...json },
     run: async ({ values, open }) => {
       const services = await open();
@@ -307,6 +397,7 @@ const commands: Record<string, Command> = {
   "settings set": {
     usage:
       "dmt settings set --project <id> (--export-bucket <s3://bucket/prefix | file:///folder> | --no-export-bucket) [--json]",
+    summary: "where exports go",
     options: {
       project: { type: "string" },
       "export-bucket": { type: "string" },
@@ -346,22 +437,25 @@ const commands: Record<string, Command> = {
   },
   "prices list": {
     usage: "dmt prices list [--vendor <groq|openai|anthropic|gemini>] [--json]",
+    summary: "the active price catalogue (with a deployment's override and markup)",
     options: { vendor: { type: "string" }, ...json },
     run: async ({ values, stackName }) => {
+      const { VENDORS } = await import("../lambda/core/pricing");
       const vendor = values.vendor as string | undefined;
-      if (vendor !== undefined && !(PRICED_VENDORS as readonly string[]).includes(vendor)) {
-        throw new UsageError(`--vendor must be one of ${PRICED_VENDORS.join(", ")}`);
+      if (vendor !== undefined && !(VENDORS as readonly string[]).includes(vendor)) {
+        throw new UsageError(`--vendor must be one of ${VENDORS.join(", ")}`);
       }
       // A stack's catalogue is the one it was deployed with: its override and markup included.
       const catalogue =
         stackName === undefined
-          ? activePriceCatalogue()
+          ? (await import("../lambda/adapters/fs/price-catalogue")).activePriceCatalogue()
           : await (await import("./aws-target")).stackPriceCatalogue(stackName);
-      const rows = catalogue.list(vendor ? { vendor: vendor as (typeof PRICED_VENDORS)[number] } : {});
+      const rows = catalogue.list(vendor ? { vendor: vendor as (typeof VENDORS)[number] } : {});
       const markup = Number(catalogue.markup.num) / Number(catalogue.markup.den);
       return { priceVersion: catalogue.priceVersion, markup, rows };
     },
-    print: (r) => {
+    print: async (r) => {
+      const { formatPriceTable } = await import("../lambda/core/pricing");
       const result = r as {
         priceVersion: string;
         markup: number;
@@ -372,6 +466,7 @@ const commands: Record<string, Command> = {
   },
   "prices import": {
     usage: "dmt prices import <litellm prices.json> [--apply [--out <override.json>]] [--json]",
+    summary: "compares LiteLLM's price list with the catalogue; --apply writes it as the override",
     options: { apply: { type: "boolean" }, out: { type: "string" }, ...json },
     positionals: 1,
     run: async ({ values, positionals }) => {
@@ -382,6 +477,7 @@ const commands: Record<string, Command> = {
       } catch (err) {
         throw new UsageError(`${file}: ${(err as Error).message.split("\n")[0]}`);
       }
+      const { planPriceImport } = await import("../lambda/adapters/fs/price-catalogue");
       const plan = planPriceImport(litellm, new Date().toISOString().slice(0, 10));
       if (!values.apply) return { ...plan, written: null };
       // The deployment's override: --out, else the file DMT_PRICES_OVERRIDE names.
@@ -416,6 +512,57 @@ const commands: Record<string, Command> = {
   },
 };
 
+/** Set by the bundle (bin/build-cli.mjs); under tsx, package.json is read. */
+declare const DMT_VERSION: string | undefined;
+
+/** The package's version, read only when asked. */
+async function version(): Promise<string> {
+  if (typeof DMT_VERSION === "string") return DMT_VERSION;
+  const { readFile } = await import("node:fs/promises");
+  const pkg = JSON.parse(await readFile(new URL("../package.json", import.meta.url), "utf8")) as {
+    version: string;
+  };
+  return pkg.version;
+}
+
+/** A path as a POSIX shell word. */
+function shellQuote(text: string): string {
+  return /^[\w./-]+$/.test(text) ? text : `'${text.replaceAll("'", "'\\''")}'`;
+}
+
+/** The statement as text: one line per grant or day of charges, a running balance, what is in flight. */
+function formatStatement(statement: Statement): string {
+  const row = (date: string, description: string, amount: string, balance: string) => ({
+    date,
+    description,
+    amount,
+    balance,
+  });
+  const rows = [
+    row(statement.from, "opening balance", "", formatCents(statement.openingMicros)),
+    ...statement.lines.map((line) => {
+      const what =
+        line.kind === "grant"
+          ? ["credits granted", line.source, line.note].filter(Boolean).join(" · ")
+          : `${line.calls} call${line.calls === 1 ? "" : "s"} on ${line.leases} lease${line.leases === 1 ? "" : "s"}${statement.grouping === "lease" ? ` (${line.ref})` : ""}`;
+      const amount = formatCents(line.amountMicros);
+      return row(
+        line.day,
+        what,
+        line.amountMicros > 0 ? `+${amount}` : amount,
+        formatCents(line.balanceMicros),
+      );
+    }),
+    row(statement.to, "closing balance", "", formatCents(statement.closingMicros)),
+  ];
+  const { heldMicros, chargedMicros, openLeases } = statement.inFlight;
+  const inFlight =
+    openLeases > 0
+      ? `\nIn flight on ${openLeases} open lease${openLeases === 1 ? "" : "s"}: ${formatCents(chargedMicros)} charged, ${formatCents(heldMicros)} reserved.`
+      : "";
+  return `${table(rows, ["date", "description", "amount", "balance"])}${inFlight}\nAvailable now: ${formatCents(statement.availableMicros)}. Amounts to the cent; --json has them in micro-USD.`;
+}
+
 /** A vendor key piped on stdin: one trailing newline (from echo or a file) is not part of it. */
 async function readStdinKey(): Promise<string> {
   if (process.stdin.isTTY) throw new UsageError("give --key or pipe the key on stdin");
@@ -426,24 +573,43 @@ async function readStdinKey(): Promise<string> {
     .replace(/\r?\n$/, "");
 }
 
+const SERVE_USAGE = "dmt serve";
+const SERVE_SUMMARY = "runs the service locally (embedded store, vendor simulator); npm start";
+
 function help(): string {
+  const width = Math.max(SERVE_USAGE.length, ...Object.keys(commands).map((n) => `dmt ${n}`.length));
   return [
     "dmt: metering gateway for language-model vendors",
     "",
-    "  dmt serve                 run the service locally (embedded store, vendor simulator)",
-    ...Object.values(commands).map((c) => `  ${c.usage}`),
+    `  ${SERVE_USAGE.padEnd(width)}  ${SERVE_SUMMARY}`,
+    ...Object.entries(commands).map(([name, c]) => `  ${`dmt ${name}`.padEnd(width)}  ${c.summary}`),
     "",
-    "Every command but serve takes --stack <name> (or DMT_STACK) to work on a deployed AWS stack",
-    "instead of the local data dir; it finds the tables from the stack's outputs.",
+    "'dmt <command> --help' shows a command's options. Every command takes --json, and --stack <name>",
+    "(or DMT_STACK) to work on a deployed AWS stack instead of the local data dir.",
     "",
     "Environment: DMT_DATA_DIR (default ./.dmt), PORT (default 8787); see README.",
   ].join("\n");
 }
 
+function commandHelp(usage: string, summary: string): string {
+  return `usage: ${usage}\n\n${summary[0]?.toUpperCase()}${summary.slice(1)}.\n`;
+}
+
+/** Whether the data dir is another than the default, so that commands must name it. */
+const otherDataDir = (dataDir: string) => dataDir !== resolve(DEFAULT_DATA_DIR);
+
 async function serve(): Promise<void> {
   const config = parseLocalConfig();
+  const [{ jsonLogger }, { startLocalStack }] = await Promise.all([
+    import("../lambda/core/logger"),
+    import("../lambda/local/stack"),
+  ]);
   const logger = jsonLogger(config.DMT_LOG_LEVEL);
   const stack = await startLocalStack(config, logger);
+  // The commands to copy must reach this data dir too.
+  const dmtPrefix = otherDataDir(config.dataDir)
+    ? `DMT_DATA_DIR=${shellQuote(config.dataDir)} npx dmt `
+    : "npx dmt ";
   process.stdout.write(
     [
       `dmt is running at ${stack.url}`,
@@ -457,9 +623,12 @@ async function serve(): Promise<void> {
         ? [`Simulated vendors (no API key set): ${stack.simulatedVendors.join(", ")}`, ""]
         : []),
       "Next:",
-      "  npx dmt projects create demo",
-      "  npx dmt keys create --project demo --name laptop",
-      "  npx dmt credits grant --project demo --usd 10",
+      ...[
+        "projects create demo",
+        "keys create --project demo --name laptop",
+        "credits grant --project demo --usd 10",
+        `members add --project demo --email ${stack.dashboard.email} --role admin   # see demo in the dashboard`,
+      ].map((command) => `  ${dmtPrefix}${command}`),
       `  curl -H "Authorization: Bearer <key>" ${stack.url}/api/v1/status`,
       `  OpenAI SDK: baseURL ${stack.url}/openai/v1 with the dmt_ key`,
       "",
@@ -480,19 +649,43 @@ async function serve(): Promise<void> {
   process.on("SIGTERM", () => void stop("SIGTERM"));
 }
 
+const HELP = new Set(["--help", "-h", "help"]);
+
 async function main(argv: string[]): Promise<number> {
   const [first, second] = argv;
-  if (first === undefined || first === "help" || first === "--help" || first === "-h") {
+  if (first === undefined || HELP.has(first)) {
     process.stdout.write(`${help()}\n`);
     return first === undefined ? 2 : 0;
   }
+  if (first === "--version" || first === "-v") {
+    process.stdout.write(`dmt ${await version()}\n`);
+    return 0;
+  }
   if (first === "serve") {
+    if (argv.slice(1).some((a) => HELP.has(a))) {
+      process.stdout.write(commandHelp(SERVE_USAGE, SERVE_SUMMARY));
+      return 0;
+    }
     await serve();
     return -1; // keeps running
   }
   const name = `${first} ${second ?? ""}`.trim();
   const command = commands[name];
-  if (!command) throw new UsageError(`unknown command '${name}'; run 'dmt help'`);
+  const wantsHelp = argv.slice(1).some((a) => HELP.has(a));
+  if (!command) {
+    // `dmt keys --help`: the group's commands.
+    const group = Object.entries(commands).filter(([n]) => n.startsWith(`${first} `));
+    if (group.length > 0 && (second === undefined || wantsHelp)) {
+      const lines = group.map(([, c]) => `  ${c.usage}\n      ${c.summary}`);
+      process.stdout.write(`dmt ${first} commands:\n${lines.join("\n")}\n`);
+      return wantsHelp ? 0 : 2;
+    }
+    throw new UsageError(`unknown command '${name}'; run 'dmt --help'`);
+  }
+  if (wantsHelp) {
+    process.stdout.write(commandHelp(command.usage, command.summary));
+    return 0;
+  }
   let parsed: ReturnType<typeof parseArgs>;
   try {
     parsed = parseArgs({
@@ -525,15 +718,14 @@ async function main(argv: string[]): Promise<number> {
           opened = target;
           parts = awsServices(target);
         } else {
-          const local = await openLocalStore(config.dataDir, config.DMT_DYNAMODB_ENDPOINT);
-          opened = local;
-          const names = tableNames(process.env);
-          parts = {
-            store: local.store,
-            credits: new DynamoCredits(local.db, names),
-            vendorKeys: new DynamoVendorKeys(local.db, names, LocalMasterKey.inDataDir(config.dataDir)),
-            exportSettings: localExportSettings(config.dataDir),
-          };
+          // Told to a person at a terminal, on stderr: output read by scripts stays as it was.
+          if (otherDataDir(config.dataDir) && process.stderr.isTTY) {
+            process.stderr.write(`dmt: data dir ${config.dataDir}\n`);
+          }
+          const { openLocalTarget } = await import("./local-target");
+          const target = await openLocalTarget(config.dataDir, config.DMT_DYNAMODB_ENDPOINT);
+          opened = target;
+          parts = target.services;
         }
         const { store } = parts;
         services = {
@@ -548,7 +740,7 @@ async function main(argv: string[]): Promise<number> {
       },
     });
     const out =
-      parsed.values.json || !command.print ? JSON.stringify(result, null, 2) : command.print(result);
+      parsed.values.json || !command.print ? JSON.stringify(result, null, 2) : await command.print(result);
     process.stdout.write(`${out}\n`);
     return 0;
   } finally {

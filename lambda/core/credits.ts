@@ -85,7 +85,10 @@ export interface LedgerEntry {
 export interface CreditBalance {
   projectId: string;
   availableMicros: number;
+  /** What open holds still reserve. */
   heldMicros: number;
+  /** What open holds (credit leases) have charged so far: spent, not yet settled in the ledger. */
+  chargedInFlightMicros: number;
   openHolds: number;
 }
 

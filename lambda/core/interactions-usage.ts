@@ -142,7 +142,7 @@ export interface UsageReport {
   from: string;
   to: string;
   days: string[];
-  /** Busiest first (by requests over the range). */
+  /** Dearest first (by cost over the range, then requests). */
   series: UsageSeries[];
   /** The range's sums per billing mode: managed cost is what credits paid, the others list prices. */
   totals: Record<BillingMode, RollupCounters>;
@@ -180,12 +180,14 @@ export function usageReport(rollups: readonly Rollup[], from: string, to: string
     const total = totals[rollup.billing_mode];
     for (const c of ROLLUP_COUNTERS) total[c] += rollup[c];
   }
-  const requestsOf = (s: UsageSeries) => s.requests.reduce((a, b) => a + b, 0);
+  const total = (values: number[]) => values.reduce((a, b) => a + b, 0);
   return {
     from,
     to,
     days,
-    series: [...series.values()].sort((a, b) => requestsOf(b) - requestsOf(a)),
+    series: [...series.values()].sort(
+      (a, b) => total(b.cost_micros) - total(a.cost_micros) || total(b.requests) - total(a.requests),
+    ),
     totals,
   };
 }

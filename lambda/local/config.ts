@@ -7,6 +7,9 @@ import type { VendorName } from "../core/vendor-names";
 const upstreamUrl = z.optional(httpUrl);
 const optionalText = z.optional(text);
 
+/** Where the local service keeps its data unless DMT_DATA_DIR says otherwise (relative to the cwd). */
+export const DEFAULT_DATA_DIR = ".dmt";
+
 /**
  * Local configuration, parsed once at start by the shared `parseEnv` (`core/config.ts`, as every Lambda
  * function's); a bad value fails naming its variable.
@@ -15,7 +18,7 @@ const schema = z
   .object({
     PORT: wholeNumberIn(0, 65535, 8787),
     HOST: z._default(text, "127.0.0.1"),
-    DMT_DATA_DIR: z._default(text, ".dmt"),
+    DMT_DATA_DIR: z._default(text, DEFAULT_DATA_DIR),
     DMT_TLS_CERT: optionalText,
     DMT_TLS_KEY: optionalText,
     /** The HTTPS origin clients use; plain HTTP is redirected there (default: the listening host and port). */

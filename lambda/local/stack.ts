@@ -1,23 +1,18 @@
 import type { Hono } from "hono";
 import type { DynamoDBClient } from "../adapters/dynamodb/client";
-import { createDynamoClient, ensureTables } from "../adapters/dynamodb/client";
 import { DynamoPorts } from "../adapters/dynamodb/ports";
-import { DynamoStore } from "../adapters/dynamodb/store";
-import { type TableNames, tableNames } from "../adapters/dynamodb/tables";
 import { LocalMasterKey } from "../adapters/fs/master-key";
 import { activePriceCatalogue } from "../adapters/fs/price-catalogue";
 import { createUpstreamClient, type UpstreamClient } from "../adapters/undici/client";
 import type { AppEnv } from "../app/env";
-import { errorResponse } from "../app/errors";
 import { requireKey } from "../app/middleware";
-import { appShell } from "../app/shell";
+import { createRootApp } from "../app/root";
 import { composeKeyAuth } from "../compose/authorizer";
 import { composeDataApi } from "../compose/data-api";
 import type { Infrastructure } from "../compose/infrastructure";
 import { composeProxy } from "../compose/proxy";
 import { composeSweeper } from "../compose/sweeper";
 import type { ProxyHooks } from "../core/call";
-import { errors } from "../core/errors";
 import { errorFields, type Logger } from "../core/logger";
 import { noMetrics } from "../core/metrics";
 import type { Store } from "../core/ports";
@@ -25,46 +20,13 @@ import { VENDOR_NAMES, type VendorName } from "../core/vendor-model";
 import { type Sweeper, startSweeper } from "../metering/sweeper";
 import { VENDORS } from "../vendors";
 import { type LocalConfig, vendorSettings } from "./config";
-import { type EmbeddedDynamo, runningStoreEndpoint, startEmbeddedDynamo } from "./embedded-dynamo";
 import { createHttpServer } from "./http-server";
 import { type DashboardSignIn, localDashboard } from "./oidc-dashboard";
 import { type Simulator, startSimulator } from "./simulator";
+import { type LocalStore, openLocalStore } from "./store";
 import { startThreadedWarehouse } from "./warehouse-thread";
 
-/** The store of a data dir: the embedded dynalite, or the endpoint of the process that already serves it. */
-export interface LocalStore {
-  store: Store;
-  db: DynamoDBClient;
-  tables: TableNames;
-  endpoint: string;
-  close(): Promise<void>;
-}
-
-export async function openLocalStore(dataDir: string, endpoint?: string): Promise<LocalStore> {
-  const shared = endpoint ?? runningStoreEndpoint(dataDir);
-  const embedded: EmbeddedDynamo | undefined = shared ? undefined : await startEmbeddedDynamo(dataDir);
-  const url = shared ?? (embedded as EmbeddedDynamo).endpoint;
-  const db = createDynamoClient({ endpoint: url });
-  const names = tableNames(process.env);
-  try {
-    await ensureTables(db, names);
-  } catch (err) {
-    // The embedded store runs in a worker thread: left open, it would keep the process alive.
-    db.destroy();
-    await embedded?.close();
-    throw err;
-  }
-  return {
-    store: new DynamoStore(db, names),
-    db,
-    tables: names,
-    endpoint: url,
-    async close() {
-      db.destroy();
-      await embedded?.close();
-    },
-  };
-}
+export { type LocalStore, openLocalStore };
 
 /** A long-lived process notes finished calls' charges on the store in batches, once a second at most. */
 const NOTE_CHARGES_MS = 1000;
@@ -185,8 +147,7 @@ async function startOnStore(
     onKeyRevoked: (keyId) => keys.forget(keyId),
     ...(deletionStarter && { deletionStarter }),
   });
-  const fallback = appShell(logger);
-  fallback.all("*", (c) => errorResponse(errors.notFound(), c, logger));
+  const fallback = createRootApp(logger);
 
   // Vendors without a key or an upstream of their own are answered by the simulator, in process.
   const simulatedVendors = VENDOR_NAMES.filter((name) => vendorSettings(config, name).simulated);

@@ -30,10 +30,35 @@ describe("dmt credits", () => {
     expect(JSON.parse(grant.stdout).balance.availableMicros).toBe(12_500_000);
     const balance = await dmt(["credits", "balance", "--project", "acme"]);
     expect(balance.stdout).toContain("available $12.50");
-    const ledger = JSON.parse((await dmt(["credits", "ledger", "--project", "acme", "--json"])).stdout);
-    expect(ledger.entries).toEqual([
-      expect.objectContaining({ type: "grant", deltaMicros: 12_500_000, source: "cli", note: "welcome" }),
+    const statement = JSON.parse((await dmt(["credits", "ledger", "--project", "acme", "--json"])).stdout);
+    expect(statement).toMatchObject({ grouping: "day", openingMicros: 0, closingMicros: 12_500_000 });
+    expect(statement.lines).toEqual([
+      expect.objectContaining({
+        kind: "grant",
+        amountMicros: 12_500_000,
+        balanceMicros: 12_500_000,
+        source: "cli",
+        note: "welcome",
+      }),
     ]);
+    const human = (await dmt(["credits", "ledger", "--project", "acme"])).stdout;
+    expect(human).toMatch(/^date\s+description\s+amount\s+balance\n/);
+    expect(human).toMatch(/opening balance\s+\$0\.00\n/);
+    expect(human).toMatch(/credits granted · cli · welcome\s+\+\$12\.50\s+\$12\.50\n/);
+    expect(human).toContain("Available now: $12.50.");
+  });
+
+  it.each([
+    [["--by", "week"], "Invalid field 'group': must be day or lease."],
+    [["--from", "2026-02-30"], "Invalid field 'from': 2026-02-30 is not a calendar date."],
+    [
+      ["--from", "2026-11-02", "--to", "2026-11-01"],
+      "Invalid field 'from': 2026-11-02 is after to 2026-11-01.",
+    ],
+  ])("refuses the statement period %j with one line and exit 1", async (args, message) => {
+    const res = await dmt(["credits", "ledger", "--project", "acme", ...args]);
+    expect(res.code).toBe(1);
+    expect(res.stderr).toBe(`dmt: ${message}\n`);
   });
 
   it.each([

@@ -42,24 +42,56 @@ export interface CreatedKey {
 export interface CreditBalance {
   availableMicros: number;
   heldMicros: number;
+  chargedInFlightMicros: number;
   openHolds: number;
 }
 
-export interface LedgerEntry {
-  entryId: string;
-  type: "grant" | "hold" | "settle" | "release";
-  deltaMicros: number;
+/** The ledger as a statement (lambda/core/statement.ts): grants credit, calls' charges debit. */
+export interface StatementLine {
+  kind: "grant" | "charges";
+  day: string;
   at: number;
-  ref: string;
+  amountMicros: number;
+  balanceMicros: number;
+  calls?: number;
+  leases?: number;
+  uncollectedMicros?: number;
+  ref?: string;
   source?: string;
   note?: string;
-  heldMicros?: number;
-  chargedMicros?: number;
 }
 
-export interface LedgerPage {
-  entries: LedgerEntry[];
-  cursor?: string;
+export interface Statement {
+  from: string;
+  to: string;
+  grouping: "day" | "lease";
+  openingMicros: number;
+  lines: StatementLine[];
+  closingMicros: number;
+  inFlight: { heldMicros: number; chargedMicros: number; openLeases: number };
+  availableMicros: number;
+}
+
+export interface PeriodSpend {
+  from: string;
+  to: string;
+  micros: number;
+  previousMicros: number;
+}
+
+/** The overview page's figures (lambda/core/overview.ts). */
+export interface Overview {
+  today: string;
+  spend: { today: PeriodSpend; month: PeriodSpend; last30: PeriodSpend };
+  listPriceUnchargedMicros: number;
+  credits: {
+    availableMicros: number;
+    heldMicros: number;
+    burnPerDayMicros: number;
+    runwayDays: number | null;
+  };
+  topModels: { vendor: Vendor; model: string | null; costMicros: number; requests: number }[];
+  month: { days: string[]; cumulativeMicros: number[] };
 }
 
 export interface GrantInput {
@@ -290,9 +322,15 @@ export class Api {
     return (await this.call<{ balance: CreditBalance }>("GET", this.project(projectId, "/credits"))).balance;
   }
 
-  ledger(projectId: string, cursor?: string): Promise<LedgerPage> {
-    const query = cursor === undefined ? "" : `?cursor=${encodeURIComponent(cursor)}`;
-    return this.call("GET", this.project(projectId, `/credits/ledger${query}`));
+  statement(
+    projectId: string,
+    period: { from: string; to: string; group: "day" | "lease" },
+  ): Promise<Statement> {
+    return this.call("GET", this.project(projectId, `/credits/statement?${new URLSearchParams(period)}`));
+  }
+
+  overview(projectId: string): Promise<Overview> {
+    return this.call("GET", this.project(projectId, "/overview"));
   }
 
   async grant(projectId: string, input: GrantInput, idempotencyKey: string): Promise<CreditBalance> {

@@ -1,8 +1,8 @@
 import type { Hono } from "hono";
 import type { CreditStore } from "../../core/credits";
-import { errors } from "../../core/errors";
+import { ApiError, errors } from "../../core/errors";
 import type { Logger } from "../../core/logger";
-import { type MemberStore, type RequestLog, requireMembership, signIn } from "../../core/members";
+import { canWrite, type MemberStore, type RequestLog, requireMembership, signIn } from "../../core/members";
 import { PROJECT_ID_PATTERN } from "../../core/model";
 import type { Store } from "../../core/ports";
 import type { VendorKeyStore } from "../../core/vendor-keys";
@@ -14,6 +14,7 @@ import { billingRoutes } from "./billing";
 import { type DeletionRoutesDeps, deletionRoutes } from "./deletion";
 import { type InteractionRoutesDeps, interactionRoutes } from "./interactions";
 import { keyRoutes } from "./keys";
+import { overviewRoutes } from "./overview";
 import { type SettingsRoutesDeps, settingsRoutes } from "./settings";
 
 export interface DashboardApiDeps {
@@ -56,7 +57,16 @@ export function createDashboardApp(deps: DashboardApiDeps): Hono<AppEnv> {
   app.use(`${PROJECT}/*`, async (c, next) => {
     const projectId = c.req.param("projectId") ?? "";
     if (!PROJECT_ID_PATTERN.test(projectId)) throw errors.notFound(`Project '${projectId}' was not found.`);
-    c.set("membership", await requireMembership(deps.members, c.get("dashboardUser").userId, projectId));
+    const membership = await requireMembership(deps.members, c.get("dashboardUser").userId, projectId);
+    if (!canWrite(membership.role) && c.req.method !== "GET" && c.req.method !== "HEAD") {
+      throw new ApiError(
+        403,
+        "permission_error",
+        "insufficient_permissions",
+        `You can view '${projectId}' but not change it: ask an admin of the project.`,
+      );
+    }
+    c.set("membership", membership);
     await next();
   });
 
@@ -71,6 +81,9 @@ export function createDashboardApp(deps: DashboardApiDeps): Hono<AppEnv> {
     ...keyRoutes(PROJECT, { ...deps, clock }),
     ...billingRoutes(PROJECT, { ...deps, clock }),
     ...(deps.interactions ? interactionRoutes(PROJECT, { ...deps.interactions, clock }) : {}),
+    ...(deps.interactions
+      ? overviewRoutes(PROJECT, { usage: deps.interactions.usage, credits: deps.credits, clock })
+      : {}),
     ...(deps.settings ? settingsRoutes(PROJECT, { ...deps.settings, logger: deps.logger }) : {}),
     ...(deps.deletion
       ? deletionRoutes(PROJECT, { ...deps.deletion, log: deps.requests, logger: deps.logger, clock })

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { type CreditStore, parseUsd } from "../../core/credits";
 import { errors } from "../../core/errors";
 import type { RequestLog } from "../../core/members";
+import { parseStatementQuery, readStatement } from "../../core/statement";
 import { parseVendor, type VendorKeyStore } from "../../core/vendor-keys";
 import { readJsonObject } from "../body";
 import type { RouteTable } from "../routing";
@@ -41,6 +42,12 @@ export function billingRoutes(base: string, deps: BillingRoutesDeps): RouteTable
           ...(cursor !== undefined ? { cursor } : {}),
         });
         return c.json(page);
+      },
+    },
+    [`${base}/credits/statement`]: {
+      GET: async (c) => {
+        const period = parseStatementQuery(c.req.query(), deps.clock());
+        return c.json(await readStatement(deps.credits, projectOf(c), period));
       },
     },
     [`${base}/credits/grants`]: {

@@ -5,7 +5,7 @@ import { BILLING_HINTS, BILLING_LABELS, VENDOR_LABELS, vendorLabel } from "../la
 import {
   emptyState,
   errorMessage,
-  errorState,
+  failureState,
   loadInto,
   loadingState,
   modal,
@@ -626,7 +626,7 @@ export const interactionsPage: Page = {
         if (mine !== generation) return;
         replace(
           body,
-          errorState(`The interactions could not be loaded: ${errorMessage(err)}`, () => void load()),
+          failureState("The interactions", err, () => void load()),
         );
       }
     }
