@@ -9,8 +9,8 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { importJWK, type JWK, SignJWT } from "jose";
 import { DynamoInteractionIndex } from "../lambda/adapters/dynamodb/interactions";
+import type { BillingMode } from "../lambda/core/call";
 import {
-  type BillingMode,
   buildRecord,
   type InteractionRecord,
   RECORD_VENDORS,

@@ -10,6 +10,7 @@
  * Usage: npx tsx bench/deletion.bench.ts [rows=1000000]
  * Writes bench/results/deletion.json.
  */
+
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -19,6 +20,7 @@ import { FileDeliveryLedger } from "../lambda/adapters/fs/ledger";
 import { localUserIdHasher } from "../lambda/adapters/fs/master-key";
 import { FsObjectStore } from "../lambda/adapters/fs/object-store";
 import { FolderDeadLetters } from "../lambda/adapters/in-process/dead-letters";
+import { parquetCodec } from "../lambda/adapters/parquet/codec";
 import { newDeletionRequest } from "../lambda/core/deletion";
 import { silentLogger } from "../lambda/core/logger";
 import type { QueueBatch } from "../lambda/core/queue";
@@ -63,6 +65,7 @@ function batch(from: number): QueueBatch {
 async function writeWarehouse(): Promise<number> {
   const handler = createWarehouseConsumer({
     objects,
+    codec: parquetCodec,
     ledger: await FileDeliveryLedger.open(join(dir, "ledger")),
     deadLetters: new FolderDeadLetters(objects),
     logger: silentLogger,

@@ -1,4 +1,5 @@
 import type { DynamoPorts } from "../adapters/dynamodb/ports";
+import { parquetCodec } from "../adapters/parquet/codec";
 import type { CopyPurger } from "../core/deletion";
 import type { ExportSettings } from "../core/export-destination";
 import { ExportFilesPurger } from "../deletion/purgers";
@@ -25,6 +26,7 @@ export function composeDeletionSteps(
     tombstones: infra.store.tombstones,
     query: infra.deletionQuery,
     files: infra.warehouseFiles,
+    codec: parquetCodec,
     purgers: [
       new ExportFilesPurger(infra.exportSettings, (destination) => infra.openDestination(destination)),
       ...infra.hostPurgers,

@@ -4,15 +4,10 @@
  * deletion subtracts what it purges. The Usage page reads a few dozen rollups instead of the warehouse.
  */
 import { createHash } from "node:crypto";
+import { BILLING_MODES, type BillingMode } from "./call";
 import { errors } from "./errors";
 import { DAY_MS, dayOf, parseDay, startOfDay, statusClass } from "./interactions";
-import {
-  BILLING_MODES,
-  type BillingMode,
-  type InteractionRecord,
-  type RecordVendor,
-  recordDay,
-} from "./record";
+import { type InteractionRecord, type RecordVendor, recordDay } from "./record";
 
 export const ROLLUP_COUNTERS = [
   "requests",

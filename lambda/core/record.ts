@@ -7,6 +7,7 @@
  * The record builder takes no key material: service keys, vendor keys and the `api_key`/`key` query
  * parameters cannot reach a record because nothing that carries them is an input.
  */
+import { BILLING_MODES, type BillingMode, type CapturedBody } from "./call";
 import { PROJECT_ID_PATTERN } from "./model";
 import { STORE_LEVELS, type StoreLevel } from "./privacy";
 import type { Usage } from "./usage";
@@ -19,13 +20,6 @@ const READABLE_SCHEMA_VERSIONS: ReadonlySet<unknown> = new Set([1, 2]);
 /** The vendors a record names: those of the proxy prefixes (DESIGN §2). */
 export const RECORD_VENDORS = VENDOR_NAMES;
 export type RecordVendor = VendorName;
-
-/**
- * How a call was paid (metering's `BillingMode`): from prepaid credits (`managed`), with the project's
- * stored vendor key (`byok`), or with the vendor half of a dual key sent with the request (`dual`).
- */
-export const BILLING_MODES = ["managed", "byok", "dual"] as const;
-export type BillingMode = (typeof BILLING_MODES)[number];
 
 /** Each captured body is cut to this many UTF-8 bytes, so a record always fits one SQS message (1 MiB). */
 export const RECORD_BODY_LIMIT_BYTES = 64 * 1024;
@@ -201,18 +195,6 @@ export function glueProjectionParameters(location: string): Record<string, strin
   };
 }
 
-/**
- * A body as the proxy captured it (structurally the same as `CapturedBody` in core/capture.ts): the
- * text, if it is text, possibly already cut, and the size of the whole body.
- */
-export interface BodyCapture {
-  bytes: number;
-  /** Absent for binary bodies, which are not stored. */
-  text?: string;
-  /** The proxy already cut the text. */
-  truncated: boolean;
-}
-
 /** What the proxy knows about a finished call. Nothing here can carry a key. */
 export interface InteractionInput {
   transactionId: string;
@@ -245,8 +227,8 @@ export interface InteractionInput {
   /** The parsed JSON request body, when the proxy has it (saves parsing the text again). */
   requestJson?: unknown;
   userAgent?: string;
-  request: BodyCapture;
-  response: BodyCapture;
+  request: CapturedBody;
+  response: CapturedBody;
   /** What the record may keep (core/privacy.ts); below `full` no body text is even looked at. */
   store: StoreLevel;
 }
@@ -257,7 +239,7 @@ const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
 /** The stored text of a body: at most RECORD_BODY_LIMIT_BYTES of UTF-8, never splitting a character. */
-function storedText(body: BodyCapture): { text: string | null; truncated: boolean } {
+function storedText(body: CapturedBody): { text: string | null; truncated: boolean } {
   if (body.text === undefined) return { text: null, truncated: body.truncated };
   // Fewer UTF-16 units than the limit/3 cannot exceed the limit in UTF-8 bytes: skip the encoding.
   if (body.text.length <= RECORD_BODY_LIMIT_BYTES / 3) return { text: body.text, truncated: body.truncated };

@@ -1,4 +1,3 @@
-import { decodeRecords, encodeRecords } from "../adapters/parquet/codec";
 import {
   type CopyPurger,
   type DeletionQuery,
@@ -23,6 +22,7 @@ import {
 import { errorFields, type Logger } from "../core/logger";
 import type { UserIdHasher } from "../core/privacy";
 import { INTERACTIONS_PREFIX } from "../core/record";
+import type { RecordCodec } from "../core/record-codec";
 import { publishAfter } from "../events/account-events";
 import type { EventPublisher } from "../events/ports";
 
@@ -31,6 +31,8 @@ export interface DeletionStepDeps {
   tombstones: TombstoneStore;
   query: DeletionQuery;
   files: WarehouseFiles;
+  /** The warehouse files' format, to rewrite them (Parquet: `adapters/parquet/codec.ts`). */
+  codec: RecordCodec;
   /** Every other copy: the dashboard's index and rollups, bucket exports, query results. */
   purgers: readonly CopyPurger[];
   /** Where `deletion.completed` goes; absent: no event. */
@@ -111,7 +113,7 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
       }
       const file = await deps.files.read(item.key);
       if (!file) return;
-      const records = await decodeRecords(file.bytes);
+      const records = await deps.codec.decode(file.bytes);
       const matches = deletionMatcher(await target(request));
       const kept = records.filter((r) => !matches(r));
       const rows = records.length - kept.length;
@@ -124,7 +126,7 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
         removed: kept.length === 0,
       });
       if (kept.length === 0) await deps.files.remove(item.key, file.version);
-      else await deps.files.replace(item.key, encodeRecords(kept), file.version);
+      else await deps.files.replace(item.key, deps.codec.encode(kept), file.version);
     },
 
     async purge(state) {

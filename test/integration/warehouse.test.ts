@@ -11,6 +11,7 @@ import { FileDeliveryLedger } from "../../lambda/adapters/fs/ledger";
 import { FsObjectStore } from "../../lambda/adapters/fs/object-store";
 import { FolderDeadLetters } from "../../lambda/adapters/in-process/dead-letters";
 import { InProcessQueue } from "../../lambda/adapters/in-process/queue";
+import { parquetCodec } from "../../lambda/adapters/parquet/codec";
 import { silentLogger } from "../../lambda/core/logger";
 import type { ObjectBody } from "../../lambda/core/object-store";
 import type { BatchHandler, QueueBatch, QueueMessage } from "../../lambda/core/queue";
@@ -91,7 +92,7 @@ class FlakyStore extends FsObjectStore {
 async function consumerParts(objects = new FsObjectStore(join(dir, "warehouse"))) {
   const ledger = await FileDeliveryLedger.open(join(dir, "ledger"));
   const deadLetters = new FolderDeadLetters(objects);
-  return { objects, ledger, deadLetters, logger: silentLogger };
+  return { objects, codec: parquetCodec, ledger, deadLetters, logger: silentLogger };
 }
 
 describe("warehouse consumer", () => {

@@ -4,12 +4,14 @@ import type { UpstreamClient } from "../../adapters/undici/client";
 import { upstreamFailureError, upstreamFailureKind } from "../../adapters/undici/errors";
 import {
   type BeforeDecision,
+  type CapturedBody,
   PendingWork,
   type ProxyCall,
   type ProxyHooks,
   type ProxyOutcome,
+  type RelayResult,
 } from "../../core/call";
-import { type CapturedBody, captureMetadata, captureText, redactCaptured } from "../../core/capture";
+import { captureMetadata, captureText, redactCaptured } from "../../core/capture";
 import { decimalUsd } from "../../core/credits";
 import { endpointOf } from "../../core/endpoints";
 import { ApiError, errors } from "../../core/errors";
@@ -22,7 +24,7 @@ import { RouteMatcher } from "../../vendors/routes";
 import type { AppEnv } from "../env";
 import { errorResponse } from "../errors";
 import { appShell } from "../shell";
-import { type RelayResult, relayResponse, replayResponse } from "./relay";
+import { relayResponse, replayResponse } from "./relay";
 import { forwardedQuery, type PreparedRequest, prepareRequest } from "./request";
 
 /** What health reports: a managed key is set, the built-in simulator answers, or only dual keys can call. */

@@ -1,7 +1,7 @@
 import type { UpstreamResponse } from "../../adapters/undici/client";
 import { upstreamFailureKind } from "../../adapters/undici/errors";
-import type { SentResponse } from "../../core/call";
-import { type CapturedBody, captureMetadata, captureText, captureValue } from "../../core/capture";
+import type { CapturedBody, RelayResult } from "../../core/call";
+import { captureMetadata, captureText, captureValue } from "../../core/capture";
 import type { StoredResponse } from "../../core/idempotency";
 import { emptyUsage, type Usage } from "../../core/usage";
 import type { StreamObserver, UsageContext, UsageExtractor, VendorRoute } from "../../core/vendor-model";
@@ -10,21 +10,6 @@ import { parseJson } from "../../vendors/json";
 import { JsonArrayReader } from "../../vendors/json-array";
 import { isUsageOnlyChunk, withoutNullUsage } from "../../vendors/openai/usage";
 import { parseSseEvent, SseReader } from "../../vendors/sse";
-
-/** What the relay reports when the response is done; computed lazily, off the client's path. */
-export interface RelayResult {
-  status: number;
-  error?: { type: string; code: string };
-  usage: Usage;
-  streamed: boolean;
-  ttftMs?: number;
-  response: CapturedBody;
-  /** A stream's text as the client received it (see `StreamObserver.result`). */
-  deliveredText?: string;
-  vendorRequestId?: string;
-  sent?: SentResponse;
-  replayed?: boolean;
-}
 
 export interface RelayOptions {
   route: VendorRoute;
