@@ -1,4 +1,4 @@
-import { decodeRecords, encodeRecords } from "../adapters/parquet/codec";
+import { parquetCodec } from "../adapters/parquet/codec";
 import type { Store } from "../core/ports";
 import type { RetentionAudit, RetentionIndex } from "../core/retention";
 import { type RetentionOptions, runRetention } from "../warehouse/retention";
@@ -21,7 +21,7 @@ export function composeRetention(
         projects: infra.store.keys,
         objects: infra.warehouse,
         files: infra.warehouseFiles,
-        codec: { decode: decodeRecords, encode: encodeRecords },
+        codec: parquetCodec,
         index: infra.store.interactions,
         logger: infra.logger,
         clock: infra.clock,

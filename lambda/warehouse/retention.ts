@@ -3,7 +3,8 @@ import type { WarehouseFiles } from "../core/deletion";
 import { errorFields, type Logger } from "../core/logger";
 import type { Project } from "../core/model";
 import type { ObjectStore } from "../core/object-store";
-import { INTERACTIONS_PREFIX, type InteractionRecord } from "../core/record";
+import { INTERACTIONS_PREFIX } from "../core/record";
+import type { RecordCodec } from "../core/record-codec";
 import {
   bodiesExpired,
   hasBodies,
@@ -31,10 +32,7 @@ export interface RetentionDeps {
   objects: Pick<ObjectStore, "list" | "get" | "put">;
   /** Reads, replaces and removes warehouse files with every older version (deletion's adapters). */
   files: WarehouseFiles;
-  codec: {
-    decode(bytes: Uint8Array): Promise<InteractionRecord[]>;
-    encode(records: readonly InteractionRecord[]): Uint8Array;
-  };
+  codec: RecordCodec;
   index?: RetentionIndex;
   logger: Logger;
   clock: () => number;
