@@ -1,4 +1,4 @@
-import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import type { DynamoDBClient } from "../adapters/dynamodb/client";
 import { DynamoAlertRules, DynamoDeliveryLog, DynamoWebhooks } from "../adapters/dynamodb/events";
 import type { TableNames } from "../adapters/dynamodb/tables";
 import type { ProxyHooks } from "../core/call";

@@ -1,11 +1,7 @@
-import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
-import { SQSClient } from "@aws-sdk/client-sqs";
 import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
-import { EventBridgePublisher } from "../adapters/eventbridge/bus";
-import { SqsDeliveryQueue } from "../adapters/sqs/delivery-queue";
 import { undiciWebhookSender } from "../adapters/undici/webhook-sender";
 import { composeEvents } from "../compose/events";
-import { awsHost, kmsKeyWrapper } from "./runtime/aws";
+import { awsHost, eventBridgePublisher, kmsKeyWrapper, sqsDeliveryQueue } from "./runtime/aws";
 import { parseEventsConfig } from "./runtime/config";
 import { withTelemetry } from "./runtime/telemetry";
 
@@ -20,17 +16,9 @@ const events = composeEvents({
   db: aws.store.db,
   tables: config.tables,
   wrapper: kmsKeyWrapper(config)(),
-  queue: new SqsDeliveryQueue(
-    new SQSClient(config.DMT_SQS_ENDPOINT ? { endpoint: config.DMT_SQS_ENDPOINT } : {}),
-    config.DMT_WEBHOOK_QUEUE_URL,
-  ),
+  queue: sqsDeliveryQueue(config),
   sender: undiciWebhookSender({ policy: "public", timeoutMs: 10_000 }),
-  publisher: new EventBridgePublisher(
-    new EventBridgeClient(
-      config.DMT_EVENTBRIDGE_ENDPOINT ? { endpoint: config.DMT_EVENTBRIDGE_ENDPOINT } : {},
-    ),
-    config.DMT_EVENT_BUS_NAME,
-  ),
+  publisher: eventBridgePublisher(config),
   credits: aws.store.credits,
   logger: aws.logger,
   clock: aws.clock,

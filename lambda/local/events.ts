@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import type { DynamoDBClient } from "../adapters/dynamodb/client";
 import type { TableNames } from "../adapters/dynamodb/tables";
 import { LocalMasterKey } from "../adapters/fs/master-key";
 import { FsObjectStore } from "../adapters/fs/object-store";

@@ -1,4 +1,5 @@
 import { AthenaClient } from "@aws-sdk/client-athena";
+import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import { S3Client } from "@aws-sdk/client-s3";
 import { SQSClient } from "@aws-sdk/client-sqs";
 import { AthenaDeletionQuery } from "../../adapters/athena/deletion-query";
@@ -8,11 +9,13 @@ import { DynamoExportSettings } from "../../adapters/dynamodb/export-settings";
 import { DynamoDeliveryLedger } from "../../adapters/dynamodb/ledger";
 import { DynamoPorts } from "../../adapters/dynamodb/ports";
 import { tableNames } from "../../adapters/dynamodb/tables";
+import { EventBridgePublisher } from "../../adapters/eventbridge/bus";
 import { createKmsClient, KmsKeyWrapper } from "../../adapters/kms/key-wrapper";
 import { S3WarehouseFiles } from "../../adapters/s3/deletion-files";
 import { S3ObjectStore } from "../../adapters/s3/object-store";
 import { S3SpoolWriter } from "../../adapters/s3/spool-writer";
 import { createSecretsClient, secretUserIdHasher } from "../../adapters/secrets-manager/secrets";
+import { SqsDeliveryQueue } from "../../adapters/sqs/delivery-queue";
 import { SqsDeadLetters, SqsRecordQueue } from "../../adapters/sqs/queue";
 import { RecordSpool } from "../../adapters/sqs/spool";
 import type { Infrastructure } from "../../compose/infrastructure";
@@ -243,4 +246,28 @@ export function s3WarehouseFiles(config: {
     warehouse: new S3ObjectStore(s3, config.DMT_WAREHOUSE_BUCKET),
     warehouseFiles: new S3WarehouseFiles(s3, config.DMT_WAREHOUSE_BUCKET),
   };
+}
+
+/** The webhook delivery queue (lib/events.ts): retries wait on the message's delay. */
+export function sqsDeliveryQueue(config: {
+  DMT_SQS_ENDPOINT?: string | undefined;
+  DMT_WEBHOOK_QUEUE_URL: string;
+}): SqsDeliveryQueue {
+  return new SqsDeliveryQueue(
+    new SQSClient(config.DMT_SQS_ENDPOINT ? { endpoint: config.DMT_SQS_ENDPOINT } : {}),
+    config.DMT_WEBHOOK_QUEUE_URL,
+  );
+}
+
+/** The stack's event bus, where events go for the user's own rules. */
+export function eventBridgePublisher(config: {
+  DMT_EVENTBRIDGE_ENDPOINT?: string | undefined;
+  DMT_EVENT_BUS_NAME: string;
+}): EventBridgePublisher {
+  return new EventBridgePublisher(
+    new EventBridgeClient(
+      config.DMT_EVENTBRIDGE_ENDPOINT ? { endpoint: config.DMT_EVENTBRIDGE_ENDPOINT } : {},
+    ),
+    config.DMT_EVENT_BUS_NAME,
+  );
 }
