@@ -21,7 +21,7 @@ export function startSweeper(
     running ??= credits
       .releaseExpired(clock())
       .then((report) => {
-        if (report.holdsReleased + report.settlementsCompleted + report.grantsCompleted > 0) {
+        if (Object.values(report).some((count) => count > 0)) {
           logger.info("credit sweep", { ...report });
         }
       })

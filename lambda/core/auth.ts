@@ -11,6 +11,9 @@ export interface AuthContext {
   keyId: string;
   tier: Tier;
   rateLimit: RateLimit;
+  /** The key's model allowlist (globs) and tokens-per-minute limit, when it has them. */
+  models?: string[];
+  tpm?: number;
   /** The vendor half of a dual key: used for this request only, never stored or logged. */
   vendorKey?: string;
 }
@@ -42,6 +45,8 @@ export async function authenticate(
     tier: project.tier,
     rateLimit: effectiveRateLimit(project, key),
   };
+  if (key.models) context.models = key.models;
+  if (key.tpm !== undefined) context.tpm = key.tpm;
   if (credentials.vendorKey !== undefined) context.vendorKey = credentials.vendorKey;
   return context;
 }

@@ -40,6 +40,10 @@ export interface ApiKeyRecord {
   allow?: string[];
   /** Per-key override of the project's rate limit. */
   rateLimit?: RateLimit;
+  /** Model names or `*` globs this key may call (core/budgets.ts); absent = every model. */
+  models?: string[];
+  /** Tokens per minute this key may use; absent = no limit. */
+  tpm?: number;
 }
 
 export function isTier(value: unknown): value is Tier {

@@ -24,6 +24,9 @@ export function grantedContext(auth: AuthContext): AuthorizerContext {
     tier: auth.tier,
     rpm: auth.rateLimit.rpm,
     burst: auth.rateLimit.burst,
+    // Always present, so that a caller cannot add its own: `*` is every model, 0 no TPM limit.
+    models: auth.models?.join(",") ?? "*",
+    tpm: auth.tpm ?? 0,
   };
 }
 
@@ -53,6 +56,8 @@ const granted = z.object({
   tier: z.enum(TIERS),
   rpm: z.coerce.number().check(z.positive()),
   burst: z.coerce.number().check(z.positive()),
+  models: z.optional(z.string().check(z.regex(/^[A-Za-z0-9._:/@*,-]+$/))),
+  tpm: z.optional(z.coerce.number().check(z.nonnegative())),
 });
 
 /** The caller, from the authorizer's context; throws the refusal the authorizer decided on. */
@@ -65,8 +70,15 @@ export function authFromContext(context: unknown): AuthContext {
   const parsed = granted.safeParse(context);
   // Only a route without the authorizer gets here: fail closed, as a 500 that gets logged.
   if (!parsed.success) throw new Error("The request carries no valid authorizer context.");
-  const { projectId, keyId, tier, rpm, burst } = parsed.data;
-  return { projectId, keyId, tier, rateLimit: { rpm, burst } };
+  const { projectId, keyId, tier, rpm, burst, models, tpm } = parsed.data;
+  return {
+    projectId,
+    keyId,
+    tier,
+    rateLimit: { rpm, burst },
+    ...(models === undefined || models === "*" ? {} : { models: models.split(",") }),
+    ...(tpm ? { tpm } : {}),
+  };
 }
 
 interface LambdaBindings {

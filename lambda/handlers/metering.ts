@@ -1,3 +1,4 @@
+import { DynamoBudgets } from "../adapters/dynamodb/budgets";
 import { createDynamoClient } from "../adapters/dynamodb/client";
 import { DynamoCredits } from "../adapters/dynamodb/credits";
 import { DynamoIdempotency } from "../adapters/dynamodb/idempotency";
@@ -9,6 +10,7 @@ import { activePriceCatalogue } from "../app/prices";
 import { combineHooks, type ProxyHooks } from "../app/proxy-hooks";
 import type { Logger } from "../core/logger";
 import { CachedVendorKeys } from "../core/metering-vendor-keys";
+import { BudgetGuard } from "../metering/budgets";
 import { warehouseHooks } from "../warehouse/hooks";
 import { parseMeteringConfig, parseRecordQueueConfig } from "./config";
 import { type FunctionMetrics, MetricUnit } from "./telemetry";
@@ -48,6 +50,14 @@ export function proxyHooksFromEnv(
     holdTtlMs: config.DMT_HOLD_TTL_MS,
     // A frozen container may never run again: each call's charge is noted before its invocation ends.
     noteChargesMs: 0,
+    budgets: new BudgetGuard({
+      counters: new DynamoBudgets(db, config.tables),
+      clock: Date.now,
+      logger,
+      cacheMs: config.DMT_KEY_CACHE_MS,
+      holdTtlMs: config.DMT_HOLD_TTL_MS,
+      noteChargesMs: 0,
+    }),
   });
   const queue = createRecordQueue(parseRecordQueueConfig(env), logger);
   return combineHooks([metering, warehouseHooks(queue), callMetrics(metrics)], logger);
@@ -64,6 +74,7 @@ export function callMetrics(metrics: FunctionMetrics): ProxyHooks {
       count("ProxyCalls");
       if (outcome.error?.code === "rate_limit_exceeded") count("RateLimited");
       if (outcome.error?.code === "insufficient_credits") count("InsufficientCredits");
+      if (outcome.error?.code === "budget_exceeded") count("BudgetExceeded");
       if (outcome.error?.type === "upstream_error") count("UpstreamFailures");
       if (outcome.status >= 500) count("ServerErrors");
       const charged = call.billing?.mode === "managed" ? (call.billing.costMicros ?? 0) : 0;

@@ -1,5 +1,6 @@
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { Hono } from "hono";
+import { DynamoBudgets } from "../adapters/dynamodb/budgets";
 import { createDynamoClient, ensureTables } from "../adapters/dynamodb/client";
 import { DynamoCredits } from "../adapters/dynamodb/credits";
 import { DynamoIdempotency } from "../adapters/dynamodb/idempotency";
@@ -27,6 +28,7 @@ import { KeyUsageTracker } from "../core/key-usage";
 import { errorFields, type Logger } from "../core/logger";
 import { CachedVendorKeys } from "../core/metering-vendor-keys";
 import type { Store } from "../core/ports";
+import { BudgetGuard, sweepHolds } from "../metering/budgets";
 import { VENDORS } from "../vendors";
 import { VENDOR_NAMES, type VendorName } from "../vendors/types";
 import { warehouseHooks } from "../warehouse/hooks";
@@ -141,6 +143,7 @@ async function startOnStore(
   const clock = options.clock ?? Date.now;
   const credits = new DynamoCredits(local.db, local.tables, clock);
   const limiter = new DynamoRateLimiter(local.db, local.tables, clock);
+  const budgets = new DynamoBudgets(local.db, local.tables, clock);
   const metering =
     config.DMT_METERING === "on"
       ? createMetering({
@@ -156,6 +159,14 @@ async function startOnStore(
           clock,
           holdTtlMs: config.DMT_HOLD_TTL_MS,
           noteChargesMs: NOTE_CHARGES_MS,
+          budgets: new BudgetGuard({
+            counters: budgets,
+            clock,
+            logger,
+            cacheMs: config.DMT_KEY_CACHE_MS,
+            holdTtlMs: config.DMT_HOLD_TTL_MS,
+            noteChargesMs: NOTE_CHARGES_MS,
+          }),
         })
       : undefined;
   // Every finished call becomes one interaction record: queued, written to Parquet within the flush interval.
@@ -260,7 +271,7 @@ async function startOnStore(
   const url = `${scheme}://${host}:${port}`;
   const signIn = await dashboard.start(url);
   const sweeper: Sweeper | undefined = metering
-    ? startSweeper(credits, config.DMT_SWEEP_INTERVAL_MS, clock, logger)
+    ? startSweeper(sweepHolds(credits, budgets), config.DMT_SWEEP_INTERVAL_MS, clock, logger)
     : undefined;
   return {
     url,
