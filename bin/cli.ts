@@ -1,10 +1,26 @@
 import { type ParseArgsConfig, parseArgs } from "node:util";
+import { DynamoBudgets } from "../lambda/adapters/dynamodb/budgets";
 import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
 import { LocalMasterKey } from "../lambda/adapters/secrets/local-master-key";
 import { activePriceCatalogue } from "../lambda/app/prices";
-import { createKey, createProject, keyView, revokeKey } from "../lambda/core/accounts";
+import {
+  createKey,
+  createProject,
+  keyView,
+  modelWarnings,
+  revokeKey,
+  updateKey,
+} from "../lambda/core/accounts";
+import {
+  type BudgetView,
+  budgetView,
+  counterId,
+  parseModels,
+  setBudget,
+  windowSpan,
+} from "../lambda/core/budgets";
 import { formatUsd, parseUsd } from "../lambda/core/credits";
 import { ApiError, errors } from "../lambda/core/errors";
 import { DestinationError, parseExportDestination } from "../lambda/core/export-destination";
@@ -27,6 +43,7 @@ class UsageError extends Error {}
 interface Services {
   store: Store;
   credits: DynamoCredits;
+  budgets: DynamoBudgets;
   vendorKeys: DynamoVendorKeys;
   /** A file in the data dir locally; the `projectSettings` table in AWS (s3:// destinations only). */
   exportSettings: { setExportDestination(projectId: string, url: string | undefined): Promise<void> };
@@ -85,6 +102,28 @@ function table(rows: Record<string, unknown>[], columns: string[]): string {
   return [line(columns), ...cells.map(line)].join("\n");
 }
 
+const policyOptions = { models: { type: "string" as const }, tpm: { type: "string" as const } };
+
+/** `--models a,b*` and `--tpm N` of `keys create` and `keys update`. */
+function keyPolicy(values: Record<string, unknown>): { models?: string[]; tpm?: number } {
+  const tpm = wholeNumber(values, "tpm");
+  return {
+    ...(typeof values.models === "string" ? { models: parseModels(values.models) } : {}),
+    ...(tpm !== undefined ? { tpm } : {}),
+  };
+}
+
+/** The models of the local price catalogue, for the warning about globs that match none. */
+function catalogueModels(): string[] {
+  return activePriceCatalogue()
+    .list()
+    .map((row) => row.model);
+}
+
+function warn(lines: string[]): void {
+  for (const line of lines) process.stderr.write(`dmt: warning: ${line}\n`);
+}
+
 const iso = (ms: unknown) => (typeof ms === "number" ? new Date(ms).toISOString() : undefined);
 
 const commands: Record<string, Command> = {
@@ -119,7 +158,7 @@ const commands: Record<string, Command> = {
   },
   "keys create": {
     usage:
-      "dmt keys create --project <id> --name <name> [--allow <endpoint>]... [--rpm N --burst N] [--expires <date>] [--json]",
+      "dmt keys create --project <id> --name <name> [--allow <endpoint>]... [--rpm N --burst N] [--expires <date>] [--models <globs>] [--tpm N] [--json]",
     options: {
       project: { type: "string" },
       name: { type: "string" },
@@ -127,10 +166,12 @@ const commands: Record<string, Command> = {
       rpm: { type: "string" },
       burst: { type: "string" },
       expires: { type: "string" },
+      ...policyOptions,
       ...json,
     },
     run: async ({ values, open }) => {
       const projectId = required(values, "project");
+      const policy = keyPolicy(values);
       const name = required(values, "name");
       const rpm = wholeNumber(values, "rpm");
       const burst = wholeNumber(values, "burst");
@@ -145,9 +186,12 @@ const commands: Record<string, Command> = {
           ...(values.allow ? { allow: values.allow as string[] } : {}),
           ...(rpm !== undefined && burst !== undefined ? { rateLimit: { rpm, burst } } : {}),
           ...(expiresAt !== undefined ? { expiresAt } : {}),
+          ...(policy.models ? { models: policy.models } : {}),
+          ...(policy.tpm !== undefined ? { tpm: policy.tpm } : {}),
         },
         Date.now(),
       );
+      warn(modelWarnings(policy.models, catalogueModels()));
       return { id: record.keyId, key, name: record.name, project: record.projectId };
     },
     print: (r) => {
@@ -178,9 +222,116 @@ const commands: Record<string, Command> = {
           created: iso(k.createdAt),
           lastUsed: iso(k.lastUsedAt),
           allow: k.allow?.join(","),
+          models: k.models?.join(","),
+          tpm: k.tpm,
         })),
-        ["id", "name", "prefix", "status", "created", "lastUsed", "allow"],
+        ["id", "name", "prefix", "status", "created", "lastUsed", "allow", "models", "tpm"],
       ),
+  },
+  "keys update": {
+    usage: "dmt keys update <key id> [--models <globs>|'*'] [--tpm N|0] [--json]",
+    options: { ...policyOptions, ...json },
+    positionals: 1,
+    run: async ({ values, positionals, open }) => {
+      const policy = keyPolicy(values);
+      if (policy.models === undefined && policy.tpm === undefined)
+        throw new UsageError("give --models or --tpm");
+      const { record, warnings } = await updateKey(
+        (await open()).store,
+        positionals[0] ?? "",
+        policy,
+        catalogueModels(),
+      );
+      warn(warnings);
+      return keyView(record, Date.now());
+    },
+    print: (k) => {
+      const key = k as { keyId: string; models?: string[]; tpm?: number };
+      return `Updated key ${key.keyId}: models ${key.models?.join(",") ?? "any"}, tpm ${key.tpm ?? "no limit"}.`;
+    },
+  },
+  "budgets set": {
+    usage:
+      "dmt budgets set --project <id> [--key <key id> | --user <user id>] --usd <limit> --window day|month|total [--soft] [--include-byok] [--json]",
+    options: {
+      project: { type: "string" },
+      key: { type: "string" },
+      user: { type: "string" },
+      usd: { type: "string" },
+      window: { type: "string" },
+      soft: { type: "boolean" },
+      "include-byok": { type: "boolean" },
+      ...json,
+    },
+    run: async ({ values, open }) => {
+      const input = {
+        projectId: required(values, "project"),
+        usd: required(values, "usd"),
+        window: required(values, "window"),
+        ...(values.key !== undefined ? { keyId: values.key as string } : {}),
+        ...(values.user !== undefined ? { userId: values.user as string } : {}),
+        soft: values.soft === true,
+        includeByok: values["include-byok"] === true,
+      };
+      if (input.keyId !== undefined && input.userId !== undefined) {
+        throw new UsageError("give --key or --user, not both: a budget has one scope");
+      }
+      const services = await open();
+      return budgetView(await setBudget(services.store, services.budgets, input, Date.now()), Date.now());
+    },
+    print: (b) => {
+      const budget = b as BudgetView;
+      return `Budget ${budget.id}: ${budget.scope}${budget.key ? ` ${budget.key}` : ""}${budget.user ? ` ${budget.user}` : ""}, $${budget.limit_usd} per ${budget.window}${budget.soft ? " (soft)" : ""}.`;
+    },
+  },
+  "budgets list": {
+    usage: "dmt budgets list --project <id> [--json]",
+    options: { project: { type: "string" }, ...json },
+    run: async ({ values, open }) => {
+      const services = await open();
+      const projectId = await services.project(required(values, "project"));
+      const now = Date.now();
+      return Promise.all(
+        (await services.budgets.list(projectId)).map(async (budget) =>
+          budgetView(
+            budget,
+            now,
+            // A budget of each user has a window per user: no single spend to show.
+            budget.subject === "*"
+              ? undefined
+              : await services.budgets.spend(counterId(budget, windowSpan(budget.window, now), null)),
+          ),
+        ),
+      );
+    },
+    print: (rows) =>
+      table(
+        (rows as BudgetView[]).map((b) => ({
+          id: b.id,
+          scope: b.scope,
+          subject: b.key ?? b.user,
+          window: b.window,
+          limit: `$${b.limit_usd}`,
+          spent: b.spent_usd === undefined ? undefined : `$${b.spent_usd}`,
+          kind: b.soft ? "soft" : "hard",
+          byok: b.include_byok ? "counted" : undefined,
+          resets: b.resets_at,
+        })),
+        ["id", "scope", "subject", "window", "limit", "spent", "kind", "byok", "resets"],
+      ),
+  },
+  "budgets delete": {
+    usage: "dmt budgets delete <budget id> [--json]",
+    options: json,
+    positionals: 1,
+    run: async ({ positionals, open }) => {
+      const budgetId = positionals[0] ?? "";
+      if (!(await (await open()).budgets.delete(budgetId))) {
+        throw errors.notFound(`Budget '${budgetId}' does not exist.`);
+      }
+      return { id: budgetId, deleted: true };
+    },
+    print: (r) => `Deleted budget ${(r as { id: string }).id}.`,
   },
   "keys revoke": {
     usage: "dmt keys revoke <key id> [--json]",
@@ -485,6 +636,7 @@ async function main(argv: string[]): Promise<number> {
           parts = {
             store: local.store,
             credits: new DynamoCredits(local.db, names),
+            budgets: new DynamoBudgets(local.db, names),
             vendorKeys: new DynamoVendorKeys(local.db, names, LocalMasterKey.inDataDir(config.dataDir)),
             exportSettings: localExportSettings(config.dataDir),
           };

@@ -1,5 +1,7 @@
 import type { Hono, MiddlewareHandler } from "hono";
+import type { BudgetStore } from "../core/budgets";
 import type { Logger } from "../core/logger";
+import { budgetRoutes } from "./budgets-api";
 import { type DeletionRouteDeps, deletionRoutes } from "./deletion";
 import type { AppEnv } from "./env";
 import { type ExportRouteDeps, exportRoutes } from "./exports";
@@ -16,6 +18,8 @@ export interface DataApiDeps {
   exports?: ExportRouteDeps;
   /** `POST /api/v1/data` and `GET /api/v1/data/{request_id}` (deletion requests); absent: not served. */
   deletion?: DeletionRouteDeps;
+  /** `GET /api/v1/budgets`; absent: not served. */
+  budgets?: BudgetStore;
 }
 
 /** The data API (`/api/v1/...`): status, exports, and what else the deployment wires in. */
@@ -29,6 +33,7 @@ export function createDataApp(deps: DataApiDeps): Hono<AppEnv> {
     },
     ...(deps.exports ? exportRoutes(deps.exports) : {}),
     ...(deps.deletion ? deletionRoutes(deps.deletion) : {}),
+    ...(deps.budgets ? budgetRoutes(deps.budgets) : {}),
   };
   mountRoutes(app, routes);
   return app;

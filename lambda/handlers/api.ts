@@ -1,6 +1,7 @@
 import type { Context } from "aws-lambda";
 import type { MiddlewareHandler } from "hono";
 import { handle } from "hono/aws-lambda";
+import { DynamoBudgets } from "../adapters/dynamodb/budgets";
 import { createDynamoClient } from "../adapters/dynamodb/client";
 import { DynamoExportSettings } from "../adapters/dynamodb/export-settings";
 import { DynamoRateLimiter } from "../adapters/dynamodb/rate-limit";
@@ -51,6 +52,10 @@ const serve = handle(
     auth: authorizerAuth,
     rateLimit,
     logger,
+    budgets: new DynamoBudgets(db, {
+      budgets: config.DMT_TABLE_BUDGETS,
+      budgetCounters: config.DMT_TABLE_BUDGETCOUNTERS,
+    }),
     exports: {
       query: new AthenaWarehouseQuery(createAthenaClient(config.DMT_ATHENA_ENDPOINT), {
         workGroup: config.DMT_ATHENA_WORKGROUP,

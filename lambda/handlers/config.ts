@@ -95,6 +95,9 @@ const dataApi = z.extend(base, {
   DMT_TABLE_PROJECTSETTINGS: text,
   /** The per-key rate limit, shared with the proxy functions. */
   DMT_TABLE_RATELIMITS: text,
+  /** Budgets and their counters, read by `GET /api/v1/budgets`. */
+  DMT_TABLE_BUDGETS: text,
+  DMT_TABLE_BUDGETCOUNTERS: text,
   ...awsEndpoints,
 });
 

@@ -195,6 +195,7 @@ async function startOnStore(
     logger,
     exports: warehouse.exports,
     ...(warehouse.deletion ? { deletion: warehouse.deletion.routes } : {}),
+    budgets,
   });
   // The dashboard: identity provider at /oidc, dashboard API at /dashboard/api, SPA at /dashboard.
   const dashboard = localDashboard({
