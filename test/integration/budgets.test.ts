@@ -211,3 +211,51 @@ describe("key policies", () => {
     expect(retryAfter).toBeLessThanOrEqual(60);
   });
 });
+
+describe("GET /api/v1/budgets", () => {
+  it("lists the budgets that apply to the calling key, with the current window's spend", async () => {
+    const { key, keyId, projectId } = await stack.newKey({ tier: "pro" });
+    const other = await stack.newKey({ projectId });
+    await credits.grant(projectId, 100 * hold, "test");
+    const now = Date.now();
+    const mine = await setBudget(stack.store, budgets, { projectId, keyId, usd: "20", window: "day" }, now);
+    await setBudget(stack.store, budgets, { projectId, keyId: other.keyId, usd: "5", window: "day" }, now);
+    const monthly = await setBudget(stack.store, budgets, { projectId, usd: "500", window: "month" }, now);
+    const answered = await chat(key);
+    expect(answered.status).toBe(200);
+    await stack.drain();
+
+    const res = await fetch(`${stack.url}/api/v1/budgets`, { headers: { authorization: `Bearer ${key}` } });
+    expect(res.status).toBe(200);
+    const listed = (await res.json()) as { data: { id: string; spent_usd: string; held_usd: string }[] };
+    expect(listed.data.map((b) => b.id).sort()).toEqual([mine.budgetId, monthly.budgetId].sort());
+    for (const b of listed.data) {
+      expect(b).toMatchObject({ spent_usd: usd(cost(answered.json.usage)), held_usd: "0.00" });
+    }
+    const bad = await fetch(`${stack.url}/api/v1/budgets?user=${"u".repeat(300)}`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { code: string } }).error.code).toBe("invalid_field");
+  });
+});
+
+describe("budget holds a crash left open", () => {
+  it("are settled by the sweeper at expiry, at the charges noted on them", async () => {
+    const counter = `sweep-${Date.now()}#total`;
+    const taken = await budgets.hold(counter, "hold-aaaaaaaa", 1_000, Date.now() + 50, 10_000);
+    if (!taken.ok) throw new Error("the hold was refused");
+    await budgets.recordCharges(taken.hold, { chargedMicros: 300, uncollectedMicros: 0, calls: 2 });
+    expect(await budgets.spend(counter)).toEqual({ spentMicros: 300, heldMicros: 700 });
+    // Not yet expired: left alone.
+    expect((await budgets.releaseExpired(taken.hold.createdAt)).holdsSettled).toBe(0);
+    expect((await budgets.releaseExpired(taken.hold.expiresAt)).holdsSettled).toBeGreaterThanOrEqual(1);
+    expect(await budgets.spend(counter)).toEqual({ spentMicros: 300, heldMicros: 0 });
+    // Exactly once: a second sweep or a late settlement finds no marker.
+    await budgets.settleCharges(taken.hold, { chargedMicros: 900, uncollectedMicros: 0, calls: 3 });
+    expect(await budgets.spend(counter)).toEqual({ spentMicros: 300, heldMicros: 0 });
+    // The room came back: a hold of the whole limit less the spend fits, one micro more does not.
+    expect((await budgets.hold(counter, "hold-bbbbbbbb", 9_701, Date.now() + 60_000, 10_000)).ok).toBe(false);
+    expect((await budgets.hold(counter, "hold-cccccccc", 9_700, Date.now() + 60_000, 10_000)).ok).toBe(true);
+  });
+});
