@@ -4,7 +4,7 @@ import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
 import { LocalMasterKey } from "../lambda/adapters/secrets/local-master-key";
-import { activePriceCatalogue } from "../lambda/app/prices";
+import { activePriceCatalogue, catalogueModels } from "../lambda/app/prices";
 import {
   createKey,
   createProject,
@@ -13,14 +13,7 @@ import {
   revokeKey,
   updateKey,
 } from "../lambda/core/accounts";
-import {
-  type BudgetView,
-  budgetView,
-  counterId,
-  parseModels,
-  setBudget,
-  windowSpan,
-} from "../lambda/core/budgets";
+import { type BudgetView, budgetView, budgetViews, parseModels, setBudget } from "../lambda/core/budgets";
 import { formatUsd, parseUsd } from "../lambda/core/credits";
 import { ApiError, errors } from "../lambda/core/errors";
 import { DestinationError, parseExportDestination } from "../lambda/core/export-destination";
@@ -111,13 +104,6 @@ function keyPolicy(values: Record<string, unknown>): { models?: string[]; tpm?: 
     ...(typeof values.models === "string" ? { models: parseModels(values.models) } : {}),
     ...(tpm !== undefined ? { tpm } : {}),
   };
-}
-
-/** The models of the local price catalogue, for the warning about globs that match none. */
-function catalogueModels(): string[] {
-  return activePriceCatalogue()
-    .list()
-    .map((row) => row.model);
 }
 
 function warn(lines: string[]): void {
@@ -290,19 +276,7 @@ const commands: Record<string, Command> = {
     run: async ({ values, open }) => {
       const services = await open();
       const projectId = await services.project(required(values, "project"));
-      const now = Date.now();
-      return Promise.all(
-        (await services.budgets.list(projectId)).map(async (budget) =>
-          budgetView(
-            budget,
-            now,
-            // A budget of each user has a window per user: no single spend to show.
-            budget.subject === "*"
-              ? undefined
-              : await services.budgets.spend(counterId(budget, windowSpan(budget.window, now), null)),
-          ),
-        ),
-      );
+      return budgetViews(services.budgets, await services.budgets.list(projectId), Date.now());
     },
     print: (rows) =>
       table(

@@ -1,4 +1,4 @@
-import { type BudgetStore, budgetView, counterId, EVERY_USER, windowSpan } from "../core/budgets";
+import { type BudgetStore, budgetViews, EVERY_USER } from "../core/budgets";
 import { errors } from "../core/errors";
 import type { RouteTable } from "./routing";
 
@@ -25,17 +25,7 @@ export function budgetRoutes(budgets: BudgetStore, clock: () => number = Date.no
             (b.scope === "key" && b.subject === keyId) ||
             (b.scope === "user" && (user === undefined || b.subject === user || b.subject === EVERY_USER)),
         );
-        const data = await Promise.all(
-          applying.map(async (budget) => {
-            // A budget of each user has a window per user: a spend only for the user asked about.
-            const countable = budget.subject !== EVERY_USER || user !== undefined;
-            const spend = countable
-              ? await budgets.spend(counterId(budget, windowSpan(budget.window, now), user ?? null))
-              : undefined;
-            return budgetView(budget, now, spend);
-          }),
-        );
-        return c.json({ object: "list", data });
+        return c.json({ object: "list", data: await budgetViews(budgets, applying, now, user ?? null) });
       },
     },
   };

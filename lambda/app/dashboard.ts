@@ -1,4 +1,5 @@
 import type { Hono } from "hono";
+import type { BudgetStore } from "../core/budgets";
 import type { CreditStore } from "../core/credits";
 import { errors } from "../core/errors";
 import type { Logger } from "../core/logger";
@@ -8,6 +9,7 @@ import type { Store } from "../core/ports";
 import type { VendorKeyStore } from "../core/vendor-keys";
 import { requireUser, type TokenVerifier } from "./dashboard-auth";
 import { billingRoutes } from "./dashboard-billing";
+import { budgetRoutes } from "./dashboard-budgets";
 import { type DeletionRoutesDeps, deletionRoutes } from "./dashboard-deletion";
 import { type InteractionRoutesDeps, interactionRoutes } from "./dashboard-interactions";
 import { keyRoutes } from "./dashboard-keys";
@@ -31,6 +33,8 @@ export interface DashboardApiDeps {
   interactions?: Omit<InteractionRoutesDeps, "clock">;
   /** Export destination, tier and export downloads; absent: not served. */
   settings?: Omit<SettingsRoutesDeps, "logger">;
+  /** The Budgets page and key policies; absent: not served. */
+  budgets?: { store: BudgetStore; catalogueModels: readonly string[] };
   /** Deletion requests (the data API's `POST /api/v1/data`, from Settings); absent: not served. */
   deletion?: Pick<DeletionRoutesDeps, "requests" | "starter">;
 }
@@ -70,6 +74,14 @@ export function createDashboardApp(deps: DashboardApiDeps): Hono<AppEnv> {
     },
     ...keyRoutes(PROJECT, { ...deps, clock }),
     ...billingRoutes(PROJECT, { ...deps, clock }),
+    ...(deps.budgets
+      ? budgetRoutes(PROJECT, {
+          store: deps.store,
+          budgets: deps.budgets.store,
+          catalogueModels: deps.budgets.catalogueModels,
+          clock,
+        })
+      : {}),
     ...(deps.interactions ? interactionRoutes(PROJECT, { ...deps.interactions, clock }) : {}),
     ...(deps.settings ? settingsRoutes(PROJECT, { ...deps.settings, logger: deps.logger }) : {}),
     ...(deps.deletion

@@ -257,6 +257,27 @@ export function budgetView(
   };
 }
 
+/**
+ * Budgets as shown, each with its current window's spend: for a budget of each user, the spend of
+ * `userId` (none without one: each user has a window of their own).
+ */
+export function budgetViews(
+  store: Pick<BudgetStore, "spend">,
+  budgets: readonly Budget[],
+  now: number,
+  userId: string | null = null,
+): Promise<BudgetView[]> {
+  return Promise.all(
+    budgets.map(async (budget) => {
+      const countable = budget.subject !== EVERY_USER || userId !== null;
+      const spend = countable
+        ? await store.spend(counterId(budget, windowSpan(budget.window, now), userId))
+        : undefined;
+      return budgetView(budget, now, spend);
+    }),
+  );
+}
+
 /** The budgets port: definitions, and the spend of a window's counter. */
 export interface BudgetStore {
   put(budget: Budget): Promise<void>;

@@ -2,6 +2,7 @@ import { handle } from "hono/aws-lambda";
 import { createRemoteJWKSet } from "jose";
 // zod/mini, as in config.ts: the full build adds ~450 KB to the bundle.
 import * as z from "zod/mini";
+import { DynamoBudgets } from "../adapters/dynamodb/budgets";
 import { createDynamoClient } from "../adapters/dynamodb/client";
 import { DynamoCredits } from "../adapters/dynamodb/credits";
 import { DynamoExportSettings } from "../adapters/dynamodb/export-settings";
@@ -14,6 +15,7 @@ import { AthenaWarehouseQuery } from "../adapters/query/athena";
 import { createKmsClient, KmsKeyWrapper } from "../adapters/secrets/kms";
 import { createDashboardApp } from "../app/dashboard";
 import { tokenVerifier } from "../app/dashboard-auth";
+import { catalogueModels } from "../app/prices";
 import { jsonLogger } from "../core/logger";
 import { DynamoDeletionRequests } from "../deletion/requests-dynamodb";
 import { parseDataApiConfig, parseMeteringConfig } from "./config";
@@ -84,5 +86,6 @@ export const handler = handle(
       }),
     },
     deletion: { requests: new DynamoDeletionRequests(db, config.tables.deletionRequests) },
+    budgets: { store: new DynamoBudgets(db, config.tables), catalogueModels: catalogueModels() },
   }),
 );

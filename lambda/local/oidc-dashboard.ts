@@ -4,6 +4,7 @@ import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import { createLocalJWKSet } from "jose";
 import { bundleWeb, type WebFiles } from "../../web/build";
 import { createWebApp } from "../../web/serve";
+import { DynamoBudgets } from "../adapters/dynamodb/budgets";
 import { DynamoCredits } from "../adapters/dynamodb/credits";
 import type { DynamoInteractionIndex } from "../adapters/dynamodb/interactions";
 import { DynamoMemberStore } from "../adapters/dynamodb/members";
@@ -16,6 +17,7 @@ import { createDashboardApp, DASHBOARD_API_PREFIX, type DashboardApiDeps } from 
 import { tokenVerifier } from "../app/dashboard-auth";
 import type { ExportSettingsStore } from "../app/dashboard-settings";
 import type { AppEnv } from "../app/env";
+import { catalogueModels } from "../app/prices";
 import type { Logger } from "../core/logger";
 import type { Store } from "../core/ports";
 import { OIDC_PREFIX, startLocalOidc } from "./oidc";
@@ -118,6 +120,7 @@ export function localDashboard(deps: LocalDashboardDeps): LocalDashboard {
             warehouse: deps.warehouse.query,
           },
           ...(deps.deletion ? { deletion: deps.deletion } : {}),
+          budgets: { store: new DynamoBudgets(deps.db, tables), catalogueModels: catalogueModels() },
         });
         const web = createWebApp({
           origin,

@@ -68,7 +68,12 @@ describe("credit sweeper handler", () => {
       stdout.mockRestore();
     }
 
-    expect(report).toEqual({ holdsReleased: 1, settlementsCompleted: 0, grantsCompleted: 0 });
+    expect(report).toEqual({
+      holdsReleased: 1,
+      settlementsCompleted: 0,
+      grantsCompleted: 0,
+      budgetHoldsSettled: 0,
+    });
     const balance = await credits.balance("swept");
     expect(balance.availableMicros).toBe(4_500_000);
     expect(balance.heldMicros).toBe(500_000);
