@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { createKey, keyView, revokeKey } from "../core/accounts";
+import { parseModels } from "../core/budgets";
 import { errors } from "../core/errors";
 import type { RequestLog } from "../core/members";
 import type { Store } from "../core/ports";
@@ -22,6 +23,9 @@ const newKeyBody = z.strictObject({
   allow: z.array(z.string()).optional(),
   /** Epoch milliseconds. */
   expiresAt: z.number().int().optional(),
+  /** Comma-separated model names or globs (core/budgets.ts parseModels). */
+  models: z.string().optional(),
+  tpm: z.number().int().optional(),
 });
 
 /** The API Keys section: the same validation as `dmt keys create` (core/accounts.ts). */
@@ -41,10 +45,21 @@ export function keyRoutes(base: string, deps: KeyRoutesDeps): RouteTable {
         return once(c, {
           requests: deps.requests,
           scope: ["create-key", projectId],
-          input: [input.name, input.allow ?? null, input.expiresAt ?? null],
+          input: [
+            input.name,
+            input.allow ?? null,
+            input.expiresAt ?? null,
+            input.models ?? null,
+            input.tpm ?? null,
+          ],
           now,
           run: async () => {
-            const { key, record } = await createKey(deps.store, { projectId, ...input }, now);
+            const { models, ...rest } = input;
+            const { key, record } = await createKey(
+              deps.store,
+              { projectId, ...rest, ...(models !== undefined ? { models: parseModels(models) } : {}) },
+              now,
+            );
             return { resultId: record.keyId, response: c.json({ key, apiKey: keyView(record, now) }, 201) };
           },
           // The secret was shown to the first request only: a retry gets the key without it.
