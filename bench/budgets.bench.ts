@@ -20,6 +20,7 @@ import { setBudget } from "../lambda/core/budgets";
 import { silentLogger } from "../lambda/core/logger";
 import { parseLocalConfig } from "../lambda/local/config";
 import { startLocalStack } from "../lambda/local/stack";
+import { median, percentile } from "./lib/stats";
 import { formatTable } from "./lib/table";
 
 const CALLS = Number(process.env.BENCH_CALLS ?? 400);
@@ -34,15 +35,6 @@ const CHAT = JSON.stringify({
   max_tokens: 32,
 });
 const WRITES = new Set(["PutItemCommand", "UpdateItemCommand", "DeleteItemCommand"]);
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
-}
-
-function percentile(sorted: number[], q: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] ?? Number.NaN;
-}
 
 async function main(): Promise<void> {
   const machine = { node: process.version, cpus: cpus().length, cpu: cpus()[0]?.model, loadavg: loadavg() };

@@ -2,6 +2,7 @@ import { Api, type Me, type MemberProject } from "./api";
 import { Auth, CALLBACK_PATH, SIGNED_OUT_PATH } from "./auth";
 import type { DashboardConfig } from "./config";
 import { h, icon, replace } from "./dom";
+import { budgetsPage } from "./pages/budgets";
 import { creditsPage } from "./pages/credits";
 import { interactionsPage } from "./pages/interactions";
 import { keysPage } from "./pages/keys";
@@ -9,7 +10,7 @@ import type { Page, PageContext } from "./pages/page";
 import { settingsPage } from "./pages/settings";
 import { usagePage } from "./pages/usage";
 
-const PAGES: Page[] = [keysPage, interactionsPage, usagePage, creditsPage, settingsPage];
+const PAGES: Page[] = [keysPage, interactionsPage, usagePage, creditsPage, budgetsPage, settingsPage];
 const HOME = keysPage.path;
 const PROJECT_KEY = "dmt.project";
 
