@@ -125,7 +125,7 @@ function budgetForm(ctx: PageContext, onSaved: () => void, prefill?: BudgetView)
 }
 
 export const budgetsPage: Page = {
-  path: "budgets",
+  path: "/dashboard/budgets",
   title: "Budgets",
   icon: "gauge",
   render(ctx, main) {
