@@ -93,6 +93,11 @@ describe("credit sweeper handler", () => {
     expect(metrics[0]._aws.CloudWatchMetrics[0].Namespace).toBe("dmt/SweeperTest");
 
     // Run again: nothing left to release.
-    expect(await sweep({})).toEqual({ holdsReleased: 0, settlementsCompleted: 0, grantsCompleted: 0 });
+    expect(await sweep({})).toEqual({
+      holdsReleased: 0,
+      settlementsCompleted: 0,
+      grantsCompleted: 0,
+      budgetHoldsSettled: 0,
+    });
   });
 });
