@@ -1,20 +1,11 @@
 /**
- * PNG charts for the benchmark report: chart.js drawn in headless Debian chromium (playwright-core), all
- * offline (chart.js comes from node_modules). One browser for any number of charts.
+ * PNG charts for the benchmark report: chart.js drawn in the tests' headless Chromium (playwright-core), all
+ * offline (chart.js and the browser come from node_modules). One browser for any number of charts.
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
-import { chromium } from "playwright-core";
-
-const CHROMIUM = process.env.DMT_CHROMIUM ?? "/usr/bin/chromium";
-const FLAGS = [
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--no-first-run",
-];
+import { launchBrowser } from "../test/support/browser";
 
 export interface ChartSpec {
   /** Where the PNG goes. */
@@ -33,7 +24,7 @@ const chartJs = () =>
 export async function renderCharts(charts: ChartSpec[]): Promise<void> {
   if (charts.length === 0) return;
   const script = chartJs();
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: FLAGS });
+  const browser = await launchBrowser();
   try {
     const page = await browser.newPage({ deviceScaleFactor: 2 });
     for (const chart of charts) {

@@ -5,9 +5,9 @@
  */
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
-import { FsObjectStore } from "../lambda/adapters/objectstore/fs";
-import { DuckDBWarehouseQuery } from "../lambda/adapters/query/duckdb";
-import { exportRoutes } from "../lambda/app/exports";
+import { DuckDBWarehouseQuery } from "../lambda/adapters/duckdb/export-query";
+import { FsObjectStore } from "../lambda/adapters/fs/object-store";
+import { exportRoutes } from "../lambda/app/data-api/exports";
 import { mountRoutes } from "../lambda/app/routing";
 import { appShell } from "../lambda/app/shell";
 import { silentLogger } from "../lambda/core/logger";

@@ -13,11 +13,11 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { FsObjectStore } from "../lambda/adapters/objectstore/fs";
-import { FolderDeadLetters } from "../lambda/adapters/queue/dead-letter-folder";
-import { FileDeliveryLedger } from "../lambda/adapters/queue/ledger";
-import type { QueueBatch } from "../lambda/adapters/queue/port";
+import { FileDeliveryLedger } from "../lambda/adapters/fs/ledger";
+import { FsObjectStore } from "../lambda/adapters/fs/object-store";
+import { FolderDeadLetters } from "../lambda/adapters/in-process/dead-letters";
 import { silentLogger } from "../lambda/core/logger";
+import type { QueueBatch } from "../lambda/core/queue";
 import { createWarehouseConsumer } from "../lambda/warehouse/consumer";
 import { syntheticRecord } from "./warehouse-records";
 

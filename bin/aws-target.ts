@@ -12,8 +12,8 @@ import { DynamoExportSettings } from "../lambda/adapters/dynamodb/export-setting
 import { DynamoStore } from "../lambda/adapters/dynamodb/store";
 import { TABLES, type TableName, type TableNames } from "../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
-import { createKmsClient, KmsKeyWrapper } from "../lambda/adapters/secrets/kms";
-import { activePriceCatalogue } from "../lambda/app/prices";
+import { activePriceCatalogue } from "../lambda/adapters/fs/price-catalogue";
+import { createKmsClient, KmsKeyWrapper } from "../lambda/adapters/kms/key-wrapper";
 import type { PriceCatalogue } from "../lambda/core/pricing";
 
 /**

@@ -3,8 +3,8 @@ import { DynamoBudgets } from "../lambda/adapters/dynamodb/budgets";
 import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
-import { LocalMasterKey } from "../lambda/adapters/secrets/local-master-key";
-import { activePriceCatalogue, catalogueModels } from "../lambda/app/prices";
+import { LocalMasterKey } from "../lambda/adapters/fs/master-key";
+import { activePriceCatalogue, catalogueModels } from "../lambda/adapters/fs/price-catalogue";
 import {
   createKey,
   createProject,
@@ -22,7 +22,7 @@ import type { Store } from "../lambda/core/ports";
 import { formatPriceTable, VENDORS as PRICED_VENDORS } from "../lambda/core/pricing";
 import { parseLocalConfig } from "../lambda/local/config";
 import { openLocalStore, startLocalStack } from "../lambda/local/stack";
-import { localExportSettings } from "../lambda/warehouse/local";
+import { localExportSettings } from "../lambda/local/warehouse";
 
 /**
  * `dmt`: the local server and the operator commands. Every command works whether or not the server

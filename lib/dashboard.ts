@@ -52,7 +52,7 @@ import { BlockPublicAccess, Bucket, BucketEncryption, type IBucket } from "aws-c
 import { BucketDeployment, CacheControl, type ISource, Source } from "aws-cdk-lib/aws-s3-deployment";
 import { Construct } from "constructs";
 import { TABLES, type TableName } from "../lambda/adapters/dynamodb/tables";
-import { DASHBOARD_API_PREFIX } from "../lambda/app/dashboard";
+import { DASHBOARD_API_PREFIX } from "../lambda/app/dashboard/app";
 import { SECURITY_HEADERS } from "../lambda/app/middleware";
 import { errors } from "../lambda/core/errors";
 import type { DashboardConfig } from "../web/src/config";
@@ -62,7 +62,7 @@ import type { Warehouse } from "./warehouse";
 
 /** `cdk deploy -c dmt:dashboardDomainPrefix=acme-dmt`: the Cognito sign-in domain's prefix. */
 export const DASHBOARD_DOMAIN_PREFIX_CONTEXT = "dmt:dashboardDomainPrefix";
-/** The group the dashboard API reads operators from (`cognito:groups`, lambda/app/dashboard-auth.ts). */
+/** The group the dashboard API reads operators from (`cognito:groups`, lambda/app/dashboard/auth.ts). */
 export const OPERATORS_GROUP = "operators";
 /** The scope an access token needs for the dashboard API: ID tokens carry no scope, so they never pass. */
 export const DASHBOARD_API_SCOPE = "dmt-dashboard/api";
@@ -312,7 +312,7 @@ export class Dashboard extends Construct {
   }
 
   /**
-   * Exactly what the dashboard's routes do in the store (lambda/app/dashboard*.ts through the DynamoDB
+   * Exactly what the dashboard's routes do in the store (lambda/app/dashboard/*.ts through the DynamoDB
    * adapters): keys, memberships, credits, vendor keys, settings, deletion requests; the interactions
    * index and rollups read only.
    */

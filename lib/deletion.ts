@@ -1,4 +1,4 @@
-import { type CfnElement, Duration, RemovalPolicy, Stack, Validations } from "aws-cdk-lib";
+import { Aws, type CfnElement, Duration, RemovalPolicy, Stack, Validations } from "aws-cdk-lib";
 import type { CfnTable } from "aws-cdk-lib/aws-dynamodb";
 import { type IGrantable, PolicyStatement, Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
 import type { Function as LambdaFunctionResource } from "aws-cdk-lib/aws-lambda";
@@ -344,6 +344,27 @@ export class DeletionWorkflow extends Construct {
       ["s3:GetObject", "s3:DeleteObject"],
       "The deletion steps read the bucket exports of a project (names made at export time) and delete those holding deleted rows.",
     );
+    // The same in the operator's buckets that exports may go to: a project exporting there has copies
+    // to purge too.
+    for (const name of warehouse.exportBuckets) {
+      fn.addToRolePolicy(
+        new PolicyStatement({ actions: ["s3:ListBucket"], resources: [`arn:${Aws.PARTITION}:s3:::${name}`] }),
+      );
+      fn.addToRolePolicy(
+        new PolicyStatement({
+          actions: ["s3:GetObject", "s3:DeleteObject"],
+          resources: [`arn:${Aws.PARTITION}:s3:::${name}/*`],
+        }),
+      );
+      const reason = `The operator allowed bucket exports to ${name} (exportBuckets); the deletion steps list and read a project's exports there and delete those holding deleted rows.`;
+      const resources = [`${name}/*`, ...(name.includes("*") ? [name] : [])];
+      for (const resource of resources) {
+        Validations.of(fn.role ?? fn).acknowledge({
+          id: `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::${resource}]`,
+          reason,
+        });
+      }
+    }
   }
 
   private grantBucket(fn: IGrantable, bucket: IBucket, prefix: string, actions: string[]): void {

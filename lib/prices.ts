@@ -1,6 +1,6 @@
 import { readFileSync, statSync } from "node:fs";
 import { resolve } from "node:path";
-import { activePriceCatalogue } from "../lambda/app/prices";
+import { activePriceCatalogue } from "../lambda/adapters/fs/price-catalogue";
 
 /** The override's name in each proxy function's bundle, and where Lambda unpacks it (its task root). */
 export const PRICE_OVERRIDE_FILE = "prices-override.json";

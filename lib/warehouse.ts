@@ -9,7 +9,7 @@ import { SqsEventSource } from "aws-cdk-lib/aws-lambda-event-sources";
 import { BlockPublicAccess, Bucket, BucketEncryption, type IBucket } from "aws-cdk-lib/aws-s3";
 import { Queue, QueueEncryption } from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
-import { SPOOL_PREFIX } from "../lambda/adapters/queue/spool";
+import { SPOOL_PREFIX } from "../lambda/adapters/sqs/spool";
 import {
   glueColumns,
   gluePartitionKeys,
@@ -89,7 +89,8 @@ export class Warehouse extends Construct {
   readonly consumer: DmtFunction;
   readonly spoolResender: DmtFunction;
   private readonly store: Store;
-  private readonly exportBuckets: string[];
+  /** Operator buckets (names or `*` patterns) the data API may write bucket exports to. */
+  readonly exportBuckets: readonly string[];
 
   constructor(scope: Construct, id: string, props: WarehouseProps) {
     super(scope, id);
@@ -253,7 +254,9 @@ export class Warehouse extends Construct {
       consumer,
       this.dataBucket,
       INTERACTIONS_PREFIX,
-      ["s3:GetObject", "s3:PutObject"],
+      // The object store streams a body that does not fit one part as a multipart upload, which it
+      // aborts when a part fails: without the abort, failed uploads would linger until the lifecycle rule.
+      ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
       "The consumer writes Parquet files under interactions/ with names made at write time, and checks that a file its delivery ledger names is there.",
     );
     // The ledger: reads in batches, a conditional write per claimed id and one per file.
@@ -280,7 +283,7 @@ export class Warehouse extends Construct {
       resender,
       this.dataBucket,
       SPOOL_PREFIX,
-      ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+      ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
       "The spool re-sender reads, rewrites and removes the spooled record files under queue-spool/, whose names are not known in advance.",
     );
     new Rule(this, "SpoolSchedule", {

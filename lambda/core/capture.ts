@@ -1,3 +1,5 @@
+import { REDACTED, redactServiceKeys } from "./keys";
+
 /**
  * A request or response body as the interaction record keeps it: the text up to a size cap (with a
  * truncated flag), or, for binary bodies and uploads, only what it was and how big.
@@ -43,4 +45,21 @@ export function captureMetadata(bytes: number, contentType: string | undefined):
 function withType(body: CapturedBody, contentType: string | undefined): CapturedBody {
   if (contentType !== undefined) body.contentType = contentType;
   return body;
+}
+
+/**
+ * The body with the given secrets (the vendor key the call used) and any service key replaced: a
+ * vendor may echo the credentials it received in an error, and a record must never keep them. A
+ * secret is matched as sent and as JSON escapes it.
+ */
+export function redactCaptured(body: CapturedBody, secrets: (string | undefined)[]): CapturedBody {
+  if (body.text === undefined) return body;
+  let text = redactServiceKeys(body.text);
+  for (const secret of secrets) {
+    if (!secret) continue;
+    for (const form of new Set([secret, JSON.stringify(secret).slice(1, -1)])) {
+      text = text.replaceAll(form, REDACTED);
+    }
+  }
+  return text === body.text ? body : { ...body, text };
 }

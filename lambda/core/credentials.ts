@@ -52,14 +52,22 @@ function bearerToken(authorization: string): string {
   return authorization.slice(7);
 }
 
+/**
+ * A key, or a dual key: exactly one `;` between two non-empty halves. A service key never contains a
+ * `;`, and a vendor key with one is refused rather than guessed at, so `K;a;b` and `K;;v` are invalid;
+ * so is a vendor half with spaces or other bytes no vendor key has (it would be forwarded as sent).
+ */
+const VISIBLE_ASCII = /^[\x21-\x7e]+$/;
+
 function split(value: string, via: Presentation): PresentedCredentials {
   if (value === "") throw errors.missingApiKey();
-  const semicolon = value.indexOf(";");
-  if (semicolon === -1) return { serviceKey: value, via };
-  const serviceKey = value.slice(0, semicolon);
-  const vendorKey = value.slice(semicolon + 1);
-  if (serviceKey === "" || vendorKey === "") {
-    throw errors.invalidApiKey("A dual key must be '<API_KEY>;<VENDOR_KEY>' with both parts non-empty.");
+  const halves = value.split(";");
+  if (halves.length === 1) return { serviceKey: value, via };
+  const [serviceKey, vendorKey] = halves;
+  if (halves.length !== 2 || !serviceKey || !vendorKey || !VISIBLE_ASCII.test(vendorKey)) {
+    throw errors.invalidApiKey(
+      "A dual key must be '<API_KEY>;<VENDOR_KEY>': two non-empty parts of visible ASCII, joined by exactly one ';'.",
+    );
   }
   return { serviceKey, vendorKey, via };
 }

@@ -36,7 +36,7 @@ export type HoldResult =
 
 /**
  * What the calls under one hold cost so far: a hold may pay for several calls (a process's credit lease,
- * app/credit-leases.ts). Totals only grow.
+ * metering/credit-leases.ts). Totals only grow.
  */
 export interface HoldCharges {
   /** Charged, at most the held amount. */

@@ -256,7 +256,7 @@ export interface DeletionRequestPage {
   cursor?: string;
 }
 
-/** The requests and their progress: DynamoDB in AWS and locally (lambda/deletion/requests-dynamodb.ts). */
+/** The requests and their progress: DynamoDB in AWS and locally (lambda/adapters/dynamodb/deletion-requests.ts). */
 export interface DeletionRequestStore {
   create(request: DeletionRequestRecord): Promise<void>;
   /** The project's request, or undefined (another project's id reads as absent). */
@@ -304,6 +304,8 @@ export interface TombstoneStore extends TombstoneReader {
  * how many items (rows, files) it removed; purging what is already gone returns 0.
  */
 export interface CopyPurger {
+  /** What it purges, for the request's logs and failure reason (`bucket exports`). */
+  readonly name: string;
   purgeUser(projectId: string, userId: string): Promise<number>;
   purgeTransactions(projectId: string, transactionIds: readonly string[]): Promise<number>;
 }
@@ -332,7 +334,7 @@ export interface WarehouseFile {
   version: string;
 }
 
-/** The warehouse files as the rewrite step sees them (lambda/deletion/files*.ts). */
+/** The warehouse files as the rewrite step sees them (lambda/adapters/{fs,s3}/deletion-files.ts). */
 export interface WarehouseFiles {
   read(key: string): Promise<WarehouseFile | undefined>;
   /**

@@ -94,6 +94,22 @@ export const errors = {
     ),
   headersTooLarge: () =>
     new ApiError(431, "invalid_request_error", "headers_too_large", "Request headers are too large."),
+  tooManyConnections: (max: number) =>
+    new ApiError(
+      429,
+      "rate_limit_error",
+      "too_many_connections",
+      `Too many open connections from this address (at most ${max}).`,
+    ),
+  browserCallRefused: () =>
+    new ApiError(
+      403,
+      "permission_error",
+      "cors_not_allowed",
+      "Browser calls are not served: a service key in a web page can be read by anyone who loads it. Call the proxy from your backend.",
+    ),
+  requestTimeout: () =>
+    new ApiError(408, "invalid_request_error", "request_timeout", "The request head did not arrive in time."),
   rateLimited: (retryAfterSeconds: number) =>
     new ApiError(
       429,

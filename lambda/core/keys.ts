@@ -14,6 +14,23 @@ const ID_LENGTH = 16;
 const SECRET_LENGTH = 43;
 const KEY_PATTERN = /^dmt_([a-z0-9]{16})_([A-Za-z0-9]{43})$/;
 
+/**
+ * True when a text holds the service key prefix in any case: such a header or query value is never
+ * forwarded to a vendor, whatever it is called.
+ */
+export function mentionsServiceKey(text: string): boolean {
+  return text.toLowerCase().includes(KEY_PREFIX);
+}
+
+/** A service key inside a text, whole or cut short after its id. */
+const KEY_IN_TEXT = /dmt_[a-z0-9]{16}(?:_[A-Za-z0-9]*)?/g;
+export const REDACTED = "[redacted]";
+
+/** The text with every service key in it replaced (a vendor may echo what it received). */
+export function redactServiceKeys(text: string): string {
+  return text.includes(KEY_PREFIX) ? text.replace(KEY_IN_TEXT, REDACTED) : text;
+}
+
 export interface ParsedKey {
   keyId: string;
   secret: string;

@@ -4,7 +4,7 @@ import type { Usage } from "./usage";
 
 /**
  * Pure pieces of metering: what a call may cost at most (its credit hold), and what a call that ended
- * early is charged. The protocol around them is in app/metering.ts and docs/metering.md.
+ * early is charged. The protocol around them is in metering/hooks.ts and docs/metering.md.
  */
 
 /** What bounds the cost of one call, read from its request before it is forwarded. */

@@ -3,10 +3,11 @@
  * and (locally) dead letters. A file that holds a matching row of the project is deleted whole: it is
  * a snapshot someone asked for, and an export made again after the deletion is the clean one.
  */
-import type { ObjectStore } from "../adapters/objectstore/port";
-import { DEAD_LETTER_PREFIX } from "../adapters/queue/dead-letter-folder";
+
 import type { CopyPurger } from "../core/deletion";
 import type { ExportDestination, ExportSettings } from "../core/export-destination";
+import type { ObjectStore } from "../core/object-store";
+import { DEAD_LETTER_PREFIX } from "../core/queue";
 
 type Row = Record<string, unknown>;
 type RowMatcher = (row: Row) => boolean;
@@ -98,10 +99,12 @@ async function listKeys(store: ObjectStore, prefix: string): Promise<string[]> {
 }
 
 /**
- * Bucket exports of the project (`<prefix><stamp>-dmt-export-<project>-<range>.<format>`, app/exports.ts)
+ * Bucket exports of the project (`<prefix><stamp>-dmt-export-<project>-<range>.<format>`, app/data-api/exports.ts)
  * at its current destination. Exports made to an earlier destination are out of reach (docs/deletion.md).
  */
 export class ExportFilesPurger implements CopyPurger {
+  readonly name = "bucket exports";
+
   constructor(
     private readonly settings: ExportSettings,
     private readonly openDestination: (destination: ExportDestination) => ObjectStore,
@@ -134,6 +137,8 @@ export class ExportFilesPurger implements CopyPurger {
  * until the bucket's lifecycle removes them. Results of other projects never match (`project_id`).
  */
 export class QueryResultsPurger implements CopyPurger {
+  readonly name = "query results";
+
   constructor(
     private readonly results: ObjectStore,
     private readonly prefix = "",
@@ -157,6 +162,8 @@ export class QueryResultsPurger implements CopyPurger {
 
 /** The local dead letters (`dead-letter/<day>/<message id>.json`), which keep whole records. */
 export class DeadLetterPurger implements CopyPurger {
+  readonly name = "dead letters";
+
   constructor(private readonly objects: ObjectStore) {}
 
   purgeUser(projectId: string, userId: string): Promise<number> {

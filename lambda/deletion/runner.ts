@@ -15,7 +15,7 @@ import { errorFields, type Logger } from "../core/logger";
 
 export interface LocalRunnerOptions {
   steps: DeletionStepHandlers;
-  /** Step 2 locally: deliver what the in-process queue holds (lambda/warehouse/local.ts). */
+  /** Step 2 locally: deliver what the in-process queue holds (lambda/local/warehouse.ts). */
   waitForInFlight: () => Promise<void>;
   logger: Logger;
   /** Waits between retries (tests pass one that does not wait). */

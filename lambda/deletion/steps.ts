@@ -1,3 +1,4 @@
+import { decodeRecords, encodeRecords } from "../adapters/parquet/codec";
 import {
   type CopyPurger,
   type DeletionQuery,
@@ -18,10 +19,8 @@ import {
   MAX_VERIFY_ROUNDS,
   type RewriteItem,
 } from "../core/deletion-steps";
-import type { Logger } from "../core/logger";
+import { errorFields, type Logger } from "../core/logger";
 import { INTERACTIONS_PREFIX } from "../core/record";
-import { encodeRecords } from "../warehouse/parquet";
-import { decodeRecords } from "./parquet-read";
 
 export interface DeletionStepDeps {
   requests: DeletionRequestStore;
@@ -115,14 +114,39 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
 
     async purge(state) {
       const request = await pending(state);
-      let purged = 0;
-      for (const purger of deps.purgers) {
-        if (request.userId !== undefined) purged += await purger.purgeUser(state.projectId, request.userId);
-        if (request.transactionIds) {
-          purged += await purger.purgeTransactions(state.projectId, request.transactionIds);
-        }
-      }
+      // Each purger runs whatever another one did: a bucket we may not read must not keep the
+      // dashboard's copies. Each outcome is logged; any failure fails the step (retried, then the
+      // request fails naming it), and purging again what is gone is harmless.
+      const outcomes = await Promise.all(
+        deps.purgers.map(async (purger) => {
+          try {
+            let removed = 0;
+            if (request.userId !== undefined)
+              removed += await purger.purgeUser(state.projectId, request.userId);
+            if (request.transactionIds) {
+              removed += await purger.purgeTransactions(state.projectId, request.transactionIds);
+            }
+            deps.logger.info("deletion copies purged", { ...base(state), purger: purger.name, removed });
+            return { purger: purger.name, removed };
+          } catch (err) {
+            deps.logger.error("deletion copies not purged", {
+              ...base(state),
+              purger: purger.name,
+              ...errorFields(err),
+            });
+            return { purger: purger.name, error: String(err) };
+          }
+        }),
+      );
+      const purged = outcomes.reduce((sum, o) => sum + (o.removed ?? 0), 0);
       if (purged > 0) await deps.requests.addCopiesPurged(state.projectId, state.requestId, purged, clock());
+      const failed = outcomes.filter((o) => o.error !== undefined);
+      if (failed.length > 0) {
+        const report = outcomes.map((o) =>
+          o.error === undefined ? `${o.purger}: ${o.removed} purged` : `${o.purger}: ${o.error}`,
+        );
+        throw new Error(`copies not purged (${report.join("; ")})`);
+      }
       return base(state);
     },
 

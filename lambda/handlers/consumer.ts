@@ -1,34 +1,20 @@
 import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
-import { createDynamoClient } from "../adapters/dynamodb/client";
-import { DynamoInteractionIndex } from "../adapters/dynamodb/interactions";
-import { S3ObjectStore } from "../adapters/objectstore/s3";
-import { DynamoDeliveryLedger } from "../adapters/queue/ledger-dynamodb";
-import { SqsDeadLetters } from "../adapters/queue/sqs";
-import { jsonLogger } from "../core/logger";
-import { DynamoTombstones } from "../deletion/tombstones-dynamodb";
-import { createWarehouseConsumer } from "../warehouse/consumer";
-import { parseConsumerConfig } from "./config";
-import { createS3Client, createSqsClient } from "./warehouse";
+import { composeWarehouseConsumer, storeCopies } from "../compose/consumer";
+import { awsHost, s3Warehouse } from "./runtime/aws";
+import { parseConsumerConfig } from "./runtime/config";
+import { withTelemetry } from "./runtime/telemetry";
 
 /**
- * The warehouse consumer behind the queue's event source mapping (ReportBatchItemFailures): the same
- * consumer as locally, over S3 (Parquet under `interactions/`), the DynamoDB delivery ledger and the
- * dead-letter queue. It answers `batchItemFailures`, so only records whose file was not written return.
- * Records a running deletion covers are dropped (tombstones); written ones go on to the dashboard's
- * interactions index and rollups.
+ * The warehouse consumer behind the queue's event source mapping (ReportBatchItemFailures): Parquet
+ * under `interactions/` of the bucket, the DynamoDB delivery ledger, the dead-letter queue. It answers
+ * `batchItemFailures`, so only records whose file was not written return. Records a running deletion
+ * covers are dropped (tombstones); written ones go on to the dashboard's interactions index and rollups.
  */
 const config = parseConsumerConfig(process.env);
-const db = createDynamoClient(config.DMT_DYNAMODB_ENDPOINT ? { endpoint: config.DMT_DYNAMODB_ENDPOINT } : {});
-const index = new DynamoInteractionIndex(db, {
-  interactions: config.DMT_TABLE_INTERACTIONS,
-  usageRollups: config.DMT_TABLE_USAGEROLLUPS,
-});
+const aws = awsHost(process.env, "consumer");
+const infra = { ...aws, ...s3Warehouse(config) };
 
-export const handler: (event: SQSEvent) => Promise<SQSBatchResponse> = createWarehouseConsumer({
-  objects: new S3ObjectStore(createS3Client(config.DMT_S3_ENDPOINT), config.DMT_WAREHOUSE_BUCKET),
-  ledger: new DynamoDeliveryLedger(db, config.DMT_TABLE_WAREHOUSEDELIVERIES),
-  tombstones: new DynamoTombstones(db, config.DMT_TABLE_DELETIONTOMBSTONES),
-  onWritten: [(records) => index.write(records)],
-  deadLetters: new SqsDeadLetters(createSqsClient(config.DMT_SQS_ENDPOINT), config.DMT_DEAD_LETTER_QUEUE_URL),
-  logger: jsonLogger(config.DMT_LOG_LEVEL),
-});
+export const handler: (event: SQSEvent) => Promise<SQSBatchResponse> = withTelemetry(
+  aws.telemetry,
+  composeWarehouseConsumer(infra, storeCopies(infra)),
+);

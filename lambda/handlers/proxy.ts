@@ -1,124 +1,36 @@
-import type { LambdaFunctionURLEvent, StreamifyHandler } from "aws-lambda";
-import { streamHandle } from "hono/aws-lambda";
-import { createUpstreamClient } from "../adapters/upstream/client";
-import { SECURITY_HEADERS } from "../app/middleware";
-import { createProxyApp } from "../app/proxy";
-import { PendingWork, type ProxyHooks } from "../app/proxy-hooks";
-import { ApiError, errors } from "../core/errors";
-import { errorFields, type Logger } from "../core/logger";
-import { VENDORS } from "../vendors";
-import { forwardedAuth } from "./authorizer-context";
-import { type ProxyConfig, parseProxyConfig } from "./config";
-import { proxyHooksFromEnv } from "./metering";
-import { directCallRefused, ORIGIN_SECRET_HEADER, originVerified } from "./origin";
-import { CachedSecret, createSecretsClient } from "./secrets";
-import { type LambdaTelemetry, lambdaTelemetry } from "./telemetry";
+import { activePriceCatalogue } from "../adapters/fs/price-catalogue";
+import { composeProxy } from "../compose/proxy";
+import { awsHost, kmsKeyWrapper, sqsRecordQueue } from "./runtime/aws";
+import { parseMeteringConfig, parseProxyConfig, parseRecordQueueConfig } from "./runtime/config";
+import { createProxyHandler } from "./runtime/proxy-stream";
 
-export type ProxyHandler = StreamifyHandler<LambdaFunctionURLEvent, void>;
-
-export interface ProxyHandlerDeps {
-  config: ProxyConfig;
-  logger: Logger;
-  /** Metering and recording; without them the proxy only relays. */
-  hooks?: ProxyHooks;
-  /** Tags each invocation's logs and publishes its metrics once its work is done. */
-  telemetry?: Pick<LambdaTelemetry, "begin" | "end">;
-}
+export { createProxyHandler };
 
 /**
- * One vendor's proxy (`DMT_VENDOR`) behind its Lambda function URL, streaming: the same Hono app as
- * locally, through `streamHandle`. API Gateway calls the URL over HTTP_PROXY with the origin secret
- * and the authorizer's decision in headers; anything else calling the URL is refused before any work.
+ * One vendor's proxy function (`DMT_VENDOR`), streaming behind its function URL: metering over
+ * DynamoDB (BYOK keys unwrapped by KMS), each call's record to SQS, its metrics to CloudWatch. A bad
+ * price override or a missing variable fails the cold start, naming it.
  */
-export function createProxyHandler({ config, logger, hooks, telemetry }: ProxyHandlerDeps): ProxyHandler {
-  const vendor = VENDORS[config.DMT_VENDOR];
-  const upstream = createUpstreamClient({
-    target: config.DMT_UPSTREAM_URL ?? vendor.defaultUpstream,
-    connectTimeoutMs: config.DMT_UPSTREAM_CONNECT_TIMEOUT_MS,
-    idleTimeoutMs: config.DMT_UPSTREAM_IDLE_TIMEOUT_MS,
-  });
-  const secrets = createSecretsClient(config.DMT_SECRETS_ENDPOINT);
-  // The previous value too: during a rotation API Gateway sends it until redeployed (docs/aws.md).
-  const originSecret = new CachedSecret(
-    secrets,
-    config.DMT_ORIGIN_SECRET_ARN,
-    ["AWSCURRENT", "AWSPREVIOUS"],
-    config.DMT_SECRET_CACHE_MS,
-    logger,
-  );
-  // Created empty: until the operator puts a value, only dual keys can call this vendor.
-  const managedKey = new CachedSecret(
-    secrets,
-    config.DMT_VENDOR_KEY_SECRET_ARN,
-    ["AWSCURRENT"],
-    config.DMT_SECRET_CACHE_MS,
-    logger,
-  );
-  const pending = new PendingWork();
-
-  let current: { key: string | undefined; handle: ProxyHandler } | undefined;
-  /** The proxy for the managed key of the moment: the operator may put or replace it while containers run. */
-  const proxyFor = (key: string | undefined): ProxyHandler => {
-    if (!current || current.key !== key) {
-      const app = createProxyApp({
-        vendor,
-        upstream,
-        managedKey: key,
-        upstreamState: key === undefined ? "missing_key" : "configured",
-        auth: forwardedAuth,
-        logger,
-        ...(hooks && { hooks }),
-        pending,
-      });
-      // hono declares the buffered handler's type; streamHandle returns a streaming one.
-      current = { key, handle: streamHandle(app) as unknown as ProxyHandler };
-    }
-    return current.handle;
-  };
-
-  /** The proxy for this request, or why it is refused: a request without the origin secret gets nothing else. */
-  const admit = async (event: LambdaFunctionURLEvent): Promise<ProxyHandler | ApiError> => {
-    try {
-      if (!originVerified(event.headers[ORIGIN_SECRET_HEADER], await originSecret.values())) {
-        return directCallRefused();
-      }
-      const [key] = await managedKey.values();
-      return proxyFor(key);
-    } catch (err) {
-      logger.error("reading the proxy's secrets failed", errorFields(err));
-      return errors.internal();
-    }
-  };
-
-  return async (event, stream, context) => {
-    telemetry?.begin(context);
-    try {
-      const proxy = await admit(event);
-      if (proxy instanceof ApiError) return refuse(stream, proxy);
-      await proxy(event, stream, context);
-      // The client has its whole response; the call's settlement and record must still finish before
-      // the invocation ends, since Lambda freezes the container once it returns.
-      await pending.drain();
-    } finally {
-      telemetry?.end();
-    }
-  };
-}
-
-function refuse(stream: awslambda.HttpResponseStream, err: ApiError): void {
-  awslambda.HttpResponseStream.from(stream, {
-    statusCode: err.status,
-    headers: { "content-type": "application/json", ...SECURITY_HEADERS, ...err.headers },
-  }).end(JSON.stringify(err.toBody()));
-}
-
 const config = parseProxyConfig(process.env);
-const telemetry = lambdaTelemetry(config, "proxy", { vendor: config.DMT_VENDOR });
+const prices = activePriceCatalogue(process.env);
+const metering = parseMeteringConfig(process.env);
+const aws = awsHost(process.env, "proxy", {
+  dimensions: { vendor: config.DMT_VENDOR },
+  keyWrapper: kmsKeyWrapper(metering),
+});
+const proxy = composeProxy(
+  { ...aws, ...sqsRecordQueue(parseRecordQueueConfig(process.env), aws.logger) },
+  {
+    metering: {
+      prices,
+      keyCacheMs: metering.DMT_KEY_CACHE_MS,
+      holdTtlMs: metering.DMT_HOLD_TTL_MS,
+      // A frozen container may never run again: each call's charge is noted before its invocation ends.
+      noteChargesMs: 0,
+    },
+  },
+);
+const { hooks, pending } = proxy;
 export const handler = awslambda.streamifyResponse(
-  createProxyHandler({
-    config,
-    logger: telemetry.logger,
-    hooks: proxyHooksFromEnv(process.env, telemetry.logger, telemetry.metrics),
-    telemetry,
-  }),
+  createProxyHandler({ config, logger: aws.logger, hooks, pending, telemetry: aws.telemetry }),
 );

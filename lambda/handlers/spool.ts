@@ -1,15 +1,19 @@
-import { parseRecordQueueConfig } from "./config";
-import { lambdaTelemetry } from "./telemetry";
-import { createSpoolResender } from "./warehouse";
+import { awsTelemetry, spoolResender } from "./runtime/aws";
+import { parseRecordQueueConfig } from "./runtime/config";
+import { withTelemetry } from "./runtime/telemetry";
 
 /**
  * The spool re-sender, run by an EventBridge schedule: offers every record the proxy functions spooled
  * (`queue-spool/` of the warehouse bucket) to the queue again, and removes what went out. A record sent
- * twice (a re-send racing a late first send) is dropped by the consumer's delivery ledger.
+ * twice (a re-send racing a late first send) is dropped by the consumer's delivery ledger. An AWS part
+ * only: the local queue has no spool.
  */
 const config = parseRecordQueueConfig(process.env);
-const queue = createSpoolResender(config, lambdaTelemetry(config, "spool-resender").logger);
+const telemetry = awsTelemetry(process.env, "spool-resender");
+const queue = spoolResender(config, telemetry.logger);
 
-export async function handler(): Promise<void> {
+const resend = withTelemetry(telemetry, async () => {
   await queue.resendSpooled();
-}
+});
+
+export const handler = (): Promise<void> => resend(undefined);

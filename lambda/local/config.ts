@@ -13,6 +13,15 @@ const schema = z
     DMT_DATA_DIR: z.string().min(1).default(".dmt"),
     DMT_TLS_CERT: z.string().min(1).optional(),
     DMT_TLS_KEY: z.string().min(1).optional(),
+    /** The HTTPS origin clients use; plain HTTP is redirected there (default: the listening host and port). */
+    DMT_PUBLIC_URL: z
+      .url({ protocol: /^https$/ })
+      .refine((url) => /^https:\/\/[^/?#]+\/?$/.test(url), "must be an https origin, with no path or query")
+      .optional(),
+    /** Longest wait from a connection's start to a complete request head (slow clients get 408). */
+    DMT_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).max(300_000).default(20_000),
+    /** Most connections one client address may hold open at once. */
+    DMT_MAX_CONNECTIONS_PER_CLIENT: z.coerce.number().int().min(1).max(100_000).default(256),
     /** How long a key lookup is cached: the revocation delay. */
     DMT_KEY_CACHE_MS: z.coerce.number().int().min(0).max(60_000).default(5000),
     DMT_LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),

@@ -1,8 +1,7 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Worker } from "node:worker_threads";
-import { ListTablesCommand } from "@aws-sdk/client-dynamodb";
-import { createDynamoClient } from "../adapters/dynamodb/client";
+import { createDynamoClient, probeStore } from "../adapters/dynamodb/client";
 
 /**
  * dynalite, persisted under `<dataDir>/dynamodb`, spoken to over the real DynamoDB wire protocol.
@@ -41,7 +40,7 @@ export async function startEmbeddedDynamo(dataDir: string): Promise<EmbeddedDyna
   // LevelDB opens lazily: a first request tells whether another process holds the folder's lock.
   const probe = createDynamoClient({ endpoint });
   try {
-    await probe.send(new ListTablesCommand({}));
+    await probeStore(probe);
   } catch (err) {
     await close();
     throw new Error(

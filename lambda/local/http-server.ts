@@ -12,7 +12,23 @@ type Fetch = (request: Request, env: any) => Response | Promise<Response>;
 export interface HttpServerOptions {
   fetch: Fetch;
   tls?: { cert: string; key: string };
+  /**
+   * The HTTPS origin plain requests are redirected to (`https://api.example.com`); by default the
+   * listening host and port. Never the client's Host header, which anyone can set.
+   */
+  publicUrl?: string;
+  /** Longest wait from a connection's start (TLS handshake included) to a complete request head. */
+  headersTimeoutMs: number;
+  /** Most connections one client address may hold open at once; more are closed at once. */
+  maxConnectionsPerClient: number;
 }
+
+const REASONS: Record<number, string> = {
+  400: "Bad Request",
+  408: "Request Timeout",
+  429: "Too Many Requests",
+  431: "Request Header Fields Too Large",
+};
 
 export interface RunningServer {
   /** The listening server (a TCP front that sniffs TLS when TLS is on). */
@@ -32,7 +48,7 @@ function rawErrorResponse(err: ApiError): string {
   })
     .map(([k, v]) => `${k}: ${v}\r\n`)
     .join("");
-  return `HTTP/1.1 ${err.status} ${err.status === 431 ? "Request Header Fields Too Large" : "Bad Request"}\r\n${headers}\r\n${body}`;
+  return `HTTP/1.1 ${err.status} ${REASONS[err.status] ?? "Bad Request"}\r\n${headers}\r\n${body}`;
 }
 
 /**
@@ -48,20 +64,25 @@ function adapterRefusal(err: unknown): ApiError {
 }
 
 function onClientError(err: NodeJS.ErrnoException, socket: Socket): void {
-  if (err.code === "ECONNRESET" || !socket.writable) {
+  // A failed or timed-out TLS handshake has no channel to answer on.
+  const tlsFailure = err.code?.startsWith("ERR_TLS") || err.code?.startsWith("ERR_SSL");
+  if (err.code === "ECONNRESET" || tlsFailure || !socket.writable) {
     socket.destroy();
     return;
   }
   const apiError =
     err.code === "HPE_HEADER_OVERFLOW"
       ? errors.headersTooLarge()
-      : errors.badRequest("malformed_request", "The HTTP request is malformed.");
+      : err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+        ? errors.requestTimeout()
+        : errors.badRequest("malformed_request", "The HTTP request is malformed.");
   socket.end(rawErrorResponse(apiError));
 }
 
 /**
  * Serves a fetch handler over HTTP, or over HTTPS when given a certificate, in which case plain HTTP
- * on the same port gets a 308 redirect to the HTTPS URL (the first byte tells a TLS handshake apart).
+ * on the same port gets a 308 redirect to the public HTTPS URL (the first byte tells a TLS handshake
+ * apart).
  */
 export function createHttpServer(options: HttpServerOptions): RunningServer {
   const listener = getRequestListener(options.fetch, {
@@ -79,20 +100,35 @@ export function createHttpServer(options: HttpServerOptions): RunningServer {
     res.once("close", () => inFlight--);
     void listener(req, res);
   };
-  // Node answers a missing Host with a bare 400 of its own; let it reach the adapter's refusal instead.
-  const serverOptions = { requireHostHeader: false };
+  const headersTimeout = options.headersTimeoutMs;
+  const serverOptions = {
+    // Node answers a missing Host with a bare 400 of its own; let it reach the adapter's refusal instead.
+    requireHostHeader: false,
+    // Slow loris: a head that is not complete in time gets 408 and the connection closes. Node checks
+    // at this interval, so it is a fraction of the timeout.
+    headersTimeout,
+    requestTimeout: Math.max(300_000, headersTimeout + 1),
+    connectionsCheckingInterval: Math.max(50, Math.min(5000, Math.floor(headersTimeout / 4))),
+  };
   const app: Server = options.tls
     ? createHttpsServer(
-        { ...serverOptions, cert: readFileSync(options.tls.cert), key: readFileSync(options.tls.key) },
+        {
+          ...serverOptions,
+          handshakeTimeout: headersTimeout,
+          cert: readFileSync(options.tls.cert),
+          key: readFileSync(options.tls.key),
+        },
         tracked,
       )
     : createServer(serverOptions, tracked);
   app.on("clientError", onClientError);
 
+  let redirectOrigin = options.publicUrl?.replace(/\/$/, "");
   const redirect = createServer(serverOptions, (req, res) => {
-    const host = req.headers.host ?? "localhost";
+    // Only a path is kept: an absolute-form target (`GET http://evil.example/`) names no place of ours.
+    const target = req.url?.startsWith("/") ? req.url : "/";
     res.writeHead(308, {
-      Location: `https://${host}${req.url ?? "/"}`,
+      Location: `${redirectOrigin}${target}`,
       "Content-Length": "0",
       ...SECURITY_HEADERS,
     });
@@ -105,15 +141,37 @@ export function createHttpServer(options: HttpServerOptions): RunningServer {
   redirect.emit("listening");
 
   const sockets = new Set<Socket>();
+  const maxPerClient = options.maxConnectionsPerClient;
+  const perClient = new Map<string, number>();
   // No Nagle: streamed chunks must leave as soon as they are written.
   const front = createNetServer({ noDelay: true }, (socket) => {
+    // A client may reset a socket before any server owns it; an error without a listener would throw.
+    socket.on("error", () => socket.destroy());
+    const client = socket.remoteAddress ?? "";
+    const held = perClient.get(client) ?? 0;
+    if (held >= maxPerClient) {
+      // Plain HTTP gets a reason it can read; a TLS client would only see garbage, so it is cut.
+      if (options.tls) socket.destroy();
+      else socket.end(rawErrorResponse(errors.tooManyConnections(maxPerClient))).resume(); // reads to the client's FIN
+      return;
+    }
+    perClient.set(client, held + 1);
     sockets.add(socket);
-    socket.once("close", () => sockets.delete(socket));
+    socket.once("close", () => {
+      sockets.delete(socket);
+      const left = (perClient.get(client) ?? 1) - 1;
+      if (left === 0) perClient.delete(client);
+      else perClient.set(client, left);
+    });
     if (!options.tls) {
       app.emit("connection", socket);
       return;
     }
+    // Until its first byte tells TLS from plain HTTP, no server watches the socket: bound the wait here.
+    const silent = setTimeout(() => socket.destroy(), headersTimeout);
+    socket.once("close", () => clearTimeout(silent));
     socket.once("data", (first: Buffer) => {
+      clearTimeout(silent);
       socket.pause();
       socket.unshift(first);
       (first[0] === 0x16 ? app : redirect).emit("connection", socket);
@@ -125,7 +183,11 @@ export function createHttpServer(options: HttpServerOptions): RunningServer {
     listen: (port, host) =>
       new Promise((resolve, reject) => {
         front.once("error", reject);
-        front.listen(port, host, () => resolve((front.address() as { port: number }).port));
+        front.listen(port, host, () => {
+          const listening = (front.address() as { port: number }).port;
+          redirectOrigin ??= `https://${host.includes(":") ? `[${host}]` : host}:${listening}`;
+          resolve(listening);
+        });
       }),
     async close(graceMs) {
       await new Promise<void>((resolve) => {

@@ -1,25 +1,15 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import { createLocalJWKSet } from "jose";
 import { bundleWeb, type WebFiles } from "../../web/build";
 import { createWebApp } from "../../web/serve";
-import { DynamoBudgets } from "../adapters/dynamodb/budgets";
-import { DynamoCredits } from "../adapters/dynamodb/credits";
-import type { DynamoInteractionIndex } from "../adapters/dynamodb/interactions";
-import { DynamoMemberStore } from "../adapters/dynamodb/members";
-import { DynamoProjectTiers } from "../adapters/dynamodb/project-tier";
-import { tableNames } from "../adapters/dynamodb/tables";
-import { DynamoVendorKeys } from "../adapters/dynamodb/vendor-keys";
-import type { WarehouseQuery } from "../adapters/query/port";
-import { LocalMasterKey } from "../adapters/secrets/local-master-key";
-import { createDashboardApp, DASHBOARD_API_PREFIX, type DashboardApiDeps } from "../app/dashboard";
-import { tokenVerifier } from "../app/dashboard-auth";
-import type { ExportSettingsStore } from "../app/dashboard-settings";
+import { DASHBOARD_API_PREFIX } from "../app/dashboard/app";
+import { tokenVerifier } from "../app/dashboard/auth";
 import type { AppEnv } from "../app/env";
-import { catalogueModels } from "../app/prices";
-import type { Logger } from "../core/logger";
-import type { Store } from "../core/ports";
+import { composeDashboardApi } from "../compose/dashboard-api";
+import type { Infrastructure } from "../compose/infrastructure";
+import type { DeletionStarter } from "../core/deletion";
+import type { PriceCatalogue } from "../core/pricing";
 import { OIDC_PREFIX, startLocalOidc } from "./oidc";
 
 /**
@@ -49,16 +39,13 @@ interface NodeBindings {
 
 export interface LocalDashboardDeps {
   dataDir: string;
-  db: DynamoDBClient;
-  store: Store;
-  logger: Logger;
+  /** What the dashboard API reads and writes: the store, the warehouse's query layer, export settings. */
+  infra: Pick<Infrastructure, "store" | "warehouseQuery" | "exportSettings" | "logger">;
+  /** The proxy's catalogue: a key's model patterns are checked against its models. */
+  prices: PriceCatalogue;
   onKeyRevoked?: (keyId: string) => void;
-  /** The recent-interactions index and its rollups, as the warehouse consumer keeps them. */
-  interactions: DynamoInteractionIndex;
-  /** The warehouse's query layer and export settings (export downloads, the export destination). */
-  warehouse: { query: WarehouseQuery; settings: ExportSettingsStore };
-  /** The deletion requests and the runner that processes them. */
-  deletion?: DashboardApiDeps["deletion"];
+  /** The runner that processes deletion requests. */
+  deletionStarter?: DeletionStarter;
 }
 
 const under = (path: string, prefix: string) => path === prefix || path.startsWith(`${prefix}/`);
@@ -96,31 +83,17 @@ export function localDashboard(deps: LocalDashboardDeps): LocalDashboard {
     async start(serverUrl) {
       try {
         const origin = browserOrigin(serverUrl);
-        const oidc = await startLocalOidc({ origin, dataDir: deps.dataDir, logger: deps.logger });
-        const tables = tableNames(process.env);
-        const members = new DynamoMemberStore(deps.db, tables);
-        const api = createDashboardApp({
-          store: deps.store,
-          members,
-          requests: members,
-          credits: new DynamoCredits(deps.db, tables),
-          vendorKeys: new DynamoVendorKeys(deps.db, tables, LocalMasterKey.inDataDir(deps.dataDir)),
+        const oidc = await startLocalOidc({ origin, dataDir: deps.dataDir, logger: deps.infra.logger });
+        const api = composeDashboardApi(deps.infra, {
           verifyToken: tokenVerifier({
             issuer: oidc.issuer,
             audience: oidc.audience,
             clientId: oidc.clientId,
             keys: createLocalJWKSet(oidc.jwks),
           }),
-          logger: deps.logger,
+          prices: deps.prices,
           ...(deps.onKeyRevoked ? { onKeyRevoked: deps.onKeyRevoked } : {}),
-          interactions: { interactions: deps.interactions, usage: deps.interactions.rollups },
-          settings: {
-            exportSettings: deps.warehouse.settings,
-            tiers: new DynamoProjectTiers(deps.db, tables),
-            warehouse: deps.warehouse.query,
-          },
-          ...(deps.deletion ? { deletion: deps.deletion } : {}),
-          budgets: { store: new DynamoBudgets(deps.db, tables), catalogueModels: catalogueModels() },
+          ...(deps.deletionStarter ? { deletionStarter: deps.deletionStarter } : {}),
         });
         const web = createWebApp({
           origin,
@@ -131,7 +104,7 @@ export function localDashboard(deps: LocalDashboardDeps): LocalDashboard {
             apiBase: DASHBOARD_API_PREFIX,
           },
           files,
-          logger: deps.logger,
+          logger: deps.infra.logger,
         });
         ready(async (request, env) => {
           const path = new URL(request.url).pathname;

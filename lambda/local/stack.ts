@@ -1,37 +1,29 @@
-import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { Hono } from "hono";
-import { DynamoBudgets } from "../adapters/dynamodb/budgets";
+import type { DynamoDBClient } from "../adapters/dynamodb/client";
 import { createDynamoClient, ensureTables } from "../adapters/dynamodb/client";
-import { DynamoCredits } from "../adapters/dynamodb/credits";
-import { DynamoIdempotency } from "../adapters/dynamodb/idempotency";
-import { DynamoInteractionIndex } from "../adapters/dynamodb/interactions";
-import { DynamoRateLimiter } from "../adapters/dynamodb/rate-limit";
+import { DynamoPorts } from "../adapters/dynamodb/ports";
 import { DynamoStore } from "../adapters/dynamodb/store";
 import { type TableNames, tableNames } from "../adapters/dynamodb/tables";
-import { DynamoVendorKeys } from "../adapters/dynamodb/vendor-keys";
-import { LocalMasterKey } from "../adapters/secrets/local-master-key";
-import { createUpstreamClient, type UpstreamClient } from "../adapters/upstream/client";
-import { createDataApp } from "../app/data-api";
+import { LocalMasterKey } from "../adapters/fs/master-key";
+import { activePriceCatalogue } from "../adapters/fs/price-catalogue";
+import { createUpstreamClient, type UpstreamClient } from "../adapters/undici/client";
 import type { AppEnv } from "../app/env";
 import { errorResponse } from "../app/errors";
-import { createMetering } from "../app/metering";
-import { rateLimitMiddleware } from "../app/metering-rate-limit";
-import { type Sweeper, startSweeper } from "../app/metering-sweeper";
 import { requireKey } from "../app/middleware";
-import { activePriceCatalogue } from "../app/prices";
-import { createProxyApp } from "../app/proxy";
-import { combineHooks, PendingWork, type ProxyHooks } from "../app/proxy-hooks";
 import { appShell } from "../app/shell";
+import { composeKeyAuth } from "../compose/authorizer";
+import { composeDataApi } from "../compose/data-api";
+import type { Infrastructure } from "../compose/infrastructure";
+import { composeProxy } from "../compose/proxy";
+import { composeSweeper } from "../compose/sweeper";
+import type { ProxyHooks } from "../core/call";
 import { errors } from "../core/errors";
-import { CachedKeyLookup } from "../core/key-cache";
-import { KeyUsageTracker } from "../core/key-usage";
 import { errorFields, type Logger } from "../core/logger";
-import { CachedVendorKeys } from "../core/metering-vendor-keys";
+import { noMetrics } from "../core/metrics";
 import type { Store } from "../core/ports";
-import { BudgetGuard, sweepHolds } from "../metering/budgets";
+import { VENDOR_NAMES, type VendorName } from "../core/vendor-model";
+import { type Sweeper, startSweeper } from "../metering/sweeper";
 import { VENDORS } from "../vendors";
-import { VENDOR_NAMES, type VendorName } from "../vendors/types";
-import { warehouseHooks } from "../warehouse/hooks";
 import { type LocalConfig, vendorSettings } from "./config";
 import { type EmbeddedDynamo, runningStoreEndpoint, startEmbeddedDynamo } from "./embedded-dynamo";
 import { createHttpServer } from "./http-server";
@@ -136,77 +128,63 @@ async function startOnStore(
   local: LocalStore,
   opened: (() => Promise<unknown>)[],
 ): Promise<LocalStack> {
-  const keys = new CachedKeyLookup(local.store, config.DMT_KEY_CACHE_MS);
-  const usage = new KeyUsageTracker(local.store, logger);
+  const clock = options.clock ?? Date.now;
+  const store = new DynamoPorts(
+    local.db,
+    local.tables,
+    () => LocalMasterKey.inDataDir(config.dataDir),
+    clock,
+  );
+  const { keys, usage } = composeKeyAuth({ store, logger }, config.DMT_KEY_CACHE_MS);
   const auth = requireKey({ keys, clock: Date.now, onAuthenticated: (a) => usage.touch(a.keyId) });
 
-  const clock = options.clock ?? Date.now;
-  const credits = new DynamoCredits(local.db, local.tables, clock);
-  const limiter = new DynamoRateLimiter(local.db, local.tables, clock);
-  const budgets = new DynamoBudgets(local.db, local.tables, clock);
-  const metering =
-    config.DMT_METERING === "on"
-      ? createMetering({
-          credits,
-          limiter,
-          idempotency: new DynamoIdempotency(local.db, local.tables, clock),
-          vendorKeys: new CachedVendorKeys(
-            new DynamoVendorKeys(local.db, local.tables, LocalMasterKey.inDataDir(config.dataDir), clock),
-            config.DMT_KEY_CACHE_MS,
-          ),
-          prices,
-          logger,
-          clock,
-          holdTtlMs: config.DMT_HOLD_TTL_MS,
-          noteChargesMs: NOTE_CHARGES_MS,
-          budgets: new BudgetGuard({
-            counters: budgets,
-            clock,
-            logger,
-            cacheMs: config.DMT_KEY_CACHE_MS,
-            holdTtlMs: config.DMT_HOLD_TTL_MS,
-            noteChargesMs: NOTE_CHARGES_MS,
-          }),
-        })
-      : undefined;
   // Every finished call becomes one interaction record: queued, written to Parquet within the flush interval.
   // Once written, the dashboard's index and daily rollups get it too; that work runs in a worker thread.
-  const interactions = new DynamoInteractionIndex(local.db, local.tables);
   const warehouse = await startThreadedWarehouse({
     dataDir: config.dataDir,
     logger,
     flushIntervalMs: config.DMT_WAREHOUSE_FLUSH_MS,
     store: local,
     // Deletion requests run here; they purge the dashboard's index and rollups too.
-    purgers: [interactions],
+    purgers: [store.interactions],
   });
   opened.push(() => warehouse.close());
-  const hookList = [
-    ...(metering ? [metering] : []),
-    warehouseHooks(warehouse.queue),
-    ...(options.hooks ?? []),
-  ];
-  const hooks = hookList.length > 0 ? combineHooks(hookList, logger) : undefined;
-  const pending = new PendingWork();
-
-  const dataApp = createDataApp({
-    auth,
-    ...(metering ? { rateLimit: rateLimitMiddleware(limiter) } : {}),
+  // The local host's parts, for the same compositions the Lambda entries call (lambda/compose/).
+  const infra = {
+    clock,
     logger,
-    exports: warehouse.exports,
-    ...(warehouse.deletion ? { deletion: warehouse.deletion.routes } : {}),
-    budgets,
+    metrics: noMetrics,
+    store,
+    recordQueue: warehouse.queue,
+    warehouseQuery: warehouse.exports.query,
+    exportSettings: warehouse.settings,
+    openDestination: warehouse.exports.openDestination,
+  } satisfies Partial<Infrastructure>;
+  const proxy = composeProxy(infra, {
+    ...(config.DMT_METERING === "on" && {
+      metering: {
+        prices,
+        keyCacheMs: config.DMT_KEY_CACHE_MS,
+        holdTtlMs: config.DMT_HOLD_TTL_MS,
+        noteChargesMs: NOTE_CHARGES_MS,
+      },
+    }),
+    ...(options.hooks && { hooks: options.hooks }),
+  });
+  const { metering, pending } = proxy;
+  const deletionStarter = warehouse.deletion?.runner;
+  const dataApp = composeDataApi(infra, {
+    auth,
+    rateLimited: metering !== undefined,
+    ...(deletionStarter && { deletionStarter }),
   });
   // The dashboard: identity provider at /oidc, dashboard API at /dashboard/api, SPA at /dashboard.
   const dashboard = localDashboard({
     dataDir: config.dataDir,
-    db: local.db,
-    store: local.store,
-    logger,
+    infra,
+    prices,
     onKeyRevoked: (keyId) => keys.forget(keyId),
-    interactions,
-    warehouse: { query: warehouse.exports.query, settings: warehouse.settings },
-    ...(warehouse.deletion ? { deletion: warehouse.deletion.routes } : {}),
+    ...(deletionStarter && { deletionStarter }),
   });
   const fallback = appShell(logger);
   fallback.all("*", (c) => errorResponse(errors.notFound(), c, logger));
@@ -234,16 +212,13 @@ async function startOnStore(
       });
       upstreams.push(upstream);
       opened.push(() => upstream.close());
-      const app = createProxyApp({
+      const app = proxy.app({
         vendor: VENDORS[name],
         upstream,
         // The simulator wants a key like the vendor does; any value serves.
         managedKey: settings.apiKey ?? (settings.simulated ? "simulated-key" : undefined),
         upstreamState: settings.simulated ? "simulated" : settings.apiKey ? "configured" : "missing_key",
         auth,
-        logger,
-        ...(hooks ? { hooks } : {}),
-        pending,
       });
       return [`/${name}`, app] as const;
     }),
@@ -264,6 +239,9 @@ async function startOnStore(
     ...(config.DMT_TLS_CERT && config.DMT_TLS_KEY
       ? { tls: { cert: config.DMT_TLS_CERT, key: config.DMT_TLS_KEY } }
       : {}),
+    ...(config.DMT_PUBLIC_URL ? { publicUrl: config.DMT_PUBLIC_URL } : {}),
+    headersTimeoutMs: config.DMT_HEADERS_TIMEOUT_MS,
+    maxConnectionsPerClient: config.DMT_MAX_CONNECTIONS_PER_CLIENT,
   });
   const port = await server.listen(config.PORT, config.HOST);
   opened.push(() => server.close(0));
@@ -272,7 +250,7 @@ async function startOnStore(
   const url = `${scheme}://${host}:${port}`;
   const signIn = await dashboard.start(url);
   const sweeper: Sweeper | undefined = metering
-    ? startSweeper(sweepHolds(credits, budgets), config.DMT_SWEEP_INTERVAL_MS, clock, logger)
+    ? startSweeper(composeSweeper(infra), config.DMT_SWEEP_INTERVAL_MS, logger)
     : undefined;
   return {
     url,

@@ -1,11 +1,11 @@
 import { Worker } from "node:worker_threads";
-import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import type { DynamoDBClient } from "../adapters/dynamodb/client";
 import type { TableNames } from "../adapters/dynamodb/tables";
-import type { RecordQueue } from "../adapters/queue/port";
 import type { CopyPurger } from "../core/deletion";
 import { errorFields, type Logger } from "../core/logger";
+import type { RecordQueue } from "../core/queue";
 import type { InteractionRecord } from "../core/record";
-import { openWarehouseReads, type WarehouseReads } from "../warehouse/local";
+import { openWarehouseReads, type WarehouseReads } from "./warehouse";
 
 /** What the warehouse worker starts from. */
 export interface WarehouseWorkerData {

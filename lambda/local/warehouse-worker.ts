@@ -3,10 +3,10 @@
 // letters), and the dashboard's index and rollups, written through a store client of its own.
 import { parentPort, workerData } from "node:worker_threads";
 import { createDynamoClient } from "../adapters/dynamodb/client";
-import { DynamoInteractionIndex } from "../adapters/dynamodb/interactions";
+import { DynamoPorts } from "../adapters/dynamodb/ports";
+import { storeCopies } from "../compose/consumer";
 import type { Logger } from "../core/logger";
-import { DynamoTombstones } from "../deletion/tombstones-dynamodb";
-import { startWarehouseQueue } from "../warehouse/local";
+import { startWarehouseQueue } from "./warehouse";
 import type { WarehouseWorkerData, WorkerReport, WorkerRequest } from "./warehouse-thread";
 
 const port = parentPort;
@@ -21,13 +21,15 @@ const log =
 const logger: Logger = { debug: log("debug"), info: log("info"), warn: log("warn"), error: log("error") };
 
 const db = createDynamoClient({ endpoint: data.endpoint });
-const interactions = new DynamoInteractionIndex(db, data.tables);
+// The consumer's copies in the store, as in AWS: tombstones, the dashboard's index and rollups.
+const store = new DynamoPorts(db, data.tables, () => {
+  throw new Error("the warehouse worker unwraps no vendor keys");
+});
 const queue = await startWarehouseQueue({
   dataDir: data.dataDir,
   logger,
   flushIntervalMs: data.flushIntervalMs,
-  onWritten: [(records) => interactions.write(records)],
-  tombstones: new DynamoTombstones(db, data.tables.deletionTombstones),
+  ...storeCopies({ store }),
 });
 
 /** Records on their way into the journal: a delivery, and the close, wait for them. */

@@ -1,4 +1,3 @@
-import { CreditLeases, DEFAULT_LEASES, type Reservation } from "../app/credit-leases";
 import {
   type Budget,
   type BudgetStore,
@@ -21,12 +20,13 @@ import {
 } from "../core/credits";
 import type { ApiError } from "../core/errors";
 import { errorFields, type Logger } from "../core/logger";
+import { CreditLeases, DEFAULT_LEASES, type Reservation } from "./credit-leases";
 
 /**
  * Budgets and tokens-per-minute limits as holds, the way the balance is held: a call holds its
  * maximum cost against the counter of every budget that applies (its window is part of the counter's
  * key) and its estimated tokens against its key's minute; each hold comes from a lease this process
- * took on the shared counter (app/credit-leases.ts), so a warm call waits for no store round trip, and
+ * took on the shared counter (credit-leases.ts), so a warm call waits for no store round trip, and
  * no number of calls or processes takes a window past its limit. A call ends by turning each hold into
  * its charge: the cost (budgets) or the real tokens (TPM). Design: docs/metering.md "Budgets".
  */

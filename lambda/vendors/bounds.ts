@@ -1,7 +1,7 @@
 import { errors } from "../core/errors";
 import { type CallBounds, estimateInputTokens } from "../core/metering";
+import type { Operation } from "../core/vendor-model";
 import { asObject } from "./json";
-import type { Operation } from "./types";
 
 /**
  * What bounds a call's cost, read from its request the way each vendor spells it: the output limit

@@ -1,4 +1,5 @@
-import type { VendorDefinition } from "./types";
+import { mentionsServiceKey } from "../core/keys";
+import type { VendorDefinition } from "../core/vendor-model";
 
 /**
  * Header hygiene. Only allowlisted headers cross the proxy, so service keys (`Authorization`,
@@ -40,6 +41,8 @@ export function requestHeaderFilter(vendor: VendorDefinition): RequestHeaderFilt
   return (incoming, vendorKey) => {
     const out: Record<string, string> = {};
     for (const [name, value] of incoming) {
+      // A service key never leaves, under whatever allowlisted name a client put it.
+      if (mentionsServiceKey(value)) continue;
       if (allowed.has(name) || name.startsWith(REQUEST_HEADER_PREFIX)) out[name] = value;
     }
     for (const [name, value] of defaults) out[name] ??= value;

@@ -1,5 +1,5 @@
 import { errors } from "../core/errors";
-import type { VendorName, VendorRoute } from "./types";
+import type { VendorName, VendorRoute } from "../core/vendor-model";
 
 /** JSON bodies up to 20 MiB: vendors accept inline images and documents of that order. */
 export const JSON_BODY_LIMIT = 20 * 1024 * 1024;

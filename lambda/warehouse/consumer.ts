@@ -1,17 +1,11 @@
 import { randomBytes } from "node:crypto";
-import type { ObjectStore } from "../adapters/objectstore/port";
-import type { Delivery, DeliveryLedger } from "../adapters/queue/ledger";
-import type {
-  BatchHandler,
-  BatchResult,
-  DeadLetter,
-  DeadLetterSink,
-  QueueMessage,
-} from "../adapters/queue/port";
+import { encodeRecords } from "../adapters/parquet/codec";
 import { type TombstoneReader, tombstoneMatcher } from "../core/deletion";
+import type { Delivery, DeliveryLedger } from "../core/delivery-ledger";
 import { errorFields, type Logger } from "../core/logger";
+import type { ObjectStore } from "../core/object-store";
+import type { BatchHandler, BatchResult, DeadLetter, DeadLetterSink, QueueMessage } from "../core/queue";
 import { type InteractionRecord, parseRecord, partitionPrefix, RecordError, recordDay } from "../core/record";
-import { encodeRecords } from "./parquet";
 
 export interface ConsumerDeps {
   objects: ObjectStore;
@@ -49,7 +43,7 @@ const WRITE_CONCURRENCY = 4;
 
 /**
  * A new name for every attempt (first timestamp, random part), so that no two writers ever put the
- * same key: a file holds exactly the ids claimed on it (the ledger's protocol, adapters/queue/ledger.ts).
+ * same key: a file holds exactly the ids claimed on it (the ledger's protocol, adapters/fs/ledger.ts).
  */
 function fileName(records: readonly InteractionRecord[]): string {
   const first = new Date(records[0]?.started_at ?? 0).toISOString().replace(/[-:.]/g, "");
@@ -70,7 +64,7 @@ function parseMessage(message: QueueMessage): InteractionRecord {
 /**
  * The warehouse consumer, the same in Lambda (SQS event source with ReportBatchItemFailures) and
  * locally (the in-process queue): parses each message, dead-letters poison ones with their error, drops
- * records already written (by transaction id, the two-phase delivery of adapters/queue/ledger.ts),
+ * records already written (by transaction id, the two-phase delivery of adapters/fs/ledger.ts),
  * writes one Parquet file per project and day, and reports as failures only the messages whose file
  * could not be written or whose record another writer holds, so only those come back.
  */

@@ -1,5 +1,5 @@
-import type { RecordQueue } from "../adapters/queue/port";
-import type { ProxyCall, ProxyHooks, ProxyOutcome } from "../app/proxy-hooks";
+import type { ProxyCall, ProxyHooks, ProxyOutcome } from "../core/call";
+import type { RecordQueue } from "../core/queue";
 import { buildRecord, type InteractionRecord } from "../core/record";
 
 /**

@@ -1,14 +1,15 @@
 import { mkdirSync } from "node:fs";
 import OpenAI from "openai";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { activePriceCatalogue } from "../../lambda/app/prices";
+import { activePriceCatalogue } from "../../lambda/adapters/fs/price-catalogue";
 import { costMicros } from "../../lambda/core/pricing";
 import { usd } from "../../web/src/format";
+import { launchBrowser, STEP_TIMEOUT_MS } from "../support/browser";
 import { startTestStack, type TestStack } from "../support/stack";
 
 /**
- * The product end to end in a real browser (Debian's chromium, driven by playwright-core), with calls
+ * The product end to end in a real browser (headless Chromium from npm, driven by playwright-core), with calls
  * made from this process through the proxy with the official OpenAI SDK: sign in, fund the project,
  * create a key, call with it, find the call in Interactions with its tokens and cost, watch Usage
  * count it, switch OpenAI to BYOK and see the next call billed so, revoke the key and see the proxy
@@ -16,7 +17,6 @@ import { startTestStack, type TestStack } from "../support/stack";
  * in test-results/.
  */
 
-const CHROMIUM = "/usr/bin/chromium";
 const SHOTS = "test-results";
 /** A user id a caller may well send: shown as text everywhere, never as markup. */
 const HTML_USER = `<img src=x onerror="alert('xss')">`;
@@ -30,19 +30,10 @@ const problems: string[] = [];
 
 beforeAll(async () => {
   stack = await startTestStack({ DMT_METERING: "on", DMT_WAREHOUSE_FLUSH_MS: "100" });
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--no-first-run",
-    ],
-  });
+  browser = await launchBrowser();
   const context = await browser.newContext({ viewport: { width: 1366, height: 900 } });
   page = await context.newPage();
-  page.setDefaultTimeout(10_000);
+  page.setDefaultTimeout(STEP_TIMEOUT_MS);
   page.on("console", (message) => {
     if (message.type() !== "error") return;
     if (message.location().url.startsWith(`${stack.url}/dashboard/api/`)) return;

@@ -1,15 +1,15 @@
 import { mkdirSync } from "node:fs";
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { launchBrowser, STEP_TIMEOUT_MS } from "../support/browser";
 import { startTestStack, type TestStack } from "../support/stack";
 
 /**
- * The dashboard in a real browser (Debian's chromium, driven by playwright-core): sign in through the
+ * The dashboard in a real browser (headless Chromium from npm, driven by playwright-core): sign in through the
  * local provider, create a key, copy it, use it, revoke it, sign out. One browser for the file; the
  * steps share one page and run in order. A failing step leaves a screenshot in test-results/.
  */
 
-const CHROMIUM = "/usr/bin/chromium";
 const SHOTS = "test-results";
 
 let stack: TestStack;
@@ -20,20 +20,11 @@ const problems: string[] = [];
 
 beforeAll(async () => {
   stack = await startTestStack();
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--no-first-run",
-    ],
-  });
+  browser = await launchBrowser();
   context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: stack.url });
   page = await context.newPage();
-  page.setDefaultTimeout(10_000);
+  page.setDefaultTimeout(STEP_TIMEOUT_MS);
   // Anything the page logs as an error (a CSP violation, a failed script) fails the run at the end.
   // (Refusals the test provokes from the dashboard API are expected; the page shows their message.)
   page.on("console", (message) => {
@@ -244,7 +235,7 @@ describe.sequential("the dashboard in a browser", () => {
 
     const rows = page.locator("table.deletion-requests tbody tr");
     await expect
-      .poll(() => rows.first().locator(".badge").textContent(), { timeout: 20_000, interval: 200 })
+      .poll(() => rows.first().locator(".badge").textContent(), { timeout: 60_000, interval: 200 })
       .toBe("Completed");
     const statuses = await page.evaluate(
       () => (window as unknown as { deletionStatuses: string[] }).deletionStatuses,

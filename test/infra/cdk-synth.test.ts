@@ -31,7 +31,7 @@ describe("npx cdk synth", () => {
     const { stderr } = await run("npx", ["cdk", "synth", "--no-notices", "--quiet", "-o", outdir], {
       cwd: REPO_ROOT,
       env: offlineEnv(),
-      timeout: 280_000,
+      timeout: 580_000,
       maxBuffer: 16 * 1024 * 1024,
     });
     expect(stderr).not.toMatch(/docker/i);
@@ -50,5 +50,5 @@ describe("npx cdk synth", () => {
     // cdk-nag ran inside the CLI's synthesis and found nothing unacknowledged.
     const report = JSON.parse(readFileSync(join(outdir, "validation-report.json"), "utf8"));
     expect(report.pluginReports).toEqual([]);
-  }, 300_000);
+  }, 600_000); // BUNDLING_TIMEOUT_MS of test/support/timeouts.ts; the CLI call is capped just under it
 });

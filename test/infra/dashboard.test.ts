@@ -142,8 +142,8 @@ describe("user pool", () => {
       GroupName: OPERATORS_GROUP,
       UserPoolId: ref(dashboard().userPool),
     });
-    // The literal the token verifier compares with (lambda/app/dashboard-auth.ts).
-    expect(readFileSync(join(REPO_ROOT, "lambda/app/dashboard-auth.ts"), "utf8")).toContain(
+    // The literal the token verifier compares with (lambda/app/dashboard/auth.ts).
+    expect(readFileSync(join(REPO_ROOT, "lambda/app/dashboard/auth.ts"), "utf8")).toContain(
       `groups.includes("${OPERATORS_GROUP}")`,
     );
   });

@@ -14,7 +14,7 @@ import { newDeletionRequest } from "../../lambda/core/deletion";
 import { DELETION_FAILURE_STEP, DELETION_STEPS, NOT_RETRIED } from "../../lambda/core/deletion-steps";
 import { silentLogger } from "../../lambda/core/logger";
 import { openLocalStore } from "../../lambda/local/stack";
-import { startLocalWarehouse } from "../../lambda/warehouse/local";
+import { startLocalWarehouse } from "../../lambda/local/warehouse";
 import { defineApp } from "../../lib/app";
 import { IN_FLIGHT_WINDOW } from "../../lib/deletion";
 import { REPO_ROOT } from "../../lib/lambda-defaults";

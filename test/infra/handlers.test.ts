@@ -15,8 +15,12 @@ import { SECURITY_HEADERS } from "../../lambda/app/middleware";
 import { createKey, createProject, type NewKeyInput } from "../../lambda/core/accounts";
 import { ApiError, errors } from "../../lambda/core/errors";
 import { generateKey } from "../../lambda/core/keys";
-import { authFromContext, grantedContext, refusalContext } from "../../lambda/handlers/authorizer-context";
-import { parseBaseConfig, parseStoreConfig } from "../../lambda/handlers/config";
+import {
+  authFromContext,
+  grantedContext,
+  refusalContext,
+} from "../../lambda/handlers/runtime/authorizer-context";
+import { parseBaseConfig, parseStoreConfig } from "../../lambda/handlers/runtime/config";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 import { GATEWAY_ERRORS } from "../../lib/gateway-responses";
 

@@ -89,6 +89,7 @@ describe("credit sweeper handler", () => {
       HoldsReleased: 1,
       SettlementsCompleted: 0,
       GrantsCompleted: 0,
+      BudgetHoldsSettled: 0,
     });
     expect(metrics[0]._aws.CloudWatchMetrics[0].Namespace).toBe("dmt/SweeperTest");
 

@@ -13,10 +13,10 @@ import * as awsTarget from "../../bin/aws-target";
 import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb/client";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { type TableNames, tableNames } from "../../lambda/adapters/dynamodb/tables";
-import { activePriceCatalogue } from "../../lambda/app/prices";
+import { activePriceCatalogue } from "../../lambda/adapters/fs/price-catalogue";
 import type { CreditBalance } from "../../lambda/core/credits";
-import { contextHeader, grantedContext } from "../../lambda/handlers/authorizer-context";
-import { ORIGIN_SECRET_HEADER } from "../../lambda/handlers/origin";
+import { contextHeader, grantedContext } from "../../lambda/handlers/runtime/authorizer-context";
+import { ORIGIN_SECRET_HEADER } from "../../lambda/handlers/runtime/origin";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
 import { CONTEXT, defineApp } from "../../lib/app";
@@ -31,6 +31,7 @@ import { VENDORS } from "../../lib/secrets";
 import type { DmtStack } from "../../lib/stack";
 import base from "../../prices/catalogue.json" with { type: "json" };
 import { type SqsStandIn, startSqsStandIn } from "../support/reliability-sqs";
+import { BUNDLING_TIMEOUT_MS } from "../support/timeouts";
 import {
   functionUrlEvent,
   installStreamingRuntime,
@@ -109,7 +110,7 @@ beforeAll(() => {
   stack = main.stack;
   assembly = main.app.synth();
   template = assembly.getStackByName(stack.stackName).template as Template;
-}, 300_000);
+}, BUNDLING_TIMEOUT_MS);
 
 afterAll(() => rmSync(workDir, { recursive: true, force: true }));
 
@@ -321,7 +322,7 @@ describe("a proxy function cold-started with the synthesized environment", () =>
     await credits.grant("acme", 10_000_000, "test");
     installStreamingRuntime();
     handler = (await import("../../lambda/handlers/proxy")).handler as unknown as StreamingHandler;
-  }, 60_000);
+  });
 
   afterAll(async () => {
     await simulator?.close();

@@ -8,18 +8,22 @@ import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { type TableNames, tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../../lambda/adapters/dynamodb/vendor-keys";
-import { SPOOL_PREFIX } from "../../lambda/adapters/queue/spool";
-import { createKmsClient, KmsKeyWrapper } from "../../lambda/adapters/secrets/kms";
+import { createKmsClient, KmsKeyWrapper } from "../../lambda/adapters/kms/key-wrapper";
+import { SPOOL_PREFIX } from "../../lambda/adapters/sqs/spool";
 import { SECURITY_HEADERS } from "../../lambda/app/middleware";
 import type { CreditBalance } from "../../lambda/core/credits";
 import { DecryptionError, openSecret, sealSecret } from "../../lambda/core/crypto";
 import { errors } from "../../lambda/core/errors";
 import { silentLogger } from "../../lambda/core/logger";
 import { vendorKeyContext } from "../../lambda/core/vendor-keys";
-import { contextHeader, grantedContext, refusalContext } from "../../lambda/handlers/authorizer-context";
-import { parseProxyConfig } from "../../lambda/handlers/config";
-import { directCallRefused, ORIGIN_SECRET_HEADER } from "../../lambda/handlers/origin";
 import type { createProxyHandler as CreateProxyHandler } from "../../lambda/handlers/proxy";
+import {
+  contextHeader,
+  grantedContext,
+  refusalContext,
+} from "../../lambda/handlers/runtime/authorizer-context";
+import { parseProxyConfig } from "../../lambda/handlers/runtime/config";
+import { directCallRefused, ORIGIN_SECRET_HEADER } from "../../lambda/handlers/runtime/origin";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
 import { type SqsStandIn, startSqsStandIn } from "../support/reliability-sqs";

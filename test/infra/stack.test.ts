@@ -10,12 +10,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TABLES, type TableName } from "../../lambda/adapters/dynamodb/tables";
 import { SECURITY_HEADERS } from "../../lambda/app/middleware";
 import { errors } from "../../lambda/core/errors";
-import { grantedContext, refusalContext } from "../../lambda/handlers/authorizer-context";
+import { grantedContext, refusalContext } from "../../lambda/handlers/runtime/authorizer-context";
 import { CONTEXT, defineApp } from "../../lib/app";
 import { REPO_ROOT } from "../../lib/lambda-defaults";
 import { VENDORS, type Vendor } from "../../lib/secrets";
 import type { DmtStack } from "../../lib/stack";
 import { tableOutputKey } from "../../lib/stack";
+import { BUNDLING_TIMEOUT_MS } from "../support/timeouts";
 
 type Resources = Record<
   string,
@@ -55,7 +56,7 @@ beforeAll(() => {
   const json = assembly.getStackByName(stack.stackName).template;
   template = Template.fromJSON(json);
   resources = json.Resources;
-}, 240_000);
+}, BUNDLING_TIMEOUT_MS);
 
 afterAll(() => {
   for (const dir of outdirs) rmSync(dir, { recursive: true, force: true });

@@ -17,13 +17,13 @@ import { syntheticRecord } from "../../bench/warehouse-records";
 import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb/client";
 import { DynamoExportSettings } from "../../lambda/adapters/dynamodb/export-settings";
 import { DynamoInteractionIndex } from "../../lambda/adapters/dynamodb/interactions";
+import { DynamoDeliveryLedger } from "../../lambda/adapters/dynamodb/ledger";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
-import { DynamoDeliveryLedger } from "../../lambda/adapters/queue/ledger-dynamodb";
+import { DynamoTombstones } from "../../lambda/adapters/dynamodb/tombstones";
 import { DestinationError } from "../../lambda/core/export-destination";
 import { TIER_LIMITS } from "../../lambda/core/model";
 import { type InteractionRecord, RECORD_COLUMNS } from "../../lambda/core/record";
-import { DynamoTombstones } from "../../lambda/deletion/tombstones-dynamodb";
-import { grantedContext } from "../../lambda/handlers/authorizer-context";
+import { grantedContext } from "../../lambda/handlers/runtime/authorizer-context";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 
 const WAREHOUSE_BUCKET = "dmt-warehouse-data";
@@ -225,7 +225,7 @@ beforeAll(async () => {
   const apiHandler = (await import("../../lambda/handlers/api")).handler;
   api = (event) =>
     apiHandler(event as unknown as Parameters<typeof apiHandler>[0]) as Promise<APIGatewayProxyResult>;
-}, 60_000);
+});
 
 afterAll(async () => {
   process.env = savedEnv;
@@ -410,7 +410,7 @@ describe("spool re-sender", () => {
     await resendSpool();
     expect(s3.keys(`${WAREHOUSE_BUCKET}/queue-spool/`)).toEqual([]);
     expect(sqs.on("records").some((r) => r.body === body)).toBe(true);
-  }, 30_000);
+  });
 });
 
 /** A POST to `/api/v1/exports`. */

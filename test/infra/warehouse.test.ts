@@ -12,7 +12,7 @@ import { Match, Template } from "aws-cdk-lib/assertions";
 import type { CloudAssembly } from "aws-cdk-lib/cx-api";
 import { AwsSolutionsChecks, type IApplyRule, NagRuleCompliance } from "cdk-nag";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { SPOOL_PREFIX } from "../../lambda/adapters/queue/spool";
+import { SPOOL_PREFIX } from "../../lambda/adapters/sqs/spool";
 import {
   glueColumns,
   gluePartitionKeys,
@@ -24,6 +24,7 @@ import { defineApp } from "../../lib/app";
 import { REPO_ROOT } from "../../lib/lambda-defaults";
 import { VENDORS } from "../../lib/secrets";
 import { DmtStack } from "../../lib/stack";
+import { BUNDLING_TIMEOUT_MS } from "../support/timeouts";
 
 type Resource = { Type: string; Properties: Record<string, unknown>; DeletionPolicy?: string };
 type Statement = { Action: string | string[]; Resource: unknown; Effect: string; Condition?: unknown };
@@ -55,7 +56,7 @@ beforeAll(() => {
   const json = assembly.getStackByName(stack.stackName).template;
   template = Template.fromJSON(json);
   resources = json.Resources;
-}, 240_000);
+}, BUNDLING_TIMEOUT_MS);
 
 afterAll(() => {
   for (const dir of outdirs) rmSync(dir, { recursive: true, force: true });
@@ -175,7 +176,7 @@ describe("consumer", () => {
       },
       { Action: "s3:GetBucketLocation", Effect: "Allow", Resource: getAtt(warehouse().dataBucket) },
       {
-        Action: ["s3:GetObject", "s3:PutObject"],
+        Action: ["s3:AbortMultipartUpload", "s3:GetObject", "s3:PutObject"],
         Effect: "Allow",
         Resource: objectsArn(warehouse().dataBucket, INTERACTIONS_PREFIX),
       },
@@ -204,7 +205,7 @@ describe("consumer", () => {
     );
   });
 
-  it("is bundled without DuckDB (lambda/warehouse/local.ts stays out of Lambda)", () => {
+  it("is bundled without DuckDB (lambda/local/warehouse.ts stays out of Lambda)", () => {
     for (const fn of [warehouse().consumer, warehouse().spoolResender, stack.dataApi]) {
       const code = resources[id(fn.function)]?.Properties.Code as { S3Key: string };
       const bundle = join(assembly.directory, `asset.${code.S3Key.replace(/\.zip$/, "")}`, "index.mjs");
@@ -519,7 +520,7 @@ describe("producers and the spool", () => {
       },
       { Action: "s3:GetBucketLocation", Effect: "Allow", Resource: getAtt(warehouse().dataBucket) },
       {
-        Action: ["s3:DeleteObject", "s3:GetObject", "s3:PutObject"],
+        Action: ["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:PutObject"],
         Effect: "Allow",
         Resource: objectsArn(warehouse().dataBucket, SPOOL_PREFIX),
       },
@@ -662,7 +663,7 @@ describe("configuration", () => {
     return { app, stack: variantStack, template: Template.fromStack(variantStack) };
   }
 
-  it("lets the data API export to the operator's buckets, acknowledged one by one", () => {
+  it("lets the data API export to the operator's buckets and deletions purge there, acknowledged one by one", () => {
     const {
       app,
       stack: variantStack,
@@ -684,6 +685,19 @@ describe("configuration", () => {
       expect(granting.map(actionsOf), name).toEqual([
         ["s3:AbortMultipartUpload", "s3:GetObject", "s3:PutObject"],
       ]);
+    }
+    // A deletion purges the exports made there: the steps list, read and delete in those buckets.
+    const stepsRole = variantStack.getLogicalId(
+      variantStack.deletion.steps.function.role?.node.defaultChild as CfnResource,
+    );
+    const stepStatements = Object.values(variantTemplate.findResources("AWS::IAM::Policy"))
+      .filter((p) => JSON.stringify(p.Properties.Roles) === JSON.stringify([{ Ref: stepsRole }]))
+      .flatMap((p) => (p.Properties.PolicyDocument as { Statement: Statement[] }).Statement);
+    for (const name of ["acme-dmt-exports", "team-*-exports"]) {
+      const on = (resource: string) =>
+        stepStatements.filter((s) => [s.Resource].flat().some((r) => render(r) === resource)).map(actionsOf);
+      expect(on(`arn:{AWS::Partition}:s3:::${name}`), name).toEqual([["s3:ListBucket"]]);
+      expect(on(`arn:{AWS::Partition}:s3:::${name}/*`), name).toEqual([["s3:DeleteObject", "s3:GetObject"]]);
     }
     const { unacknowledged, stale } = nagGaps(variantStack);
     expect(unacknowledged).toEqual([]);

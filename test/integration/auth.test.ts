@@ -32,6 +32,12 @@ const BAD_SCHEME = errorBody(
   "The Authorization header must be 'Bearer <API_KEY>'.",
 );
 
+const BAD_DUAL = errorBody(
+  "authentication_error",
+  "invalid_api_key",
+  "A dual key must be '<API_KEY>;<VENDOR_KEY>': two non-empty parts of visible ASCII, joined by exactly one ';'.",
+);
+
 async function status(headers: Record<string, string> = {}, query = "") {
   const res = await fetch(`${stack.url}${STATUS}${query}`, { headers });
   return { status: res.status, body: (await res.json()) as unknown, headers: res.headers };
@@ -82,15 +88,11 @@ describe("refused keys: exact status and body", () => {
     ["'Bearer' alone", () => [{ Authorization: "Bearer" }, ""], BAD_SCHEME],
     ["a Token scheme", () => [{ Authorization: `Token ${key}` }, ""], BAD_SCHEME],
     ["the key without a scheme", () => [{ Authorization: key }, ""], BAD_SCHEME],
-    [
-      "a dual key with an empty vendor half",
-      () => [{ Authorization: `Bearer ${key};` }, ""],
-      errorBody(
-        "authentication_error",
-        "invalid_api_key",
-        "A dual key must be '<API_KEY>;<VENDOR_KEY>' with both parts non-empty.",
-      ),
-    ],
+    ["a dual key with an empty vendor half", () => [{ Authorization: `Bearer ${key};` }, ""], BAD_DUAL],
+    ["a dual key with two ';' (Bearer)", () => [{ Authorization: `Bearer ${key};a;b` }, ""], BAD_DUAL],
+    ["a dual key with ';;' (X-API-Key)", () => [{ "X-API-Key": `${key};;v` }, ""], BAD_DUAL],
+    ["a dual key with two ';' (?api_key)", () => [{}, `?api_key=${key}%3Ba%3Bb`], BAD_DUAL],
+    ["a space before a dual key's ';'", () => [{ Authorization: `Bearer ${key} ;sk-v` }, ""], INVALID],
   ])("refuses %s", async (_case, presentation, body) => {
     const [headers, query] = presentation();
     const res = await status(headers, query);
@@ -132,6 +134,33 @@ describe("refused keys: exact status and body", () => {
     expect(res.status).toBe(401);
     expect(jsonOf(res)).toEqual(INVALID);
     expectSecurityHeaders(res.headers);
+  });
+
+  it("compares the header value after HTTP's own whitespace rules: edges stripped, nothing else", async () => {
+    // RFC 9110 5.5: spaces and tabs around a field value are not part of it; the host drops them.
+    const wire = (headerLine: string) =>
+      rawRequest(
+        stack.port,
+        `GET ${STATUS} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n${headerLine}\r\n\r\n`,
+      );
+    for (const line of [
+      `Authorization: Bearer ${key} `,
+      `Authorization:\t Bearer ${key}\t `,
+      `X-API-Key:  ${key}  `,
+    ]) {
+      const res = await wire(line);
+      expect(res.status, line).toBe(200);
+    }
+    // Inside the value nothing is trimmed: a second space after the scheme, or one inside a dual key.
+    for (const [line, body] of [
+      [`Authorization: Bearer  ${key}`, INVALID],
+      [`Authorization: Bearer ${key} ;sk-v`, INVALID],
+      [`X-API-Key: ${key}; sk-v`, BAD_DUAL],
+    ] as const) {
+      const res = await wire(line);
+      expect(res.status, line).toBe(401);
+      expect(jsonOf(res), line).toEqual(body);
+    }
   });
 
   it("refuses a key with a NUL byte as a malformed request (the HTTP parser rejects it)", async () => {
@@ -247,19 +276,14 @@ describe("revocation", () => {
     const revoking = await stack.newKey();
     const headers = { Authorization: `Bearer ${revoking.key}` };
     expect((await status(headers)).status).toBe(200);
-    const revokedAt = Date.now();
-    await revokeKey(stack.store, revoking.keyId, revokedAt);
-    let last = await status(headers);
-    while (last.status === 200 && Date.now() - revokedAt < 10_000) {
-      await new Promise((resolve) => setTimeout(resolve, 20));
-      last = await status(headers);
-    }
-    expect(last).toMatchObject({
+    await revokeKey(stack.store, revoking.keyId, Date.now());
+    // The cache holds a key for 200 ms here (the README promises 5 s with the default): once that has
+    // passed since the revocation, the next call is refused, however slow the machine.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(await status(headers)).toMatchObject({
       status: 401,
       body: errorBody("authentication_error", "invalid_api_key", "This API key has been revoked."),
     });
-    // Generous: the cache holds for 200 ms here; the README promises 5 s with the default.
-    expect(Date.now() - revokedAt).toBeLessThan(5000);
   });
 });
 

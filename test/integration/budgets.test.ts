@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoBudgets } from "../../lambda/adapters/dynamodb/budgets";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
-import { activePriceCatalogue } from "../../lambda/app/prices";
+import { activePriceCatalogue } from "../../lambda/adapters/fs/price-catalogue";
 import { updateKey } from "../../lambda/core/accounts";
 import { counterId, setBudget, windowSpan } from "../../lambda/core/budgets";
 import { formatUsd } from "../../lambda/core/credits";

@@ -16,8 +16,8 @@ import { DynamoExportSettings } from "../../lambda/adapters/dynamodb/export-sett
 import { DynamoStore } from "../../lambda/adapters/dynamodb/store";
 import { TABLES, type TableName, tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../../lambda/adapters/dynamodb/vendor-keys";
-import { createKmsClient, KmsKeyWrapper } from "../../lambda/adapters/secrets/kms";
-import { activePriceCatalogue } from "../../lambda/app/prices";
+import { activePriceCatalogue } from "../../lambda/adapters/fs/price-catalogue";
+import { createKmsClient, KmsKeyWrapper } from "../../lambda/adapters/kms/key-wrapper";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 import { tableOutputKey as stackTableOutputKey } from "../../lib/stack";
 import { type KmsStandIn, startKmsStandIn, TEST_CREDENTIALS } from "../infra/metering-stand-ins";

@@ -7,10 +7,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb/client";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { type TableNames, tableNames } from "../../lambda/adapters/dynamodb/tables";
-import { CreditLeases, type LeaseOptions, type Reservation } from "../../lambda/app/credit-leases";
 import type { LedgerEntry } from "../../lambda/core/credits";
 import { silentLogger } from "../../lambda/core/logger";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
+import { CreditLeases, type LeaseOptions, type Reservation } from "../../lambda/metering/credit-leases";
 
 /** Credit leases over the real credits store (dynalite): what calls take, note, settle and are refused. */
 let dataDir: string;

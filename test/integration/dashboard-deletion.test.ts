@@ -2,10 +2,10 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { importJWK, type JWK, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DynamoDeletionRequests } from "../../lambda/adapters/dynamodb/deletion-requests";
 import { DynamoMemberStore } from "../../lambda/adapters/dynamodb/members";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { hashUserId, newDeletionRequest } from "../../lambda/core/deletion";
-import { DynamoDeletionRequests } from "../../lambda/deletion/requests-dynamodb";
 import { startTestStack, type TestStack } from "../support/stack";
 
 /**
@@ -101,7 +101,7 @@ async function finished(token: string, path: string, requestId: string): Promise
         found = (await list(token, path)).requests.find((r) => r.requestId === requestId);
         return found?.status;
       },
-      { timeout: 20_000, interval: 100 },
+      { timeout: 60_000, interval: 100 },
     )
     .toMatch(/^(completed|failed)$/);
   return found as View;

@@ -5,9 +5,9 @@ import { type DynamoDBClient, GetItemCommand } from "@aws-sdk/client-dynamodb";
 import { unmarshall } from "@aws-sdk/util-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoInteractionIndex, PAGE_SCAN_BUDGET } from "../../lambda/adapters/dynamodb/interactions";
-import { FsObjectStore } from "../../lambda/adapters/objectstore/fs";
-import { FolderDeadLetters } from "../../lambda/adapters/queue/dead-letter-folder";
-import { FileDeliveryLedger } from "../../lambda/adapters/queue/ledger";
+import { FileDeliveryLedger } from "../../lambda/adapters/fs/ledger";
+import { FsObjectStore } from "../../lambda/adapters/fs/object-store";
+import { FolderDeadLetters } from "../../lambda/adapters/in-process/dead-letters";
 import { DAY_MS, parseListQuery } from "../../lambda/core/interactions";
 import {
   deltaOf,

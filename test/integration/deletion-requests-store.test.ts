@@ -2,9 +2,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DynamoDeletionRequests } from "../../lambda/adapters/dynamodb/deletion-requests";
 import { type DeletionRequestRecord, newDeletionRequest } from "../../lambda/core/deletion";
 import { ApiError } from "../../lambda/core/errors";
-import { DynamoDeletionRequests } from "../../lambda/deletion/requests-dynamodb";
 import { type LocalStore, openLocalStore } from "../../lambda/local/stack";
 
 /**

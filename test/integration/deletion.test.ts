@@ -13,7 +13,10 @@ import { join } from "node:path";
 import { serve } from "@hono/node-server";
 import { afterEach, describe, expect, it } from "vitest";
 import { syntheticRecord } from "../../bench/warehouse-records";
-import { createDataApp } from "../../lambda/app/data-api";
+import { DynamoDeletionRequests } from "../../lambda/adapters/dynamodb/deletion-requests";
+import { DynamoTombstones } from "../../lambda/adapters/dynamodb/tombstones";
+import { encodeRecords } from "../../lambda/adapters/parquet/codec";
+import { createDataApp } from "../../lambda/app/data-api/app";
 import { requireKey } from "../../lambda/app/middleware";
 import { createKey, createProject } from "../../lambda/core/accounts";
 import type { CopyPurger } from "../../lambda/core/deletion";
@@ -21,12 +24,9 @@ import { hashUserId } from "../../lambda/core/deletion";
 import { CachedKeyLookup } from "../../lambda/core/key-cache";
 import { jsonLogger } from "../../lambda/core/logger";
 import { INTERACTIONS_PREFIX, type InteractionRecord, partitionPrefix } from "../../lambda/core/record";
-import { startLocalDeletion } from "../../lambda/deletion/local";
-import { DynamoDeletionRequests } from "../../lambda/deletion/requests-dynamodb";
-import { DynamoTombstones } from "../../lambda/deletion/tombstones-dynamodb";
+import { startLocalDeletion } from "../../lambda/local/deletion";
 import { type LocalStore, openLocalStore } from "../../lambda/local/stack";
-import { type LocalWarehouse, startLocalWarehouse } from "../../lambda/warehouse/local";
-import { encodeRecords } from "../../lambda/warehouse/parquet";
+import { type LocalWarehouse, startLocalWarehouse } from "../../lambda/local/warehouse";
 
 const U1 = "u1-alice@example.com";
 const U2 = "u2-bob@example.com";
@@ -306,6 +306,7 @@ describe("crash safety", () => {
     });
     // The first worker stops for good inside PurgeCopies: after its rewrites, before Verify.
     const stuck: CopyPurger = {
+      name: "stuck",
       async purgeUser() {
         reached();
         await hold;
@@ -363,6 +364,7 @@ describe("crash safety", () => {
     let landed = false;
     // Stands in for a file that lands late (a consumer that read the tombstones just before them).
     const lateFile: CopyPurger = {
+      name: "late file",
       async purgeUser() {
         if (!landed) {
           landed = true;
@@ -403,22 +405,42 @@ describe("crash safety", () => {
     ]);
   });
 
-  it("marks a request failed, with the reason, when a step keeps failing", async () => {
+  it("marks a request failed, with each purger's outcome, when a purger keeps failing; the others still run", async () => {
     const broken: CopyPurger = {
+      name: "operator bucket",
       async purgeUser() {
-        throw new Error("the index is unreachable");
+        throw new Error("AccessDenied");
       },
       async purgeTransactions() {
         return 0;
       },
     };
-    const e = await start([broken]);
+    let healthyRuns = 0;
+    const healthy: CopyPurger = {
+      name: "dashboard copies",
+      async purgeUser() {
+        healthyRuns++;
+        return healthyRuns === 1 ? 2 : 0; // purged on the first run, nothing left after
+      },
+      async purgeTransactions() {
+        return 0;
+      },
+    };
+    const e = await start([broken, healthy]);
     await land(e, [call("proj-a", U1, 14)]);
     const requestId = await requestDeletion(e, e.keys.a, { user_id: U1, reason: "erasure" });
     await e.warehouse.deletion?.runner.idle();
 
     const failed = await state(e, e.keys.a, requestId);
-    expect(failed).toMatchObject({ status: "failed", error: "Error: the index is unreachable" });
+    expect(failed).toMatchObject({
+      status: "failed",
+      error:
+        "Error: copies not purged (bucket exports: 0 purged; dead letters: 0 purged; " +
+        "operator bucket: Error: AccessDenied; dashboard copies: 0 purged)",
+    });
+    // The purger after the failing one ran on every try, and what it purged is counted.
+    expect(healthyRuns).toBe(6);
+    expect(failed.counts.copies_purged).toBe(2);
     expect(failed.finished_at).toEqual(expect.any(String));
     expect(e.states.slice(-2)).toEqual(["PurgeCopies", "MarkFailed"]);
     // Retried as the policy says before giving up: five retries after the first try.

@@ -9,9 +9,9 @@ import {
 } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb/client";
+import { DynamoDeletionRequests } from "../../lambda/adapters/dynamodb/deletion-requests";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { newDeletionRequest } from "../../lambda/core/deletion";
-import { DynamoDeletionRequests } from "../../lambda/deletion/requests-dynamodb";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 
 /**

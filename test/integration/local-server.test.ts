@@ -1,15 +1,17 @@
-import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Agent, request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createKey, createProject, revokeKey } from "../../lambda/core/accounts";
+import { parseLocalConfig } from "../../lambda/local/config";
 import { runningStoreEndpoint, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
+import { createHttpServer } from "../../lambda/local/http-server";
 import { openLocalStore } from "../../lambda/local/stack";
 import { errorBody, expectSecurityHeaders, jsonOf, rawRequest, send } from "../support/http";
 import { startTestStack, type TestStack } from "../support/stack";
 import { startTcpGate } from "../support/tcp-gate";
+import { writeLocalhostCertificate } from "../support/tls";
 
 const temp = (prefix: string) => mkdtempSync(join(tmpdir(), prefix));
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -23,15 +25,7 @@ describe("TLS", () => {
   let https: Agent;
   beforeAll(async () => {
     certDir = temp("dmt-tls-");
-    execFileSync(
-      "openssl",
-      [
-        ...["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"],
-        ...["-keyout", join(certDir, "key.pem"), "-out", join(certDir, "cert.pem"), "-days", "1"],
-        ...["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-      ],
-      { stdio: "ignore" },
-    );
+    writeLocalhostCertificate(certDir);
     stack = await startTestStack({
       DMT_TLS_CERT: join(certDir, "cert.pem"),
       DMT_TLS_KEY: join(certDir, "key.pem"),
@@ -66,6 +60,45 @@ describe("TLS", () => {
     expect(res.status).toBe(308);
     expect(res.headers.location).toBe(`https://127.0.0.1:${stack.port}/api/v1/status?x=1`);
     expectSecurityHeaders(res.headers);
+  });
+
+  it("redirects to its own address, never to the Host header or an absolute target the client sent", async () => {
+    const evil = await send(stack.port, {
+      path: "/api/v1/status?x=1",
+      headers: { Host: "evil.example", Authorization: `Bearer ${key}` },
+    });
+    expect(evil.status).toBe(308);
+    expect(evil.headers.location).toBe(`https://127.0.0.1:${stack.port}/api/v1/status?x=1`);
+    const absolute = await rawRequest(
+      stack.port,
+      "GET http://evil.example/x HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n",
+    );
+    expect(absolute.status).toBe(308);
+    expect(absolute.headers.location).toBe(`https://127.0.0.1:${stack.port}/`);
+  });
+
+  it("redirects to DMT_PUBLIC_URL when it is set", async () => {
+    const server = createHttpServer({
+      fetch: () => new Response("never"),
+      tls: { cert: join(certDir, "cert.pem"), key: join(certDir, "key.pem") },
+      publicUrl: "https://api.example.com/",
+      headersTimeoutMs: 20_000,
+      maxConnectionsPerClient: 256,
+    });
+    const port = await server.listen(0, "127.0.0.1");
+    try {
+      const res = await send(port, { path: "/openai/v1/models", headers: { Host: "evil.example" } });
+      expect(res.status).toBe(308);
+      expect(res.headers.location).toBe("https://api.example.com/openai/v1/models");
+    } finally {
+      await server.close(0);
+    }
+    expect(parseLocalConfig({ DMT_PUBLIC_URL: "https://api.example.com" }).DMT_PUBLIC_URL).toBe(
+      "https://api.example.com",
+    );
+    for (const bad of ["http://api.example.com", "https://api.example.com/base", "https://a.example?x=1"]) {
+      expect(() => parseLocalConfig({ DMT_PUBLIC_URL: bad }), bad).toThrow(/DMT_PUBLIC_URL/);
+    }
   });
 
   it("refuses oversized headers in the error shape, over HTTP and HTTPS alike", async () => {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
-import { activePriceCatalogue } from "../../lambda/app/prices";
+import { activePriceCatalogue } from "../../lambda/adapters/fs/price-catalogue";
 import type { CreditBalance } from "../../lambda/core/credits";
 import { holdMicros } from "../../lambda/core/metering";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";

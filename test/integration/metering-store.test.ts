@@ -11,7 +11,7 @@ import { DynamoIdempotency } from "../../lambda/adapters/dynamodb/idempotency";
 import { DynamoRateLimiter } from "../../lambda/adapters/dynamodb/rate-limit";
 import { type TableNames, tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../../lambda/adapters/dynamodb/vendor-keys";
-import { LocalMasterKey } from "../../lambda/adapters/secrets/local-master-key";
+import { LocalMasterKey } from "../../lambda/adapters/fs/master-key";
 import { DecryptionError } from "../../lambda/core/crypto";
 import { ApiError } from "../../lambda/core/errors";
 import {

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { createUpstreamClient, type UpstreamClient } from "../../lambda/adapters/upstream/client";
+import { createUpstreamClient, type UpstreamClient } from "../../lambda/adapters/undici/client";
 import { requireKey } from "../../lambda/app/middleware";
-import { createProxyApp } from "../../lambda/app/proxy";
-import type { ProxyCall, ProxyHooks, ProxyOutcome } from "../../lambda/app/proxy-hooks";
+import { createProxyApp } from "../../lambda/app/proxy/app";
+import type { ProxyCall, ProxyHooks, ProxyOutcome } from "../../lambda/core/call";
 import { errors } from "../../lambda/core/errors";
 import { CachedKeyLookup } from "../../lambda/core/key-cache";
 import { silentLogger } from "../../lambda/core/logger";
@@ -71,7 +71,7 @@ beforeAll(async () => {
     hooks,
     captureLimit: 100,
   });
-  server = createHttpServer({ fetch: app.fetch });
+  server = createHttpServer({ fetch: app.fetch, headersTimeoutMs: 20_000, maxConnectionsPerClient: 256 });
   url = `http://127.0.0.1:${await server.listen(0, "127.0.0.1")}`;
 });
 afterAll(async () => {

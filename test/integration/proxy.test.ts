@@ -269,6 +269,31 @@ describe("header hygiene", () => {
     expect(simulator.requests[3]?.query).toBe("alt=sse");
   });
 
+  it("removes every case and encoding of api_key and key, and any dmt_ value, from query and headers", async () => {
+    const query = [
+      `API_KEY=${key}`,
+      `Api_Key=${key}`,
+      `%61pi%5Fkey=${key}`,
+      `KEY=${key}`,
+      `kEy=x`,
+      `other=${encodeURIComponent(key)}`,
+      `page=${key.slice(0, 20)}`,
+      `alt=sse`,
+    ].join("&");
+    const res = await fetch(`${stack.url}/gemini/v1beta/models/gemini-2.5-flash:generateContent?${query}`, {
+      method: "POST",
+      headers: { "x-goog-api-key": key, "user-agent": `app ${key}`, "x-stainless-extra": key },
+      body: '{"contents":[{"parts":[{"text":"hi"}]}]}',
+    });
+    expect(res.status).toBe(200);
+    await res.arrayBuffer();
+    const forwarded = simulator.requests.at(-1);
+    expect(forwarded?.query).toBe("alt=sse");
+    expect(forwarded?.headers["user-agent"]).toBeUndefined();
+    expect(forwarded?.headers["x-stainless-extra"]).toBeUndefined();
+    expect(JSON.stringify(forwarded?.headers)).not.toMatch(/dmt_/i);
+  });
+
   it("forwards no hop-by-hop or unlisted request header and no vendor key to the client", async () => {
     const res = await post("/openai/v1/chat/completions", chat(), {
       cookie: "session=secret",
@@ -520,5 +545,51 @@ describe("upstream failures", () => {
     expect(await res.json()).toEqual(
       errorBody("upstream_error", "upstream_unreachable", "The groq upstream could not be reached."),
     );
+  });
+});
+
+describe("browsers (CORS)", () => {
+  const ORIGIN = "https://app.example";
+
+  it("refuses a preflight before authentication, telling why, with no Access-Control-Allow-Origin", async () => {
+    const before = simulator.requests.length;
+    for (const path of [
+      "/openai/v1/chat/completions",
+      "/anthropic/v1/messages",
+      "/gemini/v1beta/models/m:generateContent",
+    ]) {
+      const res = await fetch(`${stack.url}${path}`, {
+        method: "OPTIONS",
+        headers: {
+          origin: ORIGIN,
+          "access-control-request-method": "POST",
+          "access-control-request-headers": "authorization, content-type",
+        },
+      });
+      expect(res.status, path).toBe(403);
+      expect(await res.json()).toEqual(
+        errorBody(
+          "permission_error",
+          "cors_not_allowed",
+          "Browser calls are not served: a service key in a web page can be read by anyone who loads it. Call the proxy from your backend.",
+        ),
+      );
+      expect(res.headers.get("access-control-allow-origin")).toBeNull();
+      expectSecurityHeaders(res.headers);
+    }
+    expect(simulator.requests.length).toBe(before);
+  });
+
+  it("grants no origin on a call either, and an OPTIONS that is no preflight stays a 405", async () => {
+    const call = await post("/openai/v1/chat/completions", chat(), { origin: ORIGIN });
+    expect(call.status).toBe(200);
+    await call.arrayBuffer();
+    expect(call.headers.get("access-control-allow-origin")).toBeNull();
+    const options = await fetch(`${stack.url}/openai/v1/chat/completions`, {
+      method: "OPTIONS",
+      headers: { authorization: `Bearer ${key}` },
+    });
+    expect(options.status).toBe(405);
+    expect(options.headers.get("allow")).toBe("POST");
   });
 });

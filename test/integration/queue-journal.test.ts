@@ -2,7 +2,7 @@ import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { QueueJournal } from "../../lambda/adapters/queue/journal";
+import { QueueJournal } from "../../lambda/adapters/in-process/journal";
 import { silentLogger } from "../../lambda/core/logger";
 
 /** The local queue's journal on disk: what a writer that restarts in the same process takes over. */

@@ -1,5 +1,5 @@
 /**
- * Exactly once across a consumer's death: the two-phase delivery ledger (lambda/adapters/queue/ledger.ts)
+ * Exactly once across a consumer's death: the two-phase delivery ledger (lambda/adapters/fs/ledger.ts)
  * with both ledgers (the local file and DynamoDB on dynalite) over a real folder store. A consumer dies
  * (its call never returns, as for a killed process or a Lambda timeout) after its file landed and
  * before the commit, or before the file landed; its records come back regrouped with new ones, as SQS
@@ -14,18 +14,15 @@ import { DuckDBInstance } from "@duckdb/node-api";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { syntheticRecord } from "../../bench/warehouse-records";
 import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb/client";
+import { CLAIM_LEASE_MS, DynamoDeliveryLedger } from "../../lambda/adapters/dynamodb/ledger";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
-import { FsObjectStore } from "../../lambda/adapters/objectstore/fs";
-import type { ObjectBody } from "../../lambda/adapters/objectstore/port";
-import { FolderDeadLetters } from "../../lambda/adapters/queue/dead-letter-folder";
-import {
-  type ClaimRequest,
-  type DeliveryLedger,
-  FileDeliveryLedger,
-} from "../../lambda/adapters/queue/ledger";
-import { CLAIM_LEASE_MS, DynamoDeliveryLedger } from "../../lambda/adapters/queue/ledger-dynamodb";
-import type { BatchResult, QueueBatch } from "../../lambda/adapters/queue/port";
+import { FileDeliveryLedger } from "../../lambda/adapters/fs/ledger";
+import { FsObjectStore } from "../../lambda/adapters/fs/object-store";
+import { FolderDeadLetters } from "../../lambda/adapters/in-process/dead-letters";
+import type { ClaimRequest, DeliveryLedger } from "../../lambda/core/delivery-ledger";
 import { silentLogger } from "../../lambda/core/logger";
+import type { ObjectBody } from "../../lambda/core/object-store";
+import type { BatchResult, QueueBatch } from "../../lambda/core/queue";
 import type { InteractionRecord } from "../../lambda/core/record";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 import { createWarehouseConsumer } from "../../lambda/warehouse/consumer";

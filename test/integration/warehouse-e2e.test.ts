@@ -5,7 +5,7 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
-import { activePriceCatalogue } from "../../lambda/app/prices";
+import { activePriceCatalogue } from "../../lambda/adapters/fs/price-catalogue";
 import { costMicros } from "../../lambda/core/pricing";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
 import { simulatorEnv, startTestStack, type TestStack, testVendorKey } from "../support/stack";
@@ -166,5 +166,44 @@ describe("interaction records through the official SDKs", () => {
     expect(res.status).toBe(200);
     const csv = await res.text();
     expect(csv.trim().split("\n")).toHaveLength(1); // the header row only
+  });
+});
+
+describe("vendor errors that echo credentials", () => {
+  it("keeps neither the vendor key in use nor a service key in the stored bodies", async () => {
+    const dualKey = "sk-dual-echoed-0123456789abcdef";
+    const managedKey = testVendorKey("openai");
+    // Vendors do echo what they received in auth errors ("Incorrect API key provided: sk-...").
+    const echo = (vendorKey: string) => ({
+      error: {
+        message: `Incorrect API key provided: ${vendorKey}. Request had x-api-key ${key}.`,
+        type: "invalid_request_error",
+        code: "invalid_api_key",
+      },
+    });
+    sim.inject({ vendor: "openai", fault: { kind: "status", status: 401, body: echo(dualKey) } });
+    sim.inject({ vendor: "openai", fault: { kind: "status", status: 400, body: echo(managedKey) } });
+    const transactionIds: string[] = [];
+    for (const apiKey of [`${key};${dualKey}`, key]) {
+      const openai = new OpenAI({ apiKey, baseURL: `${stack.url}/openai/v1`, maxRetries: 0 });
+      const failure = await openai.chat.completions
+        .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: `echo ${key}` }] })
+        .catch((err: unknown) => err);
+      expect(failure).toBeInstanceOf(OpenAI.APIError);
+      transactionIds.push(
+        (failure as InstanceType<typeof OpenAI.APIError>).headers?.get("x-dmt-transaction-id") ?? "",
+      );
+    }
+    await stack.drain();
+    const rows = await exportRows({ format: "json", range: { start: today(), end: today() } });
+    for (const id of transactionIds) {
+      const row = rows.find((r) => r.transaction_id === id);
+      expect(row?.status_code).toBeGreaterThanOrEqual(400);
+      const stored = `${row?.request_body} ${row?.response_body}`;
+      expect(stored).toContain("Incorrect API key provided: [redacted]");
+      for (const secret of [dualKey, managedKey, key, key.split("_")[2] ?? key]) {
+        expect(stored.includes(secret)).toBe(false);
+      }
+    }
   });
 });

@@ -156,10 +156,7 @@ describe("the threaded warehouse", () => {
     expect(workers.started.map((w) => w.threadId)).toEqual([-1, -1]);
   });
 
-  // Three worker starts and the pause before a restart after a failed one: more room than the default.
-  it("logs a worker that fails through the server's logger without what records hold, and recovers", {
-    timeout: 60_000,
-  }, async () => {
+  it("logs a worker that fails through the server's logger without what records hold, and recovers", async () => {
     const warehouse = await start();
     const [first] = workers.started;
     if (!first) throw new Error("no warehouse worker started");
@@ -195,9 +192,7 @@ describe("the threaded warehouse", () => {
     expect(log.raw.join("")).not.toContain(SECRET);
     expect(log.raw.join("")).not.toContain("request_body");
   });
-  it("gives up on a worker that cannot start while closing: the shutdown ends, journaled records wait", {
-    timeout: 60_000,
-  }, async () => {
+  it("gives up on a worker that cannot start while closing: the shutdown ends, journaled records wait", async () => {
     const warehouse = await start();
     const [first] = workers.started;
     if (!first) throw new Error("no warehouse worker started");
@@ -285,7 +280,7 @@ function runToExit(mode: "stack" | "warehouse", env: Record<string, string>): Pr
       process.execPath,
       ["--import", "tsx", script, mode],
       // The cap only bounds a hang; the child normally exits long before.
-      { env: { ...process.env, PORT: "0", DMT_METERING: "off", ...env }, timeout: 50_000 },
+      { env: { ...process.env, PORT: "0", DMT_METERING: "off", ...env }, timeout: 100_000 },
       (err, stdout, stderr) => {
         if (err) reject(new Error(`the child did not exit on its own (${err.message}): ${stderr}`));
         else resolve(stdout.trim());
@@ -301,11 +296,11 @@ describe("a process that used the threaded warehouse", () => {
   });
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
-  it("exits on its own once the warehouse is closed", { timeout: 60_000 }, async () => {
+  it("exits on its own once the warehouse is closed", async () => {
     expect(await runToExit("warehouse", { DMT_DATA_DIR: dir })).toBe("closed");
   });
 
-  it("exits on its own after the local stack failed to start", { timeout: 60_000 }, async () => {
+  it("exits on its own after the local stack failed to start", async () => {
     writeFileSync(join(dir, "warehouse-queue"), "not a folder");
     expect(await runToExit("stack", { DMT_DATA_DIR: dir })).toMatch(
       /^failed: The warehouse worker did not start \(EEXIST/,

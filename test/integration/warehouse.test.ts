@@ -6,14 +6,15 @@ import { parquetMetadata, parquetReadObjects } from "hyparquet";
 import { parquetHeader } from "hyparquet/src/column.js";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { syntheticRecord } from "../../bench/warehouse-records";
-import { FsObjectStore } from "../../lambda/adapters/objectstore/fs";
-import type { ObjectBody } from "../../lambda/adapters/objectstore/port";
-import { DuckDBWarehouseQuery } from "../../lambda/adapters/query/duckdb";
-import { DEAD_LETTER_PREFIX, FolderDeadLetters } from "../../lambda/adapters/queue/dead-letter-folder";
-import { InProcessQueue } from "../../lambda/adapters/queue/in-process";
-import { FileDeliveryLedger } from "../../lambda/adapters/queue/ledger";
-import type { BatchHandler, QueueBatch, QueueMessage } from "../../lambda/adapters/queue/port";
+import { DuckDBWarehouseQuery } from "../../lambda/adapters/duckdb/export-query";
+import { FileDeliveryLedger } from "../../lambda/adapters/fs/ledger";
+import { FsObjectStore } from "../../lambda/adapters/fs/object-store";
+import { FolderDeadLetters } from "../../lambda/adapters/in-process/dead-letters";
+import { InProcessQueue } from "../../lambda/adapters/in-process/queue";
 import { silentLogger } from "../../lambda/core/logger";
+import type { ObjectBody } from "../../lambda/core/object-store";
+import type { BatchHandler, QueueBatch, QueueMessage } from "../../lambda/core/queue";
+import { DEAD_LETTER_PREFIX } from "../../lambda/core/queue";
 import {
   buildRecord,
   INTERACTIONS_PREFIX,
@@ -21,8 +22,8 @@ import {
   RECORD_COLUMNS,
 } from "../../lambda/core/record";
 import { emptyUsage } from "../../lambda/core/usage";
+import { startLocalWarehouse } from "../../lambda/local/warehouse";
 import { createWarehouseConsumer } from "../../lambda/warehouse/consumer";
-import { startLocalWarehouse } from "../../lambda/warehouse/local";
 
 let dir: string;
 beforeEach(() => {

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
-import { TRANSACTION_ID_HEADER } from "../../lambda/app/proxy";
+import { TRANSACTION_ID_HEADER } from "../../lambda/app/proxy/app";
 import { createKey, createProject } from "../../lambda/core/accounts";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
 import { type LocalStore, openLocalStore } from "../../lambda/local/stack";

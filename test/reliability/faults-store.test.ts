@@ -1,8 +1,8 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
-import { DEFAULT_LEASES } from "../../lambda/app/credit-leases";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
+import { DEFAULT_LEASES } from "../../lambda/metering/credit-leases";
 import { expectSecurityHeaders } from "../support/http";
 import {
   allLedgerEntries,

@@ -3,7 +3,7 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
-import { TRANSACTION_ID_HEADER } from "../../lambda/app/proxy";
+import { TRANSACTION_ID_HEADER } from "../../lambda/app/proxy/app";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
 import { expectSecurityHeaders } from "../support/http";
 import {

@@ -4,8 +4,8 @@
  */
 import { connect } from "node:net";
 import fc from "fast-check";
+import { VENDOR_NAMES } from "../../lambda/core/vendor-model";
 import { VENDORS } from "../../lambda/vendors";
-import { VENDOR_NAMES } from "../../lambda/vendors/types";
 
 export interface FuzzCredentials {
   /** A key whose project has credits, one without, and a dashboard access token. */

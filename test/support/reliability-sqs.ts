@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { QueueBatch } from "../../lambda/adapters/queue/port";
+import type { QueueBatch } from "../../lambda/core/queue";
 
 /**
  * A local stand-in for SQS's SendMessageBatch (the JSON protocol the SDK speaks), with outages:

@@ -8,8 +8,8 @@ import Anthropic from "@anthropic-ai/sdk";
 import { GoogleGenAI } from "@google/genai";
 import OpenAI from "openai";
 import type { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
+import { VENDOR_NAMES, type VendorName } from "../../lambda/core/vendor-model";
 import type { RecordedRequest } from "../../lambda/local/simulator";
-import { VENDOR_NAMES, type VendorName } from "../../lambda/vendors/types";
 import {
   type Answered,
   allLedgerEntries,

@@ -14,7 +14,7 @@ import {
 import { DuckDBInstance } from "@duckdb/node-api";
 import type { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
-import { TRANSACTION_ID_HEADER } from "../../lambda/app/proxy";
+import { TRANSACTION_ID_HEADER } from "../../lambda/app/proxy/app";
 import type { LedgerEntry } from "../../lambda/core/credits";
 import { REPLAY_HEADER } from "../../lambda/core/idempotency";
 

@@ -40,7 +40,9 @@ const invalid = (message: string) => ({
   error: { message, type: "authentication_error", code: "invalid_api_key" },
 });
 const BAD_SCHEME = invalid("The Authorization header must be 'Bearer <API_KEY>'.");
-const BAD_DUAL = invalid("A dual key must be '<API_KEY>;<VENDOR_KEY>' with both parts non-empty.");
+const BAD_DUAL = invalid(
+  "A dual key must be '<API_KEY>;<VENDOR_KEY>': two non-empty parts of visible ASCII, joined by exactly one ';'.",
+);
 
 describe("presentedCredentials: each presentation", () => {
   it.each<[string, Presented, PresentedCredentials["via"]]>([
@@ -132,17 +134,16 @@ describe("presentedCredentials: dual keys", () => {
     expect(credentials.vendorKey).toBe("sk-vendor");
   });
 
-  it("splits at the first ';' (a service key never contains one)", () => {
-    expect(present({ headers: { "X-API-Key": "K;a;b" } })).toMatchObject({
-      serviceKey: "K",
-      vendorKey: "a;b",
-    });
-  });
-
   it.each([
     ["an empty vendor half", "K;"],
     ["an empty service half", ";sk-vendor"],
     ["both halves empty", ";"],
+    ["a second ';' (the vendor half would be 'a;b')", "K;a;b"],
+    ["a doubled ';' (the vendor half would be ';v')", "K;;v"],
+    ["a trailing ';' after both halves", "K;v;"],
+    ["only semicolons", ";;"],
+    ["a space at the vendor half's start", "K; sk-vendor"],
+    ["a control character in the vendor half", "K;sk\u0001vendor"],
   ])("refuses %s", (_case, value) => {
     expect(refusal({ headers: { Authorization: `Bearer ${value}` } })).toEqual(BAD_DUAL);
     expect(refusal({ query: { api_key: value } })).toEqual(BAD_DUAL);

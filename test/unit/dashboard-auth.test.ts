@@ -8,7 +8,7 @@ import {
   UnsecuredJWT,
 } from "jose";
 import { beforeAll, describe, expect, it } from "vitest";
-import { type DashboardUser, requireUser, tokenVerifier } from "../../lambda/app/dashboard-auth";
+import { type DashboardUser, requireUser, tokenVerifier } from "../../lambda/app/dashboard/auth";
 import { appShell } from "../../lambda/app/shell";
 import { silentLogger } from "../../lambda/core/logger";
 

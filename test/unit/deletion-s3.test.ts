@@ -14,8 +14,8 @@ import {
   S3ServiceException,
 } from "@aws-sdk/client-s3";
 import { describe, expect, it } from "vitest";
+import { S3WarehouseFiles } from "../../lambda/adapters/s3/deletion-files";
 import { FileChangedError } from "../../lambda/core/deletion";
-import { S3WarehouseFiles } from "../../lambda/deletion/files-s3";
 
 interface Version {
   versionId: string;

@@ -1,6 +1,9 @@
 import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { syntheticRecord } from "../../bench/warehouse-records";
+import { athenaDeletionLiteral } from "../../lambda/adapters/athena/deletion-query";
+import { decodeRecords, encodeRecords } from "../../lambda/adapters/parquet/codec";
+import { buildDeletionCondition } from "../../lambda/adapters/sql/deletion-condition";
 import {
   DELETION_MAX_TRANSACTION_IDS,
   DELETION_MAX_USER_ID_LENGTH,
@@ -17,11 +20,7 @@ import { DELETION_STEPS, type DeletionStep, retryDelayMs } from "../../lambda/co
 import { ApiError } from "../../lambda/core/errors";
 import { csvLine, jsonRow } from "../../lambda/core/export-format";
 import { type InteractionRecord, RECORD_COLUMNS } from "../../lambda/core/record";
-import { decodeRecords } from "../../lambda/deletion/parquet-read";
 import { parseCsv, tableRows } from "../../lambda/deletion/purgers";
-import { athenaDeletionLiteral } from "../../lambda/deletion/query-athena";
-import { buildDeletionCondition } from "../../lambda/deletion/query-condition";
-import { encodeRecords } from "../../lambda/warehouse/parquet";
 
 function refusal(body: Record<string, unknown>): { code: string; message: string; status: number } {
   try {

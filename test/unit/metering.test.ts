@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { activePriceCatalogue } from "../../lambda/app/prices";
-import { combineHooks, PendingWork, type ProxyCall, type ProxyHooks } from "../../lambda/app/proxy-hooks";
+import { activePriceCatalogue } from "../../lambda/adapters/fs/price-catalogue";
+import { combineHooks, PendingWork, type ProxyCall, type ProxyHooks } from "../../lambda/core/call";
 import { ApiError } from "../../lambda/core/errors";
 import { silentLogger } from "../../lambda/core/logger";
 import {

@@ -2,7 +2,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { AthenaClient } from "@aws-sdk/client-athena";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { AthenaWarehouseQuery } from "../../lambda/adapters/query/athena";
+import { AthenaWarehouseQuery } from "../../lambda/adapters/athena/export-query";
 import { EXPORT_COLUMNS } from "../../lambda/core/export-format";
 import { RECORD_COLUMNS } from "../../lambda/core/record";
 

@@ -4,13 +4,13 @@ import { join } from "node:path";
 import { parquetWriteBuffer } from "hyparquet-writer";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { syntheticRecord } from "../../bench/warehouse-records";
-import { athenaLiteral } from "../../lambda/adapters/query/athena";
-import { buildInteractionQuery } from "../../lambda/adapters/query/builder";
-import { DuckDBWarehouseQuery } from "../../lambda/adapters/query/duckdb";
+import { athenaLiteral } from "../../lambda/adapters/athena/export-query";
+import { DuckDBWarehouseQuery } from "../../lambda/adapters/duckdb/export-query";
+import { encodeRecords } from "../../lambda/adapters/parquet/codec";
+import { buildInteractionQuery } from "../../lambda/adapters/sql/export-query";
 import { CSV_HEADER, csvLine, type ExportValue, frameExport, jsonRow } from "../../lambda/core/export-format";
 import type { ExportFormat } from "../../lambda/core/export-request";
 import { type InteractionRecord, partitionPrefix, RECORD_COLUMNS, recordDay } from "../../lambda/core/record";
-import { encodeRecords } from "../../lambda/warehouse/parquet";
 
 const INJECTION = "' OR 1=1 --";
 

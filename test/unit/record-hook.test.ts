@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import type { RecordQueue } from "../../lambda/adapters/queue/port";
-import type { ProxyCall, ProxyOutcome } from "../../lambda/app/proxy-hooks";
+import type { ProxyCall, ProxyOutcome } from "../../lambda/core/call";
 import { TIER_LIMITS } from "../../lambda/core/model";
+import type { RecordQueue } from "../../lambda/core/queue";
 import type { InteractionRecord } from "../../lambda/core/record";
 import { parseRecord } from "../../lambda/core/record";
 import { recordOf, warehouseHooks } from "../../lambda/warehouse/hooks";

@@ -2,7 +2,7 @@ import { chmodSync, existsSync, mkdtempSync, rmSync, statSync, writeFileSync } f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { LocalMasterKey } from "../../lambda/adapters/secrets/local-master-key";
+import { LocalMasterKey } from "../../lambda/adapters/fs/master-key";
 import { DecryptionError, openSecret, sealSecret } from "../../lambda/core/crypto";
 import { ApiError } from "../../lambda/core/errors";
 import { parseVendor, validateVendorKey, vendorKeyContext } from "../../lambda/core/vendor-keys";

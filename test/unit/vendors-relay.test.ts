@@ -1,10 +1,10 @@
 import { readFileSync } from "node:fs";
 import { PassThrough, Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
-import type { UpstreamResponse } from "../../lambda/adapters/upstream/client";
-import { type RelayResult, relayResponse } from "../../lambda/app/proxy-relay";
+import type { UpstreamResponse } from "../../lambda/adapters/undici/client";
+import { type RelayResult, relayResponse } from "../../lambda/app/proxy/relay";
+import type { VendorName } from "../../lambda/core/vendor-model";
 import { VENDORS } from "../../lambda/vendors";
-import type { VendorName } from "../../lambda/vendors/types";
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/${name}`, import.meta.url));
 

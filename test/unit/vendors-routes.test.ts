@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { forwardedQuery } from "../../lambda/app/proxy-request";
+import { forwardedQuery } from "../../lambda/app/proxy/request";
 import { ApiError } from "../../lambda/core/errors";
+import type { VendorName } from "../../lambda/core/vendor-model";
 import { VENDORS } from "../../lambda/vendors";
 import { requestHeaderFilter, responseHeaders } from "../../lambda/vendors/headers";
 import { RouteMatcher } from "../../lambda/vendors/routes";
-import type { VendorName } from "../../lambda/vendors/types";
 
 const matcher = (vendor: VendorName) => new RouteMatcher(VENDORS[vendor].routes);
 

@@ -1,11 +1,11 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { emptyUsage, type Usage } from "../../lambda/core/usage";
+import type { Operation, UsageContext, VendorName } from "../../lambda/core/vendor-model";
 import { VENDORS } from "../../lambda/vendors";
 import { JsonArrayReader } from "../../lambda/vendors/json-array";
 import { isUsageOnlyChunk, withoutNullUsage } from "../../lambda/vendors/openai/usage";
 import { parseSseEvent, SseReader } from "../../lambda/vendors/sse";
-import type { Operation, UsageContext, VendorName } from "../../lambda/vendors/types";
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/${name}`, import.meta.url));
 

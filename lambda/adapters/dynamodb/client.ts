@@ -4,6 +4,7 @@ import {
   CreateTableCommand,
   DescribeTableCommand,
   DynamoDBClient,
+  ListTablesCommand,
   ResourceInUseException,
   ResourceNotFoundException,
   type TableDescription,
@@ -23,7 +24,9 @@ export function createDynamoClient(options: { endpoint?: string; region?: string
     requestHandler: new NodeHttpHandler({
       httpAgent: new Agent({ keepAlive: true, maxSockets: 256 }),
       httpsAgent: new HttpsAgent({ keepAlive: true, maxSockets: 256 }),
-      connectionTimeout: 1000,
+      // Locally (dynalite on loopback) a refused connection fails at once; a slow one means a busy CPU,
+      // not a lost network, so it is waited for. In AWS, a second without a connection is worth a retry.
+      connectionTimeout: local ? 0 : 1000,
       requestTimeout: 3000,
     }),
   });
@@ -107,3 +110,11 @@ async function createTable(db: DynamoDBClient, tableName: string, def: TableDefi
     if (!(err instanceof ResourceInUseException)) throw err;
   }
 }
+
+/** One request that any store answers: whether it is there and ours to use. */
+export async function probeStore(db: DynamoDBClient): Promise<void> {
+  await db.send(new ListTablesCommand({}));
+}
+
+/** The client type, for the modules that pass a store client along without calling it. */
+export type { DynamoDBClient } from "@aws-sdk/client-dynamodb";

@@ -47,7 +47,7 @@ import type { TableNames } from "./tables";
  *
  * Hold (one round trip, the critical path):
  *   h1  balance: available -= m, holds[h] = {m,t,x}   if available >= m and holds[h] absent
- * Note charges (a hold that pays for several calls, app/credit-leases.ts; off the critical path):
+ * Note charges (a hold that pays for several calls, metering/credit-leases.ts; off the critical path):
  *   n1  balance: holds[h].c,u,k = totals          if holds[h] = {m,t,..} and (k absent or k < :k)
  * Settle or release (off the critical path):
  *   r0  read the balance: no marker -> the hold resolved already: return its resolution entry

@@ -113,6 +113,8 @@ function entryItem(record: InteractionRecord): Record<string, unknown> {
 const marshallOptions = { removeUndefinedValues: true };
 
 export class DynamoInteractionIndex implements InteractionIndex {
+  /** As a deletion's copy purger. */
+  readonly name = "dashboard index";
   readonly rollups: DynamoUsageRollups;
 
   constructor(

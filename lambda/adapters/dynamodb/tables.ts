@@ -60,7 +60,7 @@ export const TABLES: Record<TableName, TableDefinition> = {
   idempotency: { partitionKey: "recordId", ttlAttribute: "gcAt" },
   /** BYOK vendor keys, envelope-encrypted, one per project and vendor. */
   vendorKeys: { partitionKey: "projectId", sortKey: { name: "vendor", type: "S" } },
-  /** Transaction ids the warehouse consumer already wrote (adapters/queue/ledger-dynamodb.ts). */
+  /** Transaction ids the warehouse consumer already wrote (adapters/dynamodb/ledger.ts). */
   warehouseDeliveries: { partitionKey: "transactionId", ttlAttribute: "expiresAt" },
   /** Per-project settings the operator sets with the CLI: the bucket-export destination (export-settings.ts). */
   projectSettings: { partitionKey: "projectId" },
@@ -85,7 +85,7 @@ export const TABLES: Record<TableName, TableDefinition> = {
   usageRollups: { partitionKey: "projectId", sortKey: { name: "rollupId", type: "S" } },
   /**
    * Deletion requests, kept for good as the audit trail (reason, counts, user-id hash), and per-file
-   * progress items `<requestId>#file#<hash>` (lambda/deletion/requests-dynamodb.ts). In AWS its stream
+   * progress items `<requestId>#file#<hash>` (lambda/adapters/dynamodb/deletion-requests.ts). In AWS its stream
    * starts the deletion workflow (lib/deletion.ts). `byCreated` lists a project's requests newest
    * first (only request items carry `createdAt`, so file items stay out of it).
    */

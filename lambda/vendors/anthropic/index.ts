@@ -1,4 +1,4 @@
-import type { VendorDefinition } from "../types";
+import type { VendorDefinition } from "../../core/vendor-model";
 import { anthropicRoutes } from "./routes";
 import { anthropicUsageExtractor } from "./usage";
 

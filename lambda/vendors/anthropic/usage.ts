@@ -1,7 +1,7 @@
 import { estimateTokens } from "../../core/token-estimate";
 import { emptyUsage, type Usage } from "../../core/usage";
+import type { StreamObserver, UsageContext, UsageExtractor } from "../../core/vendor-model";
 import { asObject, asString, count, type JsonObject, parseJson } from "../json";
-import type { StreamObserver, UsageContext, UsageExtractor } from "../types";
 
 /**
  * Anthropic reports cache reads and writes apart from `input_tokens`; our input total includes them

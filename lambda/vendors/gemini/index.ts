@@ -1,5 +1,5 @@
 import { errors } from "../../core/errors";
-import type { VendorDefinition } from "../types";
+import type { VendorDefinition } from "../../core/vendor-model";
 import { geminiRoutes } from "./routes";
 import { geminiUsageExtractor } from "./usage";
 

@@ -1,5 +1,5 @@
+import type { Operation, StreamDetection, VendorRoute } from "../../core/vendor-model";
 import { healthRoutes, JSON_BODY_LIMIT } from "../routes";
-import type { Operation, StreamDetection, VendorRoute } from "../types";
 
 const MODEL_METHODS: [string, Operation, StreamDetection, "free" | "billable"][] = [
   ["generateContent", "generate", "never", "billable"],

@@ -1,7 +1,7 @@
 import { estimateTokens } from "../../core/token-estimate";
 import { emptyUsage, type Usage } from "../../core/usage";
+import type { StreamObserver, UsageContext, UsageExtractor } from "../../core/vendor-model";
 import { asArray, asObject, asString, count, type JsonObject, parseJson, setIfDefined } from "../json";
-import type { StreamObserver, UsageContext, UsageExtractor } from "../types";
 
 /**
  * Gemini's `usageMetadata`: the cached part is inside `promptTokenCount`; thoughts are reported apart

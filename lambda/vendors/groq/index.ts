@@ -1,5 +1,5 @@
+import type { VendorDefinition } from "../../core/vendor-model";
 import { OPENAI_REQUEST_HEADERS } from "../openai";
-import type { VendorDefinition } from "../types";
 import { groqRoutes } from "./routes";
 import { groqUsageExtractor } from "./usage";
 

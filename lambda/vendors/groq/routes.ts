@@ -1,5 +1,5 @@
+import type { VendorRoute } from "../../core/vendor-model";
 import { healthRoutes, JSON_BODY_LIMIT } from "../routes";
-import type { VendorRoute } from "../types";
 
 const json = { kind: "json", bodyLimit: JSON_BODY_LIMIT, billing: "billable" } as const;
 

@@ -1,6 +1,6 @@
 import { emptyUsage, type Usage } from "../../core/usage";
+import type { StreamObserver, UsageContext, UsageExtractor } from "../../core/vendor-model";
 import { asArray, asObject, asString, count, type JsonObject, parseJson, setIfDefined } from "../json";
-import type { StreamObserver, UsageContext, UsageExtractor } from "../types";
 
 /**
  * OpenAI's usage objects in all their spellings: chat and completions (`prompt_tokens`,

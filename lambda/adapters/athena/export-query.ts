@@ -1,0 +1,141 @@
+import {
+  type AthenaClient,
+  GetQueryExecutionCommand,
+  GetQueryResultsCommand,
+  StartQueryExecutionCommand,
+  StopQueryExecutionCommand,
+} from "@aws-sdk/client-athena";
+import { csvLine, EXPORT_COLUMNS, type ExportValue, jsonRow } from "../../core/export-format";
+import type { InteractionQuery, WarehouseQuery } from "../../core/export-query";
+import type { ExportFormat } from "../../core/export-request";
+import { type ColumnKind, RECORD_COLUMNS } from "../../core/record";
+import { buildInteractionQuery, type QueryParam } from "../sql/export-query";
+
+export interface AthenaOptions {
+  /** The workgroup holds the result location, its encryption and the per-query scan limit. */
+  workGroup: string;
+  database: string;
+  table: string;
+  catalog?: string;
+  /** Rows per GetQueryResults page (Athena's maximum is 1000). */
+  pageSize?: number;
+  /** First and longest pause between state polls. */
+  pollMs?: { first: number; max: number };
+  /** Give up (and fail the export) after waiting this long for the query to finish. */
+  timeoutMs?: number;
+  sleep?: (ms: number) => Promise<void>;
+  clock?: () => number;
+}
+
+const IDENTIFIER = /^[A-Za-z0-9_]{1,255}$/;
+
+/**
+ * Athena takes execution parameters as SQL literals, so a string parameter is sent quoted, with its
+ * quotes doubled. The query text itself never contains a value.
+ */
+export function athenaLiteral(param: QueryParam): string {
+  return param.type === "integer" ? String(param.value) : `'${param.value.replaceAll("'", "''")}'`;
+}
+
+type Convert = (text: string) => ExportValue;
+const CONVERT: Record<ColumnKind, Convert> = {
+  string: (t) => t,
+  int32: Number,
+  int64: Number,
+  double: Number,
+  boolean: (t) => t === "true",
+  // Athena prints timestamps as `2026-01-02 03:04:05.678` (UTC, as written).
+  timestamp: (t) => new Date(`${t.replace(" ", "T").replace(/ UTC$/, "")}Z`).toISOString(),
+};
+const CONVERTERS = RECORD_COLUMNS.map((c) => CONVERT[c.kind]);
+
+/** Queries in AWS: StartQueryExecution with ExecutionParameters, polling, then results page by page. */
+export class AthenaWarehouseQuery implements WarehouseQuery {
+  private readonly table: string;
+  private readonly sleep: (ms: number) => Promise<void>;
+  private readonly clock: () => number;
+
+  constructor(
+    private readonly client: AthenaClient,
+    private readonly options: AthenaOptions,
+  ) {
+    if (!IDENTIFIER.test(options.database) || !IDENTIFIER.test(options.table)) {
+      throw new Error("Athena database and table names are letters, digits and underscores");
+    }
+    this.table = `"${options.database}"."${options.table}"`;
+    this.sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+    this.clock = options.clock ?? Date.now;
+  }
+
+  async *rows(query: InteractionQuery, format: ExportFormat): AsyncIterable<string[]> {
+    const encode = format === "json" ? jsonRow : csvLine;
+    const built = buildInteractionQuery(query);
+    const started = await this.client.send(
+      new StartQueryExecutionCommand({
+        QueryString: `SELECT ${built.columns} FROM ${this.table} WHERE ${built.where}`,
+        ExecutionParameters: built.params.map(athenaLiteral),
+        WorkGroup: this.options.workGroup,
+        QueryExecutionContext: { Database: this.options.database, Catalog: this.options.catalog },
+      }),
+    );
+    const id = started.QueryExecutionId;
+    if (!id) throw new Error("Athena returned no query execution id");
+    await this.waitForSuccess(id);
+
+    let NextToken: string | undefined;
+    let header = true;
+    do {
+      const page = await this.client.send(
+        new GetQueryResultsCommand({
+          QueryExecutionId: id,
+          NextToken,
+          MaxResults: this.options.pageSize ?? 1000,
+        }),
+      );
+      const rows: string[] = [];
+      for (const row of page.ResultSet?.Rows ?? []) {
+        // The first row of the first page repeats the column names.
+        if (header) {
+          header = false;
+          continue;
+        }
+        const data = row.Data ?? [];
+        const object: Record<string, ExportValue> = {};
+        CONVERTERS.forEach((convert, i) => {
+          const text = data[i]?.VarCharValue;
+          object[EXPORT_COLUMNS[i] as string] = text === undefined ? null : convert(text);
+        });
+        rows.push(encode(object));
+      }
+      if (rows.length > 0) yield rows;
+      NextToken = page.NextToken;
+    } while (NextToken);
+  }
+
+  private async waitForSuccess(id: string): Promise<void> {
+    const poll = this.options.pollMs ?? { first: 100, max: 2000 };
+    const deadline = this.clock() + (this.options.timeoutMs ?? 600_000);
+    let pause = poll.first;
+    for (;;) {
+      const out = await this.client.send(new GetQueryExecutionCommand({ QueryExecutionId: id }));
+      const status = out.QueryExecution?.Status;
+      switch (status?.State) {
+        case "SUCCEEDED":
+          return;
+        case "FAILED":
+        case "CANCELLED":
+          throw new Error(
+            `Athena query ${id} ${status.State.toLowerCase()}: ${status.StateChangeReason ?? ""}`,
+          );
+      }
+      if (this.clock() >= deadline) {
+        await this.client
+          .send(new StopQueryExecutionCommand({ QueryExecutionId: id }))
+          .catch(() => undefined);
+        throw new Error(`Athena query ${id} did not finish in time`);
+      }
+      await this.sleep(pause);
+      pause = Math.min(pause * 2, poll.max);
+    }
+  }
+}

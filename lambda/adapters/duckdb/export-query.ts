@@ -1,0 +1,277 @@
+import type { Dirent } from "node:fs";
+import { readdir } from "node:fs/promises";
+import { join } from "node:path";
+import {
+  type DuckDBDataChunk,
+  DuckDBInstance,
+  type DuckDBType,
+  type DuckDBValue,
+  INTEGER,
+  LIST,
+  listValue,
+  VARCHAR,
+} from "@duckdb/node-api";
+import duckdb from "@duckdb/node-bindings";
+import type { InteractionQuery, WarehouseQuery } from "../../core/export-query";
+import type { ExportFormat } from "../../core/export-request";
+import { PROJECT_ID_PATTERN } from "../../core/model";
+import { type ColumnKind, INTERACTIONS_PREFIX, RECORD_COLUMNS } from "../../core/record";
+import { buildInteractionQuery } from "../sql/export-query";
+
+export interface DuckDBOptions {
+  /** Worker threads DuckDB may use (default 1: exports are I/O and serialisation, not joins). */
+  threads?: number;
+  /** DuckDB's own memory ceiling, e.g. "128MB". */
+  memoryLimit?: string;
+}
+
+const ISO_UTC = (column: string) => `strftime(${column} AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%S.%gZ')`;
+
+const DUCKDB_TYPES: Record<ColumnKind, string> = {
+  string: "VARCHAR",
+  int32: "INTEGER",
+  int64: "BIGINT",
+  double: "DOUBLE",
+  boolean: "BOOLEAN",
+  timestamp: "TIMESTAMPTZ",
+};
+
+/**
+ * An empty table with every column of the current schema and the partition columns. Files are read
+ * `UNION ALL BY NAME` with it, so files written before a column was added read as null there.
+ */
+const SCHEMA_TABLE = `CREATE OR REPLACE TABLE dmt_interactions (${[
+  ...RECORD_COLUMNS.map((c) => `"${c.name}" ${DUCKDB_TYPES[c.kind]}`),
+  '"project" VARCHAR',
+  '"dt" VARCHAR',
+].join(", ")})`;
+
+/** A JSON value; `to_json` escapes text, and writes doubles as it does inside an object. */
+function jsonValueSql(kind: ColumnKind, column: string): string {
+  if (kind === "string" || kind === "double") return `coalesce(to_json(${column})::VARCHAR, 'null')`;
+  if (kind === "timestamp") return `coalesce('"' || ${ISO_UTC(column)} || '"', 'null')`;
+  return `coalesce(CAST(${column} AS VARCHAR), 'null')`;
+}
+
+/** Text a spreadsheet would run as a formula (`=`, `+`, `-`, `@`, tab, CR first) gets a leading `'`. */
+const neutralisedSql = (column: string) =>
+  `CASE WHEN ascii(${column}) IN (61, 43, 45, 64, 9, 13) THEN '''' || ${column} ELSE ${column} END`;
+
+/** A CSV cell: text with a comma, quote or line break quoted, quotes doubled; null is empty. */
+function csvCellSql(kind: ColumnKind, column: string): string {
+  if (kind === "string") {
+    const special = [`','`, `'"'`, "chr(10)", "chr(13)"].map((c) => `contains(${column}, ${c})`);
+    return `coalesce(CASE WHEN ${special.join(" OR ")} THEN '"' || replace(${column}, '"', '""') || '"' ELSE ${column} END, '')`;
+  }
+  if (kind === "timestamp") return `coalesce(${ISO_UTC(column)}, '')`;
+  // Whole doubles as JavaScript writes them: 3, not DuckDB's 3.0.
+  if (kind === "double") {
+    return `coalesce(CASE WHEN ${column} = trunc(${column}) AND abs(${column}) < 1e15 THEN CAST(CAST(${column} AS BIGINT) AS VARCHAR) ELSE CAST(${column} AS VARCHAR) END, '')`;
+  }
+  return `coalesce(CAST(${column} AS VARCHAR), '')`;
+}
+
+/**
+ * Rows leave DuckDB already encoded, one string per row, so one value crosses into JavaScript per row
+ * instead of one per cell. The encodings follow export-format.ts (`jsonRow`, `csvLine`); a test holds
+ * them to the same output. `cells` is the select list between the filtered rows and `row`: CSV
+ * neutralises formulas there, once per text and after the filters (which compare the stored text).
+ * `separated` starts every JSON row with `,\n` (see `encodedRows`).
+ */
+function rowEncoding(format: ExportFormat, separated: boolean): { cells: string; row: string } {
+  const columns = RECORD_COLUMNS.map((c) => ({ kind: c.kind, name: `"${c.name}"` }));
+  if (format === "json") {
+    const fields = columns.map(
+      (c, i) => `'${i === 0 ? "{" : ","}${c.name}:', ${jsonValueSql(c.kind, c.name)}`,
+    );
+    return { cells: "*", row: `concat(${separated ? "',', chr(10), " : ""}${fields.join(", ")}, '}')` };
+  }
+  return {
+    cells: columns
+      .map((c) => (c.kind === "string" ? `${neutralisedSql(c.name)} AS ${c.name}` : c.name))
+      .join(", "),
+    row: `concat_ws(',', ${columns.map((c) => csvCellSql(c.kind, c.name)).join(", ")}) || chr(13) || chr(10)`,
+  };
+}
+
+/**
+ * How much of a streamed result DuckDB buffers ahead of the reader. It sizes a batch by its fixed-width
+ * part (16 bytes a row), not by the text the row points to, so the default (about 1 MB) held some 50
+ * batches of export text, over 100 MB for JSON. 64 KB is two batches; `chunks` reads one ahead anyway.
+ */
+const STREAMING_BUFFER = "64KB";
+
+/**
+ * Local queries: DuckDB over `<root>/interactions/project=<id>/dt=<day>/*.parquet`. We list the project's
+ * day folders in the range ourselves (partition pruning), then hand the files to `read_parquet` as a
+ * bound list parameter; hive partitioning exposes `project` and `dt` to the same WHERE clause Athena
+ * runs. Each query uses its own connection, closed when the iteration ends or is abandoned.
+ */
+export class DuckDBWarehouseQuery implements WarehouseQuery {
+  private constructor(
+    private readonly instance: DuckDBInstance,
+    private readonly root: string,
+  ) {}
+
+  static async open(root: string, options: DuckDBOptions = {}): Promise<DuckDBWarehouseQuery> {
+    const instance = await DuckDBInstance.create(":memory:", {
+      threads: String(options.threads ?? 1),
+      memory_limit: options.memoryLimit ?? "128MB",
+      // Files are read once per export; caching them would only hold memory.
+      enable_external_file_cache: "false",
+    });
+    const connection = await instance.connect();
+    try {
+      await connection.run(SCHEMA_TABLE);
+    } finally {
+      connection.closeSync();
+    }
+    return new DuckDBWarehouseQuery(instance, root);
+  }
+
+  async *rows(query: InteractionQuery, format: ExportFormat): AsyncIterable<string[]> {
+    for await (const chunk of this.chunks(query, rowEncoding(format, false))) {
+      yield chunk.getColumnValues(0) as string[];
+    }
+  }
+
+  /**
+   * The rows of `rows` as UTF-8 bytes, back to back, for the export body (framed by
+   * `frameEncodedExport`): each JSON row preceded by `,\n`, CSV lines as they are. No string is made
+   * per row; a batch costs JavaScript a few copies.
+   */
+  async *encodedRows(query: InteractionQuery, format: ExportFormat): AsyncIterable<Uint8Array> {
+    for await (const chunk of this.chunks(query, rowEncoding(format, true))) yield* textBytes(chunk);
+  }
+
+  /**
+   * The query's result chunks, each valid until the next is asked for. The next chunk is fetched (on
+   * a worker thread) while the caller handles the current one, so DuckDB and JavaScript overlap.
+   */
+  private async *chunks(
+    query: InteractionQuery,
+    encoding: { cells: string; row: string },
+  ): AsyncGenerator<DuckDBDataChunk> {
+    const files = await this.partitionFiles(query);
+    if (files.length === 0) return;
+    const built = buildInteractionQuery(query);
+    const sql =
+      `SELECT ${encoding.row} FROM (SELECT ${encoding.cells} FROM (FROM dmt_interactions UNION ALL BY NAME ` +
+      `FROM read_parquet(?, hive_partitioning = true, hive_types = {'project': VARCHAR, 'dt': VARCHAR}, ` +
+      `union_by_name = true)) WHERE ${built.where})`;
+    const values: DuckDBValue[] = [listValue(files), ...built.params.map((p) => p.value)];
+    const types: DuckDBType[] = [
+      LIST(VARCHAR),
+      ...built.params.map((p) => (p.type === "string" ? VARCHAR : INTEGER)),
+    ];
+    const connection = await this.instance.connect();
+    let next: Promise<DuckDBDataChunk | null> | undefined;
+    try {
+      await connection.run(`SET streaming_buffer_size = '${STREAMING_BUFFER}'`);
+      const result = await connection.stream(sql, values, types);
+      next = result.fetchChunk();
+      for (;;) {
+        const chunk = await next;
+        next = undefined;
+        if (!chunk || chunk.rowCount === 0) break;
+        next = result.fetchChunk();
+        yield chunk;
+        // The chunk's text lives in native memory V8 cannot see, freed only when a GC finalises the
+        // chunk; it has been copied out, so release it now rather than let chunks pile up.
+        chunk.reset();
+      }
+    } finally {
+      // A fetch still running must end before its connection closes; its error, if any, is moot.
+      await next?.catch(() => null);
+      connection.closeSync();
+    }
+  }
+
+  /** The Parquet files of the project's day folders within the range. */
+  private async partitionFiles(query: InteractionQuery): Promise<string[]> {
+    // The project id names a folder; anything else could reach another one.
+    if (!PROJECT_ID_PATTERN.test(query.projectId)) throw new Error("invalid project id");
+    const projectDir = join(
+      this.root,
+      ...INTERACTIONS_PREFIX.split("/").filter(Boolean),
+      `project=${query.projectId}`,
+    );
+    const days = (await listDir(projectDir))
+      .filter((e) => e.isDirectory() && e.name.startsWith("dt="))
+      .map((e) => e.name.slice(3))
+      .filter((day) => day >= query.start && day <= query.end)
+      .sort();
+    const files: string[] = [];
+    for (const day of days) {
+      const dayDir = join(projectDir, `dt=${day}`);
+      for (const entry of await listDir(dayDir)) {
+        if (entry.isFile() && entry.name.endsWith(".parquet")) files.push(join(dayDir, entry.name));
+      }
+    }
+    return files;
+  }
+
+  close(): void {
+    this.instance.closeSync();
+  }
+}
+
+async function listDir(path: string): Promise<Dirent[]> {
+  try {
+    return (await readdir(path, { withFileTypes: true })).sort((a, b) => (a.name < b.name ? -1 : 1));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
+    throw err;
+  }
+}
+
+/** DuckDB's `duckdb_string_t`: 16 bytes, the length first; up to 12 bytes inline, else a pointer at 8. */
+const STRING_ENTRY_BYTES = 16;
+const INLINE_BYTES = 12;
+
+/**
+ * The texts of a chunk's one VARCHAR column (never null: the row encodings cannot make null), as
+ * consecutive pieces. DuckDB builds a batch's texts one after another in its string heap, so rows
+ * whose texts are exactly adjacent in memory are copied out with one call per run (a few per batch)
+ * instead of one per row; a run only ever spans bytes that belong to its rows.
+ */
+function textBytes(chunk: DuckDBDataChunk): Uint8Array[] {
+  const count = chunk.rowCount;
+  const entries = duckdb.vector_get_data(
+    duckdb.data_chunk_get_vector(chunk.chunk, 0),
+    count * STRING_ENTRY_BYTES,
+  );
+  const view = new DataView(entries.buffer, entries.byteOffset, entries.byteLength);
+  const lengthAt = (row: number) => view.getUint32(row * STRING_ENTRY_BYTES, true);
+  const pointerAt = (row: number) =>
+    view.getUint32(row * STRING_ENTRY_BYTES + 8, true) +
+    view.getUint32(row * STRING_ENTRY_BYTES + 12, true) * 2 ** 32;
+  const parts: Uint8Array[] = [];
+  for (let start = 0; start < count; ) {
+    const startEntry = start * STRING_ENTRY_BYTES;
+    if (lengthAt(start) <= INLINE_BYTES) {
+      parts.push(entries.subarray(startEntry + 4, startEntry + 4 + lengthAt(start)));
+      start++;
+      continue;
+    }
+    let end = start + 1;
+    let runBytes = lengthAt(start);
+    while (
+      end < count &&
+      lengthAt(end) > INLINE_BYTES &&
+      pointerAt(end) === pointerAt(end - 1) + lengthAt(end - 1)
+    ) {
+      runBytes += lengthAt(end);
+      end++;
+    }
+    parts.push(
+      duckdb.get_data_from_pointer(
+        entries.buffer as ArrayBuffer,
+        entries.byteOffset + startEntry + 8,
+        runBytes,
+      ),
+    );
+    start = end;
+  }
+  return parts;
+}

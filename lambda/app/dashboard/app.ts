@@ -1,0 +1,92 @@
+import type { Hono } from "hono";
+import type { BudgetStore } from "../../core/budgets";
+import type { CreditStore } from "../../core/credits";
+import { errors } from "../../core/errors";
+import type { Logger } from "../../core/logger";
+import { type MemberStore, type RequestLog, requireMembership, signIn } from "../../core/members";
+import { PROJECT_ID_PATTERN } from "../../core/model";
+import type { Store } from "../../core/ports";
+import type { VendorKeyStore } from "../../core/vendor-keys";
+import type { AppEnv } from "../env";
+import { mountRoutes } from "../routing";
+import { appShell } from "../shell";
+import { requireUser, type TokenVerifier } from "./auth";
+import { billingRoutes } from "./billing";
+import { budgetRoutes } from "./budgets";
+import { type DeletionRoutesDeps, deletionRoutes } from "./deletion";
+import { type InteractionRoutesDeps, interactionRoutes } from "./interactions";
+import { keyRoutes } from "./keys";
+import { type SettingsRoutesDeps, settingsRoutes } from "./settings";
+
+export interface DashboardApiDeps {
+  store: Store;
+  members: MemberStore;
+  requests: RequestLog;
+  credits: CreditStore;
+  vendorKeys: VendorKeyStore;
+  verifyToken: TokenVerifier;
+  logger: Logger;
+  clock?: () => number;
+  /** Told of each revoked key (the local stack drops it from its key cache at once). */
+  onKeyRevoked?: (keyId: string) => void;
+  /** The Interactions and Usage pages' data; absent: those routes are not served. */
+  interactions?: Omit<InteractionRoutesDeps, "clock">;
+  /** Export destination, tier and export downloads; absent: not served. */
+  settings?: Omit<SettingsRoutesDeps, "logger">;
+  /** The Budgets page and key policies; absent: not served. */
+  budgets?: { store: BudgetStore; catalogueModels: readonly string[] };
+  /** Deletion requests (the data API's `POST /api/v1/data`, from Settings); absent: not served. */
+  deletion?: Pick<DeletionRoutesDeps, "requests" | "starter">;
+}
+
+export const DASHBOARD_API_PREFIX = "/dashboard/api";
+const PROJECT = `${DASHBOARD_API_PREFIX}/projects/:projectId`;
+
+/**
+ * The dashboard API (`/dashboard/api/...`): its own app and, in AWS, its own Lambda. Every route needs
+ * a signed-in user (an access token from the identity provider, never a `dmt_` key); every route under
+ * `/projects/:projectId` also needs the user to be a member of that project, and treats any other
+ * project as absent (404), so ids of other tenants' projects and keys reveal nothing.
+ */
+export function createDashboardApp(deps: DashboardApiDeps): Hono<AppEnv> {
+  const clock = deps.clock ?? Date.now;
+  const app = appShell(deps.logger);
+  app.use(`${DASHBOARD_API_PREFIX}/*`, async (c, next) => {
+    await next();
+    // Responses may hold a key shown once: never cached anywhere.
+    c.res.headers.set("Cache-Control", "no-store");
+  });
+  app.use(`${DASHBOARD_API_PREFIX}/*`, requireUser(deps.verifyToken));
+  app.use(`${PROJECT}/*`, async (c, next) => {
+    const projectId = c.req.param("projectId") ?? "";
+    if (!PROJECT_ID_PATTERN.test(projectId)) throw errors.notFound(`Project '${projectId}' was not found.`);
+    c.set("membership", await requireMembership(deps.members, c.get("dashboardUser").userId, projectId));
+    await next();
+  });
+
+  mountRoutes(app, {
+    [`${DASHBOARD_API_PREFIX}/me`]: {
+      GET: async (c) => {
+        const user = c.get("dashboardUser");
+        const projects = await signIn(deps.store, deps.members, user.userId, clock());
+        return c.json({ user: { id: user.userId, operator: user.operator }, projects });
+      },
+    },
+    ...keyRoutes(PROJECT, { ...deps, clock }),
+    ...billingRoutes(PROJECT, { ...deps, clock }),
+    ...(deps.budgets
+      ? budgetRoutes(PROJECT, {
+          store: deps.store,
+          budgets: deps.budgets.store,
+          catalogueModels: deps.budgets.catalogueModels,
+          clock,
+        })
+      : {}),
+    ...(deps.interactions ? interactionRoutes(PROJECT, { ...deps.interactions, clock }) : {}),
+    ...(deps.settings ? settingsRoutes(PROJECT, { ...deps.settings, logger: deps.logger }) : {}),
+    ...(deps.deletion
+      ? deletionRoutes(PROJECT, { ...deps.deletion, log: deps.requests, logger: deps.logger, clock })
+      : {}),
+  });
+  return app;
+}

@@ -1,0 +1,131 @@
+import { z } from "zod";
+import { errors } from "../../core/errors";
+import { DestinationError, type ExportSettings, parseExportDestination } from "../../core/export-destination";
+import { EXPORT_CONTENT_TYPES, frameExport } from "../../core/export-format";
+import type { WarehouseQuery } from "../../core/export-query";
+import { parseExportRequest } from "../../core/export-request";
+import { errorFields, type Logger } from "../../core/logger";
+import { isTier, type Project, TIERS, type Tier } from "../../core/model";
+import { DATA_API_BODY_LIMIT, readJsonObject } from "../body";
+import type { RouteTable } from "../routing";
+import { parseBody, projectOf, requireOperator } from "./requests";
+
+/** Where exports go: the local settings file, or the `projectSettings` table in AWS. */
+export interface ExportSettingsStore extends ExportSettings {
+  /** Sets, or with `undefined` clears; a malformed URL throws DestinationError. */
+  setExportDestination(projectId: string, url: string | undefined): Promise<void>;
+}
+
+export interface ProjectTiers {
+  /** The project with its new tier, or undefined if it does not exist. */
+  setTier(projectId: string, tier: Tier): Promise<Project | undefined>;
+}
+
+export interface SettingsRoutesDeps {
+  exportSettings: ExportSettingsStore;
+  tiers: ProjectTiers;
+  /** The warehouse's query layer, the one `POST /api/v1/exports` reads through. */
+  warehouse: WarehouseQuery;
+  logger: Logger;
+}
+
+const BODY_LIMIT = 64 * 1024;
+const destinationBody = z.strictObject({ url: z.string() });
+const tierBody = z.strictObject({ tier: z.string() });
+
+const encoder = new TextEncoder();
+
+/**
+ * A pull-driven body: the next batch is read from the warehouse only when the client took the last
+ * one, so memory stays flat however large the export; a client that goes away ends the query.
+ */
+function pullStream(
+  first: string | undefined,
+  rest: AsyncIterator<string>,
+  logger: Logger,
+): ReadableStream<Uint8Array> {
+  let pending = first;
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        if (pending !== undefined) {
+          controller.enqueue(encoder.encode(pending));
+          pending = undefined;
+          return;
+        }
+        try {
+          const next = await rest.next();
+          if (next.done) controller.close();
+          else controller.enqueue(encoder.encode(next.value));
+        } catch (err) {
+          // The status is sent: cutting the body short is how a client learns it is incomplete.
+          logger.error("dashboard export failed while streaming", errorFields(err));
+          throw err;
+        }
+      },
+      async cancel() {
+        await rest.return?.();
+      },
+    },
+    { highWaterMark: 0 },
+  );
+}
+
+/** Settings: the bucket-export destination, the project's tier (operators), and data export downloads. */
+export function settingsRoutes(base: string, deps: SettingsRoutesDeps): RouteTable {
+  return {
+    [`${base}/export-destination`]: {
+      GET: async (c) => {
+        const destination = await deps.exportSettings.getExportDestination(projectOf(c));
+        return c.json({ exportDestination: destination ? { url: destination.url } : null });
+      },
+      PUT: async (c) => {
+        const { url } = parseBody(destinationBody, await readJsonObject(c, BODY_LIMIT));
+        let parsed: ReturnType<typeof parseExportDestination>;
+        try {
+          parsed = parseExportDestination(url);
+        } catch (err) {
+          if (err instanceof DestinationError) throw errors.invalidField("url", `${err.message}.`);
+          throw err;
+        }
+        // A folder of the server's own disk is for its operator (the CLI), not for dashboard users.
+        if (parsed.kind !== "s3") throw errors.invalidField("url", "must be s3://bucket/prefix.");
+        await deps.exportSettings.setExportDestination(projectOf(c), parsed.url);
+        return c.json({ exportDestination: { url: parsed.url } });
+      },
+      DELETE: async (c) => {
+        await deps.exportSettings.setExportDestination(projectOf(c), undefined);
+        return c.json({ exportDestination: null });
+      },
+    },
+    [`${base}/tier`]: {
+      PUT: async (c) => {
+        requireOperator(c, "change a project's tier");
+        const { tier } = parseBody(tierBody, await readJsonObject(c, BODY_LIMIT));
+        if (!isTier(tier)) throw errors.invalidField("tier", `must be one of ${TIERS.join(", ")}.`);
+        const project = await deps.tiers.setTier(projectOf(c), tier);
+        if (!project) throw errors.notFound(`Project '${projectOf(c)}' was not found.`);
+        return c.json({ project: { projectId: project.projectId, tier: project.tier } });
+      },
+    },
+    [`${base}/exports`]: {
+      // The same request and rows as `POST /api/v1/exports`, always as a download.
+      POST: async (c) => {
+        const request = parseExportRequest(await readJsonObject(c, DATA_API_BODY_LIMIT));
+        const projectId = projectOf(c);
+        const rows = deps.warehouse.rows(
+          { projectId, ...request.range, filters: request.filters },
+          request.format,
+        );
+        const chunks = frameExport(request.format, rows)[Symbol.asyncIterator]();
+        // The query starts here: a failure before the first rows is still an ordinary error response.
+        const first = await chunks.next();
+        const name = `dmt-export-${projectId}-${request.range.start}-to-${request.range.end}.${request.format}`;
+        return c.body(pullStream(first.done ? undefined : first.value, chunks, deps.logger), 200, {
+          "Content-Type": EXPORT_CONTENT_TYPES[request.format],
+          "Content-Disposition": `attachment; filename="${name}"`,
+        });
+      },
+    },
+  };
+}

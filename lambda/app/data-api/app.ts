@@ -1,0 +1,40 @@
+import type { Hono, MiddlewareHandler } from "hono";
+import type { BudgetStore } from "../../core/budgets";
+import type { Logger } from "../../core/logger";
+import type { AppEnv } from "../env";
+import { mountRoutes, type RouteTable } from "../routing";
+import { appShell } from "../shell";
+import { budgetRoutes } from "./budgets";
+import { type DeletionRouteDeps, deletionRoutes } from "./deletion";
+import { type ExportRouteDeps, exportRoutes } from "./exports";
+
+export interface DataApiDeps {
+  /** The caller's identity: key verification locally, the authorizer's context in AWS. */
+  auth: MiddlewareHandler<AppEnv>;
+  /** The per-key rate limit, after authentication (metering/rate-limit.ts); absent: unlimited. */
+  rateLimit?: MiddlewareHandler<AppEnv>;
+  logger: Logger;
+  /** `POST /api/v1/exports` over the warehouse; absent: not served. */
+  exports?: ExportRouteDeps;
+  /** `POST /api/v1/data` and `GET /api/v1/data/{request_id}` (deletion requests); absent: not served. */
+  deletion?: DeletionRouteDeps;
+  /** `GET /api/v1/budgets`; absent: not served. */
+  budgets?: BudgetStore;
+}
+
+/** The data API (`/api/v1/...`): status, exports, and what else the deployment wires in. */
+export function createDataApp(deps: DataApiDeps): Hono<AppEnv> {
+  const app = appShell(deps.logger);
+  app.use("/api/*", deps.auth);
+  if (deps.rateLimit) app.use("/api/*", deps.rateLimit);
+  const routes: RouteTable = {
+    "/api/v1/status": {
+      GET: (c) => c.json({ status: "ok", project: c.get("auth").projectId }),
+    },
+    ...(deps.exports ? exportRoutes(deps.exports) : {}),
+    ...(deps.deletion ? deletionRoutes(deps.deletion) : {}),
+    ...(deps.budgets ? budgetRoutes(deps.budgets) : {}),
+  };
+  mountRoutes(app, routes);
+  return app;
+}

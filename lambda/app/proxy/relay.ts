@@ -1,0 +1,300 @@
+import type { UpstreamResponse } from "../../adapters/undici/client";
+import { upstreamFailureKind } from "../../adapters/undici/errors";
+import type { SentResponse } from "../../core/call";
+import { type CapturedBody, captureMetadata, captureText, captureValue } from "../../core/capture";
+import type { StoredResponse } from "../../core/idempotency";
+import { emptyUsage, type Usage } from "../../core/usage";
+import type { StreamObserver, UsageContext, UsageExtractor, VendorRoute } from "../../core/vendor-model";
+import { headerValue, responseHeaders } from "../../vendors/headers";
+import { parseJson } from "../../vendors/json";
+import { JsonArrayReader } from "../../vendors/json-array";
+import { isUsageOnlyChunk, withoutNullUsage } from "../../vendors/openai/usage";
+import { parseSseEvent, SseReader } from "../../vendors/sse";
+
+/** What the relay reports when the response is done; computed lazily, off the client's path. */
+export interface RelayResult {
+  status: number;
+  error?: { type: string; code: string };
+  usage: Usage;
+  streamed: boolean;
+  ttftMs?: number;
+  response: CapturedBody;
+  vendorRequestId?: string;
+  sent?: SentResponse;
+  replayed?: boolean;
+}
+
+export interface RelayOptions {
+  route: VendorRoute;
+  usage: UsageExtractor;
+  usageContext: UsageContext;
+  /** Hide the usage chunk we asked for on the client's behalf. */
+  stripUsage: boolean;
+  captureLimit: number;
+  /** `performance.now()` when the call arrived. */
+  arrived: number;
+  /** Headers to add to the response (rate-limit headers and the like). */
+  extraHeaders: Record<string, string>;
+  /** Keep the bytes sent, up to about this many, for `RelayResult.sent`. */
+  keepBytes?: number;
+  /** Called once, when the response ended (or broke, or the client left). */
+  done(result: () => RelayResult): void;
+}
+
+const NULL_BODY_STATUSES = new Set([101, 204, 205, 304]);
+const encoder = new TextEncoder();
+
+/**
+ * Turns a vendor response into the client's response. Waits for the first body chunk (so a vendor that
+ * answers headers and then nothing is still a 504), then:
+ * - streams (SSE, Gemini's JSON array) and binary bodies are forwarded chunk by chunk as they arrive,
+ *   with usage read from each chunk after it was handed on;
+ * - other bodies (JSON answers, vendor errors) are small and complete at once: sent whole, read after.
+ * Throws what the upstream client threw when the body fails before its first byte.
+ */
+export async function relayResponse(upstream: UpstreamResponse, options: RelayOptions): Promise<Response> {
+  const { status } = upstream;
+  const contentType = headerValue(upstream.headers, "content-type");
+  const ok = status >= 200 && status < 300;
+  const vendorRequestId =
+    headerValue(upstream.headers, "x-request-id") ?? headerValue(upstream.headers, "request-id");
+  const iterator = upstream.body[Symbol.asyncIterator]();
+  let first: IteratorResult<Uint8Array>;
+  try {
+    first = await iterator.next();
+  } catch (err) {
+    upstream.body.destroy();
+    throw err;
+  }
+
+  const sse = ok && (contentType ?? "").startsWith("text/event-stream");
+  const streamed =
+    sse || (ok && options.route.stream === "always") || (ok && options.route.kind === "binary-response");
+  if (!streamed) {
+    const body = first.done ? Buffer.alloc(0) : await readRest(first.value, iterator);
+    const ttftMs = performance.now() - options.arrived;
+    const vendorHeaders = responseHeaders(upstream.headers, true);
+    options.done(() => {
+      const result: RelayResult = {
+        status,
+        usage: ok
+          ? options.usage.fromResponse(options.usageContext, parseJson(body.toString()))
+          : emptyUsage(),
+        streamed: false,
+        ttftMs,
+        response: captureText(body, contentType, options.captureLimit),
+      };
+      if (!ok) result.error = { type: "vendor_error", code: String(status) };
+      if (vendorRequestId !== undefined) result.vendorRequestId = vendorRequestId;
+      if (options.keepBytes !== undefined) {
+        result.sent = { headers: Object.entries(vendorHeaders), chunks: body.byteLength > 0 ? [body] : [] };
+      }
+      return result;
+    });
+    const headers = { ...vendorHeaders, ...options.extraHeaders };
+    return new Response(NULL_BODY_STATUSES.has(status) ? null : (body as Uint8Array<ArrayBuffer>), {
+      status,
+      headers,
+    });
+  }
+
+  const tap = createTap(options, sse, contentType);
+  const vendorHeaders = responseHeaders(upstream.headers, !options.stripUsage);
+  const kept = options.keepBytes === undefined ? undefined : new ChunkKeeper(options.keepBytes);
+  let ttftMs: number | undefined;
+  let ended = false;
+  const end = (error: RelayResult["error"]) => {
+    if (ended) return;
+    ended = true;
+    options.done(() => {
+      const { usage, response } = tap.result(error === undefined);
+      const result: RelayResult = { status, usage, streamed: true, response };
+      if (error) result.error = error;
+      if (ttftMs !== undefined) result.ttftMs = ttftMs;
+      if (vendorRequestId !== undefined) result.vendorRequestId = vendorRequestId;
+      if (kept) result.sent = { headers: Object.entries(vendorHeaders), chunks: kept.chunks };
+      return result;
+    });
+  };
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      if (first.done) {
+        end(undefined);
+        controller.close();
+        return;
+      }
+      const out = tap.pass(first.value);
+      if (out.byteLength > 0) {
+        controller.enqueue(out);
+        kept?.keep(out);
+        ttftMs = performance.now() - options.arrived;
+      }
+      tap.observe(first.value);
+    },
+    // Reads until something was sent: a pull that enqueues nothing is not called again.
+    async pull(controller) {
+      for (;;) {
+        let next: IteratorResult<Uint8Array>;
+        try {
+          next = await iterator.next();
+        } catch (err) {
+          if (ended) return;
+          const code = upstreamFailureKind(err, false) === "timeout" ? "upstream_timeout" : "upstream_reset";
+          end({ type: "upstream_error", code });
+          // Break the client's connection too: a clean end would pass a cut stream off as complete.
+          // (The host logs this error: it names the failure, not the connection.)
+          controller.error(new Error(`The upstream stream broke off (${code}).`));
+          return;
+        }
+        if (ended) return;
+        if (next.done) {
+          const rest = tap.rest();
+          if (rest.byteLength > 0) {
+            controller.enqueue(rest);
+            kept?.keep(rest);
+          }
+          end(undefined);
+          controller.close();
+          return;
+        }
+        const out = tap.pass(next.value);
+        if (out.byteLength > 0) {
+          controller.enqueue(out);
+          kept?.keep(out);
+          ttftMs ??= performance.now() - options.arrived;
+        }
+        tap.observe(next.value);
+        if (out.byteLength > 0) return;
+      }
+    },
+    cancel() {
+      end({ type: "client_error", code: "client_closed_request" });
+      upstream.body.destroy();
+    },
+  });
+  const headers = { ...vendorHeaders, ...options.extraHeaders };
+  return new Response(body, { status, headers });
+}
+
+/** Collects chunks until their total passed `limit`: past it, whoever reads them knows it is too many. */
+class ChunkKeeper {
+  readonly chunks: Uint8Array[] = [];
+  private bytes = 0;
+
+  constructor(private readonly limit: number) {}
+
+  keep(chunk: Uint8Array): void {
+    if (this.bytes > this.limit) return;
+    this.chunks.push(chunk);
+    this.bytes += chunk.byteLength;
+  }
+}
+
+/**
+ * A stored response as the client gets it again: its status, headers and body, a stream chunk by chunk
+ * (as it was first sent), with `extraHeaders` (this call's rate-limit headers) on top.
+ */
+export function replayResponse(stored: StoredResponse, extraHeaders: Record<string, string>): Response {
+  const headers = new Headers(stored.headers);
+  for (const [name, value] of Object.entries(extraHeaders)) headers.set(name, value);
+  if (NULL_BODY_STATUSES.has(stored.status)) return new Response(null, { status: stored.status, headers });
+  let next = 0;
+  const body = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      const chunk = stored.chunks[next++];
+      if (chunk) controller.enqueue(chunk);
+      else controller.close();
+    },
+  });
+  return new Response(body, { status: stored.status, headers });
+}
+
+async function readRest(first: Uint8Array, iterator: AsyncIterator<Uint8Array>): Promise<Buffer> {
+  const chunks = [first];
+  let size = first.byteLength;
+  for (let next = await iterator.next(); !next.done; next = await iterator.next()) {
+    chunks.push(next.value);
+    size += next.value.byteLength;
+  }
+  return Buffer.concat(chunks, size);
+}
+
+/**
+ * Passes a stream's chunks on and observes them. Observation happens after a chunk was handed on, so
+ * reading usage never delays it; only the strip variant, which must see an event to drop it, observes first.
+ */
+interface Tap {
+  /** The bytes to send for this chunk (the chunk itself unless usage is stripped). */
+  pass(chunk: Uint8Array): Uint8Array;
+  observe(chunk: Uint8Array): void;
+  /** Bytes held back at the end of the stream (a cut event, when stripping). */
+  rest(): Uint8Array;
+  result(complete: boolean): { usage: Usage; response: CapturedBody };
+}
+
+const EMPTY = new Uint8Array();
+
+function createTap(options: RelayOptions, sse: boolean, contentType: string | undefined): Tap {
+  const binary = !sse && options.route.kind === "binary-response";
+  const observer: StreamObserver | undefined = binary
+    ? undefined
+    : options.usage.stream(options.usageContext);
+  let bytes = 0;
+  const passAndCount = (chunk: Uint8Array) => {
+    bytes += chunk.byteLength;
+    return chunk;
+  };
+  const result = (complete: boolean) => {
+    if (!observer) {
+      const usage = options.usage.fromResponse(options.usageContext, undefined);
+      usage.complete = complete;
+      return { usage, response: captureMetadata(bytes, contentType) };
+    }
+    const { usage, message } = observer.result(complete);
+    return { usage, response: captureValue(message, bytes, contentType, options.captureLimit) };
+  };
+  if (!observer) return { pass: passAndCount, observe: () => {}, rest: () => EMPTY, result };
+  if (!sse) {
+    const reader = new JsonArrayReader();
+    return {
+      pass: passAndCount,
+      observe: (chunk) => {
+        for (const element of reader.elements(chunk)) observer.event(element, undefined);
+      },
+      rest: () => EMPTY,
+      result,
+    };
+  }
+  const reader = new SseReader();
+  if (!options.stripUsage) {
+    return {
+      pass: passAndCount,
+      observe: (chunk) => {
+        for (const block of reader.blocks(chunk)) {
+          const event = parseSseEvent(block);
+          if (event) observer.event(event.data, event.event);
+        }
+      },
+      rest: () => EMPTY,
+      result,
+    };
+  }
+  // Stripping works on whole events: an event is held until its blank line arrives, then passed on.
+  return {
+    pass: (chunk) => {
+      let out = "";
+      for (const block of reader.blocks(chunk)) {
+        const event = parseSseEvent(block);
+        if (event) {
+          observer.event(event.data, event.event);
+          if (isUsageOnlyChunk(event.data)) continue;
+        }
+        out += withoutNullUsage(block);
+      }
+      return passAndCount(encoder.encode(out));
+    },
+    observe: () => {},
+    rest: () => passAndCount(encoder.encode(reader.rest())),
+    result,
+  };
+}

@@ -1,0 +1,140 @@
+import type { Context } from "hono";
+import { KEY_QUERY_PARAMS } from "../../core/credentials";
+import { errors } from "../../core/errors";
+import { mentionsServiceKey } from "../../core/keys";
+import type { VendorDefinition, VendorRoute } from "../../core/vendor-model";
+import { asObject } from "../../vendors/json";
+import { formFields } from "../../vendors/multipart";
+import { readBody } from "../body";
+import type { AppEnv } from "../env";
+
+/** A client request, checked and ready to forward. */
+export interface PreparedRequest {
+  /** The bytes to send: the client's own, or with `stream_options.include_usage` added. */
+  upstreamBody: Uint8Array | undefined;
+  /** The client's bytes, for the record. */
+  clientBody: Uint8Array | undefined;
+  contentType: string | undefined;
+  json: Record<string, unknown> | undefined;
+  /** An upload's small text fields (`model`, `n`, `size`...). */
+  form: Map<string, string> | undefined;
+  /** The model the body names: JSON `model` or an upload's `model` field. */
+  model: string | undefined;
+  stream: boolean;
+  /** Usage was asked for on the client's behalf: its usage chunk must not reach the client. */
+  stripUsage: boolean;
+}
+
+const KEY_QUERY_NAMES = new Set<string>(KEY_QUERY_PARAMS);
+
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+const MULTIPART_WITH_BOUNDARY = /^multipart\/form-data\s*;(.*;)?\s*boundary=("[^"]+"|[^\s;]+)/i;
+
+/** Reads and checks the body as the route declares it: JSON parsed (400), uploads with a boundary, limits (413). */
+export async function prepareRequest(c: Context<AppEnv>, route: VendorRoute): Promise<PreparedRequest> {
+  const contentType = c.req.header("content-type");
+  if (route.kind === "none") {
+    return {
+      upstreamBody: undefined,
+      clientBody: undefined,
+      contentType,
+      json: undefined,
+      form: undefined,
+      model: undefined,
+      stream: false,
+      stripUsage: false,
+    };
+  }
+  if (route.kind === "multipart" && !MULTIPART_WITH_BOUNDARY.test(contentType ?? "")) {
+    throw errors.invalidHeader("content-type", "uploads must be multipart/form-data with a boundary.");
+  }
+  const body = await readLimited(c, route.bodyLimit);
+  if (route.kind === "multipart") {
+    const form = formFields(contentType, body);
+    return {
+      upstreamBody: body,
+      clientBody: body,
+      contentType,
+      json: undefined,
+      form,
+      model: form.get("model"),
+      stream: false,
+      stripUsage: false,
+    };
+  }
+  const json = parseJsonObject(body);
+  const stream = route.stream === "always" || (route.stream === "body-flag" && json.stream === true);
+  const withUsage = stream && route.injectStreamUsage ? withIncludeUsage(body, json) : undefined;
+  return {
+    upstreamBody: withUsage ?? body,
+    clientBody: body,
+    contentType,
+    json,
+    form: undefined,
+    model: typeof json.model === "string" ? json.model : undefined,
+    stream,
+    stripUsage: withUsage !== undefined,
+  };
+}
+
+/** The body, refused with 413 past `limit`: a declared length is checked before reading anything. */
+async function readLimited(c: Context<AppEnv>, limit: number): Promise<Uint8Array> {
+  const declared = c.req.header("content-length");
+  if (declared === undefined) return readBody(c, limit);
+  if (Number(declared) > limit) throw errors.payloadTooLarge(limit);
+  return new Uint8Array(await c.req.raw.arrayBuffer());
+}
+
+function parseJsonObject(body: Uint8Array): Record<string, unknown> {
+  if (body.byteLength === 0) throw errors.invalidJson("the body is empty");
+  let text: string;
+  try {
+    text = utf8.decode(body);
+  } catch {
+    throw errors.invalidJson("the body is not valid UTF-8");
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw errors.invalidJson((err as Error).message);
+  }
+  const object = asObject(value);
+  if (!object) throw errors.badRequest("invalid_json", "The request body must be a JSON object.");
+  return object;
+}
+
+const INCLUDE_USAGE_MEMBER = Buffer.from('"stream_options":{"include_usage":true},');
+
+/**
+ * The body with `stream_options.include_usage` set, or undefined when the client asked for usage itself
+ * (or sent a `stream_options` the vendor will judge). When the client sent no `stream_options`, the
+ * member is spliced in after the opening brace, so the rest of its bytes pass unchanged.
+ */
+function withIncludeUsage(body: Uint8Array, json: Record<string, unknown>): Uint8Array | undefined {
+  const options = json.stream_options;
+  if (options === undefined) {
+    const brace = body.indexOf(0x7b) + 1;
+    return Buffer.concat([body.subarray(0, brace), INCLUDE_USAGE_MEMBER, body.subarray(brace)]);
+  }
+  const given = asObject(options);
+  if (!given || given.include_usage === true) return undefined;
+  return Buffer.from(JSON.stringify({ ...json, stream_options: { ...given, include_usage: true } }));
+}
+
+/**
+ * The query string to forward: the client's, less the parameters that carry keys (`api_key` and `key`
+ * in any case; names and values are compared percent-decoded) and any parameter naming or holding a
+ * service key; checked by the vendor's rules. Empty, or starting with `?`.
+ */
+export function forwardedQuery(url: string, vendor: VendorDefinition): string {
+  const mark = url.indexOf("?");
+  if (mark === -1 || mark === url.length - 1) return "";
+  const query = new URLSearchParams(url.slice(mark + 1));
+  const carriesKey = ([name, value]: [string, string]) =>
+    KEY_QUERY_NAMES.has(name.toLowerCase()) || mentionsServiceKey(name) || mentionsServiceKey(value);
+  for (const [name] of [...query].filter(carriesKey)) query.delete(name);
+  vendor.checkQuery?.(query);
+  const rest = query.toString();
+  return rest === "" ? "" : `?${rest}`;
+}

@@ -1,0 +1,45 @@
+import type { DynamoPorts } from "../adapters/dynamodb/ports";
+import type { ExportSettingsStore } from "../app/dashboard/settings";
+import type { EncodedRowSource } from "../app/data-api/exports";
+import type { CopyPurger, DeletionQuery, WarehouseFiles } from "../core/deletion";
+import type { DeliveryLedger } from "../core/delivery-ledger";
+import type { ExportDestination } from "../core/export-destination";
+import type { WarehouseQuery } from "../core/export-query";
+import type { Logger } from "../core/logger";
+import type { Metrics } from "../core/metrics";
+import type { ObjectStore } from "../core/object-store";
+import type { DeadLetterSink, RecordQueue } from "../core/queue";
+
+/**
+ * Everything a deployable needs from the host it runs on. Two hosts build one: AWS
+ * (`handlers/runtime/aws.ts`: DynamoDB, S3, SQS, Athena, KMS, each client made once per container)
+ * and the local stack (dynalite, files, the in-process queue, DuckDB, the local master key: built in
+ * `local/stack.ts`, and for the warehouse's threads in `local/warehouse.ts` and `local/deletion.ts`). The compositions in this folder take what they use of it
+ * (`Pick<Infrastructure, ...>`), so each local test runs the same assembly that is deployed.
+ */
+export interface Infrastructure {
+  clock: () => number;
+  logger: Logger;
+  metrics: Metrics;
+  /** Every store port, over DynamoDB (dynalite locally). */
+  store: DynamoPorts;
+  /** Where each call's record goes on its way to the warehouse: SQS, or the in-process queue. */
+  recordQueue: RecordQueue;
+  /** The warehouse's objects: Parquet files under `interactions/` (the bucket, or a folder). */
+  warehouse: ObjectStore;
+  /** Which records already became rows (the consumer's two-phase delivery). */
+  deliveries: DeliveryLedger;
+  /** Where messages that keep failing go: the dead-letter queue, or a folder of the warehouse. */
+  deadLetters: DeadLetterSink;
+  /** Exports' queries over the warehouse: Athena, or DuckDB. */
+  warehouseQuery: WarehouseQuery & Partial<EncodedRowSource>;
+  /** Each project's bucket-export destination: DynamoDB, or a file. */
+  exportSettings: ExportSettingsStore;
+  /** The store behind a bucket-export destination: S3, or a folder. */
+  openDestination(destination: ExportDestination): ObjectStore;
+  /** What a deletion finds and rewrites: Athena and S3, or DuckDB and the folder. */
+  deletionQuery: DeletionQuery;
+  warehouseFiles: WarehouseFiles;
+  /** Copies only this host keeps, purged by every deletion (Athena's results; local dead letters). */
+  hostPurgers: CopyPurger[];
+}

@@ -1,0 +1,127 @@
+import type { Hono, MiddlewareHandler } from "hono";
+import type { UpstreamClient } from "../adapters/undici/client";
+import type { AppEnv } from "../app/env";
+import { createProxyApp, type UpstreamState } from "../app/proxy/app";
+import { combineHooks, PendingWork, type ProxyHooks } from "../core/call";
+import { CachedVendorKeys } from "../core/metering-vendor-keys";
+import type { Metrics } from "../core/metrics";
+import type { PriceCatalogue } from "../core/pricing";
+import type { VendorDefinition } from "../core/vendor-model";
+import { BudgetGuard } from "../metering/budgets";
+import { createMetering, type Metering } from "../metering/hooks";
+import { warehouseHooks } from "../warehouse/hooks";
+import type { Infrastructure } from "./infrastructure";
+
+export interface MeteringSettings {
+  prices: PriceCatalogue;
+  /** How long a vendor key lookup, a budget or a key policy is cached (how long a change takes to apply). */
+  keyCacheMs: number;
+  /** How long a credit or budget hold lasts before the sweeper may release it. */
+  holdTtlMs: number;
+  /** How long finished calls' charges wait to be noted in batches; 0: before the call ends. */
+  noteChargesMs: number;
+}
+
+export interface ProxySettings {
+  /** Absent: calls are relayed and recorded, not metered. */
+  metering?: MeteringSettings;
+  /** More hooks, run after metering's and the record's, which they see on the call. */
+  hooks?: ProxyHooks[];
+}
+
+export interface ProxyPerVendor {
+  vendor: VendorDefinition;
+  upstream: UpstreamClient;
+  managedKey?: string | undefined;
+  upstreamState: UpstreamState;
+  auth: MiddlewareHandler<AppEnv>;
+}
+
+export interface Proxy {
+  /** Metering, the record and the metrics, in that order: what the proxy calls around each call. */
+  hooks: ProxyHooks;
+  /** Metering, when it is on: the host settles its leases before it stops. */
+  metering: Metering | undefined;
+  /** Every call's after-work (settlement, record), which the host waits for before it freezes or stops. */
+  pending: PendingWork;
+  /** One vendor's proxy app, with the hooks above. */
+  app(options: ProxyPerVendor): Hono<AppEnv>;
+}
+
+/**
+ * The proxy with its hooks: metering (rate limit, credit and budget holds and their settlement, BYOK
+ * keys, idempotency) over the store, then each call's record to the warehouse queue, then the call's
+ * metrics.
+ */
+export function composeProxy(
+  infra: Pick<Infrastructure, "store" | "recordQueue" | "clock" | "logger" | "metrics">,
+  settings: ProxySettings,
+): Proxy {
+  const { store, logger, clock } = infra;
+  const metering =
+    settings.metering &&
+    createMetering({
+      credits: store.credits,
+      limiter: store.rateLimiter,
+      idempotency: store.idempotency,
+      vendorKeys: new CachedVendorKeys(store.vendorKeys, settings.metering.keyCacheMs),
+      prices: settings.metering.prices,
+      logger,
+      clock,
+      holdTtlMs: settings.metering.holdTtlMs,
+      noteChargesMs: settings.metering.noteChargesMs,
+      budgets: new BudgetGuard({
+        counters: store.budgets,
+        clock,
+        logger,
+        cacheMs: settings.metering.keyCacheMs,
+        holdTtlMs: settings.metering.holdTtlMs,
+        noteChargesMs: settings.metering.noteChargesMs,
+      }),
+    });
+  const hooks = combineHooks(
+    [
+      ...(metering ? [metering] : []),
+      warehouseHooks(infra.recordQueue),
+      callMetrics(infra.metrics),
+      ...(settings.hooks ?? []),
+    ],
+    logger,
+  );
+  const pending = new PendingWork();
+  return {
+    hooks,
+    metering,
+    pending,
+    app: ({ managedKey, ...options }) =>
+      createProxyApp({ ...options, ...(managedKey !== undefined && { managedKey }), logger, hooks, pending }),
+  };
+}
+
+/**
+ * Each call's counters and timings, read once metering and the record are done: how many calls, how
+ * many refused by the rate limit, for want of credits or by a budget, failed upstream, charged, and for
+ * how much.
+ */
+export function callMetrics(metrics: Metrics): ProxyHooks {
+  return {
+    after(call, outcome) {
+      const count = (name: string) => metrics.add(name, "Count", 1);
+      count("ProxyCalls");
+      if (outcome.error?.code === "rate_limit_exceeded") count("RateLimited");
+      if (outcome.error?.code === "insufficient_credits") count("InsufficientCredits");
+      if (outcome.error?.code === "budget_exceeded") count("BudgetExceeded");
+      if (outcome.error?.type === "upstream_error") count("UpstreamFailures");
+      if (outcome.status >= 500) count("ServerErrors");
+      const charged = call.billing?.mode === "managed" ? (call.billing.costMicros ?? 0) : 0;
+      if (charged > 0) {
+        count("CallsCharged");
+        metrics.add("ChargedMicros", "Count", charged);
+      }
+      metrics.add("CallLatency", "Milliseconds", outcome.latencyMs);
+      if (outcome.ttftMs !== undefined) {
+        metrics.add("TimeToFirstByte", "Milliseconds", outcome.ttftMs);
+      }
+    },
+  };
+}

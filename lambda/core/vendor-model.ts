@@ -1,0 +1,90 @@
+import type { Usage } from "./usage";
+
+import type { VendorName } from "./vendor-names";
+
+export { VENDOR_NAMES, type VendorName } from "./vendor-names";
+
+/** What a route does, as the usage extractors and the records name it. */
+export type Operation =
+  | "health"
+  | "models"
+  | "chat"
+  | "completions"
+  | "responses"
+  | "embeddings"
+  | "transcription"
+  | "translation"
+  | "speech"
+  | "image"
+  | "moderation"
+  | "messages"
+  | "complete"
+  | "count_tokens"
+  | "generate"
+  | "embed"
+  | "cached_content";
+
+/**
+ * The request body a route takes: `json` (validated before forwarding), `multipart` (an upload, needs a
+ * boundary), `binary-response` (a JSON request answered with bytes, e.g. speech), `none` (GET).
+ */
+export type RouteKind = "json" | "multipart" | "binary-response" | "none";
+
+/** How a call asks for a stream: never, by `"stream": true` in its JSON body, or always (the route itself). */
+export type StreamDetection = "never" | "body-flag" | "always";
+
+export interface VendorRoute {
+  method: "GET" | "POST";
+  /** Path under the vendor prefix; `{model}` stands for one validated model segment. */
+  path: string;
+  /** Path on the vendor, when it differs from `path` (same placeholders). */
+  upstreamPath?: string;
+  operation: Operation;
+  kind: RouteKind;
+  stream: StreamDetection;
+  /** Largest request body accepted, in bytes (413 above it). */
+  bodyLimit: number;
+  billing: "free" | "billable";
+  /** OpenAI-style chat streams: ask the vendor for usage and hide the usage chunk from the client. */
+  injectStreamUsage?: boolean;
+}
+
+/** One call's request as the usage extractors see it. */
+export interface UsageContext {
+  operation: Operation;
+  /** The parsed JSON request body, when the route takes JSON. */
+  request: Record<string, unknown> | undefined;
+}
+
+/** Usage and the assembled final message of one stream, fed event by event as the stream passes. */
+export interface StreamObserver {
+  /** One SSE event's data (and its `event:` name), or one element of a streamed JSON array. */
+  event(data: string, name: string | undefined): void;
+  /** The figures so far; `complete` is false when the stream ended early. */
+  result(complete: boolean): { usage: Usage; message: unknown };
+}
+
+/** Pure usage extraction for one vendor's wire formats. */
+export interface UsageExtractor {
+  /** Usage of a complete successful response (`body` is undefined for binary responses). */
+  fromResponse(context: UsageContext, body: unknown): Usage;
+  /** A fresh observer for one streamed response. */
+  stream(context: UsageContext): StreamObserver;
+}
+
+/** Everything that makes a vendor: one folder under `lambda/vendors/`, one value of this type. */
+export interface VendorDefinition {
+  name: VendorName;
+  /** Origin plus base path of the real vendor (DESIGN §2). */
+  defaultUpstream: string;
+  routes: readonly VendorRoute[];
+  /** The headers that carry the vendor key. */
+  authHeaders(vendorKey: string): Record<string, string>;
+  /** Request headers forwarded for this vendor, on top of the common allowlist (lower case). */
+  requestHeaders: readonly string[];
+  /** Headers the vendor requires, sent when the client did not send them. */
+  defaultHeaders?: Readonly<Record<string, string>>;
+  /** Rejects query parameters the proxy cannot relay faithfully (throws ApiError 400). */
+  checkQuery?(query: URLSearchParams): void;
+  usage: UsageExtractor;
+}

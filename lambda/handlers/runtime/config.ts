@@ -1,0 +1,207 @@
+// zod/mini, not zod: the full build adds ~450 KB to every bundle, the mini one ~20 KB.
+import * as z from "zod/mini";
+import { TABLES, type TableNames, tableNames } from "../../adapters/dynamodb/tables";
+import { LOG_LEVELS } from "../../core/logger";
+import { VENDOR_NAMES } from "../../core/vendor-model";
+
+/** Lambda configuration, parsed once at cold start; a bad or missing value fails naming its variable. */
+const base = z.object({
+  DMT_LOG_LEVEL: z._default(z.enum(LOG_LEVELS), "info"),
+  /** CloudWatch namespace of the functions' metrics (the stack sets `dmt/<stack name>`). */
+  DMT_METRICS_NAMESPACE: z._default(z.string().check(z.minLength(1)), "dmt"),
+});
+
+const tableVariables = Object.fromEntries(
+  Object.keys(TABLES).map((name) => [`DMT_TABLE_${name.toUpperCase()}`, z.string().check(z.minLength(1))]),
+);
+
+const store = z.extend(base, {
+  ...tableVariables,
+  /** How long a key lookup is cached in a warm container: the revocation delay in AWS. */
+  DMT_KEY_CACHE_MS: z._default(z.coerce.number().check(z.minimum(0), z.maximum(60_000)), 5000),
+  /** Another DynamoDB endpoint (tests point this at dynalite); unset in AWS. */
+  DMT_DYNAMODB_ENDPOINT: z.optional(z.url()),
+});
+
+const text = z.string().check(z.minLength(1));
+const httpUrl = z.url({ protocol: /^https?$/ });
+
+/**
+ * API Gateway (REST, regional endpoint) ends a streamed response that sent nothing for 5 minutes
+ * ("Stream the integration response for your proxy integrations", API Gateway developer guide).
+ */
+export const GATEWAY_STREAM_IDLE_MS = 300_000;
+
+const proxy = z.extend(base, {
+  /** The vendor this function serves: every proxy function runs the same bundle. */
+  DMT_VENDOR: z.enum(VENDOR_NAMES),
+  /** Secrets Manager secrets (ARNs): the managed vendor key, and the origin secret API Gateway sends. */
+  DMT_VENDOR_KEY_SECRET_ARN: text,
+  DMT_ORIGIN_SECRET_ARN: text,
+  /** How long a container keeps secret values before reading them again. */
+  DMT_SECRET_CACHE_MS: z._default(z.coerce.number().check(z.minimum(0), z.maximum(3_600_000)), 300_000),
+  /** Another Secrets Manager endpoint (tests); unset in AWS. */
+  DMT_SECRETS_ENDPOINT: z.optional(httpUrl),
+  /** Another upstream than the vendor's own (origin plus base path); unset in AWS. */
+  DMT_UPSTREAM_URL: z.optional(httpUrl),
+  DMT_UPSTREAM_CONNECT_TIMEOUT_MS: z._default(
+    z.coerce.number().check(z.minimum(1), z.maximum(120_000)),
+    10_000,
+  ),
+  /**
+   * Longest wait for a vendor's first byte and between two chunks. Under API Gateway's idle limit on a
+   * streamed response, so that a silent vendor ends in our 504 (nothing charged) rather than in the
+   * gateway cutting a call the function goes on running and paying for (docs/aws.md).
+   */
+  DMT_UPSTREAM_IDLE_TIMEOUT_MS: z._default(
+    z.coerce.number().check(z.minimum(1), z.maximum(GATEWAY_STREAM_IDLE_MS - 10_000)),
+    GATEWAY_STREAM_IDLE_MS - 30_000,
+  ),
+});
+
+/** Other endpoints than AWS's own (tests point these at local stand-ins); unset in AWS. */
+const awsEndpoints = {
+  DMT_S3_ENDPOINT: z.optional(httpUrl),
+  DMT_SQS_ENDPOINT: z.optional(httpUrl),
+  DMT_ATHENA_ENDPOINT: z.optional(httpUrl),
+  DMT_DYNAMODB_ENDPOINT: z.optional(httpUrl),
+};
+
+/**
+ * Metering in the proxy functions: the store, the KMS key that wraps customers' own vendor keys, and
+ * how long a credit hold lasts (longer than the 15-minute function timeout, so no hold is released
+ * under a call still running; the sweeper releases what a crash left).
+ */
+const metering = z.extend(store, {
+  DMT_BYOK_KEY_ARN: text,
+  /** Another KMS endpoint (tests); unset in AWS. */
+  DMT_KMS_ENDPOINT: z.optional(httpUrl),
+  DMT_HOLD_TTL_MS: z._default(z.coerce.number().check(z.minimum(960_000), z.maximum(86_400_000)), 3_600_000),
+});
+
+/** The producer side of the warehouse: the queue, and the bucket whose `queue-spool/` keeps what it refused. */
+const recordQueue = z.extend(base, {
+  DMT_QUEUE_URL: httpUrl,
+  DMT_WAREHOUSE_BUCKET: text,
+  ...awsEndpoints,
+});
+
+const consumer = z.extend(base, {
+  DMT_WAREHOUSE_BUCKET: text,
+  DMT_DEAD_LETTER_QUEUE_URL: httpUrl,
+  DMT_TABLE_WAREHOUSEDELIVERIES: text,
+  DMT_TABLE_DELETIONTOMBSTONES: text,
+  /** The dashboard's interactions index and the rollups it keeps in step. */
+  DMT_TABLE_INTERACTIONS: text,
+  DMT_TABLE_USAGEROLLUPS: text,
+  ...awsEndpoints,
+});
+
+/** The data API: exports through Athena, bucket-export settings in DynamoDB. */
+const dataApi = z.extend(base, {
+  DMT_ATHENA_WORKGROUP: text,
+  DMT_WAREHOUSE_DATABASE: text,
+  DMT_WAREHOUSE_TABLE: text,
+  DMT_TABLE_PROJECTSETTINGS: text,
+  /** The per-key rate limit, shared with the proxy functions. */
+  DMT_TABLE_RATELIMITS: text,
+  /** Deletion requests, whose stream starts the deletion workflow. */
+  DMT_TABLE_DELETIONREQUESTS: text,
+  /** Budgets and their counters, read by `GET /api/v1/budgets`. */
+  DMT_TABLE_BUDGETS: text,
+  DMT_TABLE_BUDGETCOUNTERS: text,
+  ...awsEndpoints,
+});
+
+export type BaseConfig = z.infer<typeof base>;
+export type StoreConfig = z.infer<typeof store> & { tables: TableNames };
+export type ProxyConfig = z.infer<typeof proxy>;
+export type MeteringConfig = z.infer<typeof metering> & { tables: TableNames };
+export type RecordQueueConfig = z.infer<typeof recordQueue>;
+export type ConsumerConfig = z.infer<typeof consumer>;
+export type DataApiConfig = z.infer<typeof dataApi>;
+
+/** A function's environment checked against its schema; a bad one fails the cold start, naming it. */
+export function parseEnv<T extends z.ZodMiniType>(
+  schema: T,
+  env: Record<string, string | undefined>,
+): z.infer<T> {
+  const parsed = schema.safeParse(env);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new Error(`Invalid configuration: ${issue?.path.join(".")}: ${issue?.message}`);
+  }
+  return parsed.data;
+}
+
+export function parseBaseConfig(env: Record<string, string | undefined>): BaseConfig {
+  return parseEnv(base, env);
+}
+
+/** For functions that use the store: every `DMT_TABLE_<NAME>` must be set (CDK sets them all). */
+export function parseStoreConfig(env: Record<string, string | undefined>): StoreConfig {
+  return { ...parseEnv(store, env), tables: tableNames(env) };
+}
+
+/** For the proxy functions (`lambda/handlers/proxy.ts`). */
+export function parseProxyConfig(env: Record<string, string | undefined>): ProxyConfig {
+  return parseEnv(proxy, env);
+}
+
+/** For metering in the proxy functions (`lambda/compose/proxy.ts`). */
+export function parseMeteringConfig(env: Record<string, string | undefined>): MeteringConfig {
+  return { ...parseEnv(metering, env), tables: tableNames(env) };
+}
+
+/** For the proxy functions' record queue and the spool re-sender (`lambda/handlers/runtime/aws.ts`). */
+export function parseRecordQueueConfig(env: Record<string, string | undefined>): RecordQueueConfig {
+  return parseEnv(recordQueue, env);
+}
+
+/** For the warehouse consumer (`lambda/handlers/consumer.ts`). */
+export function parseConsumerConfig(env: Record<string, string | undefined>): ConsumerConfig {
+  return parseEnv(consumer, env);
+}
+
+/** For the data API (`lambda/handlers/api.ts`). */
+export function parseDataApiConfig(env: Record<string, string | undefined>): DataApiConfig {
+  return parseEnv(dataApi, env);
+}
+
+/** The deletion step Lambda (lib/deletion.ts sets every variable). */
+const deletionSteps = z.extend(base, {
+  DMT_TABLE_DELETIONREQUESTS: text,
+  DMT_TABLE_DELETIONTOMBSTONES: text,
+  DMT_TABLE_PROJECTSETTINGS: text,
+  /** The dashboard's interactions index and rollups, purged too. */
+  DMT_TABLE_INTERACTIONS: text,
+  DMT_TABLE_USAGEROLLUPS: text,
+  DMT_WAREHOUSE_BUCKET: text,
+  DMT_ATHENA_WORKGROUP: text,
+  DMT_WAREHOUSE_DATABASE: text,
+  DMT_WAREHOUSE_TABLE: text,
+  DMT_ATHENA_RESULTS_BUCKET: text,
+  ...awsEndpoints,
+});
+
+/**
+ * The dashboard API: the store and BYOK settings of metering (its hold TTL is not used), exports as
+ * the data API's, and who issues its access tokens (the Cognito user pool) to which client.
+ */
+const dashboard = z.extend(z.extend(metering, dataApi.shape), {
+  DMT_DASHBOARD_ISSUER: httpUrl,
+  DMT_DASHBOARD_CLIENT_ID: text,
+});
+
+export type DeletionStepsConfig = z.infer<typeof deletionSteps>;
+export type DashboardConfig = z.infer<typeof dashboard> & { tables: TableNames };
+
+/** For the deletion steps (`lambda/handlers/deletion.ts`). */
+export function parseDeletionStepsConfig(env: Record<string, string | undefined>): DeletionStepsConfig {
+  return parseEnv(deletionSteps, env);
+}
+
+/** For the dashboard API (`lambda/handlers/dashboard.ts`). */
+export function parseDashboardConfig(env: Record<string, string | undefined>): DashboardConfig {
+  return { ...parseEnv(dashboard, env), tables: tableNames(env) };
+}

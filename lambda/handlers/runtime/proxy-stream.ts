@@ -1,0 +1,120 @@
+import type { LambdaFunctionURLEvent, StreamifyHandler } from "aws-lambda";
+import { streamHandle } from "hono/aws-lambda";
+import { CachedSecret, createSecretsClient } from "../../adapters/secrets-manager/secrets";
+import { createUpstreamClient } from "../../adapters/undici/client";
+import { SECURITY_HEADERS } from "../../app/middleware";
+import { createProxyApp } from "../../app/proxy/app";
+import { PendingWork, type ProxyHooks } from "../../core/call";
+import { ApiError, errors } from "../../core/errors";
+import { errorFields, type Logger } from "../../core/logger";
+import { VENDORS } from "../../vendors";
+import { forwardedAuth } from "./authorizer-context";
+import type { ProxyConfig } from "./config";
+import { directCallRefused, ORIGIN_SECRET_HEADER, originVerified } from "./origin";
+import type { LambdaTelemetry } from "./telemetry";
+
+export type ProxyHandler = StreamifyHandler<LambdaFunctionURLEvent, void>;
+
+export interface ProxyHandlerDeps {
+  config: ProxyConfig;
+  logger: Logger;
+  /** Metering and recording (lambda/compose/proxy.ts); without them the proxy only relays. */
+  hooks?: ProxyHooks;
+  /** The hooks' after-work, which each invocation waits for before it ends. */
+  pending?: PendingWork;
+  /** Tags each invocation's logs and publishes its metrics once its work is done. */
+  telemetry?: Pick<LambdaTelemetry, "begin" | "end">;
+}
+
+/**
+ * One vendor's proxy (`DMT_VENDOR`) behind its Lambda function URL, streaming: the same Hono app as
+ * locally, through `streamHandle`. API Gateway calls the URL over HTTP_PROXY with the origin secret
+ * and the authorizer's decision in headers; anything else calling the URL is refused before any work.
+ */
+export function createProxyHandler({
+  config,
+  logger,
+  hooks,
+  telemetry,
+  ...deps
+}: ProxyHandlerDeps): ProxyHandler {
+  const vendor = VENDORS[config.DMT_VENDOR];
+  const upstream = createUpstreamClient({
+    target: config.DMT_UPSTREAM_URL ?? vendor.defaultUpstream,
+    connectTimeoutMs: config.DMT_UPSTREAM_CONNECT_TIMEOUT_MS,
+    idleTimeoutMs: config.DMT_UPSTREAM_IDLE_TIMEOUT_MS,
+  });
+  const secrets = createSecretsClient(config.DMT_SECRETS_ENDPOINT);
+  // The previous value too: during a rotation API Gateway sends it until redeployed (docs/aws.md).
+  const originSecret = new CachedSecret(
+    secrets,
+    config.DMT_ORIGIN_SECRET_ARN,
+    ["AWSCURRENT", "AWSPREVIOUS"],
+    config.DMT_SECRET_CACHE_MS,
+    logger,
+  );
+  // Created empty: until the operator puts a value, only dual keys can call this vendor.
+  const managedKey = new CachedSecret(
+    secrets,
+    config.DMT_VENDOR_KEY_SECRET_ARN,
+    ["AWSCURRENT"],
+    config.DMT_SECRET_CACHE_MS,
+    logger,
+  );
+  const pending = deps.pending ?? new PendingWork();
+
+  let current: { key: string | undefined; handle: ProxyHandler } | undefined;
+  /** The proxy for the managed key of the moment: the operator may put or replace it while containers run. */
+  const proxyFor = (key: string | undefined): ProxyHandler => {
+    if (!current || current.key !== key) {
+      const app = createProxyApp({
+        vendor,
+        upstream,
+        managedKey: key,
+        upstreamState: key === undefined ? "missing_key" : "configured",
+        auth: forwardedAuth,
+        logger,
+        ...(hooks && { hooks }),
+        pending,
+      });
+      // hono declares the buffered handler's type; streamHandle returns a streaming one.
+      current = { key, handle: streamHandle(app) as unknown as ProxyHandler };
+    }
+    return current.handle;
+  };
+
+  /** The proxy for this request, or why it is refused: a request without the origin secret gets nothing else. */
+  const admit = async (event: LambdaFunctionURLEvent): Promise<ProxyHandler | ApiError> => {
+    try {
+      if (!originVerified(event.headers[ORIGIN_SECRET_HEADER], await originSecret.values())) {
+        return directCallRefused();
+      }
+      const [key] = await managedKey.values();
+      return proxyFor(key);
+    } catch (err) {
+      logger.error("reading the proxy's secrets failed", errorFields(err));
+      return errors.internal();
+    }
+  };
+
+  return async (event, stream, context) => {
+    telemetry?.begin(context);
+    try {
+      const proxy = await admit(event);
+      if (proxy instanceof ApiError) return refuse(stream, proxy);
+      await proxy(event, stream, context);
+      // The client has its whole response; the call's settlement and record must still finish before
+      // the invocation ends, since Lambda freezes the container once it returns.
+      await pending.drain();
+    } finally {
+      telemetry?.end();
+    }
+  };
+}
+
+function refuse(stream: awslambda.HttpResponseStream, err: ApiError): void {
+  awslambda.HttpResponseStream.from(stream, {
+    statusCode: err.status,
+    headers: { "content-type": "application/json", ...SECURITY_HEADERS, ...err.headers },
+  }).end(JSON.stringify(err.toBody()));
+}

@@ -1,0 +1,321 @@
+import { modelAllowed, modelNotAllowedError } from "../core/budgets";
+import type { BeforeDecision, BillingMode, ProxyCall, ProxyHooks, ProxyOutcome } from "../core/call";
+import { type CreditStore, insufficientCreditsError } from "../core/credits";
+import { errors } from "../core/errors";
+import {
+  type IdempotencyStore,
+  idempotencyError,
+  MAX_REPLAY_BYTES,
+  REPLAY_HEADER,
+  requestFingerprint,
+  type StoredResponse,
+  validateRequestId,
+} from "../core/idempotency";
+import { errorFields, type Logger } from "../core/logger";
+import { abandonedStreamUsage, type CallBounds, holdMicros, imageVariant } from "../core/metering";
+import type { CachedVendorKeys } from "../core/metering-vendor-keys";
+import { costMicros, type ModelPrice, type PriceCatalogue } from "../core/pricing";
+import { type RateLimiter, rateLimitError, rateLimitHeaders } from "../core/rate-limit";
+import { resolveUserId } from "../core/record";
+import { estimateTokens } from "../core/token-estimate";
+import type { Operation } from "../core/vendor-model";
+import { callBounds } from "../vendors/bounds";
+import type { BudgetAdmission, BudgetGuard, BudgetHolds } from "./budgets";
+import { CreditLeases, DEFAULT_LEASES, type Reservation } from "./credit-leases";
+import { checkRateLimit } from "./rate-limit";
+
+export interface MeteringDeps {
+  credits: CreditStore;
+  limiter: RateLimiter;
+  idempotency: IdempotencyStore;
+  vendorKeys: CachedVendorKeys;
+  prices: PriceCatalogue;
+  logger: Logger;
+  clock: () => number;
+  /** How long a hold stays valid before the sweeper may release it: longer than any call lasts. */
+  holdTtlMs: number;
+  /** How soon finished calls' charges are noted on the store (0: before `after` ends, for Lambda). */
+  noteChargesMs: number;
+  /** Budgets and tokens-per-minute limits; without it, none apply. */
+  budgets?: BudgetGuard;
+}
+
+/** Metering's hooks, and what settles the credit leases it keeps across calls. */
+export interface Metering extends ProxyHooks {
+  /** Settles every credit lease (once its calls ended): a clean shutdown, or a test reading balances. */
+  settle(): Promise<void>;
+}
+
+/** What `before` took for a call, for `after` to settle or give back. */
+interface CallState {
+  /** The rate limit refused the call (known before `before` ran: then it takes nothing). */
+  denied: boolean;
+  price?: ModelPrice;
+  reservation?: Reservation;
+  budgetHolds?: BudgetHolds;
+  idempotency?: { requestId: string; token: string };
+}
+
+const MAX_NAMED_MODEL = 256;
+const decoder = new TextDecoder();
+
+/**
+ * Metering as proxy hooks: the per-key rate limit (`admit`); the billing mode, the credit hold and the
+ * idempotency record (`before`); the charge, the record's cost and the stored response (`after`).
+ * Once warm, a call without X-Request-ID reaches the vendor without waiting for the store: rate-limit
+ * tokens and credits are leased ahead of demand; otherwise the rate limit, the lease and the
+ * idempotency record are written side by side. Protocol and reasoning: docs/metering.md.
+ */
+export function createMetering(deps: MeteringDeps): Metering {
+  const leases = new CreditLeases(deps.credits, deps.clock, deps.logger, {
+    ...DEFAULT_LEASES,
+    holdTtlMs: deps.holdTtlMs,
+    noteMs: deps.noteChargesMs,
+  });
+  const states = new WeakMap<ProxyCall, CallState>();
+  const stateOf = (call: ProxyCall) => {
+    let state = states.get(call);
+    if (!state) {
+      state = { denied: false };
+      states.set(call, state);
+    }
+    return state;
+  };
+
+  return {
+    async admit(call) {
+      const state = stateOf(call);
+      call.billing = { mode: call.auth.vendorKey === undefined ? "managed" : "dual", costMicros: 0 };
+      const decision = await checkRateLimit(deps.limiter, call.auth);
+      Object.assign(call.responseHeaders, rateLimitHeaders(decision));
+      if (!decision.allowed) {
+        state.denied = true;
+        throw rateLimitError(decision);
+      }
+    },
+
+    async before(call) {
+      const state = stateOf(call);
+      // A refusal already known (a bucket this process saw exhausted answers at once) spares the store.
+      if (state.denied || !call.route) return undefined;
+      if (call.model !== undefined && !modelAllowed(call.auth.models, call.model)) {
+        throw modelNotAllowedError(call.model);
+      }
+      const requestId = call.requestId === undefined ? undefined : validateRequestId(call.requestId);
+      const { mode, storedKey } = await billingMode(call, deps.vendorKeys);
+      state.price = call.route.billing === "billable" ? priceOf(call, mode, deps.prices) : undefined;
+      call.billing = {
+        mode,
+        ...(state.price ? { priceVersion: state.price.priceVersion } : {}),
+        costMicros: 0,
+      };
+      const operation = call.route.operation;
+      const micros =
+        mode === "managed" && state.price ? holdMicros(state.price, boundsOf(call, operation)) : 0;
+
+      const { projectId, keyId } = call.auth;
+      const price = state.price;
+      const budgeted: Promise<BudgetAdmission> | null =
+        deps.budgets && call.route.billing === "billable"
+          ? deps.budgets.admit({
+              projectId,
+              keyId,
+              userId: resolveUserId(call.userHeader, call.body),
+              managed: mode === "managed",
+              // A BYOK call counts at list price; its hold is the same bound as a managed one's.
+              maxCostMicros: () =>
+                micros > 0 || !price ? micros : holdMicros(price, boundsOf(call, operation)),
+              ...(call.auth.tpm
+                ? { tpm: { limit: call.auth.tpm, estimate: () => estimatedTokens(call) } }
+                : {}),
+            })
+          : null;
+      const [held, begun, budget] = await Promise.allSettled([
+        micros > 0 ? leases.reserve(projectId, micros) : null,
+        requestId === undefined
+          ? null
+          : deps.idempotency.begin(
+              keyId,
+              requestId,
+              requestFingerprint(call.method, call.target ?? call.endpoint, call.rawBody ?? new Uint8Array()),
+            ),
+        budgeted,
+      ]);
+      // Whatever was taken is noted first: `after` gives it back whatever is decided here.
+      if (held.status === "fulfilled" && held.value?.ok) state.reservation = held.value.reservation;
+      if (begun.status === "fulfilled" && begun.value?.kind === "new" && requestId !== undefined) {
+        state.idempotency = { requestId, token: begun.value.token };
+      }
+      if (budget.status === "fulfilled" && budget.value?.ok) {
+        state.budgetHolds = budget.value.holds;
+        Object.assign(call.responseHeaders, budget.value.headers);
+      }
+      if (held.status === "rejected") throw held.reason;
+      if (begun.status === "rejected") throw begun.reason;
+      const started = begun.value;
+      if (started?.kind === "completed" && started.response) return { replay: marked(started.response) };
+      if (started && started.kind !== "new") throw idempotencyError(started);
+      if (budget.status === "rejected") throw budget.reason;
+      if (budget.value && !budget.value.ok) throw budget.value.error;
+      if (held.value && !held.value.ok) throw insufficientCreditsError(micros, held.value.availableMicros);
+      const decision: BeforeDecision = {};
+      if (storedKey !== undefined) decision.vendorKey = storedKey;
+      if (state.idempotency) decision.keepResponseBytes = MAX_REPLAY_BYTES;
+      return decision;
+    },
+
+    async after(call, outcome) {
+      const state = states.get(call);
+      if (!state) return;
+      const cost = costOf(call, state, outcome, deps.logger);
+      // A managed call's record says what the credits paid: a call is charged at most its hold (the
+      // ledger keeps any excess as uncollected), so the records' costs sum to the balance's change.
+      const reservation = state.reservation;
+      const charged = reservation && cost !== undefined ? Math.min(cost, reservation.micros) : cost;
+      if (call.billing) call.billing.costMicros = charged;
+      const { inputTokens, outputTokens } = outcome.usage;
+      await Promise.all([
+        reservation ? leases.finish(reservation, cost ?? 0) : undefined,
+        // A budget counts what the record says the call cost; the TPM limit the tokens it used.
+        state.budgetHolds
+          ? deps.budgets?.finish(state.budgetHolds, charged ?? 0, inputTokens + outputTokens)
+          : undefined,
+        finishIdempotency(call, state, outcome),
+      ]);
+    },
+
+    settle: async () => {
+      await Promise.all([leases.settleAll(), deps.budgets?.settle()]);
+    },
+  };
+
+  /** A complete 2xx answer is stored for replay; anything else is forgotten, so a retry runs again. */
+  async function finishIdempotency(call: ProxyCall, state: CallState, outcome: ProxyOutcome): Promise<void> {
+    const record = state.idempotency;
+    if (!record) return;
+    const { keyId } = call.auth;
+    try {
+      const succeeded = outcome.status >= 200 && outcome.status < 300 && !outcome.error;
+      if (succeeded && outcome.sent) {
+        const stored = { status: outcome.status, headers: outcome.sent.headers, chunks: outcome.sent.chunks };
+        if (!(await deps.idempotency.complete(keyId, record.requestId, record.token, stored))) {
+          deps.logger.warn("idempotency record was taken over before completion", {
+            endpoint: call.endpoint,
+          });
+        }
+      } else {
+        await deps.idempotency.abandon(keyId, record.requestId, record.token);
+      }
+    } catch (err) {
+      // A record left running lets retries through once its lease ends.
+      deps.logger.error("idempotency record update failed", { ...errorFields(err), endpoint: call.endpoint });
+    }
+  }
+}
+
+/**
+ * Who pays: a dual key's vendor half wins (it was chosen for this request), then the project's stored
+ * key for the vendor (BYOK), else the credits.
+ */
+async function billingMode(
+  call: ProxyCall,
+  vendorKeys: CachedVendorKeys,
+): Promise<{ mode: BillingMode; storedKey?: string }> {
+  const dualKey = call.auth.vendorKey;
+  if (dualKey !== undefined) {
+    // Printable ASCII without spaces, as vendor keys are (a header cannot carry most others anyway).
+    if (!/^[\x21-\x7e]+$/.test(dualKey)) {
+      throw errors.invalidApiKey("The vendor key of a dual key must be printable ASCII without whitespace.");
+    }
+    return { mode: "dual" };
+  }
+  const storedKey = await vendorKeys.lookup(call.auth.projectId, call.vendor);
+  return storedKey === undefined ? { mode: "managed" } : { mode: "byok", storedKey };
+}
+
+/**
+ * The tokens a call is admitted with under a TPM limit: its request at four characters a token, plus
+ * the output it asked for at most (nothing when it set no limit); settled to the real usage after.
+ */
+function estimatedTokens(call: ProxyCall): number {
+  const input = estimateTokens(call.rawBody ? decoder.decode(call.rawBody) : "");
+  try {
+    const bounds = boundsOf(call, call.route?.operation ?? "chat");
+    return input + (bounds.maxOutputTokens ?? 0) * bounds.outputs;
+  } catch {
+    return input;
+  }
+}
+
+function boundsOf(call: ProxyCall, operation: Operation): CallBounds {
+  return callBounds({
+    operation,
+    json: call.body,
+    form: call.form,
+    uploadBytes: call.rawBody?.byteLength ?? 0,
+  });
+}
+
+/**
+ * The price of a billable call's model. Managed calls need one: a missing model is a 400 and an
+ * unpriced one a 404 naming it (never metered at zero by accident). BYOK and dual-key calls go ahead
+ * without one, their cost unknown.
+ */
+function priceOf(call: ProxyCall, mode: BillingMode, prices: PriceCatalogue): ModelPrice | undefined {
+  const model = call.model;
+  if (model === undefined) {
+    if (mode !== "managed") return undefined;
+    if (call.body?.model !== undefined) throw errors.invalidField("model", "must be a string");
+    throw errors.missingField("model");
+  }
+  const price = prices.priceFor(call.vendor, model, new Date(call.startedAt));
+  if (!price && mode === "managed") throw errors.modelNotFound(model.slice(0, MAX_NAMED_MODEL));
+  return price;
+}
+
+/**
+ * What a call cost, for the settlement and the record: the usage the vendor reported at the price (with
+ * the markup when the credits pay, at list price otherwise); nothing for a call the vendor did not
+ * answer, whose stream broke, or that was replayed; estimated for a stream the client abandoned.
+ * Undefined when there is no price.
+ */
+function costOf(
+  call: ProxyCall,
+  state: CallState,
+  outcome: ProxyOutcome,
+  logger: Logger,
+): number | undefined {
+  const answered = outcome.status >= 200 && outcome.status < 300 && !outcome.replayed;
+  if (!answered || outcome.error?.type === "upstream_error" || call.route?.billing !== "billable") return 0;
+  const price = state.price;
+  if (!price) return undefined;
+  const usage =
+    outcome.error?.type === "client_error"
+      ? abandonedStreamUsage(
+          outcome.usage,
+          call.rawBody ? decoder.decode(call.rawBody) : "",
+          outcome.response.text ?? "",
+        )
+      : outcome.usage;
+  const quality = field(call, "quality");
+  const size = field(call, "size");
+  const variant = call.route?.operation === "image" ? imageVariant(price, quality, size) : undefined;
+  try {
+    return costMicros(usage, price, {
+      applyMarkup: call.billing?.mode === "managed",
+      ...(variant !== undefined ? { imageVariant: variant } : {}),
+    });
+  } catch (err) {
+    logger.error("usage could not be priced", { ...errorFields(err), endpoint: call.endpoint });
+    return undefined;
+  }
+}
+
+function field(call: ProxyCall, name: string): string | undefined {
+  const value = call.body?.[name] ?? call.form?.get(name);
+  return typeof value === "string" ? value : undefined;
+}
+
+function marked(response: StoredResponse): StoredResponse {
+  return { ...response, headers: [...response.headers, [REPLAY_HEADER, "true"]] };
+}
