@@ -24,6 +24,7 @@ import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
 import { createKey, createProject } from "../lambda/core/accounts";
 import { openLocalStore } from "../lambda/local/stack";
 import { type ServeProcess, startDmtServe } from "../test/support/cli";
+import { median, percentile } from "./lib/stats";
 import { formatTable } from "./lib/table";
 
 declare module "autocannon" {
@@ -68,16 +69,6 @@ interface LoadFigures {
   p50Ms: number;
   p99Ms: number;
   failures: number;
-}
-
-function percentile(sorted: Float64Array, q: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] ?? Number.NaN;
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
 }
 
 /**

@@ -5,6 +5,7 @@ import {
   GetTemplateCommand,
 } from "@aws-sdk/client-cloudformation";
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { DynamoBudgets } from "../lambda/adapters/dynamodb/budgets";
 import { createDynamoClient } from "../lambda/adapters/dynamodb/client";
 import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
 import { DynamoExportSettings } from "../lambda/adapters/dynamodb/export-settings";
@@ -131,6 +132,7 @@ export function cognitoUserDirectory(target: AwsTarget): UserDirectory {
 export function awsServices(target: AwsTarget) {
   return {
     store: new DynamoStore(target.db, target.tables),
+    budgets: new DynamoBudgets(target.db, target.tables),
     credits: new DynamoCredits(target.db, target.tables),
     vendorKeys: new DynamoVendorKeys(
       target.db,

@@ -1,8 +1,18 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { type ParseArgsConfig, parseArgs } from "node:util";
+import type { DynamoBudgets } from "../lambda/adapters/dynamodb/budgets";
 import type { DynamoPrivacySettings } from "../lambda/adapters/dynamodb/privacy-settings";
-import { createKey, createProject, keyStoreOf, keyView, revokeKey } from "../lambda/core/accounts";
+import {
+  createKey,
+  createProject,
+  keyStoreOf,
+  keyView,
+  modelWarnings,
+  revokeKey,
+  updateKey,
+} from "../lambda/core/accounts";
+import { type BudgetView, budgetView, budgetViews, parseModels, setBudget } from "../lambda/core/budgets";
 import { type CreditStore, formatUsd, parseUsd } from "../lambda/core/credits";
 import { ApiError, errors } from "../lambda/core/errors";
 import { DestinationError, parseExportDestination } from "../lambda/core/export-destination";
@@ -45,6 +55,7 @@ interface Services {
   store: Store;
   credits: CreditStore;
   vendorKeys: VendorKeyStore;
+  budgets: DynamoBudgets;
   /** A file in the data dir locally; the `projectSettings` table in AWS (s3:// destinations only). */
   exportSettings: { setExportDestination(projectId: string, url: string | undefined): Promise<void> };
   members: MemberStore;
@@ -113,6 +124,26 @@ function table(rows: Record<string, unknown>[], columns: string[]): string {
   return [line(columns), ...cells.map(line)].join("\n");
 }
 
+const policyOptions = { models: { type: "string" as const }, tpm: { type: "string" as const } };
+
+/** `--models a,b*` and `--tpm N` of `keys create` and `keys update`. */
+function keyPolicy(values: Record<string, unknown>): { models?: string[]; tpm?: number } {
+  const tpm = wholeNumber(values, "tpm");
+  return {
+    ...(typeof values.models === "string" ? { models: parseModels(values.models) } : {}),
+    ...(tpm !== undefined ? { tpm } : {}),
+  };
+}
+
+/** The catalogue's model names, for the warning on a --models glob that matches none. */
+async function catalogueModels(): Promise<string[]> {
+  return (await import("../lambda/adapters/fs/price-catalogue")).catalogueModels();
+}
+
+function warn(lines: string[]): void {
+  for (const line of lines) process.stderr.write(`dmt: warning: ${line}\n`);
+}
+
 const iso = (ms: unknown) => (typeof ms === "number" ? new Date(ms).toISOString() : undefined);
 
 const commands: Record<string, Command> = {
@@ -150,7 +181,7 @@ const commands: Record<string, Command> = {
   },
   "keys create": {
     usage:
-      "dmt keys create --project <id> --name <name> [--allow <endpoint>]... [--rpm N --burst N] [--expires <date>] [--store metadata|none] [--json]",
+      "dmt keys create --project <id> --name <name> [--allow <endpoint>]... [--rpm N --burst N] [--expires <date>] [--models <globs>] [--tpm N] [--store metadata|none] [--json]",
     summary: "a key for a project, printed once",
     options: {
       project: { type: "string" },
@@ -160,10 +191,12 @@ const commands: Record<string, Command> = {
       burst: { type: "string" },
       expires: { type: "string" },
       store: { type: "string" },
+      ...policyOptions,
       ...json,
     },
     run: async ({ values, open }) => {
       const projectId = required(values, "project");
+      const policy = keyPolicy(values);
       const name = required(values, "name");
       const rpm = wholeNumber(values, "rpm");
       const burst = wholeNumber(values, "burst");
@@ -180,10 +213,13 @@ const commands: Record<string, Command> = {
           ...(rpm !== undefined && burst !== undefined ? { rateLimit: { rpm, burst } } : {}),
           ...(expiresAt !== undefined ? { expiresAt } : {}),
           ...(typeof values.store === "string" ? { store: values.store } : {}),
+          ...(policy.models ? { models: policy.models } : {}),
+          ...(policy.tpm !== undefined ? { tpm: policy.tpm } : {}),
         },
         Date.now(),
       );
       await (await services.events()).published(keyCreated(record));
+      warn(modelWarnings(policy.models, await catalogueModels()));
       return { id: record.keyId, key, name: record.name, project: record.projectId };
     },
     print: (r) => {
@@ -215,30 +251,116 @@ const commands: Record<string, Command> = {
           created: iso(k.createdAt),
           "last-used": iso(k.lastUsedAt),
           allow: k.allow?.join(","),
+          models: k.models?.join(","),
+          tpm: k.tpm,
         })),
-        ["key", "name", "prefix", "status", "created", "last-used", "allow"],
+        ["key", "name", "prefix", "status", "created", "last-used", "allow", "models", "tpm"],
       ),
   },
   "keys update": {
-    usage: "dmt keys update <key id> --store metadata|none|project [--json]",
-    summary: "holds a key to a lower store level (project: follows the project again)",
-    options: { store: { type: "string" }, ...json },
+    usage:
+      "dmt keys update <key id> [--models <globs>|'*'] [--tpm N|0] [--store metadata|none|project] [--json]",
+    summary: "a key's model allowlist, tokens-per-minute limit and store level",
+    options: { ...policyOptions, store: { type: "string" }, ...json },
     positionals: 1,
     run: async ({ values, positionals, open }) => {
-      const level = required(values, "store");
-      // `project`: the key follows its project's level again.
-      const store = level === "project" ? undefined : keyStoreOf(level);
+      const policy = keyPolicy(values);
+      const level = values.store as string | undefined;
+      if (policy.models === undefined && policy.tpm === undefined && level === undefined)
+        throw new UsageError("give --models, --tpm or --store");
       const keyId = positionals[0] ?? "";
-      const updated = await (await open()).privacy.setKey(keyId, store);
-      if (!updated) throw errors.notFound(`Key '${keyId}' does not exist.`);
-      return keyView(updated, Date.now());
+      const services = await open();
+      let record = await services.store.getKey(keyId);
+      if (policy.models !== undefined || policy.tpm !== undefined) {
+        const updated = await updateKey(services.store, keyId, policy, await catalogueModels());
+        warn(updated.warnings);
+        record = updated.record;
+      }
+      if (level !== undefined) {
+        // `project`: the key follows its project's level again.
+        record = await services.privacy.setKey(keyId, level === "project" ? undefined : keyStoreOf(level));
+      }
+      if (!record) throw errors.notFound(`Key '${keyId}' does not exist.`);
+      return keyView(record, Date.now());
     },
     print: (k) => {
-      const key = k as { keyId: string; store?: string };
-      return key.store
-        ? `Key ${key.keyId} now stores at most '${key.store}'.`
-        : `Key ${key.keyId} now follows its project's store level.`;
+      const key = k as { keyId: string; models?: string[]; tpm?: number; store?: string };
+      return `Updated key ${key.keyId}: models ${key.models?.join(",") ?? "any"}, tpm ${key.tpm ?? "no limit"}, stores ${key.store ?? "at the project's level"}.`;
     },
+  },
+  "budgets set": {
+    summary: "a spend limit per project, key or end user; setting it again changes it",
+    usage:
+      "dmt budgets set --project <id> [--key <key id> | --user <user id>] --usd <limit> --window day|month|total [--soft] [--include-byok] [--json]",
+    options: {
+      project: { type: "string" },
+      key: { type: "string" },
+      user: { type: "string" },
+      usd: { type: "string" },
+      window: { type: "string" },
+      soft: { type: "boolean" },
+      "include-byok": { type: "boolean" },
+      ...json,
+    },
+    run: async ({ values, open }) => {
+      const input = {
+        projectId: required(values, "project"),
+        usd: required(values, "usd"),
+        window: required(values, "window"),
+        ...(values.key !== undefined ? { keyId: values.key as string } : {}),
+        ...(values.user !== undefined ? { userId: values.user as string } : {}),
+        soft: values.soft === true,
+        includeByok: values["include-byok"] === true,
+      };
+      if (input.keyId !== undefined && input.userId !== undefined) {
+        throw new UsageError("give --key or --user, not both: a budget has one scope");
+      }
+      const services = await open();
+      return budgetView(await setBudget(services.store, services.budgets, input, Date.now()), Date.now());
+    },
+    print: (b) => {
+      const budget = b as BudgetView;
+      return `Budget ${budget.id}: ${budget.scope}${budget.key ? ` ${budget.key}` : ""}${budget.user ? ` ${budget.user}` : ""}, $${budget.limit_usd} per ${budget.window}${budget.soft ? " (soft)" : ""}.`;
+    },
+  },
+  "budgets list": {
+    usage: "dmt budgets list --project <id> [--json]",
+    summary: "a project's budgets with the current window's spend",
+    options: { project: { type: "string" }, ...json },
+    run: async ({ values, open }) => {
+      const services = await open();
+      const projectId = await services.project(required(values, "project"));
+      return budgetViews(services.budgets, await services.budgets.list(projectId), Date.now());
+    },
+    print: (rows) =>
+      table(
+        (rows as BudgetView[]).map((b) => ({
+          id: b.id,
+          scope: b.scope,
+          subject: b.key ?? b.user,
+          window: b.window,
+          limit: `$${b.limit_usd}`,
+          spent: b.spent_usd === undefined ? undefined : `$${b.spent_usd}`,
+          kind: b.soft ? "soft" : "hard",
+          byok: b.include_byok ? "counted" : undefined,
+          resets: b.resets_at,
+        })),
+        ["id", "scope", "subject", "window", "limit", "spent", "kind", "byok", "resets"],
+      ),
+  },
+  "budgets delete": {
+    usage: "dmt budgets delete <budget id> [--json]",
+    summary: "deletes a budget",
+    options: json,
+    positionals: 1,
+    run: async ({ positionals, open }) => {
+      const budgetId = positionals[0] ?? "";
+      if (!(await (await open()).budgets.delete(budgetId))) {
+        throw errors.notFound(`Budget '${budgetId}' does not exist.`);
+      }
+      return { id: budgetId, deleted: true };
+    },
+    print: (r) => `Deleted budget ${(r as { id: string }).id}.`,
   },
   "keys revoke": {
     usage: "dmt keys revoke <key id> [--json]",

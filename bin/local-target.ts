@@ -1,3 +1,4 @@
+import { DynamoBudgets } from "../lambda/adapters/dynamodb/budgets";
 import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
 import { DynamoMemberStore } from "../lambda/adapters/dynamodb/members";
 import { DynamoPrivacySettings } from "../lambda/adapters/dynamodb/privacy-settings";
@@ -25,6 +26,7 @@ export async function openLocalTarget(dataDir: string, endpoint: string | undefi
     services: {
       store: local.store,
       credits: new DynamoCredits(local.db, names),
+      budgets: new DynamoBudgets(local.db, names),
       vendorKeys: new DynamoVendorKeys(local.db, names, LocalMasterKey.inDataDir(dataDir)),
       exportSettings: localExportSettings(dataDir),
       members: new DynamoMemberStore(local.db, names),

@@ -332,6 +332,9 @@ export class Dashboard extends Construct {
       // Requests are written (the table's stream starts the workflow: no Step Functions access here),
       // read back, and their per-file progress summed.
       deletionRequests: ["PutItem", "GetItem", "Query"],
+      // The Budgets page: definitions set, listed and deleted; the current windows' spend read.
+      budgets: ["PutItem", "Query", "DeleteItem"],
+      budgetCounters: ["GetItem"],
     };
     for (const [table, actions] of Object.entries(access) as [TableName, string[]][]) {
       store.grant(fn, table, actions);

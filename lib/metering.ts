@@ -53,6 +53,7 @@ export class Metering extends Construct {
     const fn = this.sweeper.function;
     props.store.grant(fn, "credits", ["Scan", "UpdateItem"]);
     props.store.grant(fn, "ledger", ["GetItem", "PutItem"]);
+    props.store.grant(fn, "budgetCounters", ["Scan", "UpdateItem"]);
     new Rule(this, "Schedule", {
       description: "dmt: release expired credit holds",
       schedule: Schedule.rate(SWEEP_SCHEDULE),

@@ -25,6 +25,8 @@ export const PROXY_TABLE_ACCESS: Partial<Record<TableName, string[]>> = {
   rateLimits: ["GetItem", "UpdateItem"],
   idempotency: ["GetItem", "PutItem", "UpdateItem", "DeleteItem"],
   vendorKeys: ["GetItem"],
+  budgets: ["Query"],
+  budgetCounters: ["GetItem", "UpdateItem"],
 };
 
 export interface VendorProxyProps {

@@ -120,12 +120,17 @@ export class DmtStack extends Stack {
         DMT_TABLE_RATELIMITS: this.store.tables.rateLimits.tableName,
         // GET /api/v1/transactions/{id} reads the dashboard's interaction index.
         DMT_TABLE_INTERACTIONS: this.store.tables.interactions.tableName,
+        DMT_TABLE_BUDGETS: this.store.tables.budgets.tableName,
+        DMT_TABLE_BUDGETCOUNTERS: this.store.tables.budgetCounters.tableName,
         DMT_METRICS_NAMESPACE: metricsNamespace(this),
       },
     });
     // The per-key rate limit: the same buckets the proxy functions take from.
     this.store.grant(this.dataApi.function, "rateLimits", ["GetItem", "UpdateItem"]);
     this.store.grant(this.dataApi.function, "interactions", ["GetItem"]);
+    // GET /api/v1/budgets: the definitions and the current windows' counters, read only.
+    this.store.grant(this.dataApi.function, "budgets", ["Query"]);
+    this.store.grant(this.dataApi.function, "budgetCounters", ["GetItem"]);
     this.warehouse.connectExports(this.dataApi.function);
     this.deletion = new DeletionWorkflow(this, "Deletion", {
       defaults,

@@ -1,4 +1,5 @@
 import autocannon from "autocannon";
+import { percentile } from "./stats";
 
 export interface LoadResult {
   connections: number;
@@ -43,9 +44,4 @@ export function runLoad(
       if (status >= 200 && status < 300) latencies.push(ms);
     });
   });
-}
-
-function percentile(sorted: Float64Array, q: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] ?? Number.NaN;
 }

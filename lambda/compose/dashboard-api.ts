@@ -1,6 +1,7 @@
 import { createDashboardApp } from "../app/dashboard/app";
 import type { TokenVerifier } from "../app/dashboard/auth";
 import type { DeletionStarter } from "../core/deletion";
+import type { PriceCatalogue } from "../core/pricing";
 import type { EventPublisher } from "../events/ports";
 import type { Infrastructure } from "./infrastructure";
 
@@ -9,6 +10,8 @@ export interface DashboardApiSettings {
   verifyToken: TokenVerifier;
   /** Told of each revoked key, so the host's key cache forgets it (locally the proxy shares it). */
   onKeyRevoked?: (keyId: string) => void;
+  /** The catalogue whose model names a key's model patterns are checked against (a warning). */
+  prices: PriceCatalogue;
   /** Locally deletions run in process; in AWS the requests table's stream starts them. */
   deletionStarter?: DeletionStarter;
   /** Where key and credit events go; absent: none are sent. */
@@ -17,7 +20,8 @@ export interface DashboardApiSettings {
 
 /**
  * The dashboard API (`/dashboard/api/...`): keys, members, credits, BYOK keys (wrapped by the host's
- * key wrapper), the interactions index and rollups, export settings and downloads, deletion requests.
+ * key wrapper), the interactions index and rollups, export settings and downloads, deletion requests,
+ * budgets and key policies.
  */
 export function composeDashboardApi(
   infra: Pick<Infrastructure, "store" | "warehouseQuery" | "exportSettings" | "logger">,
@@ -44,5 +48,6 @@ export function composeDashboardApi(
       requests: store.deletionRequests,
       ...(settings.deletionStarter && { starter: settings.deletionStarter }),
     },
+    budgets: { store: store.budgets, catalogueModels: settings.prices.list().map((row) => row.model) },
   });
 }

@@ -18,7 +18,7 @@ export interface DataApiSettings {
 
 /**
  * The data API (`/api/v1/...`): exports query the warehouse and, for a project with a bucket
- * destination, write there; deletion requests go to the store.
+ * destination, write there; deletion requests go to the store; budgets are read from it.
  */
 export function composeDataApi(
   infra: Pick<
@@ -32,6 +32,7 @@ export function composeDataApi(
     auth: settings.auth,
     ...(settings.rateLimited && { rateLimit: countedRateLimit(infra) }),
     logger,
+    budgets: infra.store.budgets,
     exports: {
       query: infra.warehouseQuery,
       settings: infra.exportSettings,

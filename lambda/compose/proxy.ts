@@ -7,15 +7,16 @@ import { CachedVendorKeys } from "../core/metering-vendor-keys";
 import type { Metrics } from "../core/metrics";
 import type { PriceCatalogue } from "../core/pricing";
 import type { VendorDefinition } from "../core/vendor-model";
+import { BudgetGuard } from "../metering/budgets";
 import { createMetering, type Metering } from "../metering/hooks";
 import { warehouseHooks } from "../warehouse/hooks";
 import type { Infrastructure } from "./infrastructure";
 
 export interface MeteringSettings {
   prices: PriceCatalogue;
-  /** How long a vendor key lookup is cached (the revocation delay of a stored BYOK key). */
+  /** How long a vendor key lookup, a budget or a key policy is cached (how long a change takes to apply). */
   keyCacheMs: number;
-  /** How long a credit hold lasts before the sweeper may release it. */
+  /** How long a credit or budget hold lasts before the sweeper may release it. */
   holdTtlMs: number;
   /** How long finished calls' charges wait to be noted in batches; 0: before the call ends. */
   noteChargesMs: number;
@@ -48,8 +49,9 @@ export interface Proxy {
 }
 
 /**
- * The proxy with its hooks: metering (rate limit, credit hold and settlement, BYOK keys, idempotency)
- * over the store, then each call's record to the warehouse queue, then the call's metrics.
+ * The proxy with its hooks: metering (rate limit, credit and budget holds and their settlement, BYOK
+ * keys, idempotency) over the store, then each call's record to the warehouse queue, then the call's
+ * metrics.
  */
 export function composeProxy(
   infra: Pick<Infrastructure, "store" | "recordQueue" | "userIds" | "clock" | "logger" | "metrics">,
@@ -68,6 +70,14 @@ export function composeProxy(
       clock,
       holdTtlMs: settings.metering.holdTtlMs,
       noteChargesMs: settings.metering.noteChargesMs,
+      budgets: new BudgetGuard({
+        counters: store.budgets,
+        clock,
+        logger,
+        cacheMs: settings.metering.keyCacheMs,
+        holdTtlMs: settings.metering.holdTtlMs,
+        noteChargesMs: settings.metering.noteChargesMs,
+      }),
     });
   const hooks = combineHooks(
     [
@@ -90,7 +100,8 @@ export function composeProxy(
 
 /**
  * Each call's counters and timings, read once metering and the record are done: how many calls, how
- * many refused by the rate limit or for want of credits, failed upstream, charged, and for how much.
+ * many refused by the rate limit, for want of credits or by a budget, failed upstream, charged, and for
+ * how much.
  */
 export function callMetrics(metrics: Metrics): ProxyHooks {
   return {
@@ -99,6 +110,7 @@ export function callMetrics(metrics: Metrics): ProxyHooks {
       count("ProxyCalls");
       if (outcome.error?.code === "rate_limit_exceeded") count("RateLimited");
       if (outcome.error?.code === "insufficient_credits") count("InsufficientCredits");
+      if (outcome.error?.code === "budget_exceeded") count("BudgetExceeded");
       if (outcome.error?.type === "upstream_error") count("UpstreamFailures");
       if (outcome.status >= 500) count("ServerErrors");
       const charged = call.billing?.mode === "managed" ? (call.billing.costMicros ?? 0) : 0;

@@ -1,22 +1,28 @@
 import type { SweepReport } from "../core/credits";
+import { sweepHolds } from "../metering/budgets";
 import type { Infrastructure } from "./infrastructure";
 
+/** What one sweep did: the credits' report and the budget holds it settled. */
+export type HoldsSweepReport = SweepReport & { budgetHoldsSettled: number };
+
 /**
- * The credit sweeper's one run: releases the holds a crashed or frozen proxy call left open once they
- * expired, and completes settlements and grants a crash left half done (docs/metering.md). Runs may
- * overlap or repeat: the protocol is idempotent. AWS runs it every minute on a schedule, the local
- * stack on a timer.
+ * The credit sweeper's one run: releases the credit holds a crashed or frozen proxy call left open once
+ * they expired, settles its expired budget holds at the charges noted on them, and completes settlements
+ * and grants a crash left half done (docs/metering.md). Runs may overlap or repeat: the protocol is
+ * idempotent. AWS runs it every minute on a schedule, the local stack on a timer.
  */
 export function composeSweeper(
   infra: Pick<Infrastructure, "store" | "clock" | "logger" | "metrics">,
-): () => Promise<SweepReport> {
+): () => Promise<HoldsSweepReport> {
   const { store, clock, logger, metrics } = infra;
+  const holds = sweepHolds(store.credits, store.budgets);
   return async () => {
-    const report = await store.credits.releaseExpired(clock());
+    const report = await holds.releaseExpired(clock());
     metrics.add("HoldsReleased", "Count", report.holdsReleased);
     metrics.add("SettlementsCompleted", "Count", report.settlementsCompleted);
     metrics.add("GrantsCompleted", "Count", report.grantsCompleted);
-    if (report.holdsReleased + report.settlementsCompleted + report.grantsCompleted > 0) {
+    metrics.add("BudgetHoldsSettled", "Count", report.budgetHoldsSettled);
+    if (Object.values(report).some((count) => count > 0)) {
       logger.info("credit sweep", { ...report });
     }
     return report;

@@ -1,3 +1,4 @@
+import { unmatchedModelPatterns, validateTpm } from "./budgets";
 import { validatePattern } from "./endpoints";
 import { errors } from "./errors";
 import { displayPrefix, generateKey } from "./keys";
@@ -60,6 +61,9 @@ export interface NewKeyInput {
   expiresAt?: number;
   /** Keep less than the project for this key's calls: `metadata` or `none`. */
   store?: string;
+  /** Model names or globs the key may call (core/budgets.ts parseModels). */
+  models?: string[];
+  tpm?: number;
 }
 
 /** The public view of a key: everything but the hash. */
@@ -103,6 +107,7 @@ export async function createKey(
   }
   if (input.rateLimit) validateRateLimit(input.rateLimit);
   const level = input.store === undefined ? undefined : keyStoreOf(input.store);
+  if (input.tpm !== undefined) validateTpm(input.tpm);
   if (input.expiresAt !== undefined && !(input.expiresAt > now)) {
     throw errors.invalidField("expires", "must be in the future");
   }
@@ -121,6 +126,8 @@ export async function createKey(
     ...(input.rateLimit ? { rateLimit: input.rateLimit } : {}),
     ...(input.expiresAt !== undefined ? { expiresAt: input.expiresAt } : {}),
     ...(level !== undefined ? { store: level } : {}),
+    ...(input.models ? { models: input.models } : {}),
+    ...(input.tpm !== undefined ? { tpm: input.tpm } : {}),
   };
   await store.createKey(record);
   return { key: generated.key, record };
@@ -139,4 +146,41 @@ export async function revokeKey(store: Store, keyId: string, now: number): Promi
   const revoked = await store.revokeKey(keyId, now);
   if (!revoked) throw errors.notFound(`Key '${keyId}' does not exist.`);
   return revoked;
+}
+
+/** A key's policies to change: `models` undefined keeps them, `*` alone allows every model; `tpm` 0 removes the limit. */
+export interface KeyPolicyInput {
+  models?: string[];
+  tpm?: number;
+}
+
+/**
+ * Changes a key's model allowlist and tokens-per-minute limit; takes effect within the key cache time.
+ * Returns the key and a warning per glob that matches no model of the catalogue (a newer model may).
+ */
+export async function updateKey(
+  store: Store,
+  keyId: string,
+  input: KeyPolicyInput,
+  catalogueModels: readonly string[],
+): Promise<{ record: ApiKeyRecord; warnings: string[] }> {
+  if (input.tpm !== undefined && input.tpm !== 0) validateTpm(input.tpm);
+  const everyModel = input.models?.length === 1 && input.models[0] === "*";
+  const record = await store.updateKeyPolicy(keyId, {
+    ...(input.models !== undefined ? { models: everyModel ? null : input.models } : {}),
+    ...(input.tpm !== undefined ? { tpm: input.tpm === 0 ? null : input.tpm } : {}),
+  });
+  if (!record) throw errors.notFound(`Key '${keyId}' does not exist.`);
+  return { record, warnings: modelWarnings(input.models, catalogueModels) };
+}
+
+/** One line per `--models` glob that matches no model of the price catalogue. */
+export function modelWarnings(
+  models: readonly string[] | undefined,
+  catalogueModels: readonly string[],
+): string[] {
+  if (!models || catalogueModels.length === 0) return [];
+  return unmatchedModelPatterns(models, catalogueModels).map(
+    (pattern) => `'${pattern}' matches no model of the price catalogue`,
+  );
 }

@@ -14,6 +14,9 @@ export interface AuthContext {
   rateLimit: RateLimit;
   /** What the key's calls may store: the project's level, lowered by the key's. */
   store: StoreLevel;
+  /** The key's model allowlist (globs) and tokens-per-minute limit, when it has them. */
+  models?: string[];
+  tpm?: number;
   /** The vendor half of a dual key: used for this request only, never stored or logged. */
   vendorKey?: string;
 }
@@ -46,6 +49,8 @@ export async function authenticate(
     rateLimit: effectiveRateLimit(project, key),
     store: keyStoreLevel(project, key),
   };
+  if (key.models) context.models = key.models;
+  if (key.tpm !== undefined) context.tpm = key.tpm;
   if (credentials.vendorKey !== undefined) context.vendorKey = credentials.vendorKey;
   return context;
 }

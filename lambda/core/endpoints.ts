@@ -29,7 +29,8 @@ export function validatePattern(pattern: string): string | undefined {
 }
 
 const compiled = new Map<string, RegExp>();
-function toRegExp(pattern: string): RegExp {
+/** A `*` glob (any run of characters) as an anchored RegExp; compiled once per pattern. */
+export function globToRegExp(pattern: string): RegExp {
   let re = compiled.get(pattern);
   if (!re) {
     const body = pattern
@@ -37,6 +38,7 @@ function toRegExp(pattern: string): RegExp {
       .map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"))
       .join(".*");
     re = new RegExp(`^${body}$`);
+    if (compiled.size > 10_000) compiled.clear();
     compiled.set(pattern, re);
   }
   return re;
@@ -44,5 +46,5 @@ function toRegExp(pattern: string): RegExp {
 
 export function endpointAllowed(allow: readonly string[] | undefined, endpoint: string): boolean {
   if (!allow) return true;
-  return allow.some((pattern) => toRegExp(pattern).test(endpoint));
+  return allow.some((pattern) => globToRegExp(pattern).test(endpoint));
 }

@@ -44,6 +44,10 @@ export interface ApiKeyRecord {
   rateLimit?: RateLimit;
   /** Keeps less than the project's level for this key's calls (core/privacy.ts). */
   store?: KeyStoreLevel;
+  /** Model names or `*` globs this key may call (core/budgets.ts); absent = every model. */
+  models?: string[];
+  /** Tokens per minute this key may use; absent = no limit. */
+  tpm?: number;
 }
 
 export function isTier(value: unknown): value is Tier {

@@ -17,6 +17,13 @@ export interface Store {
   listKeys(projectId: string): Promise<ApiKeyRecord[]>;
   /** Marks a key revoked; returns it, or undefined if there is no such key. Revoking twice keeps the first time. */
   revokeKey(keyId: string, at: number): Promise<ApiKeyRecord | undefined>;
+  /**
+   * Sets or removes (null) a key's policies; returns the key, or undefined if there is no such key.
+   */
+  updateKeyPolicy(
+    keyId: string,
+    policy: { models?: string[] | null; tpm?: number | null },
+  ): Promise<ApiKeyRecord | undefined>;
   /** Records use of a key; callers throttle this, it is not on the request path. */
   touchKey(keyId: string, at: number): Promise<void>;
 }

@@ -1,5 +1,6 @@
 import { handle } from "hono/aws-lambda";
 import { createRemoteJWKSet } from "jose";
+import { activePriceCatalogue } from "../adapters/fs/price-catalogue";
 import { tokenVerifier } from "../app/dashboard/auth";
 import { composeDashboardApi } from "../compose/dashboard-api";
 import { athenaExports, awsHost, kmsKeyWrapper } from "./runtime/aws";
@@ -24,6 +25,7 @@ const app = composeDashboardApi(
       clientId,
       keys: createRemoteJWKSet(new URL(`${issuer}/.well-known/jwks.json`)),
     }),
+    prices: activePriceCatalogue(process.env),
   },
 );
 

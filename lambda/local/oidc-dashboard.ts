@@ -9,6 +9,7 @@ import type { AppEnv } from "../app/env";
 import { composeDashboardApi } from "../compose/dashboard-api";
 import type { Infrastructure } from "../compose/infrastructure";
 import type { DeletionStarter } from "../core/deletion";
+import type { PriceCatalogue } from "../core/pricing";
 import type { EventPublisher } from "../events/ports";
 import { OIDC_PREFIX, startLocalOidc } from "./oidc";
 
@@ -41,6 +42,8 @@ export interface LocalDashboardDeps {
   dataDir: string;
   /** What the dashboard API reads and writes: the store, the warehouse's query layer, export settings. */
   infra: Pick<Infrastructure, "store" | "warehouseQuery" | "exportSettings" | "logger">;
+  /** The proxy's catalogue: a key's model patterns are checked against its models. */
+  prices: PriceCatalogue;
   onKeyRevoked?: (keyId: string) => void;
   /** The runner that processes deletion requests. */
   deletionStarter?: DeletionStarter;
@@ -90,6 +93,7 @@ export function localDashboard(deps: LocalDashboardDeps): LocalDashboard {
             clientId: oidc.clientId,
             keys: createLocalJWKSet(oidc.jwks),
           }),
+          prices: deps.prices,
           ...(deps.onKeyRevoked ? { onKeyRevoked: deps.onKeyRevoked } : {}),
           ...(deps.deletionStarter ? { deletionStarter: deps.deletionStarter } : {}),
           ...(deps.events ? { events: deps.events } : {}),

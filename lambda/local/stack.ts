@@ -162,6 +162,7 @@ async function startOnStore(
   const dashboard = localDashboard({
     dataDir: config.dataDir,
     infra,
+    prices,
     onKeyRevoked: (keyId) => keys.forget(keyId),
     ...(deletionStarter && { deletionStarter }),
     events: events.publisher,

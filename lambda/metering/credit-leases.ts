@@ -91,13 +91,26 @@ export class CreditLeases {
   private readonly options: LeaseOptions;
 
   constructor(
-    private readonly store: CreditStore,
+    /** The balance's holds; budgets lease their counters' room the same way (metering/budgets.ts). */
+    private readonly store: Pick<CreditStore, "hold" | "recordCharges" | "settleCharges">,
     private readonly clock: () => number,
     private readonly logger: Logger,
     options: LeaseOptions,
   ) {
     // Never open longer than a hold lasts, so a dead process's lease is swept as soon as a hold would be.
     this.options = { ...options, openMs: Math.min(options.openMs, options.holdTtlMs) };
+  }
+
+  /**
+   * What this process sees left under the project's limit: the room after its last lease was taken,
+   * plus what its live leases have not spent or reserved. Undefined before any lease.
+   */
+  roomOf(projectId: string): number | undefined {
+    const seen = this.demand.get(projectId)?.availableMicros;
+    if (seen === undefined) return undefined;
+    let room = seen;
+    for (const lease of this.live) if (lease.hold.projectId === projectId) room += this.room(lease);
+    return room;
   }
 
   /** Holds `micros` for one call: in memory from the project's lease, or from a new lease. */

@@ -1,3 +1,4 @@
+import { modelAllowed, modelNotAllowedError } from "../core/budgets";
 import type { BeforeDecision, BillingMode, ProxyCall, ProxyHooks, ProxyOutcome } from "../core/call";
 import { type CreditStore, insufficientCreditsError } from "../core/credits";
 import { errors } from "../core/errors";
@@ -15,9 +16,12 @@ import { abandonedStreamUsage, type CallBounds, holdMicros, imageVariant } from 
 import type { CachedVendorKeys } from "../core/metering-vendor-keys";
 import { type CostBreakdown, costBreakdown, type ModelPrice, type PriceCatalogue } from "../core/pricing";
 import { type RateLimiter, rateLimitError, rateLimitHeaders } from "../core/rate-limit";
+import { resolveUserId } from "../core/record";
+import { estimateTokens } from "../core/token-estimate";
 import type { Usage } from "../core/usage";
 import type { Operation } from "../core/vendor-model";
 import { callBounds } from "../vendors/bounds";
+import type { BudgetAdmission, BudgetGuard, BudgetHolds } from "./budgets";
 import { CreditLeases, DEFAULT_LEASES, type Reservation } from "./credit-leases";
 import { checkRateLimit } from "./rate-limit";
 
@@ -33,6 +37,8 @@ export interface MeteringDeps {
   holdTtlMs: number;
   /** How soon finished calls' charges are noted on the store (0: before `after` ends, for Lambda). */
   noteChargesMs: number;
+  /** Budgets and tokens-per-minute limits; without it, none apply. */
+  budgets?: BudgetGuard;
 }
 
 /** Metering's hooks, and what settles the credit leases it keeps across calls. */
@@ -47,10 +53,12 @@ interface CallState {
   denied: boolean;
   price?: ModelPrice;
   reservation?: Reservation;
+  budgetHolds?: BudgetHolds;
   idempotency?: { requestId: string; token: string };
 }
 
 const MAX_NAMED_MODEL = 256;
+const decoder = new TextDecoder();
 /** How the call is paid (`managed`, `byok`, `dual`), on every response once it is known. */
 export const BILLING_MODE_HEADER = "x-dmt-billing-mode";
 
@@ -94,6 +102,9 @@ export function createMetering(deps: MeteringDeps): Metering {
       const state = stateOf(call);
       // A refusal already known (a bucket this process saw exhausted answers at once) spares the store.
       if (state.denied || !call.route) return undefined;
+      if (call.model !== undefined && !modelAllowed(call.auth.models, call.model)) {
+        throw modelNotAllowedError(call.model);
+      }
       const requestId = call.requestId === undefined ? undefined : validateRequestId(call.requestId);
       const { mode, storedKey } = await billingMode(call, deps.vendorKeys);
       state.price = call.route.billing === "billable" ? priceOf(call, mode, deps.prices) : undefined;
@@ -103,11 +114,28 @@ export function createMetering(deps: MeteringDeps): Metering {
         costMicros: 0,
       };
       call.responseHeaders[BILLING_MODE_HEADER] = mode;
+      const operation = call.route.operation;
       const micros =
-        mode === "managed" && state.price ? holdMicros(state.price, boundsOf(call, call.route.operation)) : 0;
+        mode === "managed" && state.price ? holdMicros(state.price, boundsOf(call, operation)) : 0;
 
       const { projectId, keyId } = call.auth;
-      const [held, begun] = await Promise.allSettled([
+      const price = state.price;
+      const budgeted: Promise<BudgetAdmission> | null =
+        deps.budgets && call.route.billing === "billable"
+          ? deps.budgets.admit({
+              projectId,
+              keyId,
+              userId: resolveUserId(call.userHeader, call.body),
+              managed: mode === "managed",
+              // A BYOK call counts at list price; its hold is the same bound as a managed one's.
+              maxCostMicros: () =>
+                micros > 0 || !price ? micros : holdMicros(price, boundsOf(call, operation)),
+              ...(call.auth.tpm
+                ? { tpm: { limit: call.auth.tpm, estimate: () => estimatedTokens(call) } }
+                : {}),
+            })
+          : null;
+      const [held, begun, budget] = await Promise.allSettled([
         micros > 0 ? leases.reserve(projectId, micros) : null,
         requestId === undefined
           ? null
@@ -116,17 +144,24 @@ export function createMetering(deps: MeteringDeps): Metering {
               requestId,
               requestFingerprint(call.method, call.target ?? call.endpoint, call.rawBody ?? new Uint8Array()),
             ),
+        budgeted,
       ]);
       // Whatever was taken is noted first: `after` gives it back whatever is decided here.
       if (held.status === "fulfilled" && held.value?.ok) state.reservation = held.value.reservation;
       if (begun.status === "fulfilled" && begun.value?.kind === "new" && requestId !== undefined) {
         state.idempotency = { requestId, token: begun.value.token };
       }
+      if (budget.status === "fulfilled" && budget.value?.ok) {
+        state.budgetHolds = budget.value.holds;
+        Object.assign(call.responseHeaders, budget.value.headers);
+      }
       if (held.status === "rejected") throw held.reason;
       if (begun.status === "rejected") throw begun.reason;
       const started = begun.value;
       if (started?.kind === "completed" && started.response) return { replay: marked(started.response) };
       if (started && started.kind !== "new") throw idempotencyError(started);
+      if (budget.status === "rejected") throw budget.reason;
+      if (budget.value && !budget.value.ok) throw budget.value.error;
       if (held.value && !held.value.ok) throw insufficientCreditsError(micros, held.value.availableMicros);
       const decision: BeforeDecision = {};
       if (storedKey !== undefined) decision.vendorKey = storedKey;
@@ -150,8 +185,13 @@ export function createMetering(deps: MeteringDeps): Metering {
         if (breakdown) call.billing.breakdown = breakdown;
         if (usage !== outcome.usage) call.billing.usage = usage;
       }
+      const { inputTokens, outputTokens } = usage;
       await Promise.all([
         reservation ? leases.finish(reservation, cost ?? 0) : undefined,
+        // A budget counts what the record says the call cost; the TPM limit the tokens it used.
+        state.budgetHolds
+          ? deps.budgets?.finish(state.budgetHolds, charged ?? 0, inputTokens + outputTokens)
+          : undefined,
         finishIdempotency(call, state, outcome),
       ]);
     },
@@ -164,7 +204,9 @@ export function createMetering(deps: MeteringDeps): Metering {
       return state.reservation && cost !== undefined ? Math.min(cost, state.reservation.micros) : cost;
     },
 
-    settle: () => leases.settleAll(),
+    settle: async () => {
+      await Promise.all([leases.settleAll(), deps.budgets?.settle()]);
+    },
   };
 
   /**
@@ -231,6 +273,20 @@ async function billingMode(
   }
   const storedKey = await vendorKeys.lookup(call.auth.projectId, call.vendor);
   return storedKey === undefined ? { mode: "managed" } : { mode: "byok", storedKey };
+}
+
+/**
+ * The tokens a call is admitted with under a TPM limit: its request at four characters a token, plus
+ * the output it asked for at most (nothing when it set no limit); settled to the real usage after.
+ */
+function estimatedTokens(call: ProxyCall): number {
+  const input = estimateTokens(call.rawBody ? decoder.decode(call.rawBody) : "");
+  try {
+    const bounds = boundsOf(call, call.route?.operation ?? "chat");
+    return input + (bounds.maxOutputTokens ?? 0) * bounds.outputs;
+  } catch {
+    return input;
+  }
 }
 
 function boundsOf(call: ProxyCall, operation: Operation): CallBounds {

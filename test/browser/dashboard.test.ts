@@ -140,6 +140,26 @@ describe.sequential("the dashboard in a browser", () => {
     expect(await page.locator("tbody tr").first().textContent()).toContain("invoice · first invoice");
   });
 
+  it("sets a budget with a spend bar, explains a refused one, edits and deletes it", async () => {
+    await page.getByRole("link", { name: "Budgets" }).click();
+    await expect.poll(() => page.getByRole("heading", { name: "No budgets" }).count()).toBe(1);
+    await page.getByLabel("Limit (USD)").fill("0");
+    await page.getByRole("button", { name: "Set budget" }).click();
+    await expect.poll(() => page.getByRole("alert").first().textContent()).toMatch(/more than \$0/);
+    await page.getByLabel("Limit (USD)").fill("500");
+    await page.locator("#budget-window").selectOption("month");
+    await page.getByRole("button", { name: "Set budget" }).click();
+    const row = page.locator("tr[data-budget]");
+    await expect.poll(() => row.textContent()).toContain("$0.00 of $500.00");
+    expect(await row.locator("meter").count()).toBe(1);
+    await row.getByRole("button", { name: "Edit" }).click();
+    await page.getByLabel("Limit (USD)").fill("450");
+    await page.getByRole("button", { name: "Save budget" }).click();
+    await expect.poll(() => row.textContent()).toContain("$0.00 of $450.00");
+    await row.getByRole("button", { name: "Delete" }).click();
+    await expect.poll(() => page.getByRole("heading", { name: "No budgets" }).count()).toBe(1);
+  });
+
   it("stores a vendor key, shows only its last 4 characters, and deletes it", async () => {
     await page.getByRole("link", { name: "Settings" }).click();
     await page.getByRole("button", { name: "Set the OpenAI key" }).click();

@@ -15,7 +15,11 @@ import { SECURITY_HEADERS } from "../../lambda/app/middleware";
 import { createKey, createProject, type NewKeyInput } from "../../lambda/core/accounts";
 import { ApiError, errors } from "../../lambda/core/errors";
 import { generateKey } from "../../lambda/core/keys";
-import { authFromContext, refusalContext } from "../../lambda/handlers/runtime/authorizer-context";
+import {
+  authFromContext,
+  grantedContext,
+  refusalContext,
+} from "../../lambda/handlers/runtime/authorizer-context";
 import { parseBaseConfig, parseStoreConfig } from "../../lambda/handlers/runtime/config";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 import { GATEWAY_ERRORS } from "../../lib/gateway-responses";
@@ -155,7 +159,8 @@ describe("authorizer handler", () => {
         Version: "2012-10-17",
         Statement: [{ Action: "execute-api:Invoke", Effect: "Allow", Resource: `${METHOD_ARN_PREFIX}/*` }],
       },
-      context: { projectId, keyId, tier: "pro", rpm: 600, burst: 1000 },
+      // A key without policies says so, so that a caller cannot supply its own: every model, no TPM limit.
+      context: { projectId, keyId, tier: "pro", rpm: 600, burst: 1000, models: "*", tpm: 0 },
     });
   });
 
@@ -345,6 +350,26 @@ describe("authorizer context", () => {
       expect(err).toBeInstanceOf(ApiError);
       expect((err as ApiError).status).toBe(403);
     }
+  });
+
+  it("carries a key's model allowlist and TPM limit, as API Gateway hands them on (strings)", () => {
+    const auth = {
+      projectId: "acme",
+      keyId: "a".repeat(16),
+      tier: "pro" as const,
+      rateLimit: { rpm: 600, burst: 1000 },
+      store: "full" as const,
+      models: ["gpt-4o*", "models/gemini-*"],
+      tpm: 5000,
+    };
+    const stringified = Object.fromEntries(
+      Object.entries(grantedContext(auth)).map(([k, v]) => [k, String(v)]),
+    );
+    expect(authFromContext(stringified)).toEqual(auth);
+    const plain = { ...auth, models: undefined, tpm: undefined };
+    const { models: _m, tpm: _t, ...bare } = plain;
+    const again = Object.fromEntries(Object.entries(grantedContext(bare)).map(([k, v]) => [k, String(v)]));
+    expect(authFromContext(again)).toEqual(bare);
   });
 
   it("names the missing variable when the configuration is incomplete", () => {

@@ -68,7 +68,12 @@ describe("credit sweeper handler", () => {
       stdout.mockRestore();
     }
 
-    expect(report).toEqual({ holdsReleased: 1, settlementsCompleted: 0, grantsCompleted: 0 });
+    expect(report).toEqual({
+      holdsReleased: 1,
+      settlementsCompleted: 0,
+      grantsCompleted: 0,
+      budgetHoldsSettled: 0,
+    });
     const balance = await credits.balance("swept");
     expect(balance.availableMicros).toBe(4_500_000);
     expect(balance.heldMicros).toBe(500_000);
@@ -84,10 +89,16 @@ describe("credit sweeper handler", () => {
       HoldsReleased: 1,
       SettlementsCompleted: 0,
       GrantsCompleted: 0,
+      BudgetHoldsSettled: 0,
     });
     expect(metrics[0]._aws.CloudWatchMetrics[0].Namespace).toBe("dmt/SweeperTest");
 
     // Run again: nothing left to release.
-    expect(await sweep({})).toEqual({ holdsReleased: 0, settlementsCompleted: 0, grantsCompleted: 0 });
+    expect(await sweep({})).toEqual({
+      holdsReleased: 0,
+      settlementsCompleted: 0,
+      grantsCompleted: 0,
+      budgetHoldsSettled: 0,
+    });
   });
 });

@@ -533,3 +533,91 @@ describe("vendor keys (BYOK)", () => {
     });
   });
 });
+
+describe("budgets and key policies", () => {
+  it("sets, lists with spend, changes and deletes budgets; refuses bad ones in the error shape", async () => {
+    const { token, projectId } = await newUser();
+    const key = await createKey(token, projectId, { name: "batch", models: "gpt-4o*", tpm: 5000 });
+    expect(key.status).toBe(201);
+    const apiKey = key.body.apiKey as { keyId: string; models: string[]; tpm: number };
+    expect(apiKey).toMatchObject({ models: ["gpt-4o*"], tpm: 5000 });
+
+    const set = await api(token, "PUT", `/projects/${projectId}/budgets`, {
+      keyId: apiKey.keyId,
+      usd: "20",
+      window: "day",
+    });
+    expect(set.status).toBe(200);
+    const budget = set.body.budget as { id: string; scope: string; limit_usd: string };
+    expect(budget).toMatchObject({ scope: "key", limit_usd: "20.00" });
+    const changed = await api(token, "PUT", `/projects/${projectId}/budgets`, {
+      keyId: apiKey.keyId,
+      usd: "25",
+      window: "day",
+      soft: true,
+    });
+    expect(changed.body.budget).toMatchObject({ id: budget.id, limit_usd: "25.00", soft: true });
+    const listed = await api(token, "GET", `/projects/${projectId}/budgets`);
+    expect(listed.body.budgets).toEqual([
+      expect.objectContaining({ id: budget.id, spent_usd: "0.00", held_usd: "0.00" }),
+    ]);
+
+    for (const [body, message] of [
+      [{ usd: "0", window: "day" }, /more than \$0/],
+      [{ usd: "-1", window: "day" }, /more than \$0/],
+      [{ usd: "5", window: "year" }, /must be one of day, month, total/],
+      [{ keyId: apiKey.keyId, userId: "u", usd: "5", window: "day" }, /not both/],
+    ] as const) {
+      const refused = await api(token, "PUT", `/projects/${projectId}/budgets`, body);
+      expect(refused.status).toBe(400);
+      expect(refused.body.error).toMatchObject({
+        type: "invalid_request_error",
+        message: expect.stringMatching(message),
+      });
+    }
+    // A key of another project.
+    const other = await newUser();
+    const foreign = await createKey(other.token, other.projectId, { name: "theirs" });
+    const foreignId = (foreign.body.apiKey as { keyId: string }).keyId;
+    const refused = await api(token, "PUT", `/projects/${projectId}/budgets`, {
+      keyId: foreignId,
+      usd: "5",
+      window: "day",
+    });
+    expect(refused.status).toBe(400);
+    expect((refused.body.error as { message: string }).message).toContain("belongs to another project");
+    // Another project's budget is not found from here.
+    expect(
+      (await api(other.token, "DELETE", `/projects/${other.projectId}/budgets/${budget.id}`)).status,
+    ).toBe(404);
+
+    expect((await api(token, "DELETE", `/projects/${projectId}/budgets/${budget.id}`)).status).toBe(200);
+    expect((await api(token, "GET", `/projects/${projectId}/budgets`)).body.budgets).toEqual([]);
+  });
+
+  it("updates a key's models and TPM, warning about a glob no model matches; refuses a TPM over the cap", async () => {
+    const { token, projectId } = await newUser();
+    const keyId = ((await createKey(token, projectId, { name: "k" })).body.apiKey as { keyId: string }).keyId;
+    const updated = await api(token, "PUT", `/projects/${projectId}/keys/${keyId}/policy`, {
+      models: "claude-*,no-such-model",
+      tpm: 1000,
+    });
+    expect(updated.status).toBe(200);
+    expect(updated.body).toEqual({
+      models: ["claude-*", "no-such-model"],
+      tpm: 1000,
+      warnings: ["'no-such-model' matches no model of the price catalogue"],
+    });
+    const cleared = await api(token, "PUT", `/projects/${projectId}/keys/${keyId}/policy`, {
+      models: "*",
+      tpm: 0,
+    });
+    expect(cleared.body).toEqual({ models: null, tpm: null, warnings: [] });
+    const over = await api(token, "PUT", `/projects/${projectId}/keys/${keyId}/policy`, { tpm: 100_000_001 });
+    expect(over.status).toBe(400);
+    expect(over.body.error).toMatchObject({
+      code: "invalid_field",
+      message: expect.stringContaining("'tpm'"),
+    });
+  });
+});

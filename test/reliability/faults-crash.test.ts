@@ -2,9 +2,11 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DynamoBudgets } from "../../lambda/adapters/dynamodb/budgets";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { TRANSACTION_ID_HEADER } from "../../lambda/app/proxy/app";
 import { createKey, createProject } from "../../lambda/core/accounts";
+import { type Budget, counterId, setBudget, windowSpan } from "../../lambda/core/budgets";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
 import { type LocalStore, openLocalStore } from "../../lambda/local/stack";
 import { type ServeProcess, startDmtServe } from "../support/cli";
@@ -14,8 +16,10 @@ import { simulatorEnv } from "../support/stack";
 /**
  * A server killed with SIGKILL while calls stream and while records wait to be written, then started
  * again on the same data dir: the credit lease the calls in flight hold is settled by the sweeper at the
- * charges noted before the crash (those of the calls that finished), nothing is charged twice, and every record of a call that finished is written exactly once, including the ones
- * only the queue's journal still held and a batch the consumer had half written (docs/reliability.md).
+ * charges noted before the crash (those of the calls that finished), and so are the budget windows'
+ * holds; nothing is charged twice, and every record of a call that finished is written exactly once,
+ * including the ones only the queue's journal still held and a batch the consumer had half written
+ * (docs/reliability.md).
  */
 const GRANT = 5_000_000;
 const COMPLETED = 4;
@@ -86,17 +90,32 @@ function journaled(): string[] {
 
 describe("SIGKILL with calls in flight, then a restart", () => {
   it(
-    "settles the lease of the calls in flight at the charges noted, charges nothing twice, and writes every finished call's record once",
+    "settles the credit lease and budget holds of the calls in flight at the charges noted, charges nothing twice, and writes every finished call's record once",
     async () => {
       const first = await serve();
       const local = await store();
       const credits = new DynamoCredits(local.db, local.tables);
       const keys: Record<string, string> = {};
+      // Each project has a budget per window that its calls never reach, to count against.
+      const budgets = new DynamoBudgets(local.db, local.tables);
+      const windows: Record<string, Budget[]> = {};
       for (const projectId of ["crash-a", "crash-b"]) {
         await createProject(local.store, projectId, "pro", Date.now());
         keys[projectId] = (await createKey(local.store, { projectId, name: "test" }, Date.now())).key;
         await credits.grant(projectId, GRANT, "test");
+        windows[projectId] = await Promise.all(
+          ["day", "month", "total"].map((window) =>
+            setBudget(local.store, budgets, { projectId, usd: "1000", window }, Date.now()),
+          ),
+        );
       }
+      /** Each budget's current window: what it spent and what it still holds. */
+      const windowSpends = (counters: DynamoBudgets, projectId: string) =>
+        Promise.all(
+          (windows[projectId] ?? []).map((budget) =>
+            counters.spend(counterId(budget, windowSpan(budget.window, Date.now()), null)),
+          ),
+        );
       // Project B's partition cannot be written: its records stay in the queue (and its journal).
       const blocked = join(dataDir, "warehouse", "interactions", "project=crash-b");
       mkdirSync(join(blocked, ".."), { recursive: true });
@@ -152,8 +171,15 @@ describe("SIGKILL with calls in flight, then a restart", () => {
       rmSync(blocked);
       process.env.DMT_SWEEP_INTERVAL_MS = "100";
       const second = await serve();
-      const after = new DynamoCredits((await store()).db, local.tables);
+      const restarted = await store();
+      const after = new DynamoCredits(restarted.db, local.tables);
+      const afterBudgets = new DynamoBudgets(restarted.db, local.tables);
       await until(async () => ((await after.balance("crash-a")).openHolds === 0 ? true : undefined));
+      // The budget windows' holds of the calls in flight are swept too.
+      await until(async () => {
+        const spends = await windowSpends(afterBudgets, "crash-a");
+        return spends.every((spend) => spend.heldMicros === 0) || undefined;
+      });
       const rows = await until(async () => {
         const all = await warehouseRows(dataDir);
         return all.some((r) => r.project_id === "crash-b") ? all : undefined;
@@ -182,6 +208,10 @@ describe("SIGKILL with calls in flight, then a restart", () => {
           heldMicros: 0,
           openHolds: 0,
         });
+        // Each budget window spent exactly its records' costs, and holds nothing.
+        expect(await windowSpends(afterBudgets, projectId)).toEqual(
+          (windows[projectId] ?? []).map(() => ({ spentMicros: cost, heldMicros: 0 })),
+        );
       }
       // The journal empties once its records are written, and a clean stop leaves no file in it.
       await until(() => (journaled().length === 0 ? true : undefined));

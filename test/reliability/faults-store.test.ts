@@ -1,11 +1,14 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { DynamoBudgets } from "../../lambda/adapters/dynamodb/budgets";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
+import { counterId, setBudget, windowSpan } from "../../lambda/core/budgets";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
 import { DEFAULT_LEASES } from "../../lambda/metering/credit-leases";
 import { expectSecurityHeaders } from "../support/http";
 import {
   allLedgerEntries,
+  budgetCommands,
   creditCommands,
   injectStoreFaults,
   type StoreFaults,
@@ -16,8 +19,9 @@ import { simulatorEnv, startTestStack, type TestStack } from "../support/stack";
 
 /**
  * Store faults on the credit hold (before the vendor is called) and on the settlement (after the
- * response), injected on the store client inside the SDK's retry loop: throttling and errors before a
- * write applies, and answers lost after it applied (docs/reliability.md).
+ * response), and on a budget window's hold and settlement, injected on the store client inside the SDK's
+ * retry loop: throttling and errors before a write applies, and answers lost after it applied
+ * (docs/reliability.md).
  */
 const GRANT = 5_000_000;
 const HOLD_TTL_MS = 3_600_000;
@@ -26,6 +30,7 @@ const LEASE_EXPIRY_MS = DEFAULT_LEASES.openMs + HOLD_TTL_MS;
 let sim: Simulator;
 let stack: TestStack;
 let credits: DynamoCredits;
+let budgets: DynamoBudgets;
 let faults: StoreFaults;
 
 beforeAll(async () => {
@@ -37,6 +42,7 @@ beforeAll(async () => {
     DMT_HOLD_TTL_MS: String(HOLD_TTL_MS),
   });
   credits = new DynamoCredits(stack.db, tableNames(process.env));
+  budgets = new DynamoBudgets(stack.db, tableNames(process.env));
   faults = injectStoreFaults(stack.db);
 });
 afterAll(async () => {
@@ -208,5 +214,84 @@ describe("store faults on the settlement", () => {
     expect(after.types).toEqual(["grant", "hold", "settle"]);
     expect(after.unresolved).toEqual([]);
     expect(after.balance).toMatchObject({ availableMicros: GRANT - during.cost, openHolds: 0 });
+  });
+});
+
+describe("store faults on a budget's counter", () => {
+  /** A paid project with a monthly project budget and a total budget on its key, neither ever reached. */
+  async function budgetedProject() {
+    const project = await paidProject();
+    const now = Date.now();
+    const perProject = await setBudget(
+      stack.store,
+      budgets,
+      { projectId: project.projectId, usd: "1000", window: "month" },
+      now,
+    );
+    const perKey = await setBudget(
+      stack.store,
+      budgets,
+      { projectId: project.projectId, keyId: project.keyId, usd: "1000", window: "total" },
+      now,
+    );
+    return { ...project, windows: [perProject, perKey] };
+  }
+
+  /** Each budget's current window: what it spent and what it still holds. */
+  function windowSpends(windows: Awaited<ReturnType<typeof budgetedProject>>["windows"]) {
+    return Promise.all(
+      windows.map((budget) => budgets.spend(counterId(budget, windowSpan(budget.window, Date.now()), null))),
+    );
+  }
+
+  it.each(["throttle", "lostAnswer"] as const)(
+    "a budget hold that fails once (%s) is retried by the SDK: each window spends the record's cost, once",
+    async (kind) => {
+      const { key, projectId, windows } = await budgetedProject();
+      const injectedBefore = faults.injected;
+      faults.add({ kind, match: budgetCommands.hold, times: 1 });
+      const res = await chat(key);
+      expect(res.status).toBe(200);
+      await res.json();
+      expect(faults.injected - injectedBefore).toBe(1);
+      const { rows, cost, unresolved, balance } = await books(projectId);
+      expect(rows).toHaveLength(1);
+      expect(cost).toBeGreaterThan(0);
+      expect(unresolved).toEqual([]);
+      expect(balance).toMatchObject({ availableMicros: GRANT - cost, openHolds: 0 });
+      expect(await windowSpends(windows)).toEqual([
+        { spentMicros: cost, heldMicros: 0 },
+        { spentMicros: cost, heldMicros: 0 },
+      ]);
+    },
+  );
+
+  it("a budget settlement that never lands leaves the holds to the sweeper: each window settled at the charges noted, once", async () => {
+    const { key, projectId, windows } = await budgetedProject();
+    faults.add({ kind: "error", match: budgetCommands.settle });
+    const res = await chat(key);
+    expect(res.status).toBe(200);
+    await res.json();
+    const during = await books(projectId);
+    expect(during.cost).toBeGreaterThan(0);
+    // The charges were noted on the holds, which stay open.
+    for (const spend of await windowSpends(windows)) {
+      expect(spend.spentMicros).toBe(during.cost);
+      expect(spend.heldMicros).toBeGreaterThan(0);
+    }
+
+    faults.clear();
+    const swept = await budgets.releaseExpired(Date.now() + LEASE_EXPIRY_MS + 1);
+    expect(swept.holdsSettled).toBe(2);
+    // Sweeping again (another process, a later run) changes nothing.
+    expect(await budgets.releaseExpired(Date.now() + LEASE_EXPIRY_MS + 1)).toEqual({ holdsSettled: 0 });
+    const after = await books(projectId);
+    expect(after.cost).toBe(during.cost);
+    expect(after.unresolved).toEqual([]);
+    expect(after.balance).toMatchObject({ availableMicros: GRANT - after.cost, openHolds: 0 });
+    expect(await windowSpends(windows)).toEqual([
+      { spentMicros: after.cost, heldMicros: 0 },
+      { spentMicros: after.cost, heldMicros: 0 },
+    ]);
   });
 });

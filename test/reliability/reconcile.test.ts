@@ -1,10 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DynamoBudgets } from "../../lambda/adapters/dynamodb/budgets";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../../lambda/adapters/dynamodb/vendor-keys";
 import { LocalMasterKey } from "../../lambda/adapters/fs/master-key";
+import { counterId, setBudget, windowSpan } from "../../lambda/core/budgets";
 import { VENDOR_NAMES } from "../../lambda/core/vendor-model";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
+import { warehouseRows } from "../support/reliability";
 import { reconcile, runMixedWorkload } from "../support/reliability-workload";
 import { simulatorEnv, startTestStack, type TestStack, testVendorKey } from "../support/stack";
 
@@ -35,7 +38,10 @@ afterAll(async () => {
 });
 
 describe("reconciliation", () => {
-  it("answers = records = charges: every request stored once, every managed call settled once", async () => {
+  // A mixed workload through four SDKs, then the warehouse read back: minutes on a busy machine.
+  it("answers = records = charges: every request stored once, every managed call settled once", {
+    timeout: 300_000,
+  }, async () => {
     const tables = tableNames(process.env);
     const credits = new DynamoCredits(stack.db, tables);
     const managed = await stack.newKey({ tier: "enterprise" });
@@ -45,6 +51,22 @@ describe("reconciliation", () => {
     const vendorKeys = new DynamoVendorKeys(stack.db, tables, LocalMasterKey.inDataDir(stack.dataDir));
     for (const vendor of VENDOR_NAMES) await vendorKeys.set(byok.projectId, vendor, byokKey(vendor));
     // Vendor failures the SDKs retry: the failed attempts are answered, recorded and not charged.
+    // Budgets that never refuse here, to count against: the managed project's managed spend, and the
+    // BYOK project's BYOK and dual-key spend at list price.
+    const budgets = new DynamoBudgets(stack.db, tables);
+    const now = Date.now();
+    const managedBudget = await setBudget(
+      stack.store,
+      budgets,
+      { projectId: managed.projectId, usd: "1000", window: "total" },
+      now,
+    );
+    const byokBudget = await setBudget(
+      stack.store,
+      budgets,
+      { projectId: byok.projectId, usd: "1000", window: "total", includeByok: true },
+      now,
+    );
     sim.inject({ vendor: "openai", fault: { kind: "status", status: 500 }, times: 2 });
     sim.inject({ vendor: "anthropic", fault: { kind: "status", status: 529 }, times: 1 });
 
@@ -74,6 +96,21 @@ describe("reconciliation", () => {
       ],
     });
     expect(result.violations).toEqual([]);
+    // Each budget window's spend is the sum of its records' costs, and nothing stays held.
+    const rows = await warehouseRows(stack.dataDir);
+    const costOf = (projectId: string, modes: string[]) =>
+      rows
+        .filter((r) => r.project_id === projectId && modes.includes(r.billing_mode))
+        .reduce((sum, r) => sum + (r.cost_micros ?? 0), 0);
+    const total = windowSpan("total", Date.now());
+    expect(await budgets.spend(counterId(managedBudget, total, null))).toEqual({
+      spentMicros: costOf(managed.projectId, ["managed"]),
+      heldMicros: 0,
+    });
+    expect(await budgets.spend(counterId(byokBudget, total, null))).toEqual({
+      spentMicros: costOf(byok.projectId, ["managed", "byok", "dual"]),
+      heldMicros: 0,
+    });
     const { figures } = result;
     // The mix happened: vendor errors retried, replays, all three billing modes, streams and not.
     expect(figures.recordsByStatus["500"]).toBe(2);

@@ -61,6 +61,20 @@ export const creditCommands = {
     c.name === "UpdateItemCommand" && String(c.input.UpdateExpression).includes("available + :refund"),
 };
 
+/** The budget counters' writes (adapters/dynamodb/budgets.ts). */
+export const budgetCommands = {
+  /** h1: a budget window's conditional hold. */
+  hold: (c: StoreCommand) =>
+    c.name === "UpdateItemCommand" &&
+    c.input.TableName === tableNames(process.env).budgetCounters &&
+    String(c.input.UpdateExpression).includes("#h = :marker"),
+  /** s1: the settlement that turns a hold into its charge and removes its marker. */
+  settle: (c: StoreCommand) =>
+    c.name === "UpdateItemCommand" &&
+    c.input.TableName === tableNames(process.env).budgetCounters &&
+    String(c.input.UpdateExpression).includes("REMOVE #h"),
+};
+
 function ledgerEntryType(input: Record<string, unknown>): string {
   const item = input.Item as { type?: { S?: string } } | undefined;
   return item?.type?.S ?? "";

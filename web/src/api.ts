@@ -11,6 +11,32 @@ export interface KeyView {
   expiresAt?: number;
   revokedAt?: number;
   allow?: string[];
+  models?: string[];
+  tpm?: number;
+}
+
+/** A budget as the dashboard API shows it (lambda/core/budgets.ts BudgetView). */
+export interface BudgetView {
+  id: string;
+  scope: "project" | "key" | "user";
+  key?: string;
+  user?: string;
+  window: "day" | "month" | "total";
+  limit_usd: string;
+  soft: boolean;
+  include_byok: boolean;
+  spent_usd?: string;
+  held_usd?: string;
+  resets_at?: string;
+}
+
+export interface BudgetInput {
+  keyId?: string;
+  userId?: string;
+  usd: string;
+  window: string;
+  soft?: boolean;
+  includeByok?: boolean;
 }
 
 export interface MemberProject {
@@ -29,6 +55,9 @@ export interface NewKeyInput {
   name: string;
   allow?: string[];
   expiresAt?: number;
+  /** Comma-separated model names or globs. */
+  models?: string;
+  tpm?: number;
 }
 
 export interface CreatedKey {
@@ -421,6 +450,19 @@ export class Api {
         "Idempotency-Key": idempotencyKey,
       })
     ).request;
+  }
+
+  async budgets(projectId: string): Promise<BudgetView[]> {
+    return (await this.call<{ budgets: BudgetView[] }>("GET", this.project(projectId, "/budgets"))).budgets;
+  }
+
+  async setBudget(projectId: string, input: BudgetInput): Promise<BudgetView> {
+    return (await this.call<{ budget: BudgetView }>("PUT", this.project(projectId, "/budgets"), input))
+      .budget;
+  }
+
+  async deleteBudget(projectId: string, budgetId: string): Promise<void> {
+    await this.send("DELETE", this.project(projectId, `/budgets/${encodeURIComponent(budgetId)}`));
   }
 
   async revokeKey(projectId: string, keyId: string): Promise<KeyView> {

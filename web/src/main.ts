@@ -2,6 +2,7 @@ import { Api, type Me, type MemberProject } from "./api";
 import { Auth, CALLBACK_PATH, SIGNED_OUT_PATH } from "./auth";
 import type { DashboardConfig } from "./config";
 import { h, icon, labelTableCells, replace } from "./dom";
+import { budgetsPage } from "./pages/budgets";
 import { creditsPage } from "./pages/credits";
 import { interactionsPage } from "./pages/interactions";
 import { keysPage } from "./pages/keys";
@@ -10,7 +11,15 @@ import type { Page, PageContext } from "./pages/page";
 import { settingsPage } from "./pages/settings";
 import { usagePage } from "./pages/usage";
 
-const PAGES: Page[] = [overviewPage, keysPage, interactionsPage, usagePage, creditsPage, settingsPage];
+const PAGES: Page[] = [
+  overviewPage,
+  keysPage,
+  interactionsPage,
+  usagePage,
+  creditsPage,
+  budgetsPage,
+  settingsPage,
+];
 const HOME = overviewPage.path;
 const PROJECT_KEY = "dmt.project";
 

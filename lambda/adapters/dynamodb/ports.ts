@@ -1,5 +1,6 @@
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { KeyWrapper } from "../../core/crypto";
+import { DynamoBudgets } from "./budgets";
 import { DynamoCredits } from "./credits";
 import { DynamoDeletionRequests } from "./deletion-requests";
 import { DynamoIdempotency } from "./idempotency";
@@ -14,8 +15,8 @@ import { DynamoVendorKeys } from "./vendor-keys";
 
 /**
  * Every store port over one DynamoDB client (dynalite locally), each made on first use and kept: a
- * function builds only what it uses. `clock` is metering's (credits, rate limits, idempotency, vendor
- * keys); tests move it.
+ * function builds only what it uses. `clock` is metering's (credits, budgets, rate limits, idempotency,
+ * vendor keys); tests move it.
  */
 export class DynamoPorts {
   private readonly made = new Map<string, unknown>();
@@ -37,6 +38,9 @@ export class DynamoPorts {
   }
   get credits(): DynamoCredits {
     return this.once("credits", () => new DynamoCredits(this.db, this.tables, this.clock));
+  }
+  get budgets(): DynamoBudgets {
+    return this.once("budgets", () => new DynamoBudgets(this.db, this.tables, this.clock));
   }
   get rateLimiter(): DynamoRateLimiter {
     return this.once("rateLimiter", () => new DynamoRateLimiter(this.db, this.tables, this.clock));

@@ -93,6 +93,46 @@ export class DynamoStore implements Store {
     }
   }
 
+  async updateKeyPolicy(
+    keyId: string,
+    policy: { models?: string[] | null; tpm?: number | null },
+  ): Promise<ApiKeyRecord | undefined> {
+    const set: string[] = [];
+    const remove: string[] = [];
+    const values: Record<string, unknown> = {};
+    for (const field of ["models", "tpm"] as const) {
+      const value = policy[field];
+      if (value === undefined) continue;
+      if (value === null) remove.push(field);
+      else {
+        set.push(`${field} = :${field}`);
+        values[`:${field}`] = value;
+      }
+    }
+    if (set.length === 0 && remove.length === 0) return this.getKey(keyId);
+    try {
+      const out = await this.db.send(
+        new UpdateItemCommand({
+          TableName: this.tables.keys,
+          Key: marshall({ keyId }),
+          UpdateExpression: [
+            set.length ? `SET ${set.join(", ")}` : "",
+            remove.length ? `REMOVE ${remove.join(", ")}` : "",
+          ]
+            .join(" ")
+            .trim(),
+          ConditionExpression: "attribute_exists(keyId)",
+          ...(set.length ? { ExpressionAttributeValues: marshall(values) } : {}),
+          ReturnValues: "ALL_NEW",
+        }),
+      );
+      return out.Attributes && (unmarshall(out.Attributes) as ApiKeyRecord);
+    } catch (err) {
+      if (err instanceof ConditionalCheckFailedException) return undefined;
+      throw err;
+    }
+  }
+
   async touchKey(keyId: string, at: number): Promise<void> {
     try {
       await this.db.send(

@@ -17,6 +17,8 @@ export type TableName =
   | "dashboardRequests"
   | "credits"
   | "ledger"
+  | "budgets"
+  | "budgetCounters"
   | "rateLimits"
   | "idempotency"
   | "vendorKeys"
@@ -48,6 +50,13 @@ export const TABLES: Record<TableName, TableDefinition> = {
   credits: { partitionKey: "projectId" },
   /** Every credit movement, time-ordered per project; kept for good. */
   ledger: { partitionKey: "projectId", sortKey: { name: "entryId", type: "S" } },
+  /** Budget definitions per project (core/budgets.ts); the budget id names its project. */
+  budgets: { partitionKey: "projectId", sortKey: { name: "budgetId", type: "S" } },
+  /**
+   * One counter per budget and window, and per key and minute for tokens-per-minute limits, with
+   * markers of open holds (adapters/dynamodb/budgets.ts). A past window's item is history: kept.
+   */
+  budgetCounters: { partitionKey: "counterId" },
   /** One token bucket per key; an item past `gcAt` says the same as no item. */
   rateLimits: { partitionKey: "bucketId", ttlAttribute: "gcAt" },
   /** X-Request-ID records and their stored responses; expiry is checked on read. */

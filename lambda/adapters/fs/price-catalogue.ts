@@ -8,6 +8,13 @@ import { type ImportPlan, planImport } from "../../core/pricing/litellm";
  * deployment override and markup. `DMT_PRICES_OVERRIDE` is a JSON file path or inline JSON;
  * `DMT_PRICE_MARKUP` a factor such as 1.1. A bad file fails at start, naming the model and field.
  */
+/** The catalogue's model names: what a key's `--models` globs are checked against (a warning). */
+export function catalogueModels(env: Record<string, string | undefined> = process.env): string[] {
+  return activePriceCatalogue(env)
+    .list()
+    .map((row) => row.model);
+}
+
 export function activePriceCatalogue(env: Record<string, string | undefined> = process.env): PriceCatalogue {
   const markup = env.DMT_PRICE_MARKUP === undefined ? undefined : Number(env.DMT_PRICE_MARKUP);
   if (markup !== undefined && Number.isNaN(markup)) {

@@ -1,4 +1,5 @@
 import type { Hono } from "hono";
+import type { BudgetStore } from "../../core/budgets";
 import type { CreditStore } from "../../core/credits";
 import { ApiError, errors } from "../../core/errors";
 import type { Logger } from "../../core/logger";
@@ -12,6 +13,7 @@ import { mountRoutes } from "../routing";
 import { appShell } from "../shell";
 import { requireUser, type TokenVerifier } from "./auth";
 import { billingRoutes } from "./billing";
+import { budgetRoutes } from "./budgets";
 import { type DeletionRoutesDeps, deletionRoutes } from "./deletion";
 import { type InteractionRoutesDeps, interactionRoutes } from "./interactions";
 import { keyRoutes } from "./keys";
@@ -35,6 +37,8 @@ export interface DashboardApiDeps {
   interactions?: Omit<InteractionRoutesDeps, "clock">;
   /** Export destination, tier and export downloads; absent: not served. */
   settings?: Omit<SettingsRoutesDeps, "logger">;
+  /** The Budgets page and key policies; absent: not served. */
+  budgets?: { store: BudgetStore; catalogueModels: readonly string[] };
   /** Deletion requests (the data API's `POST /api/v1/data`, from Settings); absent: not served. */
   deletion?: Pick<DeletionRoutesDeps, "requests" | "starter">;
 }
@@ -83,6 +87,14 @@ export function createDashboardApp(deps: DashboardApiDeps): Hono<AppEnv> {
     },
     ...keyRoutes(PROJECT, { ...deps, clock }),
     ...billingRoutes(PROJECT, { ...deps, clock }),
+    ...(deps.budgets
+      ? budgetRoutes(PROJECT, {
+          store: deps.store,
+          budgets: deps.budgets.store,
+          catalogueModels: deps.budgets.catalogueModels,
+          clock,
+        })
+      : {}),
     ...(deps.interactions ? interactionRoutes(PROJECT, { ...deps.interactions, clock }) : {}),
     ...(deps.interactions
       ? overviewRoutes(PROJECT, { usage: deps.interactions.usage, credits: deps.credits, clock })

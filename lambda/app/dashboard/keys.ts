@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { createKey, keyView, revokeKey } from "../../core/accounts";
+import { parseModels } from "../../core/budgets";
 import { errors } from "../../core/errors";
 import type { Logger } from "../../core/logger";
 import type { RequestLog } from "../../core/members";
@@ -28,6 +29,9 @@ const newKeyBody = z.strictObject({
   allow: z.array(z.string()).optional(),
   /** Epoch milliseconds. */
   expiresAt: z.number().int().optional(),
+  /** Comma-separated model names or globs (core/budgets.ts parseModels). */
+  models: z.string().optional(),
+  tpm: z.number().int().optional(),
 });
 
 /** The API Keys section: the same validation as `dmt keys create` (core/accounts.ts). */
@@ -47,10 +51,21 @@ export function keyRoutes(base: string, deps: KeyRoutesDeps): RouteTable {
         return once(c, {
           requests: deps.requests,
           scope: ["create-key", projectId],
-          input: [input.name, input.allow ?? null, input.expiresAt ?? null],
+          input: [
+            input.name,
+            input.allow ?? null,
+            input.expiresAt ?? null,
+            input.models ?? null,
+            input.tpm ?? null,
+          ],
           now,
           run: async () => {
-            const { key, record } = await createKey(deps.store, { projectId, ...input }, now);
+            const { models, ...rest } = input;
+            const { key, record } = await createKey(
+              deps.store,
+              { projectId, ...rest, ...(models !== undefined ? { models: parseModels(models) } : {}) },
+              now,
+            );
             await publishAfter(deps.events, keyCreated(record), deps.logger);
             return { resultId: record.keyId, response: c.json({ key, apiKey: keyView(record, now) }, 201) };
           },

@@ -1,8 +1,10 @@
 import type { Hono, MiddlewareHandler } from "hono";
+import type { BudgetStore } from "../../core/budgets";
 import type { Logger } from "../../core/logger";
 import type { AppEnv } from "../env";
 import { mountRoutes, type RouteTable } from "../routing";
 import { appShell } from "../shell";
+import { budgetRoutes } from "./budgets";
 import { type DeletionRouteDeps, deletionRoutes } from "./deletion";
 import { type ExportRouteDeps, exportRoutes } from "./exports";
 import { type TransactionRouteDeps, transactionRoutes } from "./transactions";
@@ -19,6 +21,8 @@ export interface DataApiDeps {
   deletion?: DeletionRouteDeps;
   /** `GET /api/v1/transactions/{id}`, a call's summary; absent: not served. */
   transactions?: TransactionRouteDeps;
+  /** `GET /api/v1/budgets`; absent: not served. */
+  budgets?: BudgetStore;
 }
 
 /** The data API (`/api/v1/...`): status, exports, and what else the deployment wires in. */
@@ -33,6 +37,7 @@ export function createDataApp(deps: DataApiDeps): Hono<AppEnv> {
     ...(deps.exports ? exportRoutes(deps.exports) : {}),
     ...(deps.deletion ? deletionRoutes(deps.deletion) : {}),
     ...(deps.transactions ? transactionRoutes(deps.transactions) : {}),
+    ...(deps.budgets ? budgetRoutes(deps.budgets) : {}),
   };
   mountRoutes(app, routes);
   return app;

@@ -26,6 +26,9 @@ export function grantedContext(auth: AuthContext): AuthorizerContext {
     rpm: auth.rateLimit.rpm,
     burst: auth.rateLimit.burst,
     store: auth.store,
+    // Always present, so that a caller cannot add its own: `*` is every model, 0 no TPM limit.
+    models: auth.models?.join(",") ?? "*",
+    tpm: auth.tpm ?? 0,
   };
 }
 
@@ -56,6 +59,8 @@ const granted = z.object({
   rpm: z.coerce.number().check(z.positive()),
   burst: z.coerce.number().check(z.positive()),
   store: z.enum(STORE_LEVELS),
+  models: z.optional(z.string().check(z.regex(/^[A-Za-z0-9._:/@*,-]+$/))),
+  tpm: z.optional(z.coerce.number().check(z.nonnegative())),
 });
 
 /** The caller, from the authorizer's context; throws the refusal the authorizer decided on. */
@@ -68,8 +73,16 @@ export function authFromContext(context: unknown): AuthContext {
   const parsed = granted.safeParse(context);
   // Only a route without the authorizer gets here: fail closed, as a 500 that gets logged.
   if (!parsed.success) throw new Error("The request carries no valid authorizer context.");
-  const { projectId, keyId, tier, rpm, burst, store } = parsed.data;
-  return { projectId, keyId, tier, rateLimit: { rpm, burst }, store };
+  const { projectId, keyId, tier, rpm, burst, store, models, tpm } = parsed.data;
+  return {
+    projectId,
+    keyId,
+    tier,
+    rateLimit: { rpm, burst },
+    store,
+    ...(models === undefined || models === "*" ? {} : { models: models.split(",") }),
+    ...(tpm ? { tpm } : {}),
+  };
 }
 
 interface LambdaBindings {

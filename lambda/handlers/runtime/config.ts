@@ -108,6 +108,9 @@ const dataApi = z.extend(base, {
   DMT_TABLE_RATELIMITS: text,
   /** Deletion requests, whose stream starts the deletion workflow. */
   DMT_TABLE_DELETIONREQUESTS: text,
+  /** Budgets and their counters, read by `GET /api/v1/budgets`. */
+  DMT_TABLE_BUDGETS: text,
+  DMT_TABLE_BUDGETCOUNTERS: text,
   ...awsEndpoints,
 });
 

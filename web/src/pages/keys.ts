@@ -131,6 +131,21 @@ function openCreateDialog(ctx: PageContext, onCreated: () => void): void {
     expiryDate.required = expiry.value === "date";
   });
 
+  const models = h("input", {
+    id: "key-models",
+    type: "text",
+    autocomplete: "off",
+    placeholder: "e.g. gpt-4o*, claude-*",
+    "aria-describedby": "key-models-hint",
+  });
+  const tpm = h("input", {
+    id: "key-tpm",
+    type: "text",
+    inputmode: "numeric",
+    autocomplete: "off",
+    placeholder: "no limit",
+  });
+
   const error = h("div", { class: "form-error", role: "alert", id: "create-error" });
   const submit = h("button", { type: "submit", class: "button primary" }, "Create key");
   const cancel = h("button", { type: "button", class: "button", on: { click: () => el.close() } }, "Cancel");
@@ -155,6 +170,11 @@ function openCreateDialog(ctx: PageContext, onCreated: () => void): void {
       input.expiresAt = end;
     } else if (expiry.value !== "never") {
       input.expiresAt = Date.now() + Number(expiry.value) * DAY_MS;
+    }
+    if (models.value.trim() !== "") input.models = models.value.trim();
+    if (tpm.value.trim() !== "") {
+      if (!/^\d+$/.test(tpm.value.trim())) throw new Error("Tokens per minute must be a whole number.");
+      input.tpm = Number(tpm.value.trim());
     }
     return input;
   };
@@ -186,6 +206,15 @@ function openCreateDialog(ctx: PageContext, onCreated: () => void): void {
     ),
     h("label", { for: "key-expiry", class: "field-label" }, "Expires"),
     h("div", { class: "inline" }, expiry, expiryDate),
+    h("label", { for: "key-models", class: "field-label" }, "Models (optional)"),
+    models,
+    h(
+      "p",
+      { class: "hint", id: "key-models-hint" },
+      "Comma-separated model names; * matches anything. Other models are refused with 403.",
+    ),
+    h("label", { for: "key-tpm", class: "field-label" }, "Tokens per minute (optional)"),
+    tpm,
     h("div", { class: "dialog-actions" }, cancel, submit),
   );
 

@@ -1,0 +1,300 @@
+import {
+  ConditionalCheckFailedException,
+  DeleteItemCommand,
+  type DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
+  QueryCommand,
+  ScanCommand,
+  UpdateItemCommand,
+} from "@aws-sdk/client-dynamodb";
+import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
+import { type Budget, type BudgetStore, projectOfBudget } from "../../core/budgets";
+import type { Hold, HoldCharges, HoldResult, Settlement } from "../../core/credits";
+import type { TableNames } from "./tables";
+
+/**
+ * Budgets over DynamoDB: their definitions, and one counter item per budget and window, written with
+ * single-item conditional updates only (dynalite has no transactions), as the credits are.
+ *
+ * Items. `budgets`: a definition per (projectId, budgetId). `budgetCounters`: per counter id
+ * (`<budgetId>#<window>[#<user hash>]`, core/budgets.ts; the tokens-per-minute counters are
+ * `tpm#<keyId>#t<minute>`):
+ *   { counterId, used, spent, open, h_<holdId>: {m, t, x, c?, u?, k?} }
+ * `used` is what the window's holds reserve plus what its settled holds spent, `spent` the settled part,
+ * `open` the number of hold markers. The window is part of the key: a new day is a new item, so nothing
+ * resets a counter and no job has to run at midnight.
+ *
+ * Hold (one round trip):
+ *   h1  used += m, open += 1, h_<h> = {m,t,x}        if h_<h> absent and (used absent or used <= limit - m)
+ * A condition cannot add two attributes, so `used` carries both parts and the limit is compared once.
+ * The limit is the caller's (the budget's current definition): lowering it refuses new holds at once.
+ * Note charges (a hold paying for several calls, a lease):
+ *   n1  h_<h>.c,u,k = totals                           if h_<h> matches and (k absent or k < :k)
+ * Settle (exactly once, by the marker's condition):
+ *   s1  used += charged + uncollected - m, spent += charged + uncollected, open -= 1, REMOVE h_<h>
+ *                                                      if h_<h> matches
+ * A window's `spent` is what its calls cost, uncollected excess included: a managed call's record says
+ * what the credits charged (capped at the same hold), so `spent` equals the sum of the records' costs.
+ * Sweeper (`releaseExpired`): scans counters with open markers; settles each expired one at the
+ * charges noted on it (s1), as the credit sweeper does. A crash between h1 and s1 therefore counts, at
+ * expiry, what was noted, and returns the rest of the hold to the window.
+ */
+
+const MARKER = "h_";
+
+interface HoldMarker {
+  m: number;
+  t: number;
+  x: number;
+  c?: number;
+  u?: number;
+  k?: number;
+}
+
+interface CounterItem {
+  counterId: string;
+  used?: number;
+  spent?: number;
+  open?: number;
+  [marker: `h_${string}`]: HoldMarker;
+}
+
+export interface BudgetSweepReport {
+  holdsSettled: number;
+}
+
+export class DynamoBudgets implements BudgetStore {
+  constructor(
+    private readonly db: DynamoDBClient,
+    private readonly tables: Pick<TableNames, "budgets" | "budgetCounters">,
+    private readonly clock: () => number = Date.now,
+  ) {}
+
+  async put(budget: Budget): Promise<void> {
+    await this.db.send(
+      new PutItemCommand({
+        TableName: this.tables.budgets,
+        Item: marshall(budget, { removeUndefinedValues: true }),
+      }),
+    );
+  }
+
+  async get(budgetId: string): Promise<Budget | undefined> {
+    const projectId = projectOfBudget(budgetId);
+    if (!projectId) return undefined;
+    const out = await this.db.send(
+      new GetItemCommand({
+        TableName: this.tables.budgets,
+        Key: marshall({ projectId, budgetId }),
+        ConsistentRead: true,
+      }),
+    );
+    return out.Item && (unmarshall(out.Item) as Budget);
+  }
+
+  async list(projectId: string): Promise<Budget[]> {
+    const budgets: Budget[] = [];
+    let start: Record<string, unknown> | undefined;
+    do {
+      const page = await this.db.send(
+        new QueryCommand({
+          TableName: this.tables.budgets,
+          KeyConditionExpression: "projectId = :p",
+          ExpressionAttributeValues: marshall({ ":p": projectId }),
+          ConsistentRead: true,
+          ExclusiveStartKey: start && marshall(start),
+        }),
+      );
+      for (const item of page.Items ?? []) budgets.push(unmarshall(item) as Budget);
+      start = page.LastEvaluatedKey && unmarshall(page.LastEvaluatedKey);
+    } while (start);
+    return budgets;
+  }
+
+  async delete(budgetId: string): Promise<boolean> {
+    const projectId = projectOfBudget(budgetId);
+    if (!projectId) return false;
+    const out = await this.db.send(
+      new DeleteItemCommand({
+        TableName: this.tables.budgets,
+        Key: marshall({ projectId, budgetId }),
+        ReturnValues: "ALL_OLD",
+      }),
+    );
+    return out.Attributes !== undefined;
+  }
+
+  async spend(counterId: string): Promise<{ spentMicros: number; heldMicros: number }> {
+    const item = await this.readCounter(counterId);
+    const spent = (item?.spent ?? 0) + notedCharges(item);
+    return { spentMicros: spent, heldMicros: (item?.used ?? 0) - spent };
+  }
+
+  /** h1: holds `micros` of the counter's room under `limitMicros`, or says how much room is left. */
+  async hold(
+    counterId: string,
+    holdId: string,
+    micros: number,
+    expiresAt: number,
+    limitMicros: number,
+  ): Promise<HoldResult> {
+    const createdAt = this.clock();
+    const hold: Hold = { projectId: counterId, holdId, micros, createdAt, expiresAt };
+    const marker: HoldMarker = { m: micros, t: createdAt, x: expiresAt };
+    if (micros <= limitMicros) {
+      try {
+        const out = await this.db.send(
+          new UpdateItemCommand({
+            TableName: this.tables.budgetCounters,
+            Key: marshall({ counterId }),
+            UpdateExpression:
+              "SET used = if_not_exists(used, :zero) + :m, spent = if_not_exists(spent, :zero), " +
+              "#open = if_not_exists(#open, :zero) + :one, #h = :marker",
+            ConditionExpression: "attribute_not_exists(#h) AND (attribute_not_exists(used) OR used <= :room)",
+            ExpressionAttributeNames: { "#h": MARKER + holdId, "#open": "open" },
+            ExpressionAttributeValues: marshall({
+              ":m": micros,
+              ":zero": 0,
+              ":one": 1,
+              ":marker": marker,
+              ":room": limitMicros - micros,
+            }),
+            ReturnValues: "UPDATED_NEW",
+          }),
+        );
+        const used = (out.Attributes && (unmarshall(out.Attributes) as { used?: number }).used) ?? micros;
+        return { ok: true, hold, availableMicros: limitMicros - used };
+      } catch (err) {
+        if (!(err instanceof ConditionalCheckFailedException)) throw err;
+      }
+    }
+    const item = await this.readCounter(counterId);
+    const open = item?.[`${MARKER}${holdId}`];
+    // The SDK retries a request whose answer was lost: its first attempt may have taken this hold.
+    if (open && open.m === micros && open.t === createdAt) {
+      return { ok: true, hold, availableMicros: limitMicros - (item?.used ?? 0) };
+    }
+    return { ok: false, availableMicros: limitMicros - (item?.used ?? 0) };
+  }
+
+  /** n1. False when the hold is settled already. */
+  async recordCharges(hold: Hold, charges: HoldCharges): Promise<boolean> {
+    return this.updateIfMarked(
+      hold,
+      "SET #h.c = :c, #h.u = :u, #h.k = :k",
+      "#h.m = :m AND #h.t = :t AND (attribute_not_exists(#h.k) OR #h.k < :k)",
+      { ":c": charges.chargedMicros, ":u": charges.uncollectedMicros, ":k": charges.calls },
+    );
+  }
+
+  /** s1, at the charges given. A repeat finds no marker and changes nothing. */
+  async settleCharges(hold: Hold, charges: HoldCharges): Promise<Settlement> {
+    await this.settleMarker(hold, charges);
+    return {
+      projectId: hold.projectId,
+      holdId: hold.holdId,
+      outcome: charges.chargedMicros > 0 ? "settled" : "released",
+      heldMicros: hold.micros,
+      chargedMicros: charges.chargedMicros,
+      uncollectedMicros: charges.uncollectedMicros,
+      calls: charges.calls,
+      at: this.clock(),
+    };
+  }
+
+  /** The sweeper: settles every expired hold at the charges noted on it. Idempotent. */
+  async releaseExpired(now: number): Promise<BudgetSweepReport> {
+    const report: BudgetSweepReport = { holdsSettled: 0 };
+    let start: Record<string, unknown> | undefined;
+    do {
+      const page = await this.db.send(
+        new ScanCommand({
+          TableName: this.tables.budgetCounters,
+          FilterExpression: "#open > :zero",
+          ExpressionAttributeNames: { "#open": "open" },
+          ExpressionAttributeValues: marshall({ ":zero": 0 }),
+          ConsistentRead: true,
+          ExclusiveStartKey: start && marshall(start),
+        }),
+      );
+      for (const raw of page.Items ?? []) {
+        const item = unmarshall(raw) as CounterItem;
+        for (const [name, marker] of markers(item)) {
+          if (marker.x > now) continue;
+          const hold: Hold = {
+            projectId: item.counterId,
+            holdId: name.slice(MARKER.length),
+            micros: marker.m,
+            createdAt: marker.t,
+            expiresAt: marker.x,
+          };
+          const noted = {
+            chargedMicros: marker.c ?? 0,
+            uncollectedMicros: marker.u ?? 0,
+            calls: marker.k ?? 0,
+          };
+          if (await this.settleMarker(hold, noted)) report.holdsSettled++;
+        }
+      }
+      start = page.LastEvaluatedKey && unmarshall(page.LastEvaluatedKey);
+    } while (start);
+    return report;
+  }
+
+  private settleMarker(hold: Hold, charges: HoldCharges): Promise<boolean> {
+    const cost = charges.chargedMicros + charges.uncollectedMicros;
+    return this.updateIfMarked(
+      hold,
+      "SET used = used + :delta, spent = spent + :cost, #open = #open - :one REMOVE #h",
+      "#h.m = :m AND #h.t = :t",
+      { ":delta": cost - hold.micros, ":cost": cost, ":one": 1 },
+      { "#open": "open" },
+    );
+  }
+
+  private async updateIfMarked(
+    hold: Hold,
+    update: string,
+    condition: string,
+    values: Record<string, number>,
+    names: Record<string, string> = {},
+  ): Promise<boolean> {
+    try {
+      await this.db.send(
+        new UpdateItemCommand({
+          TableName: this.tables.budgetCounters,
+          Key: marshall({ counterId: hold.projectId }),
+          UpdateExpression: update,
+          ConditionExpression: condition,
+          ExpressionAttributeNames: { "#h": MARKER + hold.holdId, ...names },
+          ExpressionAttributeValues: marshall({ ...values, ":m": hold.micros, ":t": hold.createdAt }),
+        }),
+      );
+      return true;
+    } catch (err) {
+      if (err instanceof ConditionalCheckFailedException) return false;
+      throw err;
+    }
+  }
+
+  private async readCounter(counterId: string): Promise<CounterItem | undefined> {
+    const out = await this.db.send(
+      new GetItemCommand({
+        TableName: this.tables.budgetCounters,
+        Key: marshall({ counterId }),
+        ConsistentRead: true,
+      }),
+    );
+    return out.Item && (unmarshall(out.Item) as CounterItem);
+  }
+}
+
+function markers(item: CounterItem): [string, HoldMarker][] {
+  return Object.entries(item).filter((entry): entry is [string, HoldMarker] => entry[0].startsWith(MARKER));
+}
+
+/** What open holds already charged (noted): spent, though not settled yet. */
+function notedCharges(item: CounterItem | undefined): number {
+  return item ? markers(item).reduce((sum, [, marker]) => sum + (marker.c ?? 0) + (marker.u ?? 0), 0) : 0;
+}

@@ -1,0 +1,264 @@
+import {
+  type Budget,
+  type BudgetStore,
+  budgetExceededError,
+  budgetHeaders,
+  budgetsFor,
+  counterId,
+  tpmExceededError,
+  tpmSpan,
+  type WindowSpan,
+  windowSpan,
+} from "../core/budgets";
+import {
+  type Hold,
+  type HoldCharges,
+  type HoldResult,
+  MAX_BALANCE_MICROS,
+  type Settlement,
+  type SweepReport,
+} from "../core/credits";
+import type { ApiError } from "../core/errors";
+import { errorFields, type Logger } from "../core/logger";
+import { CreditLeases, DEFAULT_LEASES, type Reservation } from "./credit-leases";
+
+/**
+ * Budgets and tokens-per-minute limits as holds, the way the balance is held: a call holds its
+ * maximum cost against the counter of every budget that applies (its window is part of the counter's
+ * key) and its estimated tokens against its key's minute; each hold comes from a lease this process
+ * took on the shared counter (credit-leases.ts), so a warm call waits for no store round trip, and
+ * no number of calls or processes takes a window past its limit. A call ends by turning each hold into
+ * its charge: the cost (budgets) or the real tokens (TPM). Design: docs/metering.md "Budgets".
+ */
+
+/** A counter with holds under a limit: adapters/dynamodb/budgets.ts. */
+export interface BudgetCounters extends BudgetStore {
+  hold(
+    counterId: string,
+    holdId: string,
+    micros: number,
+    expiresAt: number,
+    limitMicros: number,
+  ): Promise<HoldResult>;
+  recordCharges(hold: Hold, charges: HoldCharges): Promise<boolean>;
+  settleCharges(hold: Hold, charges: HoldCharges): Promise<Settlement>;
+}
+
+/** A soft budget's window went past its limit: what the alerts consume. */
+export interface SoftBudgetReport {
+  budget: Budget;
+  windowId: string;
+  usedMicros: number;
+}
+
+export interface BudgetGuardDeps {
+  counters: BudgetCounters;
+  clock: () => number;
+  logger: Logger;
+  /** How long a budget or policy change may take to apply: the definitions are cached this long. */
+  cacheMs: number;
+  holdTtlMs: number;
+  noteChargesMs: number;
+  onSoftBudget?: (report: SoftBudgetReport) => void;
+}
+
+/** What a call asks of its budgets and its key's TPM limit. */
+export interface BudgetClaim {
+  projectId: string;
+  keyId: string;
+  userId: string | null;
+  managed: boolean;
+  /** The call's maximum cost, when it has a price (0: it counts against no budget). */
+  maxCostMicros: () => number;
+  /** The key's tokens-per-minute limit and the call's estimated tokens. */
+  tpm?: { limit: number; estimate: () => number };
+}
+
+/** What a call took: given back by `finish`. */
+export interface BudgetHolds {
+  budgets: Reservation[];
+  tokens?: Reservation;
+}
+
+export type BudgetAdmission =
+  | { ok: true; holds: BudgetHolds; headers: Record<string, string> }
+  | { ok: false; error: ApiError };
+
+/** A soft budget is counted under a limit no call reaches: it only reports. */
+const SOFT_LIMIT = MAX_BALANCE_MICROS;
+const MAX_CACHED = 10_000;
+
+interface Counted {
+  counterId: string;
+  limitMicros: number;
+  micros: number;
+  budget?: Budget;
+  span: WindowSpan;
+}
+
+export class BudgetGuard {
+  private readonly leases: CreditLeases;
+  /** The limit each counter is held under, as the definitions said last. */
+  private readonly limits = new Map<string, number>();
+  private readonly cache = new Map<string, { budgets: Promise<Budget[]>; expires: number }>();
+  private readonly reported = new Set<string>();
+
+  constructor(private readonly deps: BudgetGuardDeps) {
+    const { counters } = deps;
+    this.leases = new CreditLeases(
+      {
+        hold: (id, holdId, micros, expiresAt) =>
+          counters.hold(id, holdId, micros, expiresAt, this.limits.get(id) ?? 0),
+        recordCharges: (hold, charges) => counters.recordCharges(hold, charges),
+        settleCharges: (hold, charges) => counters.settleCharges(hold, charges),
+      },
+      deps.clock,
+      deps.logger,
+      { ...DEFAULT_LEASES, holdTtlMs: deps.holdTtlMs, noteMs: deps.noteChargesMs },
+    );
+  }
+
+  /**
+   * Holds the call against every budget that applies and its key's TPM limit, side by side. When one
+   * refuses, what the others took goes back at once, and the refusal names the tightest budget (a TPM
+   * refusal, a 429, wins: it passes within a minute).
+   */
+  async admit(claim: BudgetClaim): Promise<BudgetAdmission> {
+    const now = this.deps.clock();
+    const budgets = budgetsFor(await this.budgetsOf(claim.projectId), claim);
+    const counted: Counted[] = [];
+    const cost = budgets.length > 0 ? claim.maxCostMicros() : 0;
+    if (cost > 0) {
+      for (const budget of budgets) {
+        const span = windowSpan(budget.window, now);
+        counted.push({
+          counterId: counterId(budget, span, claim.userId),
+          limitMicros: budget.soft ? SOFT_LIMIT : budget.limitMicros,
+          micros: cost,
+          budget,
+          span,
+        });
+      }
+    }
+    const estimate = claim.tpm ? claim.tpm.estimate() : 0;
+    if (claim.tpm && estimate > 0) {
+      const span = tpmSpan(now);
+      counted.push({
+        counterId: `tpm#${claim.keyId}#${span.id}`,
+        limitMicros: claim.tpm.limit,
+        micros: estimate,
+        span,
+      });
+    }
+    if (counted.length === 0) return { ok: true, holds: { budgets: [] }, headers: {} };
+    if (this.limits.size > MAX_CACHED * 4) this.limits.clear();
+    for (const each of counted) this.limits.set(each.counterId, each.limitMicros);
+
+    // A fixed order, all at once: one store round trip at most, and only when a lease runs out.
+    counted.sort((a, b) => (a.counterId < b.counterId ? -1 : 1));
+    const results = await Promise.allSettled(
+      counted.map((each) => this.leases.reserve(each.counterId, each.micros)),
+    );
+    const holds: BudgetHolds = { budgets: [] };
+    let refusal: { error: ApiError; remaining: number } | undefined;
+    let failure: unknown;
+    let tightest: { remaining: number; span: WindowSpan } | undefined;
+    results.forEach((result, i) => {
+      const each = counted[i] as Counted;
+      if (result.status === "rejected") {
+        failure ??= result.reason;
+        return;
+      }
+      if (!result.value.ok) {
+        const remaining = result.value.availableMicros;
+        const error = each.budget
+          ? budgetExceededError(each.budget, each.span, each.micros, remaining)
+          : tpmExceededError(claim.tpm?.limit ?? 0, each.span, now);
+        // The TPM refusal first, then the budget with the least left.
+        const rank = each.budget ? remaining : Number.NEGATIVE_INFINITY;
+        if (!refusal || rank < refusal.remaining) refusal = { error, remaining: rank };
+        return;
+      }
+      const reservation = result.value.reservation;
+      if (!each.budget) {
+        holds.tokens = reservation;
+        return;
+      }
+      holds.budgets.push(reservation);
+      const room = this.leases.roomOf(each.counterId) ?? 0;
+      const remaining = each.budget.soft ? each.budget.limitMicros - (SOFT_LIMIT - room) : room;
+      if (each.budget.soft && remaining < 0) this.report(each, SOFT_LIMIT - room);
+      if (!tightest || remaining < tightest.remaining) tightest = { remaining, span: each.span };
+    });
+    if (failure !== undefined || refusal) {
+      await this.finish(holds, 0, 0);
+      if (failure !== undefined) throw failure;
+      return { ok: false, error: (refusal as { error: ApiError }).error };
+    }
+    return { ok: true, holds, headers: tightest ? budgetHeaders(tightest.remaining, tightest.span) : {} };
+  }
+
+  /** The call ended: each budget hold becomes its cost, the TPM hold its real tokens. */
+  async finish(holds: BudgetHolds, costMicros: number, tokens: number): Promise<void> {
+    await Promise.all([
+      ...holds.budgets.map((reservation) => this.leases.finish(reservation, costMicros)),
+      holds.tokens ? this.leases.finish(holds.tokens, tokens) : undefined,
+    ]);
+  }
+
+  /** Settles every lease (a clean shutdown). */
+  settle(): Promise<void> {
+    return this.leases.settleAll();
+  }
+
+  /** The project's budgets, cached `cacheMs` (a change applies within it); one read per project in flight. */
+  private budgetsOf(projectId: string): Promise<Budget[]> {
+    const now = this.deps.clock();
+    const hit = this.cache.get(projectId);
+    if (hit && hit.expires > now) return hit.budgets;
+    const budgets = this.deps.counters.list(projectId);
+    if (this.cache.size >= MAX_CACHED) this.cache.clear();
+    this.cache.set(projectId, { budgets, expires: now + this.deps.cacheMs });
+    budgets.catch(() => {
+      if (this.cache.get(projectId)?.budgets === budgets) this.cache.delete(projectId);
+    });
+    return budgets;
+  }
+
+  private report(each: Counted, usedMicros: number): void {
+    if (!each.budget || this.reported.has(each.counterId)) return;
+    if (this.reported.size >= MAX_CACHED) this.reported.clear();
+    this.reported.add(each.counterId);
+    this.deps.logger.warn("soft budget exceeded", {
+      budgetId: each.budget.budgetId,
+      projectId: each.budget.projectId,
+      window: each.span.id,
+      usedMicros,
+      limitMicros: each.budget.limitMicros,
+    });
+    try {
+      this.deps.onSoftBudget?.({ budget: each.budget, windowId: each.span.id, usedMicros });
+    } catch (err) {
+      this.deps.logger.error("soft budget report failed", errorFields(err));
+    }
+  }
+}
+
+/**
+ * One sweep of both kinds of holds a crash may leave open: the credits' and the budget counters'
+ * (each settled at expiry at the charges noted on it).
+ */
+export function sweepHolds(
+  credits: { releaseExpired(now: number): Promise<SweepReport> },
+  counters: { releaseExpired(now: number): Promise<{ holdsSettled: number }> },
+): { releaseExpired(now: number): Promise<SweepReport & { budgetHoldsSettled: number }> } {
+  return {
+    async releaseExpired(now) {
+      const [report, budgets] = await Promise.all([
+        credits.releaseExpired(now),
+        counters.releaseExpired(now),
+      ]);
+      return { ...report, budgetHoldsSettled: budgets.holdsSettled };
+    },
+  };
+}

@@ -1,0 +1,216 @@
+import type { BudgetInput, BudgetView } from "../api";
+import { h } from "../dom";
+import { emptyState, errorMessage, loadInto, type Page, type PageContext, pageHead } from "./page";
+
+const WINDOWS: Record<BudgetView["window"], string> = {
+  day: "per day",
+  month: "per month",
+  total: "in total",
+};
+
+function scopeLabel(budget: BudgetView): string {
+  if (budget.scope === "project") return "Project";
+  if (budget.scope === "key") return `Key ${budget.key}`;
+  return budget.user === "*" ? "Each end user" : `End user ${budget.user}`;
+}
+
+/** How much of the window's limit is spent, as a bar (held amounts shown apart). */
+function spendBar(budget: BudgetView): HTMLElement {
+  if (budget.spent_usd === undefined) return h("span", { class: "muted" }, "Counted per user");
+  const limit = Number(budget.limit_usd);
+  const spent = Number(budget.spent_usd);
+  const share = limit > 0 ? Math.min(1, spent / limit) : 0;
+  const meter = h("meter", {
+    min: "0",
+    max: String(limit),
+    value: String(Math.min(spent, limit)),
+    high: String(limit * 0.8),
+    optimum: "0",
+    "aria-label": `${Math.round(share * 100)} % of the limit spent`,
+  });
+  return h(
+    "div",
+    { class: "budget-spend" },
+    meter,
+    h("span", {}, `$${budget.spent_usd} of $${budget.limit_usd}`),
+    Number(budget.held_usd ?? 0) > 0 ? h("span", { class: "muted" }, ` ($${budget.held_usd} held)`) : null,
+  );
+}
+
+/** Sets a budget: a new one, or the one of the same scope and window (its limit and flags change). */
+function budgetForm(ctx: PageContext, onSaved: () => void, prefill?: BudgetView): HTMLElement {
+  const scope = h(
+    "select",
+    { id: "budget-scope" },
+    h("option", { value: "project" }, "The project"),
+    h("option", { value: "key" }, "One key"),
+    h("option", { value: "user" }, "An end user"),
+  );
+  const subject = h("input", {
+    id: "budget-subject",
+    type: "text",
+    autocomplete: "off",
+    placeholder: "key id, or user id (* for each user)",
+  });
+  const usdInput = h("input", {
+    id: "budget-usd",
+    type: "text",
+    inputmode: "decimal",
+    autocomplete: "off",
+    placeholder: "20.00",
+    required: true,
+  });
+  const windowSelect = h(
+    "select",
+    { id: "budget-window" },
+    ...Object.entries(WINDOWS).map(([value, label]) => h("option", { value }, label)),
+  );
+  const soft = h("input", { id: "budget-soft", type: "checkbox" });
+  const byok = h("input", { id: "budget-byok", type: "checkbox" });
+  if (prefill) {
+    scope.value = prefill.scope;
+    subject.value = prefill.key ?? prefill.user ?? "";
+    usdInput.value = prefill.limit_usd;
+    windowSelect.value = prefill.window;
+    soft.checked = prefill.soft;
+    byok.checked = prefill.include_byok;
+  }
+  const error = h("div", { class: "form-error", role: "alert" });
+  const submit = h(
+    "button",
+    { type: "submit", class: "button primary" },
+    prefill ? "Save budget" : "Set budget",
+  );
+  const form = h(
+    "form",
+    { class: "form padded", novalidate: true },
+    error,
+    h("label", { for: "budget-scope", class: "field-label" }, "Applies to"),
+    h("div", { class: "inline" }, scope, subject),
+    h("label", { for: "budget-usd", class: "field-label" }, "Limit (USD)"),
+    h("div", { class: "inline" }, usdInput, windowSelect),
+    h(
+      "label",
+      { class: "check", for: "budget-soft" },
+      soft,
+      h("span", {}, "Soft: report only, never refuse"),
+    ),
+    h("label", { class: "check", for: "budget-byok" }, byok, h("span", {}, "Count BYOK and dual-key calls")),
+    h("div", { class: "dialog-actions" }, submit),
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (submit.disabled) return;
+    error.replaceChildren();
+    const input: BudgetInput = {
+      usd: usdInput.value.trim(),
+      window: windowSelect.value,
+      soft: soft.checked,
+      includeByok: byok.checked,
+    };
+    if (scope.value === "key") input.keyId = subject.value.trim();
+    if (scope.value === "user") input.userId = subject.value.trim();
+    submit.disabled = true;
+    try {
+      await ctx.api.setBudget(ctx.project.projectId, input);
+      ctx.toast("Budget saved.", "success");
+      onSaved();
+    } catch (err) {
+      error.textContent = errorMessage(err);
+    } finally {
+      submit.disabled = false;
+    }
+  });
+  return form;
+}
+
+export const budgetsPage: Page = {
+  path: "/dashboard/budgets",
+  title: "Budgets",
+  icon: "gauge",
+  render(ctx, main) {
+    const formSlot = h("section", { class: "card", "aria-label": "Set a budget" });
+    const body = h("section", { class: "card" });
+    const showForm = (prefill?: BudgetView) =>
+      formSlot.replaceChildren(budgetForm(ctx, () => void reload(), prefill));
+    main.replaceChildren(
+      pageHead(
+        "Budgets",
+        "Spend limits per project, key or end user, per UTC day, month or in total. A hard budget refuses calls that could pass it (402).",
+      ),
+      formSlot,
+      body,
+    );
+    showForm();
+    const reload = loadInto(
+      body,
+      { loading: "Loading budgets", failed: "The budgets" },
+      () => ctx.api.budgets(ctx.project.projectId),
+      (budgets) =>
+        budgets.length === 0
+          ? emptyState("gauge", "No budgets", "Calls are limited only by the project's credits.")
+          : h(
+              "table",
+              { class: "table" },
+              h(
+                "thead",
+                {},
+                h(
+                  "tr",
+                  {},
+                  ...["Applies to", "Window", "Spent this window", "Kind", "Resets", ""].map((c) =>
+                    h("th", {}, c),
+                  ),
+                ),
+              ),
+              h(
+                "tbody",
+                {},
+                ...budgets.map((budget) =>
+                  h(
+                    "tr",
+                    { "data-budget": budget.id },
+                    h("td", {}, scopeLabel(budget)),
+                    h("td", {}, WINDOWS[budget.window]),
+                    h("td", {}, spendBar(budget)),
+                    h(
+                      "td",
+                      {},
+                      `${budget.soft ? "Soft" : "Hard"}${budget.include_byok ? ", BYOK counted" : ""}`,
+                    ),
+                    h("td", {}, budget.resets_at ? new Date(budget.resets_at).toLocaleString() : "Never"),
+                    h(
+                      "td",
+                      { class: "actions" },
+                      h(
+                        "button",
+                        { type: "button", class: "button", on: { click: () => showForm(budget) } },
+                        "Edit",
+                      ),
+                      h(
+                        "button",
+                        {
+                          type: "button",
+                          class: "button danger",
+                          on: {
+                            click: async () => {
+                              try {
+                                await ctx.api.deleteBudget(ctx.project.projectId, budget.id);
+                                ctx.toast("Budget deleted.", "success");
+                                await reload();
+                              } catch (err) {
+                                ctx.toast(errorMessage(err), "error");
+                              }
+                            },
+                          },
+                        },
+                        "Delete",
+                      ),
+                    ),
+                  ),
+                ),
+              ),
+            ),
+    );
+  },
+};
