@@ -266,6 +266,25 @@ describe("store faults on a budget's counter", () => {
     },
   );
 
+  it("a budget hold the store keeps refusing is a 500 in our shape: nothing forwarded, held or charged", async () => {
+    const { key, projectId, windows } = await budgetedProject();
+    faults.add({ kind: "error", match: budgetCommands.hold });
+    const res = await chat(key);
+    expect(res.status).toBe(500);
+    expect(await res.json()).toEqual({
+      error: { message: expect.any(String), type: "api_error", code: "internal_error" },
+    });
+    expect(sim.requests).toEqual([]);
+    const { rows, unresolved, balance } = await books(projectId);
+    expect(rows).toEqual([expect.objectContaining({ status_code: 500, cost_micros: 0 })]);
+    expect(unresolved).toEqual([]);
+    expect(balance).toMatchObject({ availableMicros: GRANT, openHolds: 0 });
+    expect(await windowSpends(windows)).toEqual([
+      { spentMicros: 0, heldMicros: 0 },
+      { spentMicros: 0, heldMicros: 0 },
+    ]);
+  });
+
   it("a budget settlement that never lands leaves the holds to the sweeper: each window settled at the charges noted, once", async () => {
     const { key, projectId, windows } = await budgetedProject();
     faults.add({ kind: "error", match: budgetCommands.settle });
