@@ -782,7 +782,7 @@ const commands: Record<string, Command> = {
       const upstream = vendorSettings(config, vendor).upstream ?? VENDORS[vendor].defaultUpstream;
       const services = await open();
       const { openLocalWarehouseQuery } = await import("../lambda/local/warehouse");
-      const { composeReconcile } = await import("../lambda/compose/reconcile");
+      const { composeReconcile } = await import("./reconcile");
       const query = await openLocalWarehouseQuery(config.dataDir);
       try {
         const run = composeReconcile({

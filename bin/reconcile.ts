@@ -1,7 +1,7 @@
-import { HttpUsageReport } from "../adapters/undici/usage-report";
-import type { WarehouseQuery } from "../core/export-query";
-import type { DayRange, Drift, ReconciledVendor } from "../core/reconcile";
-import { reconcile } from "../warehouse/reconcile";
+import { HttpUsageReport } from "../lambda/adapters/undici/usage-report";
+import type { WarehouseQuery } from "../lambda/core/export-query";
+import type { DayRange, Drift, ReconciledVendor } from "../lambda/core/reconcile";
+import { reconcile } from "../lambda/warehouse/reconcile";
 
 export interface ReconcileParts {
   /** The warehouse's export query (DuckDB over the data dir locally). */
@@ -13,7 +13,10 @@ export interface ReconcileParts {
   adminKey: string;
 }
 
-/** `dmt reconcile`: the warehouse's managed calls against the vendor's usage report over HTTP. */
+/**
+ * `dmt reconcile`, assembled where the CLI runs (an operator command, not a deployable): the
+ * warehouse's managed calls against the vendor's usage report over HTTP.
+ */
 export function composeReconcile(
   parts: ReconcileParts,
 ): (vendor: ReconciledVendor, range: DayRange) => Promise<Drift[]> {
