@@ -320,6 +320,8 @@ describe("proxy functions", () => {
     rpm: "x-dmt-auth-rpm",
     burst: "x-dmt-auth-burst",
     store: "x-dmt-auth-store",
+    models: "x-dmt-auth-models",
+    tpm: "x-dmt-auth-tpm",
     errorStatus: "x-dmt-auth-error-status",
     errorType: "x-dmt-auth-error-type",
     errorCode: "x-dmt-auth-error-code",
@@ -424,6 +426,7 @@ describe("proxy functions", () => {
           Effect: "Allow",
           Resource: [
             { Ref: logicalId(stack.secrets.originSecret) },
+            { Ref: logicalId(stack.secrets.userIdKey) },
             { Ref: logicalId(stack.secrets.vendorKeys[vendor]) },
           ],
         },
@@ -438,12 +441,19 @@ describe("proxy functions", () => {
           Resource: arn("credits"),
         },
         { Action: ["dynamodb:GetItem", "dynamodb:PutItem"], Effect: "Allow", Resource: arn("ledger") },
-        { Action: ["dynamodb:GetItem", "dynamodb:UpdateItem"], Effect: "Allow", Resource: arn("rateLimits") },
+        // Rate-limit buckets, and budget windows (and TPM minutes) held like them.
+        {
+          Action: ["dynamodb:GetItem", "dynamodb:UpdateItem"],
+          Effect: "Allow",
+          Resource: [arn("budgetCounters"), arn("rateLimits")],
+        },
         {
           Action: ["dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
           Effect: "Allow",
           Resource: arn("idempotency"),
         },
+        // The project's budget definitions, read per key-cache period.
+        { Action: "dynamodb:Query", Effect: "Allow", Resource: arn("budgets") },
         {
           Action: "kms:Decrypt",
           Effect: "Allow",
@@ -563,7 +573,12 @@ describe("metering", () => {
       ],
     });
     expect(policyOf(logicalId(sweeper.role as never))).toEqual([
-      { Action: ["dynamodb:Scan", "dynamodb:UpdateItem"], Effect: "Allow", Resource: arn("credits") },
+      // Expired holds: credit holds and budget-window holds alike.
+      {
+        Action: ["dynamodb:Scan", "dynamodb:UpdateItem"],
+        Effect: "Allow",
+        Resource: [arn("budgetCounters"), arn("credits")],
+      },
       { Action: ["dynamodb:GetItem", "dynamodb:PutItem"], Effect: "Allow", Resource: arn("ledger") },
     ]);
     const alarm = stack.node.findChild("Metering").node.findChild("SweeperFailing");
