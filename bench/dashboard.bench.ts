@@ -9,8 +9,8 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { importJWK, type JWK, SignJWT } from "jose";
 import { DynamoInteractionIndex } from "../lambda/adapters/dynamodb/interactions";
+import type { BillingMode } from "../lambda/core/call";
 import {
-  type BillingMode,
   buildRecord,
   type InteractionRecord,
   RECORD_VENDORS,
@@ -44,6 +44,7 @@ function interaction(i: number, projectId: string, now: number): InteractionReco
   const billing: BillingMode = i % 10 < 8 ? "managed" : i % 10 === 8 ? "byok" : "dual";
   const prompt = `Question ${i}: summarise the quarterly report for the sales team in three bullet points.`;
   return buildRecord({
+    store: "full",
     transactionId: `bench-${i.toString(36).padStart(6, "0")}`,
     projectId,
     keyId: "benchkey00000000",

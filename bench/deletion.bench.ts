@@ -10,14 +10,17 @@
  * Usage: npx tsx bench/deletion.bench.ts [rows=1000000]
  * Writes bench/results/deletion.json.
  */
+
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { DynamoTombstones } from "../lambda/adapters/dynamodb/tombstones";
 import { FileDeliveryLedger } from "../lambda/adapters/fs/ledger";
+import { localUserIdHasher } from "../lambda/adapters/fs/master-key";
 import { FsObjectStore } from "../lambda/adapters/fs/object-store";
 import { FolderDeadLetters } from "../lambda/adapters/in-process/dead-letters";
+import { parquetCodec } from "../lambda/adapters/parquet/codec";
 import { newDeletionRequest } from "../lambda/core/deletion";
 import { silentLogger } from "../lambda/core/logger";
 import type { QueueBatch } from "../lambda/core/queue";
@@ -62,6 +65,7 @@ function batch(from: number): QueueBatch {
 async function writeWarehouse(): Promise<number> {
   const handler = createWarehouseConsumer({
     objects,
+    codec: parquetCodec,
     ledger: await FileDeliveryLedger.open(join(dir, "ledger")),
     deadLetters: new FolderDeadLetters(objects),
     logger: silentLogger,
@@ -87,6 +91,7 @@ async function main() {
     db: local.db,
     requestsTable: local.tables.deletionRequests,
     tombstones: new DynamoTombstones(local.db, local.tables.deletionTombstones),
+    userIds: localUserIdHasher(dir),
     objects,
     exports: {
       settings: localExportSettings(dir),

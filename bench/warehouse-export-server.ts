@@ -19,7 +19,13 @@ if (!root) throw new Error("usage: warehouse-export-server.ts <warehouse folder>
 const query = await DuckDBWarehouseQuery.open(root);
 const app = appShell(silentLogger);
 app.use("/api/*", async (c, next) => {
-  c.set("auth", { projectId: "bench", keyId: "benchkey00000000", tier: "free", rateLimit: TIER_LIMITS.free });
+  c.set("auth", {
+    projectId: "bench",
+    keyId: "benchkey00000000",
+    tier: "free",
+    rateLimit: TIER_LIMITS.free,
+    store: "full",
+  });
   await next();
 });
 mountRoutes(

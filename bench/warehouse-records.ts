@@ -65,6 +65,7 @@ export function syntheticRecord(i: number, options: SyntheticOptions = {}): Inte
     userAgent: "OpenAI/JS 6.0",
     request: { text: requestBody, bytes: Buffer.byteLength(requestBody), truncated: false },
     response: { text: responseBody, bytes: Buffer.byteLength(responseBody), truncated: false },
+    store: "full",
     ...options.overrides,
   });
 }

@@ -8,6 +8,7 @@
  * Usage: npx tsx bench/warehouse.bench.ts [rows=1000000]
  * Writes bench/results/warehouse.json.
  */
+
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
@@ -16,6 +17,7 @@ import { fileURLToPath } from "node:url";
 import { FileDeliveryLedger } from "../lambda/adapters/fs/ledger";
 import { FsObjectStore } from "../lambda/adapters/fs/object-store";
 import { FolderDeadLetters } from "../lambda/adapters/in-process/dead-letters";
+import { parquetCodec } from "../lambda/adapters/parquet/codec";
 import { silentLogger } from "../lambda/core/logger";
 import type { QueueBatch } from "../lambda/core/queue";
 import { createWarehouseConsumer } from "../lambda/warehouse/consumer";
@@ -53,6 +55,7 @@ function batch(from: number): QueueBatch {
 async function consumer() {
   const handler = createWarehouseConsumer({
     objects,
+    codec: parquetCodec,
     ledger: await FileDeliveryLedger.open(join(dir, "ledger")),
     deadLetters: new FolderDeadLetters(objects),
     logger: silentLogger,

@@ -9,11 +9,14 @@ import { DynamoBudgets } from "../lambda/adapters/dynamodb/budgets";
 import { createDynamoClient } from "../lambda/adapters/dynamodb/client";
 import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
 import { DynamoExportSettings } from "../lambda/adapters/dynamodb/export-settings";
+import { DynamoMemberStore } from "../lambda/adapters/dynamodb/members";
+import { DynamoPrivacySettings } from "../lambda/adapters/dynamodb/privacy-settings";
 import { DynamoStore } from "../lambda/adapters/dynamodb/store";
 import { TABLES, type TableName, type TableNames } from "../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
 import { activePriceCatalogue } from "../lambda/adapters/fs/price-catalogue";
 import { createKmsClient, KmsKeyWrapper } from "../lambda/adapters/kms/key-wrapper";
+import type { UserDirectory } from "../lambda/core/members";
 import type { PriceCatalogue } from "../lambda/core/pricing";
 
 /**
@@ -27,6 +30,10 @@ export function tableOutputKey(name: TableName): string {
 
 /** The output holding the ARN of the KMS key that wraps customers' vendor keys. */
 export const BYOK_KEY_OUTPUT = "ByokKeyArn";
+
+/** The outputs naming the event bus and the webhook delivery queue, as in lib/events.ts. */
+export const EVENT_BUS_OUTPUT = "EventBusName";
+export const WEBHOOK_QUEUE_OUTPUT = "WebhookQueueUrl";
 
 /**
  * Where the stack records its price settings: a template metadata key and an output, as
@@ -42,6 +49,11 @@ export interface AwsTarget {
   db: DynamoDBClient;
   tables: TableNames;
   byokKeyArn: string;
+  /** The dashboard's Cognito user pool (`DashboardUserPoolId`), when the stack has one. */
+  userPoolId: string | undefined;
+  /** The stack's event bus and webhook delivery queue (lib/events.ts). */
+  eventBusName: string;
+  webhookQueueUrl: string;
   close(): void;
 }
 
@@ -74,7 +86,46 @@ export async function openAwsTarget(stackName: string): Promise<AwsTarget> {
   const region = stack.StackId?.split(":")[3];
   if (!region) throw new Error(`Stack '${stackName}' has no readable id.`);
   const db = createDynamoClient({ region });
-  return { stackName, region, db, tables, byokKeyArn: output(BYOK_KEY_OUTPUT), close: () => db.destroy() };
+  return {
+    stackName,
+    region,
+    db,
+    tables,
+    byokKeyArn: output(BYOK_KEY_OUTPUT),
+    userPoolId: outputs.get(USER_POOL_OUTPUT),
+    eventBusName: output(EVENT_BUS_OUTPUT),
+    webhookQueueUrl: output(WEBHOOK_QUEUE_OUTPUT),
+    close: () => db.destroy(),
+  };
+}
+
+export const USER_POOL_OUTPUT = "DashboardUserPoolId";
+
+/** The dashboard's users by email, from the stack's Cognito user pool (`cognito-idp:ListUsers`). */
+export function cognitoUserDirectory(target: AwsTarget): UserDirectory {
+  return {
+    async findUserId(email) {
+      if (target.userPoolId === undefined) {
+        throw new Error(
+          `Stack '${target.stackName}' has no output ${USER_POOL_OUTPUT}: deploy the current version.`,
+        );
+      }
+      const { CognitoIdentityProviderClient, ListUsersCommand } = await import(
+        "@aws-sdk/client-cognito-identity-provider"
+      );
+      const cognito = new CognitoIdentityProviderClient({ region: target.region });
+      try {
+        // A filter value is quoted: an email with a quote cannot match, so it is refused before.
+        if (email.includes('"')) return undefined;
+        const out = await cognito.send(
+          new ListUsersCommand({ UserPoolId: target.userPoolId, Filter: `email = "${email}"`, Limit: 2 }),
+        );
+        return out.Users?.[0]?.Attributes?.find((a) => a.Name === "sub")?.Value;
+      } finally {
+        cognito.destroy();
+      }
+    },
+  };
 }
 
 /** What the store commands of the CLI use, over a deployed stack. */
@@ -89,7 +140,52 @@ export function awsServices(target: AwsTarget) {
       new KmsKeyWrapper(createKmsClient({ region: target.region }), target.byokKeyArn),
     ),
     exportSettings: new DynamoExportSettings(target.db, target.tables.projectSettings),
+    members: new DynamoMemberStore(target.db, target.tables),
+    users: cognitoUserDirectory(target),
+    privacy: new DynamoPrivacySettings(target.db, target.tables),
+    async retention(): Promise<never> {
+      throw new Error(
+        "in AWS the stack's retention function runs every day; to run it now: aws lambda invoke --function-name <RetentionFunction output> out.json",
+      );
+    },
   };
+}
+
+/**
+ * The CLI's events over a deployed stack: events go onto its bus (whose rule feeds the delivery queue),
+ * webhook secrets are wrapped by its KMS key, and webhook URLs must be public.
+ */
+export async function awsEvents(target: AwsTarget) {
+  const [
+    { EventBridgeClient },
+    { SQSClient },
+    { EventBridgePublisher },
+    { SqsDeliveryQueue },
+    { cliEvents },
+  ] = await Promise.all([
+    import("@aws-sdk/client-eventbridge"),
+    import("@aws-sdk/client-sqs"),
+    import("../lambda/adapters/eventbridge/bus"),
+    import("../lambda/adapters/sqs/delivery-queue"),
+    import("./cli-events-open"),
+  ]);
+  const bus = new EventBridgeClient({ region: target.region });
+  const sqs = new SQSClient({ region: target.region });
+  return cliEvents(
+    {
+      db: target.db,
+      tables: target.tables,
+      wrapper: new KmsKeyWrapper(createKmsClient({ region: target.region }), target.byokKeyArn),
+      queue: new SqsDeliveryQueue(sqs, target.webhookQueueUrl),
+      publisher: new EventBridgePublisher(bus, target.eventBusName),
+      credits: new DynamoCredits(target.db, target.tables),
+      policy: "public",
+    },
+    async () => {
+      bus.destroy();
+      sqs.destroy();
+    },
+  );
 }
 
 /**

@@ -1,8 +1,28 @@
 #!/usr/bin/env node
-// The `dmt` command: runs the TypeScript CLI through tsx, so a fresh clone needs no build step.
-import { register } from "tsx/esm/api";
+// The `dmt` command. Commands run from the bundle that `npm install` builds (bin/build-cli.mjs), which
+// starts in a fraction of a second; while it is missing or older than a source it was built from, or
+// for `serve` (whose worker threads load TypeScript), they run from the sources through tsx.
+import { readFileSync, statSync } from "node:fs";
 
 // The AWS SDK warns on Node 20, which the local stack supports; Lambda runs Node 22+.
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
-register();
-await import("./cli.ts");
+
+const root = new URL("../", import.meta.url);
+
+/** Whether the bundle exists and no source it was built from changed since. */
+function bundleIsFresh() {
+  try {
+    const { builtAt, inputs } = JSON.parse(readFileSync(new URL("dist/cli/inputs.json", root), "utf8"));
+    return inputs.every((path) => statSync(new URL(path, root)).mtimeMs <= builtAt);
+  } catch {
+    return false;
+  }
+}
+
+if (process.argv[2] !== "serve" && process.env.DMT_CLI_FROM_SOURCE !== "1" && bundleIsFresh()) {
+  await import(new URL("dist/cli/dmt.js", root).href);
+} else {
+  const { register } = await import("tsx/esm/api");
+  register();
+  await import("./cli.ts");
+}

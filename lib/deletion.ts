@@ -5,6 +5,7 @@ import type { Function as LambdaFunctionResource } from "aws-cdk-lib/aws-lambda"
 import { LogGroup } from "aws-cdk-lib/aws-logs";
 import { CfnPipe } from "aws-cdk-lib/aws-pipes";
 import type { IBucket } from "aws-cdk-lib/aws-s3";
+import type { ISecret } from "aws-cdk-lib/aws-secretsmanager";
 import {
   Choice,
   Condition,
@@ -55,6 +56,8 @@ const STEPS_TIMEOUT = Duration.minutes(5);
 
 export interface DeletionWorkflowProps {
   defaults: LambdaDefaults;
+  /** Keys the user-id hash of level `none`: a user's deletion must find rows that hold it. */
+  userIdKey: ISecret;
   store: Store;
   warehouse: Warehouse;
 }
@@ -95,8 +98,11 @@ export class DeletionWorkflow extends Construct {
         DMT_WAREHOUSE_DATABASE: warehouse.database.ref,
         DMT_WAREHOUSE_TABLE: INTERACTIONS_TABLE,
         DMT_ATHENA_RESULTS_BUCKET: warehouse.resultsBucket.bucketName,
+        DMT_USER_ID_KEY_SECRET_ARN: props.userIdKey.secretArn,
       },
     });
+    // Rows of level `none` hold users as an HMAC under this key: a user's deletion computes it too.
+    props.userIdKey.grantRead(this.steps.function);
     this.grantSteps(props);
 
     // The consumer drops what a tombstone covers.

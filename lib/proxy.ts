@@ -36,6 +36,8 @@ export interface VendorProxyProps {
   /** The managed key of this vendor, and nobody else's. */
   vendorKey: ISecret;
   originSecret: ISecret;
+  /** Keys the user-id hash of level `none`. */
+  userIdKey: ISecret;
   /** Unwraps the data keys of customers' own vendor keys (BYOK). */
   byokKey: IKey;
   /** The deployment's price override and markup, which the function's metering loads at cold start. */
@@ -64,6 +66,7 @@ export class VendorProxy extends Construct {
         DMT_VENDOR_KEY_SECRET_ARN: props.vendorKey.secretArn,
         DMT_ORIGIN_SECRET_ARN: props.originSecret.secretArn,
         DMT_BYOK_KEY_ARN: props.byokKey.keyArn,
+        DMT_USER_ID_KEY_SECRET_ARN: props.userIdKey.secretArn,
         DMT_METRICS_NAMESPACE: metricsNamespace(this),
         ...props.prices.environment,
       },
@@ -78,6 +81,7 @@ export class VendorProxy extends Construct {
     });
     props.vendorKey.grantRead(fn);
     props.originSecret.grantRead(fn);
+    props.userIdKey.grantRead(fn);
     for (const [table, actions] of Object.entries(PROXY_TABLE_ACCESS) as [TableName, string[]][]) {
       props.store.grant(fn, table, actions);
     }

@@ -22,6 +22,8 @@ export class Secrets extends Construct {
   readonly vendorKeys: Record<Vendor, Secret>;
   readonly byokKey: Key;
   readonly originSecret: Secret;
+  /** Keys the user-id hash of level `none`: the proxy functions and the deletion steps read it. */
+  readonly userIdKey: Secret;
 
   constructor(scope: Construct, id: string, props: SecretsProps) {
     super(scope, id);
@@ -44,6 +46,17 @@ export class Secrets extends Construct {
       description: "dmt: envelope encryption of customers' own vendor keys (BYOK)",
       enableKeyRotation: true,
       removalPolicy: props.removalPolicy,
+    });
+
+    this.userIdKey = new Secret(this, "UserIdKey", {
+      description: "dmt: keys the user-id hash of projects that store at level none; never rotate it",
+      generateSecretString: { passwordLength: 64, excludePunctuation: true },
+      removalPolicy: props.removalPolicy,
+    });
+    Validations.of(this.userIdKey).acknowledge({
+      id: "AwsSolutions-SMG4",
+      reason:
+        "Records of level none keep users as an HMAC under this key; a new key would stop deletion requests and per-user figures from matching the stored hashes (docs/privacy.md).",
     });
 
     this.originSecret = new Secret(this, "OriginSecret", {

@@ -6,11 +6,13 @@ import type { LogLevel } from "../lambda/core/logger";
 import { Api, type CustomDomain } from "./api";
 import { Dashboard } from "./dashboard";
 import { DeletionWorkflow } from "./deletion";
+import { Events } from "./events";
 import { DmtFunction, type LambdaDefaults } from "./lambda-defaults";
 import { Metering, metricsNamespace } from "./metering";
 import { Observability } from "./observability";
 import { PRICE_VERSION_OUTPUT, PRICES_METADATA, type StackPrices, stackPrices } from "./prices";
 import { VendorProxy } from "./proxy";
+import { Retention } from "./retention";
 import { Secrets, VENDORS, type Vendor } from "./secrets";
 import { constructId, Store } from "./store";
 import { Warehouse } from "./warehouse";
@@ -65,8 +67,10 @@ export class DmtStack extends Stack {
   readonly warehouse: Warehouse;
   readonly deletion: DeletionWorkflow;
   readonly metering: Metering;
+  readonly retention: Retention;
   readonly dashboard: Dashboard;
   readonly prices: StackPrices;
+  readonly events: Events;
 
   constructor(scope: Construct, id: string, props: DmtStackProps = {}) {
     super(scope, id, props);
@@ -114,6 +118,8 @@ export class DmtStack extends Stack {
       timeout: Duration.seconds(29),
       environment: {
         DMT_TABLE_RATELIMITS: this.store.tables.rateLimits.tableName,
+        // GET /api/v1/transactions/{id} reads the dashboard's interaction index.
+        DMT_TABLE_INTERACTIONS: this.store.tables.interactions.tableName,
         DMT_TABLE_BUDGETS: this.store.tables.budgets.tableName,
         DMT_TABLE_BUDGETCOUNTERS: this.store.tables.budgetCounters.tableName,
         DMT_METRICS_NAMESPACE: metricsNamespace(this),
@@ -121,12 +127,14 @@ export class DmtStack extends Stack {
     });
     // The per-key rate limit: the same buckets the proxy functions take from.
     this.store.grant(this.dataApi.function, "rateLimits", ["GetItem", "UpdateItem"]);
+    this.store.grant(this.dataApi.function, "interactions", ["GetItem"]);
     // GET /api/v1/budgets: the definitions and the current windows' counters, read only.
     this.store.grant(this.dataApi.function, "budgets", ["Query"]);
     this.store.grant(this.dataApi.function, "budgetCounters", ["GetItem"]);
     this.warehouse.connectExports(this.dataApi.function);
     this.deletion = new DeletionWorkflow(this, "Deletion", {
       defaults,
+      userIdKey: this.secrets.userIdKey,
       store: this.store,
       warehouse: this.warehouse,
     });
@@ -151,6 +159,7 @@ export class DmtStack extends Stack {
         store: this.store,
         vendorKey: this.secrets.vendorKeys[vendor],
         originSecret: this.secrets.originSecret,
+        userIdKey: this.secrets.userIdKey,
         byokKey: this.secrets.byokKey,
         prices: this.prices,
         ...(reservedConcurrency !== undefined && { reservedConcurrency }),
@@ -196,6 +205,20 @@ export class DmtStack extends Stack {
     });
     this.observability.addFunction("CreditSweeper", this.metering.sweeper.function);
     this.observability.addDeletion(this.deletion.steps.function, this.deletion.stateMachine);
+    this.events = new Events(this, "Events", {
+      defaults,
+      store: this.store,
+      secretsKey: this.secrets.byokKey,
+    });
+    this.observability.addFunction("EventDelivery", this.events.delivery.function);
+    this.observability.alarms.push(this.events.deadLetterAlarm);
+    this.retention = new Retention(this, "Retention", {
+      defaults,
+      store: this.store,
+      warehouse: this.warehouse,
+      observability: this.observability,
+    });
+    this.observability.addFunction("Retention", this.retention.fn.function);
     this.observability.addAlarmOverview();
 
     this.addOutputs();
@@ -232,6 +255,11 @@ export class DmtStack extends Stack {
     new CfnOutput(this, "WarehouseDatabase", { value: this.warehouse.database.ref });
     new CfnOutput(this, "RecordQueueUrl", { value: this.warehouse.queue.queueUrl });
     new CfnOutput(this, "DeadLetterQueueUrl", { value: this.warehouse.deadLetterQueue.queueUrl });
+    new CfnOutput(this, "EventBusName", {
+      value: this.events.bus.eventBusName,
+      description: "EventBridge bus of the stack's events (source dmt, detail-type the event type)",
+    });
+    new CfnOutput(this, "WebhookQueueUrl", { value: this.events.queue.queueUrl });
     new CfnOutput(this, "DashboardName", { value: this.observability.dashboard.dashboardName });
     new CfnOutput(this, PRICE_VERSION_OUTPUT, {
       value: this.prices.priceVersion,

@@ -1,3 +1,4 @@
+import { parquetCodec } from "../adapters/parquet/codec";
 import type { TombstoneReader } from "../core/deletion";
 import { createWarehouseConsumer, type WrittenListener } from "../warehouse/consumer";
 import type { Infrastructure } from "./infrastructure";
@@ -26,6 +27,7 @@ export function composeWarehouseConsumer(
 ) {
   return createWarehouseConsumer({
     objects: infra.warehouse,
+    codec: parquetCodec,
     ledger: infra.deliveries,
     deadLetters: infra.deadLetters,
     logger: infra.logger,

@@ -2,6 +2,7 @@ import { createDashboardApp } from "../app/dashboard/app";
 import type { TokenVerifier } from "../app/dashboard/auth";
 import type { DeletionStarter } from "../core/deletion";
 import type { PriceCatalogue } from "../core/pricing";
+import type { EventPublisher } from "../events/ports";
 import type { Infrastructure } from "./infrastructure";
 
 export interface DashboardApiSettings {
@@ -13,6 +14,8 @@ export interface DashboardApiSettings {
   prices: PriceCatalogue;
   /** Locally deletions run in process; in AWS the requests table's stream starts them. */
   deletionStarter?: DeletionStarter;
+  /** Where key and credit events go; absent: none are sent. */
+  events?: EventPublisher;
 }
 
 /**
@@ -34,6 +37,7 @@ export function composeDashboardApi(
     verifyToken: settings.verifyToken,
     logger: infra.logger,
     ...(settings.onKeyRevoked && { onKeyRevoked: settings.onKeyRevoked }),
+    ...(settings.events && { events: settings.events }),
     interactions: { interactions: store.interactions, usage: store.interactions.rollups },
     settings: {
       exportSettings: infra.exportSettings,

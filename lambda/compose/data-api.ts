@@ -41,6 +41,7 @@ export function composeDataApi(
       clock,
     },
     deletion: deletionRoutes(infra, settings.deletionStarter),
+    transactions: { interactions: infra.store.interactions },
   });
 }
 

@@ -1,8 +1,10 @@
 import type { DynamoPorts } from "../adapters/dynamodb/ports";
+import { parquetCodec } from "../adapters/parquet/codec";
 import type { CopyPurger } from "../core/deletion";
 import type { ExportSettings } from "../core/export-destination";
 import { ExportFilesPurger } from "../deletion/purgers";
 import { createDeletionSteps } from "../deletion/steps";
+import type { EventPublisher } from "../events/ports";
 import type { Infrastructure } from "./infrastructure";
 
 /**
@@ -13,20 +15,25 @@ import type { Infrastructure } from "./infrastructure";
 export function composeDeletionSteps(
   infra: Pick<
     Infrastructure,
-    "deletionQuery" | "warehouseFiles" | "openDestination" | "hostPurgers" | "clock" | "logger"
+    "deletionQuery" | "warehouseFiles" | "openDestination" | "hostPurgers" | "userIds" | "clock" | "logger"
   > & { store: Pick<DynamoPorts, "deletionRequests" | "tombstones">; exportSettings: ExportSettings },
   purgers: CopyPurger[],
+  /** Where `deletion.completed` goes; absent: no event. */
+  events?: EventPublisher,
 ) {
   return createDeletionSteps({
     requests: infra.store.deletionRequests,
     tombstones: infra.store.tombstones,
     query: infra.deletionQuery,
     files: infra.warehouseFiles,
+    codec: parquetCodec,
     purgers: [
       new ExportFilesPurger(infra.exportSettings, (destination) => infra.openDestination(destination)),
       ...infra.hostPurgers,
       ...purgers,
     ],
+    ...(events && { events }),
+    userIds: infra.userIds,
     logger: infra.logger,
     clock: infra.clock,
   });

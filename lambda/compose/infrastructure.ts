@@ -8,6 +8,7 @@ import type { WarehouseQuery } from "../core/export-query";
 import type { Logger } from "../core/logger";
 import type { Metrics } from "../core/metrics";
 import type { ObjectStore } from "../core/object-store";
+import type { UserIdHasher } from "../core/privacy";
 import type { DeadLetterSink, RecordQueue } from "../core/queue";
 
 /**
@@ -42,4 +43,6 @@ export interface Infrastructure {
   warehouseFiles: WarehouseFiles;
   /** Copies only this host keeps, purged by every deletion (Athena's results; local dead letters). */
   hostPurgers: CopyPurger[];
+  /** The keyed user-id hash of level `none`: a generated secret, or derived from the master key file. */
+  userIds: UserIdHasher;
 }

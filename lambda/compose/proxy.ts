@@ -54,7 +54,7 @@ export interface Proxy {
  * metrics.
  */
 export function composeProxy(
-  infra: Pick<Infrastructure, "store" | "recordQueue" | "clock" | "logger" | "metrics">,
+  infra: Pick<Infrastructure, "store" | "recordQueue" | "userIds" | "clock" | "logger" | "metrics">,
   settings: ProxySettings,
 ): Proxy {
   const { store, logger, clock } = infra;
@@ -82,7 +82,7 @@ export function composeProxy(
   const hooks = combineHooks(
     [
       ...(metering ? [metering] : []),
-      warehouseHooks(infra.recordQueue),
+      warehouseHooks(infra.recordQueue, infra.userIds),
       callMetrics(infra.metrics),
       ...(settings.hooks ?? []),
     ],

@@ -11,6 +11,18 @@ import {
   type Tier,
 } from "./model";
 import { ConflictError, type Store } from "./ports";
+import { isKeyStoreLevel, KEY_STORE_LEVELS, type KeyStoreLevel } from "./privacy";
+
+/** A key's store level: it may only keep less than its project (`full` is the project's to give). */
+export function keyStoreOf(value: string): KeyStoreLevel {
+  if (!isKeyStoreLevel(value)) {
+    throw errors.invalidField(
+      "store",
+      `a key's level must be one of ${KEY_STORE_LEVELS.join(", ")} (a key can keep less than its project, never more)`,
+    );
+  }
+  return value;
+}
 
 /**
  * Project and key operations with their validation, shared by the CLI and the dashboard API.
@@ -47,6 +59,8 @@ export interface NewKeyInput {
   allow?: string[];
   rateLimit?: RateLimit;
   expiresAt?: number;
+  /** Keep less than the project for this key's calls: `metadata` or `none`. */
+  store?: string;
   /** Model names or globs the key may call (core/budgets.ts parseModels). */
   models?: string[];
   tpm?: number;
@@ -92,6 +106,7 @@ export async function createKey(
     }
   }
   if (input.rateLimit) validateRateLimit(input.rateLimit);
+  const level = input.store === undefined ? undefined : keyStoreOf(input.store);
   if (input.tpm !== undefined) validateTpm(input.tpm);
   if (input.expiresAt !== undefined && !(input.expiresAt > now)) {
     throw errors.invalidField("expires", "must be in the future");
@@ -110,6 +125,7 @@ export async function createKey(
     ...(input.allow ? { allow: [...new Set(input.allow)] } : {}),
     ...(input.rateLimit ? { rateLimit: input.rateLimit } : {}),
     ...(input.expiresAt !== undefined ? { expiresAt: input.expiresAt } : {}),
+    ...(level !== undefined ? { store: level } : {}),
     ...(input.models ? { models: input.models } : {}),
     ...(input.tpm !== undefined ? { tpm: input.tpm } : {}),
   };

@@ -4,6 +4,7 @@ import { errors } from "./errors";
 import { parseKey, secretMatches } from "./keys";
 import { effectiveRateLimit, type RateLimit, type Tier } from "./model";
 import type { KeyLookup } from "./ports";
+import { keyStoreLevel, type StoreLevel } from "./privacy";
 
 /** Who is calling, once authenticated. The same shape travels as the Lambda authorizer's context. */
 export interface AuthContext {
@@ -11,6 +12,8 @@ export interface AuthContext {
   keyId: string;
   tier: Tier;
   rateLimit: RateLimit;
+  /** What the key's calls may store: the project's level, lowered by the key's. */
+  store: StoreLevel;
   /** The key's model allowlist (globs) and tokens-per-minute limit, when it has them. */
   models?: string[];
   tpm?: number;
@@ -44,6 +47,7 @@ export async function authenticate(
     keyId: key.keyId,
     tier: project.tier,
     rateLimit: effectiveRateLimit(project, key),
+    store: keyStoreLevel(project, key),
   };
   if (key.models) context.models = key.models;
   if (key.tpm !== undefined) context.tpm = key.tpm;

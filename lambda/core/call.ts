@@ -1,12 +1,31 @@
 import type { AuthContext } from "./auth";
-import type { CapturedBody } from "./capture";
 import type { StoredResponse } from "./idempotency";
 import { errorFields, type Logger } from "./logger";
+import type { CostBreakdown } from "./pricing";
 import type { Usage } from "./usage";
 import type { VendorName, VendorRoute } from "./vendor-model";
 
-/** How a call is paid: prepaid credits, the project's stored vendor key, or a dual key's vendor half. */
-export type BillingMode = "managed" | "byok" | "dual";
+/**
+ * How a call is paid: from prepaid credits (`managed`), with the project's stored vendor key (`byok`),
+ * or with the vendor half of a dual key sent with the request (`dual`). The record's `billing_mode`.
+ */
+export const BILLING_MODES = ["managed", "byok", "dual"] as const;
+export type BillingMode = (typeof BILLING_MODES)[number];
+
+/**
+ * A request or response body as the call captured it and the interaction record keeps it: the text up
+ * to a size cap (with a truncated flag), or, for binary bodies and uploads, only what it was and how
+ * big (`core/capture.ts` makes them).
+ */
+export interface CapturedBody {
+  /** Bytes on the wire (for a stream, what passed). */
+  bytes: number;
+  contentType?: string;
+  /** The body's text, or for a stream the assembled final message as JSON; absent for binary bodies. */
+  text?: string;
+  /** The text was cut. */
+  truncated: boolean;
+}
 
 /** What the record of a call says about its price; metering fills it in. */
 export interface CallBilling {
@@ -18,6 +37,10 @@ export interface CallBilling {
    * 0 for free endpoints and failed calls; undefined when the model has no price (BYOK, dual).
    */
   costMicros?: number;
+  /** How the cost was reached, line by line, when a price applied. */
+  breakdown?: CostBreakdown;
+  /** The usage charged, when metering estimated it (an abandoned stream); otherwise the vendor's. */
+  usage?: Usage;
 }
 
 /**
@@ -39,6 +62,8 @@ export interface ProxyCall {
   readonly requestId: string | undefined;
   readonly userHeader: string | undefined;
   readonly userAgent: string | undefined;
+  /** The client's `X-DMT-Store`: asks for a record that keeps less (core/privacy.ts). */
+  readonly storeHeader: string | undefined;
   /** The matched route; undefined when the path matched none (404, 405, bad model segment). */
   route: VendorRoute | undefined;
   /** The vendor path and query as forwarded (service keys removed), once routed. */
@@ -87,6 +112,8 @@ export interface ProxyOutcome {
   request: CapturedBody;
   /** The response body; for a stream, the assembled final message. */
   response: CapturedBody;
+  /** For a stream: its text as the client received it, without the wire format (content, tool arguments). */
+  deliveredText?: string;
   /** The vendor's request id (`x-request-id` / `request-id`), when it sent one. */
   vendorRequestId?: string;
   /** The bytes sent, when `before` asked for them. */
@@ -94,6 +121,9 @@ export interface ProxyOutcome {
   /** The response was a stored one replayed (idempotency): the vendor was not called. */
   replayed?: boolean;
 }
+
+/** What the relay reports when the response is done (computed lazily, off the client's path): the outcome but the request and the latency, which the proxy adds. */
+export type RelayResult = Omit<ProxyOutcome, "latencyMs" | "request">;
 
 /** What `before` decides beyond letting the call through. */
 export interface BeforeDecision {
@@ -121,6 +151,11 @@ export interface ProxyHooks {
   // biome-ignore lint/suspicious/noConfusingVoidType: a `before` that decides nothing is `async before() {...}`
   before?(call: ProxyCall): Promise<BeforeDecision | undefined | void>;
   after?(call: ProxyCall, outcome: ProxyOutcome): void | Promise<void>;
+  /**
+   * What a call answered whole (not streamed) costs, for its `x-dmt-cost-usd` header: micro-USD as the
+   * record will say, undefined when unpriced. Called before the answer is sent; must not throw.
+   */
+  quote?(call: ProxyCall, usage: Usage): number | undefined;
 }
 
 /**
@@ -146,6 +181,9 @@ export function combineHooks(list: readonly ProxyHooks[], logger: Logger): Proxy
         }
       }
       return merged;
+    },
+    quote(call, usage) {
+      return list.find((hooks) => hooks.quote)?.quote?.(call, usage);
     },
     async after(call, outcome) {
       for (const hooks of list) {

@@ -85,7 +85,10 @@ export interface LedgerEntry {
 export interface CreditBalance {
   projectId: string;
   availableMicros: number;
+  /** What open holds still reserve. */
   heldMicros: number;
+  /** What open holds (credit leases) have charged so far: spent, not yet settled in the ledger. */
+  chargedInFlightMicros: number;
   openHolds: number;
 }
 
@@ -159,6 +162,11 @@ export function formatUsd(micros: number): string {
     .padStart(6, "0")
     .replace(/0{1,4}$/, "");
   return `${sign}$${Math.floor(abs / MICROS_PER_USD)}.${fraction}`;
+}
+
+/** `12.50`, `0.000001`: `formatUsd` without the `$`, the decimal string headers and events carry. */
+export function decimalUsd(micros: number): string {
+  return formatUsd(micros).replace("$", "");
 }
 
 export function validateMicros(field: string, value: number, max: number, min = 1): void {

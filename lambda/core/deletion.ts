@@ -115,6 +115,8 @@ export interface DeletionTarget {
   projectId: string;
   /** hashUserId of the user. */
   userIdHash?: string;
+  /** hashUserId of the user's keyed stand-in (`hmac:...`), which records of level `none` hold. */
+  keyedUserIdHash?: string;
   transactionIds: readonly string[];
   /** Epoch ms, included. */
   upTo: number;
@@ -123,13 +125,14 @@ export interface DeletionTarget {
 /** The predicate of a target, the same as the SQL the query engines run (lambda/deletion/query.ts). */
 export function deletionMatcher(target: DeletionTarget): (record: InteractionRecord) => boolean {
   const ids = new Set(target.transactionIds);
-  const { projectId, userIdHash, upTo } = target;
+  const { projectId, userIdHash, keyedUserIdHash, upTo } = target;
   // A file holds a few users many times over: each one is hashed once.
   const users = new Map<string, boolean>();
   const isUser = (userId: string) => {
     let matches = users.get(userId);
     if (matches === undefined) {
-      matches = hashUserId(projectId, userId) === userIdHash;
+      const hash = hashUserId(projectId, userId);
+      matches = hash === userIdHash || (keyedUserIdHash !== undefined && hash === keyedUserIdHash);
       users.set(userId, matches);
     }
     return matches;
@@ -198,10 +201,11 @@ export function newDeletionRequest(
 }
 
 /** The target of a request that has not completed yet (a completed one no longer holds its ids). */
-export function targetOf(request: DeletionRequestRecord): DeletionTarget {
+export function targetOf(request: DeletionRequestRecord, keyedUserIdHash?: string): DeletionTarget {
   return {
     projectId: request.projectId,
     ...(request.userIdHash !== undefined && { userIdHash: request.userIdHash }),
+    ...(keyedUserIdHash !== undefined && { keyedUserIdHash }),
     transactionIds: request.transactionIds ?? [],
     upTo: request.createdAt,
   };
@@ -216,13 +220,15 @@ export interface Tombstone {
   requestId: string;
   upTo: number;
   userIdHash?: string;
+  keyedUserIdHash?: string;
   transactionIds?: string[];
 }
 
-export function tombstoneOf(request: DeletionRequestRecord): Tombstone {
+export function tombstoneOf(request: DeletionRequestRecord, keyedUserIdHash?: string): Tombstone {
   return {
     projectId: request.projectId,
     requestId: request.requestId,
+    ...(keyedUserIdHash !== undefined && { keyedUserIdHash }),
     upTo: request.createdAt,
     ...(request.userIdHash !== undefined && { userIdHash: request.userIdHash }),
     ...(request.transactionIds && { transactionIds: request.transactionIds }),
@@ -238,6 +244,7 @@ export function tombstoneMatcher(tombstones: readonly Tombstone[]): (record: Int
       deletionMatcher({
         projectId: t.projectId,
         ...(t.userIdHash !== undefined && { userIdHash: t.userIdHash }),
+        ...(t.keyedUserIdHash !== undefined && { keyedUserIdHash: t.keyedUserIdHash }),
         transactionIds: t.transactionIds ?? [],
         upTo: t.upTo,
       }),

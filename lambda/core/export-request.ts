@@ -3,8 +3,10 @@
  * ever reaches SQL as text (the query layer binds values as parameters), the checks just turn bad input
  * into a clear answer instead of an empty export.
  */
+
+import { BILLING_MODES, type BillingMode } from "./call";
 import { errors } from "./errors";
-import { BILLING_MODES, type BillingMode, RECORD_VENDORS, type RecordVendor } from "./record";
+import { RECORD_VENDORS, type RecordVendor } from "./record";
 
 export const EXPORT_FORMATS = ["json", "csv"] as const;
 export type ExportFormat = (typeof EXPORT_FORMATS)[number];

@@ -4,15 +4,10 @@
  * deletion subtracts what it purges. The Usage page reads a few dozen rollups instead of the warehouse.
  */
 import { createHash } from "node:crypto";
+import { BILLING_MODES, type BillingMode } from "./call";
 import { errors } from "./errors";
 import { DAY_MS, dayOf, parseDay, startOfDay, statusClass } from "./interactions";
-import {
-  BILLING_MODES,
-  type BillingMode,
-  type InteractionRecord,
-  type RecordVendor,
-  recordDay,
-} from "./record";
+import { type InteractionRecord, type RecordVendor, recordDay } from "./record";
 
 export const ROLLUP_COUNTERS = [
   "requests",
@@ -147,7 +142,7 @@ export interface UsageReport {
   from: string;
   to: string;
   days: string[];
-  /** Busiest first (by requests over the range). */
+  /** Dearest first (by cost over the range, then requests). */
   series: UsageSeries[];
   /** The range's sums per billing mode: managed cost is what credits paid, the others list prices. */
   totals: Record<BillingMode, RollupCounters>;
@@ -185,12 +180,14 @@ export function usageReport(rollups: readonly Rollup[], from: string, to: string
     const total = totals[rollup.billing_mode];
     for (const c of ROLLUP_COUNTERS) total[c] += rollup[c];
   }
-  const requestsOf = (s: UsageSeries) => s.requests.reduce((a, b) => a + b, 0);
+  const total = (values: number[]) => values.reduce((a, b) => a + b, 0);
   return {
     from,
     to,
     days,
-    series: [...series.values()].sort((a, b) => requestsOf(b) - requestsOf(a)),
+    series: [...series.values()].sort(
+      (a, b) => total(b.cost_micros) - total(a.cost_micros) || total(b.requests) - total(a.requests),
+    ),
     totals,
   };
 }

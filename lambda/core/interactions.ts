@@ -8,14 +8,9 @@
  * Interactions keep the record schema's field names (core/record.ts), as exports do.
  */
 import { createHash } from "node:crypto";
+import { BILLING_MODES, type BillingMode } from "./call";
 import { errors } from "./errors";
-import {
-  BILLING_MODES,
-  type BillingMode,
-  type InteractionRecord,
-  RECORD_VENDORS,
-  type RecordVendor,
-} from "./record";
+import { type InteractionRecord, RECORD_VENDORS, type RecordVendor } from "./record";
 
 /** The index holds this many days (up to today, UTC); older interactions are in the warehouse only. */
 export const INDEX_RETENTION_DAYS = 90;

@@ -9,7 +9,14 @@ import { ConflictError, type Store } from "./ports";
  * token; a user belongs to one or more projects; the first sign-in creates a personal project.
  */
 
-export type Role = "owner" | "member";
+/**
+ * `owner`: the personal project's user; `admin` (and `member`, as memberships made before roles were
+ * named) may change the project; `viewer` may only read it (the dashboard API refuses its writes).
+ */
+export type Role = "owner" | "admin" | "viewer" | "member";
+/** The roles `dmt members add --role` gives. */
+export const GRANTED_ROLES = ["viewer", "admin"] as const;
+export type GrantedRole = (typeof GRANTED_ROLES)[number];
 
 export interface Membership {
   userId: string;
@@ -18,6 +25,8 @@ export interface Membership {
   createdAt: number;
   /** The project made for this user at first sign-in. */
   personal?: boolean;
+  /** The email the member was added by (`dmt members add`), for listing. */
+  email?: string;
 }
 
 /** The membership port. DynamoDB implements it. */
@@ -27,7 +36,85 @@ export interface MemberStore {
   getMembership(userId: string, projectId: string): Promise<Membership | undefined>;
   listMemberships(userId: string): Promise<Membership[]>;
   listProjectMembers(projectId: string): Promise<Membership[]>;
+  /** False when there was no such membership. */
+  removeMembership(userId: string, projectId: string): Promise<boolean>;
 }
+
+/** The identity provider's users, by email: the local provider's, or Cognito's user pool. */
+export interface UserDirectory {
+  /** The user's id (the tokens' `sub`), or undefined when nobody has that email. */
+  findUserId(email: string): Promise<string | undefined>;
+}
+
+const EMAIL_PATTERN = /^[^\s@]{1,64}@[^\s@]{1,255}$/;
+
+function parseEmail(email: string): string {
+  const normalized = email.trim().toLowerCase();
+  if (!EMAIL_PATTERN.test(normalized)) throw errors.invalidField("email", "must be an email address");
+  return normalized;
+}
+
+async function userOf(directory: UserDirectory, email: string): Promise<string> {
+  const userId = await directory.findUserId(email);
+  if (userId === undefined) {
+    throw errors.notFound(
+      `No dashboard user has the email ${email}; create the user in the identity provider first.`,
+    );
+  }
+  return userId;
+}
+
+/** Gives the user with `email` access to a project in the dashboard, or changes nothing if they have it. */
+export async function addMember(
+  store: Store,
+  members: MemberStore,
+  directory: UserDirectory,
+  input: { projectId: string; email: string; role: GrantedRole },
+  now: number,
+): Promise<{ membership: Membership; added: boolean }> {
+  if (!(GRANTED_ROLES as readonly string[]).includes(input.role)) {
+    throw errors.invalidField("role", `must be one of ${GRANTED_ROLES.join(", ")}`);
+  }
+  const email = parseEmail(input.email);
+  if (!(await store.getProject(input.projectId))) {
+    throw errors.notFound(`Project '${input.projectId}' does not exist.`);
+  }
+  const userId = await userOf(directory, email);
+  const membership: Membership = {
+    userId,
+    projectId: input.projectId,
+    role: input.role,
+    createdAt: now,
+    email,
+  };
+  try {
+    await members.addMembership(membership);
+    return { membership, added: true };
+  } catch (err) {
+    if (!(err instanceof ConflictError)) throw err;
+    const existing = await members.getMembership(userId, input.projectId);
+    if (!existing) throw err;
+    return { membership: existing, added: false };
+  }
+}
+
+/** Takes a user's access to a project away; a 404 when they had none. */
+export async function removeMember(
+  members: MemberStore,
+  directory: UserDirectory,
+  input: { projectId: string; email: string },
+): Promise<Membership> {
+  const email = parseEmail(input.email);
+  const userId = await userOf(directory, email);
+  const existing = await members.getMembership(userId, input.projectId);
+  if (!existing || !(await members.removeMembership(userId, input.projectId))) {
+    throw errors.notFound(`${email} is not a member of '${input.projectId}'.`);
+  }
+  return existing;
+}
+
+/** Whether a member with this role may change the project (not only read it). */
+export const canWrite = (role: Role) => role !== "viewer";
 
 /** A project as one of its members sees it. */
 export interface MemberProject {

@@ -90,16 +90,38 @@ export function holdMicros(price: ModelPrice, bounds: CallBounds): number {
 
 /**
  * What to charge for a stream the client abandoned, which the vendor produced in part: its figures
- * where it reported any, else estimates (four characters a token) of the request and of the text
- * relayed. OpenAI-style streams report usage only at their end, so leaving early is not free.
+ * where it reported any, else estimates (four characters a token) of the request's text and of the
+ * text the client received (content and tool-call arguments, not the JSON around them). OpenAI-style
+ * streams report usage only at their end, so leaving early is not free.
  */
-export function abandonedStreamUsage(observed: Usage, requestText: string, relayedText: string): Usage {
+export function abandonedStreamUsage(observed: Usage, request: unknown, deliveredText: string): Usage {
+  const inputTokens = observed.inputTokens > 0 ? observed.inputTokens : estimateTokens(textOf(request));
+  const outputTokens = Math.max(observed.outputTokens, estimateTokens(deliveredText));
   return {
     ...observed,
-    inputTokens: observed.inputTokens > 0 ? observed.inputTokens : estimateTokens(requestText),
-    outputTokens: Math.max(observed.outputTokens, estimateTokens(relayedText)),
+    inputTokens,
+    outputTokens,
+    // Estimated totals keep the vendor's subsets only where they still fit inside them.
+    cachedInputTokens: Math.min(observed.cachedInputTokens, inputTokens),
+    cacheWriteTokens: Math.min(
+      observed.cacheWriteTokens,
+      inputTokens - Math.min(observed.cachedInputTokens, inputTokens),
+    ),
+    reasoningTokens: Math.min(observed.reasoningTokens, outputTokens),
     estimated: true,
   };
+}
+
+/** The strings of a JSON request (messages, prompts, tool definitions' text), without keys or syntax. */
+function textOf(value: unknown): string {
+  const parts: string[] = [];
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const item = pending.pop();
+    if (typeof item === "string") parts.push(item);
+    else if (typeof item === "object" && item !== null) pending.push(...Object.values(item));
+  }
+  return parts.join("");
 }
 
 /**

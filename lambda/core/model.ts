@@ -1,4 +1,5 @@
 /** The domain records the store keeps. Times are epoch milliseconds. */
+import type { KeyStoreLevel, PrivacySettings } from "./privacy";
 
 export const TIERS = ["free", "pro", "enterprise"] as const;
 export type Tier = (typeof TIERS)[number];
@@ -17,7 +18,8 @@ export const TIER_LIMITS: Record<Tier, RateLimit> = {
   enterprise: { rpm: 6000, burst: 10000 },
 };
 
-export interface Project {
+/** A project, with what its records keep and for how long (core/privacy.ts). */
+export interface Project extends PrivacySettings {
   projectId: string;
   tier: Tier;
   createdAt: number;
@@ -40,6 +42,8 @@ export interface ApiKeyRecord {
   allow?: string[];
   /** Per-key override of the project's rate limit. */
   rateLimit?: RateLimit;
+  /** Keeps less than the project's level for this key's calls (core/privacy.ts). */
+  store?: KeyStoreLevel;
   /** Model names or `*` globs this key may call (core/budgets.ts); absent = every model. */
   models?: string[];
   /** Tokens per minute this key may use; absent = no limit. */

@@ -73,11 +73,15 @@ export function deniedDecision(limit: RateLimit, tatUs: number, nowUs: number): 
   };
 }
 
-/** The headers every response carries, success or error; `Retry-After` when refused. */
+/**
+ * The headers every response carries, success or error; `Retry-After` when refused. `Limit` is the
+ * requests per minute; `Remaining` what may be sent now, at most that: the bucket may hold more (its
+ * burst), but a remaining count above the limit reads as a contradiction.
+ */
 export function rateLimitHeaders(decision: RateLimitDecision): Record<string, string> {
   return {
     "X-RateLimit-Limit": String(decision.limit),
-    "X-RateLimit-Remaining": String(decision.remaining),
+    "X-RateLimit-Remaining": String(Math.min(decision.remaining, decision.limit)),
     "X-RateLimit-Reset": String(decision.reset),
     ...(decision.allowed ? {} : { "Retry-After": String(decision.retryAfterSeconds) }),
   };

@@ -7,22 +7,19 @@
  * The record builder takes no key material: service keys, vendor keys and the `api_key`/`key` query
  * parameters cannot reach a record because nothing that carries them is an input.
  */
+import { BILLING_MODES, type BillingMode, type CapturedBody } from "./call";
 import { PROJECT_ID_PATTERN } from "./model";
+import { STORE_LEVELS, type StoreLevel } from "./privacy";
 import type { Usage } from "./usage";
 import { VENDOR_NAMES, type VendorName } from "./vendor-names";
 
-export const RECORD_SCHEMA_VERSION = 1;
+export const RECORD_SCHEMA_VERSION = 2;
+/** Versions a reader still accepts: 1 lacks the columns 2 added, which read as null. */
+const READABLE_SCHEMA_VERSIONS: ReadonlySet<unknown> = new Set([1, 2]);
 
 /** The vendors a record names: those of the proxy prefixes (DESIGN §2). */
 export const RECORD_VENDORS = VENDOR_NAMES;
 export type RecordVendor = VendorName;
-
-/**
- * How a call was paid (metering's `BillingMode`): from prepaid credits (`managed`), with the project's
- * stored vendor key (`byok`), or with the vendor half of a dual key sent with the request (`dual`).
- */
-export const BILLING_MODES = ["managed", "byok", "dual"] as const;
-export type BillingMode = (typeof BILLING_MODES)[number];
 
 /** Each captured body is cut to this many UTF-8 bytes, so a record always fits one SQS message (1 MiB). */
 export const RECORD_BODY_LIMIT_BYTES = 64 * 1024;
@@ -43,7 +40,7 @@ const column = <const N extends string, const K extends ColumnKind, const Null e
   doc: string,
 ) => ({ name, kind, nullable, doc });
 
-/** The columns of schema version 1, in file and export order. Timestamps are UTC, millisecond precision. */
+/** The columns of schema version 2 (1 plus service_tier, usage_details, cost_breakdown, store_level), in file and export order. Timestamps are UTC, millisecond precision. */
 export const RECORD_COLUMNS = [
   column("schema_version", "int32", false, "version of this schema the record was written with"),
   column("transaction_id", "string", false, "our id of the call, returned to the client in a header"),
@@ -76,6 +73,18 @@ export const RECORD_COLUMNS = [
   column("images", "int32", true, "images generated, for endpoints billed per image"),
   column("audio_seconds", "double", true, "audio seconds, for endpoints billed per second"),
   column("speech_characters", "int32", true, "characters spoken, for text to speech"),
+  column(
+    "service_tier",
+    "string",
+    true,
+    "the vendor's service tier that served the call (flex, priority...)",
+  ),
+  column(
+    "usage_details",
+    "string",
+    true,
+    "JSON: usage beyond the token columns (1-hour cache writes, audio/image tokens, tool calls) and `unpriced`, vendor fields nothing prices",
+  ),
   column("usage_estimated", "boolean", false, "some usage figure was estimated, not reported by the vendor"),
   column("usage_complete", "boolean", false, "false when the response ended early"),
   column(
@@ -85,12 +94,24 @@ export const RECORD_COLUMNS = [
     "micro-USD: charged (managed) or list price (byok, dual); null: unpriced",
   ),
   column("price_version", "string", true, "version of the price list that priced the call"),
+  column(
+    "cost_breakdown",
+    "string",
+    true,
+    "JSON: the line items (dimension, quantity, unit, rate_usd per `per` units, amount_micros), markup, tier and price_version that give cost_micros",
+  ),
   column("request_body", "string", true, "request body as text, at most 64 KiB (null for binary bodies)"),
   column("response_body", "string", true, "response body as text; a stream's assembled final message"),
   column("truncated", "boolean", false, "a stored body is cut short (binary bodies are not stored at all)"),
   column("request_bytes", "int64", false, "size of the whole request body"),
   column("response_bytes", "int64", false, "size of the whole response body"),
   column("user_agent", "string", true, "the client's User-Agent"),
+  column(
+    "store_level",
+    "string",
+    true,
+    "what the record keeps: full, metadata (no bodies) or none (no bodies, user id as a keyed hash)",
+  ),
 ] as const satisfies readonly ColumnDefinition[];
 
 type Column = (typeof RECORD_COLUMNS)[number];
@@ -174,18 +195,6 @@ export function glueProjectionParameters(location: string): Record<string, strin
   };
 }
 
-/**
- * A body as the proxy captured it (structurally the same as `CapturedBody` in core/capture.ts): the
- * text, if it is text, possibly already cut, and the size of the whole body.
- */
-export interface BodyCapture {
-  bytes: number;
-  /** Absent for binary bodies, which are not stored. */
-  text?: string;
-  /** The proxy already cut the text. */
-  truncated: boolean;
-}
-
 /** What the proxy knows about a finished call. Nothing here can carry a key. */
 export interface InteractionInput {
   transactionId: string;
@@ -211,20 +220,26 @@ export interface InteractionInput {
   /** Absent when nothing priced the call (a model without a price). */
   costMicros?: number;
   priceVersion?: string;
+  /** How `costMicros` was reached; stored as JSON with the price version. */
+  costBreakdown?: object;
   /** The X-User-ID header, when sent. */
   userIdHeader?: string;
   /** The parsed JSON request body, when the proxy has it (saves parsing the text again). */
   requestJson?: unknown;
   userAgent?: string;
-  request: BodyCapture;
-  response: BodyCapture;
+  request: CapturedBody;
+  response: CapturedBody;
+  /** What the record may keep (core/privacy.ts); below `full` no body text is even looked at. */
+  store: StoreLevel;
 }
+
+const NO_BODY = { text: null, truncated: false };
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
 /** The stored text of a body: at most RECORD_BODY_LIMIT_BYTES of UTF-8, never splitting a character. */
-function storedText(body: BodyCapture): { text: string | null; truncated: boolean } {
+function storedText(body: CapturedBody): { text: string | null; truncated: boolean } {
   if (body.text === undefined) return { text: null, truncated: body.truncated };
   // Fewer UTF-16 units than the limit/3 cannot exceed the limit in UTF-8 bytes: skip the encoding.
   if (body.text.length <= RECORD_BODY_LIMIT_BYTES / 3) return { text: body.text, truncated: body.truncated };
@@ -264,10 +279,26 @@ function endpointPath(endpoint: string, vendor: string): string {
   return path.startsWith(`${vendor}:`) ? path.slice(vendor.length + 1) : path;
 }
 
+/** The usage the token columns do not hold, as JSON; null when there is none. */
+function usageDetails(usage: Usage): string | null {
+  const details: Record<string, unknown> = {};
+  const counts = {
+    cache_write_1h_tokens: usage.cacheWrite1hTokens,
+    audio_input_tokens: usage.audioInputTokens,
+    image_input_tokens: usage.imageInputTokens,
+    audio_output_tokens: usage.audioOutputTokens,
+  };
+  for (const [name, value] of Object.entries(counts)) if (value) details[name] = value;
+  if (usage.toolCalls && Object.keys(usage.toolCalls).length > 0) details.tool_calls = usage.toolCalls;
+  if (usage.unpriced) details.unpriced = usage.unpriced;
+  return Object.keys(details).length > 0 ? JSON.stringify(details) : null;
+}
+
 /** Builds the record of one call. */
 export function buildRecord(input: InteractionInput): InteractionRecord {
-  const request = storedText(input.request);
-  const response = storedText(input.response);
+  const keepBodies = input.store === "full";
+  const request = keepBodies ? storedText(input.request) : NO_BODY;
+  const response = keepBodies ? storedText(input.response) : NO_BODY;
   const { usage } = input;
   return {
     schema_version: RECORD_SCHEMA_VERSION,
@@ -275,7 +306,7 @@ export function buildRecord(input: InteractionInput): InteractionRecord {
     request_id: input.requestId ?? null,
     project_id: input.projectId,
     key_id: input.keyId,
-    user_id: resolveUserId(input.userIdHeader, input.requestJson ?? parseObject(request.text)),
+    user_id: resolveUserId(input.userIdHeader, input.requestJson ?? parseObject(input.request.text ?? null)),
     vendor: input.vendor,
     endpoint: endpointPath(input.endpoint, input.vendor),
     model: input.model ?? null,
@@ -296,16 +327,23 @@ export function buildRecord(input: InteractionInput): InteractionRecord {
     images: usage.images ?? null,
     audio_seconds: usage.audioSeconds ?? null,
     speech_characters: usage.speechCharacters ?? null,
+    service_tier: usage.serviceTier ?? null,
+    usage_details: usageDetails(usage),
     usage_estimated: usage.estimated,
     usage_complete: usage.complete,
     cost_micros: input.costMicros ?? null,
     price_version: input.priceVersion ?? null,
+    cost_breakdown:
+      input.costBreakdown === undefined
+        ? null
+        : JSON.stringify({ price_version: input.priceVersion ?? null, ...input.costBreakdown }),
     request_body: request.text,
     response_body: response.text,
     truncated: request.truncated || response.truncated,
     request_bytes: input.request.bytes,
     response_bytes: input.response.bytes,
     user_agent: input.userAgent ?? null,
+    store_level: input.store,
   };
 }
 
@@ -333,6 +371,7 @@ const VALUE_CHECKS: Record<ColumnKind, { test: string; expected: string }> = {
 const ENUMS: Partial<Record<RecordColumnName, readonly string[]>> = {
   vendor: RECORD_VENDORS,
   billing_mode: BILLING_MODES,
+  store_level: STORE_LEVELS,
 };
 
 /** The JavaScript that checks one column's value `v = fields[name]`, returning what is wrong. */
@@ -399,7 +438,7 @@ export function parseRecord(value: unknown): InteractionRecord {
     throw new RecordError("the record is not a JSON object");
   }
   const fields = value as Record<string, unknown>;
-  if (fields.schema_version !== RECORD_SCHEMA_VERSION) {
+  if (!READABLE_SCHEMA_VERSIONS.has(fields.schema_version)) {
     throw new RecordError(`unsupported schema_version ${JSON.stringify(fields.schema_version)}`);
   }
   // Checked in place: the parsed object becomes the record.

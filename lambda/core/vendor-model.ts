@@ -60,8 +60,12 @@ export interface UsageContext {
 export interface StreamObserver {
   /** One SSE event's data (and its `event:` name), or one element of a streamed JSON array. */
   event(data: string, name: string | undefined): void;
-  /** The figures so far; `complete` is false when the stream ended early. */
-  result(complete: boolean): { usage: Usage; message: unknown };
+  /**
+   * The figures so far; `complete` is false when the stream ended early. `text` is what the client
+   * received as text (content, thinking, tool-call arguments), without the wire format around it: what
+   * an abandoned stream's output is estimated from.
+   */
+  result(complete: boolean): { usage: Usage; message: unknown; text: string };
 }
 
 /** Pure usage extraction for one vendor's wire formats. */

@@ -1,10 +1,10 @@
-import { decodeRecords, encodeRecords } from "../adapters/parquet/codec";
 import {
   type CopyPurger,
   type DeletionQuery,
   type DeletionRequestRecord,
   type DeletionRequestStore,
   deletionMatcher,
+  hashUserId,
   type TombstoneStore,
   targetOf,
   tombstoneOf,
@@ -20,15 +20,25 @@ import {
   type RewriteItem,
 } from "../core/deletion-steps";
 import { errorFields, type Logger } from "../core/logger";
+import type { UserIdHasher } from "../core/privacy";
 import { INTERACTIONS_PREFIX } from "../core/record";
+import type { RecordCodec } from "../core/record-codec";
+import { publishAfter } from "../events/account-events";
+import type { EventPublisher } from "../events/ports";
 
 export interface DeletionStepDeps {
   requests: DeletionRequestStore;
   tombstones: TombstoneStore;
   query: DeletionQuery;
   files: WarehouseFiles;
+  /** The warehouse files' format, to rewrite them (Parquet: `adapters/parquet/codec.ts`). */
+  codec: RecordCodec;
   /** Every other copy: the dashboard's index and rollups, bucket exports, query results. */
   purgers: readonly CopyPurger[];
+  /** Where `deletion.completed` goes; absent: no event. */
+  events?: EventPublisher;
+  /** The keyed stand-in of a user id that records of level `none` hold instead of it. */
+  userIds: UserIdHasher;
   logger: Logger;
   clock?: () => number;
 }
@@ -63,6 +73,13 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
     return request;
   }
 
+  /** The user's keyed stand-in, hashed as the user id is: rows of level `none` match by it. */
+  async function keyedHash(request: DeletionRequestRecord): Promise<string | undefined> {
+    if (request.userId === undefined) return undefined;
+    return hashUserId(request.projectId, await deps.userIds.keyed(request.projectId, request.userId));
+  }
+  const target = async (request: DeletionRequestRecord) => targetOf(request, await keyedHash(request));
+
   const base = (state: DeletionState): DeletionState => ({
     projectId: state.projectId,
     requestId: state.requestId,
@@ -73,14 +90,14 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
     async record(state) {
       const request = await pending(state);
       // The tombstone first: from here on the consumer drops what the request covers.
-      await deps.tombstones.put(tombstoneOf(request));
+      await deps.tombstones.put(tombstoneOf(request, await keyedHash(request)));
       await deps.requests.markRunning(state.projectId, state.requestId, clock());
       return base(state);
     },
 
     async find(state) {
       const request = await pending(state);
-      const files = (await deps.query.affectedFiles(targetOf(request))).map((f) => f.key);
+      const files = (await deps.query.affectedFiles(await target(request))).map((f) => f.key);
       return {
         ...base(state),
         files: files.slice(0, FIND_BATCH_FILES),
@@ -96,8 +113,8 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
       }
       const file = await deps.files.read(item.key);
       if (!file) return;
-      const records = await decodeRecords(file.bytes);
-      const matches = deletionMatcher(targetOf(request));
+      const records = await deps.codec.decode(file.bytes);
+      const matches = deletionMatcher(await target(request));
       const kept = records.filter((r) => !matches(r));
       const rows = records.length - kept.length;
       if (rows === 0) return;
@@ -109,7 +126,7 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
         removed: kept.length === 0,
       });
       if (kept.length === 0) await deps.files.remove(item.key, file.version);
-      else await deps.files.replace(item.key, encodeRecords(kept), file.version);
+      else await deps.files.replace(item.key, deps.codec.encode(kept), file.version);
     },
 
     async purge(state) {
@@ -121,8 +138,12 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
         deps.purgers.map(async (purger) => {
           try {
             let removed = 0;
-            if (request.userId !== undefined)
+            if (request.userId !== undefined) {
               removed += await purger.purgeUser(state.projectId, request.userId);
+              // Rows of level `none` hold the user's keyed stand-in.
+              const keyed = await deps.userIds.keyed(state.projectId, request.userId);
+              removed += await purger.purgeUser(state.projectId, keyed);
+            }
             if (request.transactionIds) {
               removed += await purger.purgeTransactions(state.projectId, request.transactionIds);
             }
@@ -152,7 +173,7 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
 
     async verify(state) {
       const request = await pending(state);
-      const remaining = await deps.query.countMatching(targetOf(request));
+      const remaining = await deps.query.countMatching(await target(request));
       if (remaining > 0) {
         // A file that landed late, or a rewrite another writer undid: round again, a few times.
         const round = (state.round ?? 0) + 1;
@@ -179,6 +200,17 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
         ...counts,
         copiesPurged: request.copiesPurged,
       });
+      // The event carries the counts and ids of the request, never what was deleted.
+      await publishAfter(
+        deps.events,
+        {
+          type: "deletion.completed",
+          projectId: state.projectId,
+          subject: state.requestId,
+          data: { request_id: state.requestId, ...counts, copies_purged: request.copiesPurged },
+        },
+        deps.logger,
+      );
       return { ...base(state), rowsRemain: false };
     },
 

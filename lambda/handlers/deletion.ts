@@ -1,6 +1,6 @@
 import { composeDeletionSteps } from "../compose/deletion-steps";
 import { type DeletionState, type DeletionTaskEvent, runDeletionStep } from "../core/deletion-steps";
-import { athenaDeletion, awsHost } from "./runtime/aws";
+import { athenaDeletion, awsHost, secretUserIds } from "./runtime/aws";
 import { parseDeletionStepsConfig } from "./runtime/config";
 import { withTelemetry } from "./runtime/telemetry";
 
@@ -12,7 +12,10 @@ import { withTelemetry } from "./runtime/telemetry";
 const config = parseDeletionStepsConfig(process.env);
 const aws = awsHost(process.env, "deletion");
 // Purged besides: the dashboard's interactions index and its rollups.
-const steps = composeDeletionSteps({ ...aws, ...athenaDeletion(config) }, [aws.store.interactions]);
+const steps = composeDeletionSteps(
+  { ...aws, ...athenaDeletion(config), ...secretUserIds(process.env, aws.logger) },
+  [aws.store.interactions],
+);
 
 export const handler = withTelemetry(
   aws.telemetry,

@@ -1,6 +1,6 @@
 import { activePriceCatalogue } from "../adapters/fs/price-catalogue";
 import { composeProxy } from "../compose/proxy";
-import { awsHost, kmsKeyWrapper, sqsRecordQueue } from "./runtime/aws";
+import { awsHost, kmsKeyWrapper, secretUserIds, sqsRecordQueue } from "./runtime/aws";
 import { parseMeteringConfig, parseProxyConfig, parseRecordQueueConfig } from "./runtime/config";
 import { createProxyHandler } from "./runtime/proxy-stream";
 
@@ -19,7 +19,11 @@ const aws = awsHost(process.env, "proxy", {
   keyWrapper: kmsKeyWrapper(metering),
 });
 const proxy = composeProxy(
-  { ...aws, ...sqsRecordQueue(parseRecordQueueConfig(process.env), aws.logger) },
+  {
+    ...aws,
+    ...sqsRecordQueue(parseRecordQueueConfig(process.env), aws.logger),
+    ...secretUserIds(process.env, aws.logger),
+  },
   {
     metering: {
       prices,

@@ -1,70 +1,82 @@
 import { resolve } from "node:path";
-import { z } from "zod";
+import * as z from "zod/mini";
+import { httpUrl, parseEnv, text, wholeNumberIn } from "../core/config";
 import { LOG_LEVELS } from "../core/logger";
 import type { VendorName } from "../core/vendor-names";
 
-const upstreamUrl = z.url({ protocol: /^https?$/ }).optional();
+const upstreamUrl = z.optional(httpUrl);
+const optionalText = z.optional(text);
 
-/** Local configuration, parsed once at start; a bad value fails naming its variable. */
+/** Where the local service keeps its data unless DMT_DATA_DIR says otherwise (relative to the cwd). */
+export const DEFAULT_DATA_DIR = ".dmt";
+
+/**
+ * Local configuration, parsed once at start by the shared `parseEnv` (`core/config.ts`, as every Lambda
+ * function's); a bad value fails naming its variable.
+ */
 const schema = z
   .object({
-    PORT: z.coerce.number().int().min(0).max(65535).default(8787),
-    HOST: z.string().min(1).default("127.0.0.1"),
-    DMT_DATA_DIR: z.string().min(1).default(".dmt"),
-    DMT_TLS_CERT: z.string().min(1).optional(),
-    DMT_TLS_KEY: z.string().min(1).optional(),
+    PORT: wholeNumberIn(0, 65535, 8787),
+    HOST: z._default(text, "127.0.0.1"),
+    DMT_DATA_DIR: z._default(text, DEFAULT_DATA_DIR),
+    DMT_TLS_CERT: optionalText,
+    DMT_TLS_KEY: optionalText,
     /** The HTTPS origin clients use; plain HTTP is redirected there (default: the listening host and port). */
-    DMT_PUBLIC_URL: z
-      .url({ protocol: /^https$/ })
-      .refine((url) => /^https:\/\/[^/?#]+\/?$/.test(url), "must be an https origin, with no path or query")
-      .optional(),
+    DMT_PUBLIC_URL: z.optional(
+      z
+        .url({ protocol: /^https$/ })
+        .check(
+          z.refine(
+            (url) => /^https:\/\/[^/?#]+\/?$/.test(url),
+            "must be an https origin, with no path or query",
+          ),
+        ),
+    ),
     /** Longest wait from a connection's start to a complete request head (slow clients get 408). */
-    DMT_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).max(300_000).default(20_000),
+    DMT_HEADERS_TIMEOUT_MS: wholeNumberIn(100, 300_000, 20_000),
     /** Most connections one client address may hold open at once. */
-    DMT_MAX_CONNECTIONS_PER_CLIENT: z.coerce.number().int().min(1).max(100_000).default(256),
+    DMT_MAX_CONNECTIONS_PER_CLIENT: wholeNumberIn(1, 100_000, 256),
     /** How long a key lookup is cached: the revocation delay. */
-    DMT_KEY_CACHE_MS: z.coerce.number().int().min(0).max(60_000).default(5000),
-    DMT_LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
+    DMT_KEY_CACHE_MS: wholeNumberIn(0, 60_000, 5000),
+    DMT_LOG_LEVEL: z._default(z.enum(LOG_LEVELS), "info"),
     /** Use an existing DynamoDB endpoint instead of starting the embedded one. */
-    DMT_DYNAMODB_ENDPOINT: z.url().optional(),
+    DMT_DYNAMODB_ENDPOINT: z.optional(z.url()),
     /** Vendor upstreams (origin plus optional base path) and managed keys; see vendorSettings. */
     DMT_UPSTREAM_GROQ: upstreamUrl,
     DMT_UPSTREAM_OPENAI: upstreamUrl,
     DMT_UPSTREAM_ANTHROPIC: upstreamUrl,
     DMT_UPSTREAM_GEMINI: upstreamUrl,
-    GROQ_API_KEY: z.string().min(1).optional(),
-    OPENAI_API_KEY: z.string().min(1).optional(),
-    ANTHROPIC_API_KEY: z.string().min(1).optional(),
-    GEMINI_API_KEY: z.string().min(1).optional(),
-    DMT_UPSTREAM_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(1).max(120_000).default(10_000),
+    GROQ_API_KEY: optionalText,
+    OPENAI_API_KEY: optionalText,
+    ANTHROPIC_API_KEY: optionalText,
+    GEMINI_API_KEY: optionalText,
+    DMT_UPSTREAM_CONNECT_TIMEOUT_MS: wholeNumberIn(1, 120_000, 10_000),
     /** Longest wait for a vendor's first byte and between two chunks (reasoning models think for minutes). */
-    DMT_UPSTREAM_IDLE_TIMEOUT_MS: z.coerce.number().int().min(1).max(900_000).default(600_000),
+    DMT_UPSTREAM_IDLE_TIMEOUT_MS: wholeNumberIn(1, 900_000, 600_000),
     /** Credits, rate limits and idempotency; `off` relays unmetered (benchmarks measure the difference). */
-    DMT_METERING: z.enum(["on", "off"]).default("on"),
+    DMT_METERING: z._default(z.enum(["on", "off"]), "on"),
     /** How often queued interaction records are written to Parquet (and become queryable). */
-    DMT_WAREHOUSE_FLUSH_MS: z.coerce.number().int().min(50).max(5000).default(2000),
+    DMT_WAREHOUSE_FLUSH_MS: wholeNumberIn(50, 5000, 2000),
     /** How long a credit hold lasts before the sweeper may release it: longer than any call. */
-    DMT_HOLD_TTL_MS: z.coerce.number().int().min(1000).max(86_400_000).default(3_600_000),
+    DMT_HOLD_TTL_MS: wholeNumberIn(1000, 86_400_000, 3_600_000),
     /** How often expired holds are swept. */
-    DMT_SWEEP_INTERVAL_MS: z.coerce.number().int().min(100).max(3_600_000).default(60_000),
+    DMT_SWEEP_INTERVAL_MS: wholeNumberIn(100, 3_600_000, 60_000),
     /** Price override (a JSON file or inline JSON) and markup factor; see prices/README.md. */
-    DMT_PRICES_OVERRIDE: z.string().min(1).optional(),
-    DMT_PRICE_MARKUP: z.string().min(1).optional(),
+    DMT_PRICES_OVERRIDE: optionalText,
+    DMT_PRICE_MARKUP: optionalText,
   })
-  .refine((env) => (env.DMT_TLS_CERT === undefined) === (env.DMT_TLS_KEY === undefined), {
-    message: "set both DMT_TLS_CERT and DMT_TLS_KEY, or neither",
-    path: ["DMT_TLS_CERT"],
-  });
+  .check(
+    z.refine((env) => (env.DMT_TLS_CERT === undefined) === (env.DMT_TLS_KEY === undefined), {
+      message: "set both DMT_TLS_CERT and DMT_TLS_KEY, or neither",
+      path: ["DMT_TLS_CERT"],
+    }),
+  );
 
 export type LocalConfig = z.infer<typeof schema> & { dataDir: string };
 
 export function parseLocalConfig(env: Record<string, string | undefined> = process.env): LocalConfig {
-  const parsed = schema.safeParse(env);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new Error(`Invalid configuration: ${issue?.path.join(".")}: ${issue?.message}`);
-  }
-  return { ...parsed.data, dataDir: resolve(parsed.data.DMT_DATA_DIR) };
+  const parsed = parseEnv(schema, env);
+  return { ...parsed, dataDir: resolve(parsed.DMT_DATA_DIR) };
 }
 
 /**

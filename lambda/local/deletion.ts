@@ -10,8 +10,10 @@ import type { CopyPurger } from "../core/deletion";
 import type { ExportDestination, ExportSettings } from "../core/export-destination";
 import type { Logger } from "../core/logger";
 import type { ObjectStore } from "../core/object-store";
+import type { UserIdHasher } from "../core/privacy";
 import { DeadLetterPurger } from "../deletion/purgers";
 import { LocalDeletionRunner, type LocalRunnerOptions } from "../deletion/runner";
+import type { EventPublisher } from "../events/ports";
 
 export interface LocalDeletionOptions {
   /** The store's client and the physical name of the `deletionRequests` table. */
@@ -19,6 +21,8 @@ export interface LocalDeletionOptions {
   requestsTable: string;
   /** The tombstones the warehouse consumer reads too. */
   tombstones: DynamoTombstones;
+  /** The keyed user-id hash of level `none` (from the data dir's master key). */
+  userIds: UserIdHasher;
   /** The warehouse folder (`interactions/`, `dead-letter/`). */
   objects: FsObjectStore;
   /** Where bucket exports went, to purge them. */
@@ -27,6 +31,8 @@ export interface LocalDeletionOptions {
   waitForInFlight: () => Promise<void>;
   /** More copies to purge (the dashboard's interaction index and rollups). */
   purgers?: CopyPurger[];
+  /** Where `deletion.completed` goes. */
+  events?: EventPublisher;
   logger: Logger;
   clock?: () => number;
   /** Hooks of the runner (tests): its waits between retries, and each state entered. */
@@ -58,10 +64,12 @@ export async function startLocalDeletion(options: LocalDeletionOptions): Promise
       exportSettings: options.exports.settings,
       openDestination: options.exports.openDestination,
       hostPurgers: [new DeadLetterPurger(options.objects)],
+      userIds: options.userIds,
       logger: options.logger,
       clock,
     },
     options.purgers ?? [],
+    options.events,
   );
   const runner = new LocalDeletionRunner({
     steps,

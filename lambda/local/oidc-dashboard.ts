@@ -10,6 +10,7 @@ import { composeDashboardApi } from "../compose/dashboard-api";
 import type { Infrastructure } from "../compose/infrastructure";
 import type { DeletionStarter } from "../core/deletion";
 import type { PriceCatalogue } from "../core/pricing";
+import type { EventPublisher } from "../events/ports";
 import { OIDC_PREFIX, startLocalOidc } from "./oidc";
 
 /**
@@ -46,6 +47,7 @@ export interface LocalDashboardDeps {
   onKeyRevoked?: (keyId: string) => void;
   /** The runner that processes deletion requests. */
   deletionStarter?: DeletionStarter;
+  events?: EventPublisher;
 }
 
 const under = (path: string, prefix: string) => path === prefix || path.startsWith(`${prefix}/`);
@@ -94,6 +96,7 @@ export function localDashboard(deps: LocalDashboardDeps): LocalDashboard {
           prices: deps.prices,
           ...(deps.onKeyRevoked ? { onKeyRevoked: deps.onKeyRevoked } : {}),
           ...(deps.deletionStarter ? { deletionStarter: deps.deletionStarter } : {}),
+          ...(deps.events ? { events: deps.events } : {}),
         });
         const web = createWebApp({
           origin,

@@ -6,6 +6,7 @@ import { exportJWK, generateKeyPair, type JSONWebKeySet, type JWK } from "jose";
 import { SECURITY_HEADERS } from "../app/middleware";
 import { errors } from "../core/errors";
 import { errorFields, type Logger } from "../core/logger";
+import type { UserDirectory } from "../core/members";
 import { errorPage, loginPage, logoutPage, STYLESHEET, STYLESHEET_PATH, signedOutPage } from "./oidc-pages";
 
 /**
@@ -64,6 +65,19 @@ async function loadState(dataDir: string): Promise<PersistedState> {
   };
   writeFileSync(file, JSON.stringify(state), { mode: 0o600 });
   return state;
+}
+
+/**
+ * The local provider's users by email (only the development user), for `dmt members add`. Reads, or
+ * first makes, the same state the server signs in with, so it works before the server first starts.
+ */
+export function localUserDirectory(dataDir: string): UserDirectory {
+  return {
+    async findUserId(email) {
+      const { devUser } = await loadState(dataDir);
+      return devUser.email === email ? devUser.sub : undefined;
+    },
+  };
 }
 
 function publicJwk(key: JWK): JWK {

@@ -1,23 +1,18 @@
 import type { Hono } from "hono";
 import type { DynamoDBClient } from "../adapters/dynamodb/client";
-import { createDynamoClient, ensureTables } from "../adapters/dynamodb/client";
 import { DynamoPorts } from "../adapters/dynamodb/ports";
-import { DynamoStore } from "../adapters/dynamodb/store";
-import { type TableNames, tableNames } from "../adapters/dynamodb/tables";
-import { LocalMasterKey } from "../adapters/fs/master-key";
+import { LocalMasterKey, localUserIdHasher } from "../adapters/fs/master-key";
 import { activePriceCatalogue } from "../adapters/fs/price-catalogue";
 import { createUpstreamClient, type UpstreamClient } from "../adapters/undici/client";
 import type { AppEnv } from "../app/env";
-import { errorResponse } from "../app/errors";
 import { requireKey } from "../app/middleware";
-import { appShell } from "../app/shell";
+import { createRootApp } from "../app/root";
 import { composeKeyAuth } from "../compose/authorizer";
 import { composeDataApi } from "../compose/data-api";
 import type { Infrastructure } from "../compose/infrastructure";
 import { composeProxy } from "../compose/proxy";
 import { composeSweeper } from "../compose/sweeper";
 import type { ProxyHooks } from "../core/call";
-import { errors } from "../core/errors";
 import { errorFields, type Logger } from "../core/logger";
 import { noMetrics } from "../core/metrics";
 import type { Store } from "../core/ports";
@@ -25,46 +20,14 @@ import { VENDOR_NAMES, type VendorName } from "../core/vendor-model";
 import { type Sweeper, startSweeper } from "../metering/sweeper";
 import { VENDORS } from "../vendors";
 import { type LocalConfig, vendorSettings } from "./config";
-import { type EmbeddedDynamo, runningStoreEndpoint, startEmbeddedDynamo } from "./embedded-dynamo";
+import { type LocalEvents, type LocalEventsOptions, startLocalEvents } from "./events";
 import { createHttpServer } from "./http-server";
 import { type DashboardSignIn, localDashboard } from "./oidc-dashboard";
 import { type Simulator, startSimulator } from "./simulator";
+import { type LocalStore, openLocalStore } from "./store";
 import { startThreadedWarehouse } from "./warehouse-thread";
 
-/** The store of a data dir: the embedded dynalite, or the endpoint of the process that already serves it. */
-export interface LocalStore {
-  store: Store;
-  db: DynamoDBClient;
-  tables: TableNames;
-  endpoint: string;
-  close(): Promise<void>;
-}
-
-export async function openLocalStore(dataDir: string, endpoint?: string): Promise<LocalStore> {
-  const shared = endpoint ?? runningStoreEndpoint(dataDir);
-  const embedded: EmbeddedDynamo | undefined = shared ? undefined : await startEmbeddedDynamo(dataDir);
-  const url = shared ?? (embedded as EmbeddedDynamo).endpoint;
-  const db = createDynamoClient({ endpoint: url });
-  const names = tableNames(process.env);
-  try {
-    await ensureTables(db, names);
-  } catch (err) {
-    // The embedded store runs in a worker thread: left open, it would keep the process alive.
-    db.destroy();
-    await embedded?.close();
-    throw err;
-  }
-  return {
-    store: new DynamoStore(db, names),
-    db,
-    tables: names,
-    endpoint: url,
-    async close() {
-      db.destroy();
-      await embedded?.close();
-    },
-  };
-}
+export { type LocalStore, openLocalStore };
 
 /** A long-lived process notes finished calls' charges on the store in batches, once a second at most. */
 const NOTE_CHARGES_MS = 1000;
@@ -79,6 +42,8 @@ export interface LocalStack {
   simulatedVendors: VendorName[];
   /** Where the dashboard is and the development user that signs in to it. */
   dashboard: DashboardSignIn;
+  /** Events, alert rules, webhooks and their delivery (lambda/local/events.ts). */
+  events: LocalEvents;
   /** Resolves once the after-work of every call answered so far is done: credit leases settled, records written to the warehouse. */
   drain(): Promise<void>;
   close(): Promise<void>;
@@ -89,6 +54,8 @@ export interface LocalStackOptions {
   clock?: () => number;
   /** More proxy hooks, run after metering's, which they see on the call (the warehouse's record). */
   hooks?: ProxyHooks[];
+  /** Webhook delivery: the waits before retries (the default spans over an hour) and the receiver's time. */
+  webhooks?: Pick<LocalEventsOptions, "retryDelaysMs" | "webhookTimeoutMs">;
 }
 
 /** The whole service in one process: the same apps the Lambda handlers wrap, over embedded parts. */
@@ -138,6 +105,17 @@ async function startOnStore(
   const { keys, usage } = composeKeyAuth({ store, logger }, config.DMT_KEY_CACHE_MS);
   const auth = requireKey({ keys, clock: Date.now, onAuthenticated: (a) => usage.touch(a.keyId) });
 
+  const events = await startLocalEvents({
+    dataDir: config.dataDir,
+    db: local.db,
+    tables: local.tables,
+    credits: store.credits,
+    logger,
+    clock,
+    ...options.webhooks,
+  });
+  opened.push(() => events.stop());
+
   // Every finished call becomes one interaction record: queued, written to Parquet within the flush interval.
   // Once written, the dashboard's index and daily rollups get it too; that work runs in a worker thread.
   const warehouse = await startThreadedWarehouse({
@@ -147,6 +125,7 @@ async function startOnStore(
     store: local,
     // Deletion requests run here; they purge the dashboard's index and rollups too.
     purgers: [store.interactions],
+    events: events.publisher,
   });
   opened.push(() => warehouse.close());
   // The local host's parts, for the same compositions the Lambda entries call (lambda/compose/).
@@ -156,6 +135,7 @@ async function startOnStore(
     metrics: noMetrics,
     store,
     recordQueue: warehouse.queue,
+    userIds: localUserIdHasher(config.dataDir),
     warehouseQuery: warehouse.exports.query,
     exportSettings: warehouse.settings,
     openDestination: warehouse.exports.openDestination,
@@ -169,7 +149,7 @@ async function startOnStore(
         noteChargesMs: NOTE_CHARGES_MS,
       },
     }),
-    ...(options.hooks && { hooks: options.hooks }),
+    hooks: [events.hooks, ...(options.hooks ?? [])],
   });
   const { metering, pending } = proxy;
   const deletionStarter = warehouse.deletion?.runner;
@@ -185,9 +165,9 @@ async function startOnStore(
     prices,
     onKeyRevoked: (keyId) => keys.forget(keyId),
     ...(deletionStarter && { deletionStarter }),
+    events: events.publisher,
   });
-  const fallback = appShell(logger);
-  fallback.all("*", (c) => errorResponse(errors.notFound(), c, logger));
+  const fallback = createRootApp(logger);
 
   // Vendors without a key or an upstream of their own are answered by the simulator, in process.
   const simulatedVendors = VENDOR_NAMES.filter((name) => vendorSettings(config, name).simulated);
@@ -259,16 +239,20 @@ async function startOnStore(
     db: local.db,
     dashboard: signIn,
     simulatedVendors,
+    events,
     async drain() {
       await pending.drain();
       await metering?.settle();
       await warehouse.queue.deliver();
+      await events.queue.deliver();
     },
     async close() {
       await server.close(10_000);
       // Settlements of the calls just answered need the store: before it closes.
       await pending.drain();
       await metering?.settle();
+      // Deliveries stop here; events published later (a deletion finishing) wait in the journal.
+      await events.stop();
       await warehouse.close();
       await sweeper?.stop();
       await Promise.all(upstreams.map((u) => u.close()));

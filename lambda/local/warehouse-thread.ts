@@ -5,6 +5,7 @@ import type { CopyPurger } from "../core/deletion";
 import { errorFields, type Logger } from "../core/logger";
 import type { RecordQueue } from "../core/queue";
 import type { InteractionRecord } from "../core/record";
+import type { EventPublisher } from "../events/ports";
 import { openWarehouseReads, type WarehouseReads } from "./warehouse";
 
 /** What the warehouse worker starts from. */
@@ -188,6 +189,8 @@ export interface ThreadedWarehouseOptions {
   store: { endpoint: string; db: DynamoDBClient; tables: TableNames };
   /** More copies a deletion purges (the dashboard's interaction index and rollups). */
   purgers: CopyPurger[];
+  /** Where a finished deletion's `deletion.completed` goes. */
+  events?: EventPublisher;
 }
 
 export interface ThreadedWarehouse extends WarehouseReads {
@@ -210,7 +213,12 @@ export async function startThreadedWarehouse(options: ThreadedWarehouseOptions):
       {
         dataDir: options.dataDir,
         logger: options.logger,
-        deletion: { db, tables, purgers: options.purgers },
+        deletion: {
+          db,
+          tables,
+          purgers: options.purgers,
+          ...(options.events ? { events: options.events } : {}),
+        },
       },
       queue,
     ),

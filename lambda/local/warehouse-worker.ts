@@ -5,7 +5,7 @@ import { parentPort, workerData } from "node:worker_threads";
 import { createDynamoClient } from "../adapters/dynamodb/client";
 import { DynamoPorts } from "../adapters/dynamodb/ports";
 import { storeCopies } from "../compose/consumer";
-import type { Logger } from "../core/logger";
+import { loggerOver } from "../core/logger";
 import { startWarehouseQueue } from "./warehouse";
 import type { WarehouseWorkerData, WorkerReport, WorkerRequest } from "./warehouse-thread";
 
@@ -15,10 +15,9 @@ const data = workerData as WarehouseWorkerData;
 const report = (message: WorkerReport) => port.postMessage(message);
 
 // Log lines go to the server's logger, which filters and writes them.
-const log =
-  (level: "debug" | "info" | "warn" | "error") => (message: string, fields?: Record<string, unknown>) =>
-    report({ type: "log", level, message, ...(fields ? { fields } : {}) });
-const logger: Logger = { debug: log("debug"), info: log("info"), warn: log("warn"), error: log("error") };
+const logger = loggerOver((level, message, fields) =>
+  report({ type: "log", level, message, ...(fields ? { fields } : {}) }),
+);
 
 const db = createDynamoClient({ endpoint: data.endpoint });
 // The consumer's copies in the store, as in AWS: tombstones, the dashboard's index and rollups.

@@ -4,6 +4,7 @@ import type { TableNames } from "../adapters/dynamodb/tables";
 import { DynamoTombstones } from "../adapters/dynamodb/tombstones";
 import { FileExportSettings } from "../adapters/fs/export-settings";
 import { FileDeliveryLedger } from "../adapters/fs/ledger";
+import { localUserIdHasher } from "../adapters/fs/master-key";
 import { FsObjectStore } from "../adapters/fs/object-store";
 import { FolderDeadLetters } from "../adapters/in-process/dead-letters";
 import { QueueJournal } from "../adapters/in-process/journal";
@@ -28,6 +29,12 @@ export function localExportSettings(dataDir: string): FileExportSettings {
 
 /** The warehouse folder of a data dir: `interactions/`, `dead-letter/`. */
 const warehouseObjects = (dataDir: string) => new FsObjectStore(join(dataDir, "warehouse"));
+
+/** The export query over a data dir's warehouse folder, for commands that read it (`dmt reconcile`). */
+export async function openLocalWarehouseQuery(dataDir: string) {
+  const { DuckDBWarehouseQuery } = await import("../adapters/duckdb/export-query");
+  return DuckDBWarehouseQuery.open(warehouseObjects(dataDir).root);
+}
 
 export interface WarehouseQueueOptions {
   dataDir: string;
@@ -88,6 +95,7 @@ export interface WarehouseReadsOptions {
     tables: TableNames;
     /** More copies a deletion purges (the dashboard's interaction index and rollups). */
     purgers?: CopyPurger[];
+    events?: LocalDeletionOptions["events"];
     runner?: LocalDeletionOptions["runner"];
   };
 }
@@ -139,10 +147,12 @@ export async function openWarehouseReads(
       tombstones: new DynamoTombstones(options.deletion.db, options.deletion.tables.deletionTombstones),
       objects,
       exports,
+      userIds: localUserIdHasher(options.dataDir),
       // Locally the in-flight window is the queue itself: deliver what it holds, now.
       waitForInFlight: () => queue.deliver(),
       ...(options.deletion.purgers ? { purgers: options.deletion.purgers } : {}),
       ...(options.deletion.runner ? { runner: options.deletion.runner } : {}),
+      ...(options.deletion.events ? { events: options.deletion.events } : {}),
       logger: options.logger,
       clock,
     }));

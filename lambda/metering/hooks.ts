@@ -14,10 +14,11 @@ import {
 import { errorFields, type Logger } from "../core/logger";
 import { abandonedStreamUsage, type CallBounds, holdMicros, imageVariant } from "../core/metering";
 import type { CachedVendorKeys } from "../core/metering-vendor-keys";
-import { costMicros, type ModelPrice, type PriceCatalogue } from "../core/pricing";
+import { type CostBreakdown, costBreakdown, type ModelPrice, type PriceCatalogue } from "../core/pricing";
 import { type RateLimiter, rateLimitError, rateLimitHeaders } from "../core/rate-limit";
 import { resolveUserId } from "../core/record";
 import { estimateTokens } from "../core/token-estimate";
+import type { Usage } from "../core/usage";
 import type { Operation } from "../core/vendor-model";
 import { callBounds } from "../vendors/bounds";
 import type { BudgetAdmission, BudgetGuard, BudgetHolds } from "./budgets";
@@ -58,6 +59,8 @@ interface CallState {
 
 const MAX_NAMED_MODEL = 256;
 const decoder = new TextDecoder();
+/** How the call is paid (`managed`, `byok`, `dual`), on every response once it is known. */
+export const BILLING_MODE_HEADER = "x-dmt-billing-mode";
 
 /**
  * Metering as proxy hooks: the per-key rate limit (`admit`); the billing mode, the credit hold and the
@@ -73,6 +76,7 @@ export function createMetering(deps: MeteringDeps): Metering {
     noteMs: deps.noteChargesMs,
   });
   const states = new WeakMap<ProxyCall, CallState>();
+  const loggedUnpriced = new Set<string>();
   const stateOf = (call: ProxyCall) => {
     let state = states.get(call);
     if (!state) {
@@ -109,6 +113,7 @@ export function createMetering(deps: MeteringDeps): Metering {
         ...(state.price ? { priceVersion: state.price.priceVersion } : {}),
         costMicros: 0,
       };
+      call.responseHeaders[BILLING_MODE_HEADER] = mode;
       const operation = call.route.operation;
       const micros =
         mode === "managed" && state.price ? holdMicros(state.price, boundsOf(call, operation)) : 0;
@@ -167,13 +172,20 @@ export function createMetering(deps: MeteringDeps): Metering {
     async after(call, outcome) {
       const state = states.get(call);
       if (!state) return;
-      const cost = costOf(call, state, outcome, deps.logger);
+      const { cost, breakdown, usage } = costOf(call, state, outcome, deps.logger);
+      noteUnpriced(call, usage, breakdown);
       // A managed call's record says what the credits paid: a call is charged at most its hold (the
       // ledger keeps any excess as uncollected), so the records' costs sum to the balance's change.
       const reservation = state.reservation;
       const charged = reservation && cost !== undefined ? Math.min(cost, reservation.micros) : cost;
-      if (call.billing) call.billing.costMicros = charged;
-      const { inputTokens, outputTokens } = outcome.usage;
+      if (breakdown && charged !== undefined && charged !== breakdown.micros)
+        breakdown.charged_micros = charged;
+      if (call.billing) {
+        call.billing.costMicros = charged;
+        if (breakdown) call.billing.breakdown = breakdown;
+        if (usage !== outcome.usage) call.billing.usage = usage;
+      }
+      const { inputTokens, outputTokens } = usage;
       await Promise.all([
         reservation ? leases.finish(reservation, cost ?? 0) : undefined,
         // A budget counts what the record says the call cost; the TPM limit the tokens it used.
@@ -184,10 +196,40 @@ export function createMetering(deps: MeteringDeps): Metering {
       ]);
     },
 
+    quote(call, usage) {
+      const state = states.get(call);
+      if (!state || state.denied) return undefined;
+      const { cost } = priced(call, state, usage, deps.logger);
+      // What the credits will be charged: at most the hold (as `after` records it).
+      return state.reservation && cost !== undefined ? Math.min(cost, state.reservation.micros) : cost;
+    },
+
     settle: async () => {
       await Promise.all([leases.settleAll(), deps.budgets?.settle()]);
     },
   };
+
+  /**
+   * Usage the vendor reported that nothing prices (an unknown field, or a dimension the model's row
+   * has no rate for) is logged once per model and field, so a new billed figure is noticed, never
+   * silently priced at zero; the record keeps it too.
+   */
+  function noteUnpriced(call: ProxyCall, usage: Usage, breakdown: CostBreakdown | undefined): void {
+    const fields = [...Object.keys(usage.unpriced ?? {}), ...(breakdown?.unpriced ?? [])];
+    const fresh = fields.filter((field) => {
+      const key = `${call.vendor}/${call.model ?? ""}/${field}`;
+      if (loggedUnpriced.has(key)) return false;
+      loggedUnpriced.add(key);
+      return true;
+    });
+    if (fresh.length > 0) {
+      deps.logger.warn("usage not priced", {
+        vendor: call.vendor,
+        model: (call.model ?? "").slice(0, MAX_NAMED_MODEL),
+        fields: fresh,
+      });
+    }
+  }
 
   /** A complete 2xx answer is stored for replay; anything else is forgotten, so a retry runs again. */
   async function finishIdempotency(call: ProxyCall, state: CallState, outcome: ProxyOutcome): Promise<void> {
@@ -276,38 +318,49 @@ function priceOf(call: ProxyCall, mode: BillingMode, prices: PriceCatalogue): Mo
 /**
  * What a call cost, for the settlement and the record: the usage the vendor reported at the price (with
  * the markup when the credits pay, at list price otherwise); nothing for a call the vendor did not
- * answer, whose stream broke, or that was replayed; estimated for a stream the client abandoned.
- * Undefined when there is no price.
+ * answer, whose stream broke, or that was replayed; estimated for a stream the client abandoned (then
+ * `usage` is the estimate charged). `cost` is undefined when there is no price.
  */
 function costOf(
   call: ProxyCall,
   state: CallState,
   outcome: ProxyOutcome,
   logger: Logger,
-): number | undefined {
+): { cost: number | undefined; breakdown?: CostBreakdown; usage: Usage } {
   const answered = outcome.status >= 200 && outcome.status < 300 && !outcome.replayed;
-  if (!answered || outcome.error?.type === "upstream_error" || call.route?.billing !== "billable") return 0;
-  const price = state.price;
-  if (!price) return undefined;
+  if (!answered || outcome.error?.type === "upstream_error") return { cost: 0, usage: outcome.usage };
   const usage =
     outcome.error?.type === "client_error"
-      ? abandonedStreamUsage(
-          outcome.usage,
-          call.rawBody ? decoder.decode(call.rawBody) : "",
-          outcome.response.text ?? "",
-        )
+      ? abandonedStreamUsage(outcome.usage, call.body, outcome.deliveredText ?? "")
       : outcome.usage;
+  return priced(call, state, usage, logger);
+}
+
+/**
+ * The usage at the call's price (with the markup when the credits pay), with its line items; 0 when
+ * the route is not billable, undefined when there is no price.
+ */
+function priced(
+  call: ProxyCall,
+  state: CallState,
+  usage: Usage,
+  logger: Logger,
+): { cost: number | undefined; breakdown?: CostBreakdown; usage: Usage } {
+  if (call.route?.billing !== "billable") return { cost: 0, usage };
+  const price = state.price;
+  if (!price) return { cost: undefined, usage };
   const quality = field(call, "quality");
   const size = field(call, "size");
   const variant = call.route?.operation === "image" ? imageVariant(price, quality, size) : undefined;
   try {
-    return costMicros(usage, price, {
+    const breakdown = costBreakdown(usage, price, {
       applyMarkup: call.billing?.mode === "managed",
       ...(variant !== undefined ? { imageVariant: variant } : {}),
     });
+    return { cost: breakdown.micros, breakdown, usage };
   } catch (err) {
     logger.error("usage could not be priced", { ...errorFields(err), endpoint: call.endpoint });
-    return undefined;
+    return { cost: undefined, usage };
   }
 }
 

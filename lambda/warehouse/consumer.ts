@@ -1,14 +1,16 @@
 import { randomBytes } from "node:crypto";
-import { encodeRecords } from "../adapters/parquet/codec";
 import { type TombstoneReader, tombstoneMatcher } from "../core/deletion";
 import type { Delivery, DeliveryLedger } from "../core/delivery-ledger";
 import { errorFields, type Logger } from "../core/logger";
 import type { ObjectStore } from "../core/object-store";
 import type { BatchHandler, BatchResult, DeadLetter, DeadLetterSink, QueueMessage } from "../core/queue";
 import { type InteractionRecord, parseRecord, partitionPrefix, RecordError, recordDay } from "../core/record";
+import type { RecordCodec } from "../core/record-codec";
 
 export interface ConsumerDeps {
   objects: ObjectStore;
+  /** The file format (Parquet: `adapters/parquet/codec.ts`). */
+  codec: RecordCodec;
   ledger: DeliveryLedger;
   deadLetters: DeadLetterSink;
   logger: Logger;
@@ -217,7 +219,7 @@ export function createWarehouseConsumer(deps: ConsumerDeps): BatchHandler {
       );
       if (claimed.length === 0) return;
       try {
-        await deps.objects.put(key, encodeRecords(claimed.map((a) => a.record)));
+        await deps.objects.put(key, deps.codec.encode(claimed.map((a) => a.record)));
       } catch (err) {
         failed(err, claimed);
         // An error may still have written the file: then its claims stand, and the records' next

@@ -102,7 +102,9 @@ describe.sequential("the dashboard end to end", () => {
     await page.getByLabel("Email").fill(stack.dashboard.email);
     await page.getByLabel("Password").fill(stack.dashboard.password);
     await page.getByRole("button", { name: "Sign in" }).click();
-    await page.waitForURL(`${stack.url}/dashboard/keys`);
+    // The overview is the landing page.
+    await page.waitForURL(`${stack.url}/dashboard/overview`);
+    await openPage("API keys", "keys");
     await expect.poll(() => page.getByText("No API keys yet").isVisible()).toBe(true);
   });
 

@@ -65,6 +65,9 @@ describe.sequential("the dashboard in a browser", () => {
     await page.getByLabel("Email").fill(stack.dashboard.email);
     await page.getByLabel("Password").fill(stack.dashboard.password);
     await page.getByRole("button", { name: "Sign in" }).click();
+    // The overview is the landing page.
+    await page.waitForURL(`${stack.url}/dashboard/overview`);
+    await page.getByRole("link", { name: "API keys", exact: true }).click();
     await page.waitForURL(`${stack.url}/dashboard/keys`);
     await expect.poll(() => page.getByText("No API keys yet").isVisible()).toBe(true);
     await expect.poll(() => page.getByText(stack.dashboard.email).isVisible()).toBe(true);

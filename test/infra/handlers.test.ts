@@ -358,6 +358,7 @@ describe("authorizer context", () => {
       keyId: "a".repeat(16),
       tier: "pro" as const,
       rateLimit: { rpm: 600, burst: 1000 },
+      store: "full" as const,
       models: ["gpt-4o*", "models/gemini-*"],
       tpm: 5000,
     };

@@ -292,6 +292,7 @@ describe("a proxy function cold-started with the synthesized environment", () =>
       ),
       DMT_VENDOR_KEY_SECRET_ARN: KEY_ARN,
       DMT_ORIGIN_SECRET_ARN: ORIGIN_ARN,
+      DMT_USER_ID_KEY_SECRET_ARN: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:dmt-user-id-key",
       DMT_BYOK_KEY_ARN: "arn:aws:kms:eu-west-1:123456789012:key/0f0e0d0c-0b0a-0908-0706-050403020100",
       DMT_QUEUE_URL: `${sqs.url}/123456789012/records`,
       DMT_WAREHOUSE_BUCKET: "dmt-warehouse-data",
@@ -339,6 +340,7 @@ describe("a proxy function cold-started with the synthesized environment", () =>
       keyId: "a".repeat(16),
       tier: "pro",
       rateLimit: { rpm: 600, burst: 1000 },
+      store: "full",
     });
     const headers = {
       authorization: `Bearer dmt_${"a".repeat(16)}_${"B".repeat(43)}`,

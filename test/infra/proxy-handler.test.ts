@@ -80,6 +80,7 @@ beforeAll(async () => {
     DMT_UPSTREAM_URL: simulator.origins.openai,
     DMT_SECRETS_ENDPOINT: secrets.url,
     DMT_ORIGIN_SECRET_ARN: ORIGIN_ARN,
+    DMT_USER_ID_KEY_SECRET_ARN: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:dmt-user-id-key",
     DMT_VENDOR_KEY_SECRET_ARN: KEY_ARN,
     // Every call reads the secrets again, so a test sees a change at once.
     DMT_SECRET_CACHE_MS: "0",
@@ -141,6 +142,7 @@ const identity = grantedContext({
   keyId: "a".repeat(16),
   tier: "pro",
   rateLimit: { rpm: 600, burst: 1000 },
+  store: "full",
 });
 
 /** The headers API Gateway's integration adds: the origin secret and the authorizer's context. */
@@ -348,7 +350,7 @@ describe("proxy handler: calls through the API", () => {
 
 /** The identity API Gateway forwards for another project or key. */
 function caller(projectId: string, keyId = "a".repeat(16), rateLimit = { rpm: 600, burst: 1000 }) {
-  return grantedContext({ projectId, keyId, tier: "pro", rateLimit });
+  return grantedContext({ projectId, keyId, tier: "pro", rateLimit, store: "full" });
 }
 
 /** Runs `work` and returns the Embedded Metric Format lines written meanwhile (Powertools' output). */

@@ -319,6 +319,7 @@ describe("proxy functions", () => {
     tier: "x-dmt-auth-tier",
     rpm: "x-dmt-auth-rpm",
     burst: "x-dmt-auth-burst",
+    store: "x-dmt-auth-store",
     errorStatus: "x-dmt-auth-error-status",
     errorType: "x-dmt-auth-error-type",
     errorCode: "x-dmt-auth-error-code",
@@ -377,7 +378,13 @@ describe("proxy functions", () => {
 
   it("send the origin secret and every field of the authorizer's context in request headers", () => {
     // Every field the authorizer can put in its context, granted or refused, has its header.
-    const sample = { projectId: "acme", keyId: "k1", tier: "pro" as const, rateLimit: { rpm: 1, burst: 1 } };
+    const sample = {
+      projectId: "acme",
+      keyId: "k1",
+      tier: "pro" as const,
+      rateLimit: { rpm: 1, burst: 1 },
+      store: "full" as const,
+    };
     const emitted = [
       ...Object.keys(grantedContext(sample)),
       ...Object.keys(refusalContext(errors.internal())),
@@ -577,6 +584,41 @@ describe("metering", () => {
       Effect: "Allow",
       Resource: arn("rateLimits"),
     });
+  });
+});
+
+describe("privacy", () => {
+  const policyOf = (role: string) =>
+    ofType("AWS::IAM::Policy")
+      .filter(([, p]) => JSON.stringify(p.Properties.Roles).includes(role))
+      .flatMap(([, p]) => (p.Properties.PolicyDocument as { Statement: Record<string, unknown>[] }).Statement)
+      .filter((statement) => !JSON.stringify(statement.Action).includes("logs:"));
+
+  it("runs retention every day, on the warehouse bucket and the projects and interactions tables only", () => {
+    const fn = stack.retention.fn.function;
+    template.hasResourceProperties("AWS::Events::Rule", {
+      ScheduleExpression: "cron(15 3 * * ? *)",
+      Targets: [Match.objectLike({ Arn: { "Fn::GetAtt": [logicalId(fn), "Arn"] } })],
+    });
+    expect(environmentOf(fn).DMT_WAREHOUSE_BUCKET).toEqual({ Ref: logicalId(stack.warehouse.dataBucket) });
+    const tables = policyOf(logicalId(fn.role as never))
+      .map((statement) => JSON.stringify(statement.Resource))
+      .filter((resource) => resource.includes("Table"));
+    expect(
+      tables.every(
+        (r) =>
+          r.includes(logicalId(stack.store.tables.projects)) ||
+          r.includes(logicalId(stack.store.tables.interactions)),
+      ),
+    ).toBe(true);
+  });
+
+  it("generates the user-id hashing key, read by the proxy functions and the deletion steps", () => {
+    const key = logicalId(stack.secrets.userIdKey);
+    expect(resources[key]?.Properties.GenerateSecretString).toMatchObject({ PasswordLength: 64 });
+    for (const fn of [stack.proxies.openai.fn.function, stack.deletion.steps.function]) {
+      expect(environmentOf(fn).DMT_USER_ID_KEY_SECRET_ARN).toEqual({ Ref: key });
+    }
   });
 });
 

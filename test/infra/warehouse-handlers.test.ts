@@ -428,6 +428,7 @@ function dataApiEvent(
     keyId: "whkey00000000000",
     tier: "pro",
     rateLimit: TIER_LIMITS.pro,
+    store: "full",
   });
   return {
     resource: "/api/v1/{proxy+}",

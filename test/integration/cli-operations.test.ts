@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -30,10 +30,35 @@ describe("dmt credits", () => {
     expect(JSON.parse(grant.stdout).balance.availableMicros).toBe(12_500_000);
     const balance = await dmt(["credits", "balance", "--project", "acme"]);
     expect(balance.stdout).toContain("available $12.50");
-    const ledger = JSON.parse((await dmt(["credits", "ledger", "--project", "acme", "--json"])).stdout);
-    expect(ledger.entries).toEqual([
-      expect.objectContaining({ type: "grant", deltaMicros: 12_500_000, source: "cli", note: "welcome" }),
+    const statement = JSON.parse((await dmt(["credits", "ledger", "--project", "acme", "--json"])).stdout);
+    expect(statement).toMatchObject({ grouping: "day", openingMicros: 0, closingMicros: 12_500_000 });
+    expect(statement.lines).toEqual([
+      expect.objectContaining({
+        kind: "grant",
+        amountMicros: 12_500_000,
+        balanceMicros: 12_500_000,
+        source: "cli",
+        note: "welcome",
+      }),
     ]);
+    const human = (await dmt(["credits", "ledger", "--project", "acme"])).stdout;
+    expect(human).toMatch(/^date\s+description\s+amount\s+balance\n/);
+    expect(human).toMatch(/opening balance\s+\$0\.00\n/);
+    expect(human).toMatch(/credits granted · cli · welcome\s+\+\$12\.50\s+\$12\.50\n/);
+    expect(human).toContain("Available now: $12.50.");
+  });
+
+  it.each([
+    [["--by", "week"], "Invalid field 'group': must be day or lease."],
+    [["--from", "2026-02-30"], "Invalid field 'from': 2026-02-30 is not a calendar date."],
+    [
+      ["--from", "2026-11-02", "--to", "2026-11-01"],
+      "Invalid field 'from': 2026-11-02 is after to 2026-11-01.",
+    ],
+  ])("refuses the statement period %j with one line and exit 1", async (args, message) => {
+    const res = await dmt(["credits", "ledger", "--project", "acme", ...args]);
+    expect(res.code).toBe(1);
+    expect(res.stderr).toBe(`dmt: ${message}\n`);
   });
 
   it.each([
@@ -119,6 +144,45 @@ describe("dmt prices list", () => {
     expect(JSON.parse(marked.stdout).markup).toBe(1.1);
     const bad = await dmt(["prices", "list", "--vendor", "mistral"]);
     expect(bad.code).toBe(2);
+  });
+});
+
+describe("dmt prices import", () => {
+  const fixture = join(import.meta.dirname, "../fixtures/litellm-prices.json");
+
+  it("shows the diff against the catalogue, and writes nothing without --apply", async () => {
+    const res = await dmt(["prices", "import", fixture]);
+    expect(res.code).toBe(0);
+    expect(res.stdout).toContain("+ openai/gpt-7-preview (chat)");
+    expect(res.stdout).toContain("~ openai/gpt-5 output: 10 -> 12");
+    expect(res.stdout).toContain("? gemini/gemini-2.5-flash audio_input: 1");
+    expect(res.stdout).toContain("Nothing written");
+  });
+
+  it("--apply writes the override, which the service then charges with", async () => {
+    const out = join(dataDir, "override.json");
+    const res = await dmt(["prices", "import", fixture, "--apply", "--out", out, "--json"]);
+    expect(res.code).toBe(0);
+    expect(JSON.parse(res.stdout).written).toBe(out);
+    const listed = await runDmt(["prices", "list", "--vendor", "openai", "--json"], dataDir, {
+      env: { DMT_PRICES_OVERRIDE: out },
+    });
+    const rows = JSON.parse(listed.stdout).rows as { model: string }[];
+    expect(rows.map((r) => r.model)).toContain("gpt-7-preview");
+    expect(JSON.parse(readFileSync(out, "utf8")).models.length).toBeGreaterThan(0);
+  });
+
+  it("refuses a file in another format with one line naming the entry and field", async () => {
+    const bad = join(dataDir, "not-litellm.json");
+    writeFileSync(
+      bad,
+      JSON.stringify({ "gpt-x": { litellm_provider: "openai", input_cost_per_token: "1" } }),
+    );
+    const res = await dmt(["prices", "import", bad]);
+    expect(res.code).toBe(1);
+    expect(res.stderr.trim().split("\n")).toHaveLength(1);
+    expect(res.stderr).toContain("gpt-x: input_cost_per_token: must be a number");
+    expect((await dmt(["prices", "import", fixture, "--apply"])).code).toBe(2);
   });
 });
 

@@ -6,6 +6,8 @@ import { runningStoreEndpoint } from "../../lambda/local/embedded-dynamo";
 import { type CliResult, dmtJson, runDmt, startDmtServe } from "../support/cli";
 import { startTestStack, type TestStack } from "../support/stack";
 
+/** Each step runs several whole CLI processes, each opening a store: generous for a busy machine. */
+const CLI_STEP_MS = 180_000;
 const KEY_SHAPE = /^dmt_[a-z0-9]{16}_[A-Za-z0-9]{43}$/;
 
 interface CreatedKey {
@@ -34,7 +36,7 @@ async function statusWith(url: string, key: string) {
   return { status: res.status, body: (await res.json()) as unknown };
 }
 
-describe("dmt with no server running", () => {
+describe("dmt with no server running", { timeout: CLI_STEP_MS }, () => {
   let dir: string;
   beforeAll(() => {
     dir = temp();
@@ -51,7 +53,7 @@ describe("dmt with no server running", () => {
     expect(listed).toEqual([created]);
     const human = await runDmt(["projects", "list"], dir);
     expect(human).toMatchObject({ code: 0, stderr: "" });
-    expect(human.stdout).toMatch(/^projectId\s+tier\s+created\ndemo\s+pro\s+\d{4}-/);
+    expect(human.stdout).toMatch(/^project\s+tier\s+created\ndemo\s+pro\s+\d{4}-/);
   });
 
   it("creates, lists and revokes keys; revoking again is harmless", async () => {
@@ -133,7 +135,7 @@ describe("dmt with no server running", () => {
       ["keys", "create", "--project", "demo", "--name", "x", "--bogus"],
       /^dmt: usage: Unknown option '--bogus'.*; usage: dmt keys create --project <id>/,
     ],
-    ["an unknown command", ["keys", "frob"], "dmt: usage: unknown command 'keys frob'; run 'dmt help'"],
+    ["an unknown command", ["keys", "frob"], "dmt: usage: unknown command 'keys frob'; run 'dmt --help'"],
     [
       "a missing positional",
       ["projects", "create"],
@@ -176,7 +178,7 @@ describe("dmt with no server running", () => {
   });
 });
 
-describe("dmt while a server runs on the same data dir", () => {
+describe("dmt while a server runs on the same data dir", { timeout: CLI_STEP_MS }, () => {
   let stack: TestStack;
   beforeAll(async () => {
     stack = await startTestStack({ DMT_KEY_CACHE_MS: "200" });
@@ -212,7 +214,7 @@ describe("dmt while a server runs on the same data dir", () => {
   });
 });
 
-describe("dmt serve", () => {
+describe("dmt serve", { timeout: CLI_STEP_MS }, () => {
   it("serves, shares its store with the CLI, and stops cleanly on SIGINT keeping every write", async () => {
     const dir = temp();
     try {

@@ -2,6 +2,8 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { importJWK, type JWK, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DynamoMemberStore } from "../../lambda/adapters/dynamodb/members";
+import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { SECURITY_HEADERS } from "../../lambda/app/middleware";
 import { createProject } from "../../lambda/core/accounts";
 import { personalProjectId } from "../../lambda/core/members";
@@ -352,7 +354,7 @@ describe("credits", () => {
   it("lets an operator grant credits, recorded in the ledger with their source", async () => {
     const { token, projectId } = await newUser({ operator: true });
     expect((await api(token, "GET", `/projects/${projectId}/credits`)).body).toEqual({
-      balance: { projectId, availableMicros: 0, heldMicros: 0, openHolds: 0 },
+      balance: { projectId, availableMicros: 0, heldMicros: 0, chargedInFlightMicros: 0, openHolds: 0 },
     });
     const granted = await api(token, "POST", `/projects/${projectId}/credits/grants`, {
       usd: "12.50",
@@ -370,6 +372,42 @@ describe("credits", () => {
         note: "invoice 2031-004",
       }),
     ]);
+  });
+
+  it("reads the ledger as a statement: the grant a credit line, a running balance, a 400 for a bad period", async () => {
+    const { token, projectId } = await newUser({ operator: true });
+    await api(token, "POST", `/projects/${projectId}/credits/grants`, { usd: "3", source: "invoice" });
+    const statement = await api(token, "GET", `/projects/${projectId}/credits/statement`);
+    expect(statement.status).toBe(200);
+    expect(statement.body).toMatchObject({ grouping: "day", openingMicros: 0, closingMicros: 3_000_000 });
+    expect(statement.body.lines).toEqual([
+      expect.objectContaining({ kind: "grant", amountMicros: 3_000_000, balanceMicros: 3_000_000 }),
+    ]);
+    const reversed = await api(
+      token,
+      "GET",
+      `/projects/${projectId}/credits/statement?from=2026-11-02&to=2026-11-01`,
+    );
+    expect(reversed.status).toBe(400);
+    expect(reversed.body.error).toMatchObject({ code: "invalid_field" });
+  });
+
+  it("lets a viewer read a project but not change it", async () => {
+    const owner = await newUser({ operator: true });
+    const viewerToken = await tokenFor(`viewer-${process.pid}`);
+    await api(viewerToken, "GET", "/me");
+    await new DynamoMemberStore(stack.db, tableNames(process.env)).addMembership({
+      userId: `viewer-${process.pid}`,
+      projectId: owner.projectId,
+      role: "viewer",
+      createdAt: Date.now(),
+    });
+    expect((await api(viewerToken, "GET", `/projects/${owner.projectId}/keys`)).status).toBe(200);
+    expect((await api(viewerToken, "GET", `/projects/${owner.projectId}/overview`)).status).toBe(200);
+    const refused = await createKey(viewerToken, owner.projectId, { name: "nope" });
+    expect(refused.status).toBe(403);
+    expect(refused.body.error).toMatchObject({ type: "permission_error", code: "insufficient_permissions" });
+    expect((await api(owner.token, "GET", `/projects/${owner.projectId}/keys`)).body.keys).toEqual([]);
   });
 
   it("refuses grants from non-operators and bad amounts", async () => {

@@ -8,6 +8,7 @@ import { DynamoInteractionIndex, PAGE_SCAN_BUDGET } from "../../lambda/adapters/
 import { FileDeliveryLedger } from "../../lambda/adapters/fs/ledger";
 import { FsObjectStore } from "../../lambda/adapters/fs/object-store";
 import { FolderDeadLetters } from "../../lambda/adapters/in-process/dead-letters";
+import { parquetCodec } from "../../lambda/adapters/parquet/codec";
 import { DAY_MS, parseListQuery } from "../../lambda/core/interactions";
 import {
   deltaOf,
@@ -47,6 +48,7 @@ function record(projectId: string, overrides: Partial<InteractionRecord> = {}): 
   sequence++;
   return {
     ...buildRecord({
+      store: "full",
       transactionId: `tx-${process.pid}-${sequence}`,
       projectId,
       keyId: "abcdefghijklmnop",
@@ -330,6 +332,7 @@ describe("the warehouse consumer's listener", () => {
     const consumerWith = (listener: DynamoInteractionIndex) =>
       createWarehouseConsumer({
         objects,
+        codec: parquetCodec,
         ledger,
         deadLetters: new FolderDeadLetters(objects),
         logger: silentLogger,

@@ -15,6 +15,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { syntheticRecord } from "../../bench/warehouse-records";
 import { DynamoDeletionRequests } from "../../lambda/adapters/dynamodb/deletion-requests";
 import { DynamoTombstones } from "../../lambda/adapters/dynamodb/tombstones";
+import { localUserIdHasher } from "../../lambda/adapters/fs/master-key";
 import { encodeRecords } from "../../lambda/adapters/parquet/codec";
 import { createDataApp } from "../../lambda/app/data-api/app";
 import { requireKey } from "../../lambda/app/middleware";
@@ -264,6 +265,41 @@ describe("deleting a user", () => {
   });
 });
 
+describe("deleting a user of a project at level none", () => {
+  it("finds rows that hold the user only as its keyed hash, in files, in flight and in the index", async () => {
+    const purged: string[] = [];
+    const index: CopyPurger = {
+      name: "test index",
+      async purgeUser(_, userId) {
+        purged.push(userId);
+        return 0;
+      },
+      purgeTransactions: async () => 0,
+    };
+    const e = await start([index]);
+    // What the proxy writes at level `none`: the user id replaced by its keyed stand-in.
+    const keyed = await localUserIdHasher(e.dir).keyed("proj-a", U1);
+    const asNone = (r: InteractionRecord) => ({ ...r, user_id: keyed, store_level: "none" });
+    const written = [asNone(call("proj-a", U1, 14)), call("proj-a", U1, 14), call("proj-a", U2, 14)];
+    await land(e, written);
+    const inQueue = asNone(call("proj-a", U1, 15));
+    await e.warehouse.queue.send(inQueue);
+
+    const requestId = await requestDeletion(e, e.keys.a, { user_id: U1, reason: "erasure" });
+    await e.warehouse.deletion?.runner.idle();
+
+    const done = await state(e, e.keys.a, requestId);
+    expect(done.status).toBe("completed");
+    expect(done.counts.rows_deleted).toBe(2);
+    const after = await exported(e, e.keys.a);
+    expect([...after.keys()]).toEqual([written[2]?.transaction_id]);
+    // The index is purged by both forms of the user.
+    expect(purged).toEqual([U1, keyed]);
+    // Another project's stand-in of the same user is another hash: the key binds the project.
+    expect(await localUserIdHasher(e.dir).keyed("proj-b", U1)).not.toBe(keyed);
+  });
+});
+
 describe("records in flight", () => {
   it("drops a u1 record that is still in the queue when the request arrives", async () => {
     const e = await start();
@@ -336,6 +372,7 @@ describe("crash safety", () => {
       db: e.local.db,
       requestsTable: e.local.tables.deletionRequests,
       tombstones: new DynamoTombstones(e.local.db, e.local.tables.deletionTombstones),
+      userIds: localUserIdHasher(e.dir),
       objects: warehouse.objects,
       exports: warehouse.exports,
       waitForInFlight: () => warehouse.queue.deliver(),
@@ -438,8 +475,9 @@ describe("crash safety", () => {
         "Error: copies not purged (bucket exports: 0 purged; dead letters: 0 purged; " +
         "operator bucket: Error: AccessDenied; dashboard copies: 0 purged)",
     });
-    // The purger after the failing one ran on every try, and what it purged is counted.
-    expect(healthyRuns).toBe(6);
+    // The purger after the failing one ran on every try (for the user id and for its keyed stand-in
+    // that level `none` stores), and what it purged is counted.
+    expect(healthyRuns).toBe(12);
     expect(failed.counts.copies_purged).toBe(2);
     expect(failed.finished_at).toEqual(expect.any(String));
     expect(e.states.slice(-2)).toEqual(["PurgeCopies", "MarkFailed"]);

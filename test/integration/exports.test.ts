@@ -2,6 +2,7 @@
  * POST /api/v1/exports over HTTP. The data API does not mount the exports routes yet, so this builds
  * the same shell around them with a stand-in authentication that sets the caller's project.
  */
+
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -12,6 +13,7 @@ import { serve } from "@hono/node-server";
 import type { MiddlewareHandler } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { syntheticRecord } from "../../bench/warehouse-records";
+import { parquetCodec } from "../../lambda/adapters/parquet/codec";
 import { exportRoutes } from "../../lambda/app/data-api/exports";
 import type { AppEnv } from "../../lambda/app/env";
 import { mountRoutes } from "../../lambda/app/routing";
@@ -49,13 +51,20 @@ const projB = Array.from({ length: 10 }, (_, i) =>
 
 const fakeAuth: MiddlewareHandler<AppEnv> = async (c, next) => {
   const projectId = c.req.header("x-test-project") ?? "proj-a";
-  c.set("auth", { projectId, keyId: "testkey000000000", tier: "free", rateLimit: TIER_LIMITS.free });
+  c.set("auth", {
+    projectId,
+    keyId: "testkey000000000",
+    tier: "free",
+    rateLimit: TIER_LIMITS.free,
+    store: "full",
+  });
   await next();
 };
 
 async function land(records: InteractionRecord[]) {
   const handler = createWarehouseConsumer({
     objects: warehouse.objects,
+    codec: parquetCodec,
     ledger: {
       lookup: async () => new Map(),
       claim: async (_file, requests) => new Set(requests.map((r) => r.id)),

@@ -245,6 +245,74 @@ describe("exact cost of known usage, per vendor family", () => {
     expect(await lastCharge(projectId)).toBe(expectedOf(streamed.usage));
   });
 
+  it("anthropic: 1-hour cache writes at twice the input rate, 5-minute ones at 1.25x", async () => {
+    // claude-sonnet-4-6 1-hour write $6 per MTok (platform.claude.com/docs/en/about-claude/pricing, 2026-11-26).
+    const { projectId, key } = await project(10);
+    const client = new Anthropic({ apiKey: key, baseURL: `${stack.url}/anthropic`, maxRetries: 0 });
+    const request = {
+      model: "claude-sonnet-4-6",
+      max_tokens: 200,
+      system: [
+        {
+          type: "text" as const,
+          text: `${LONG_PROMPT} (hourly)`,
+          cache_control: { type: "ephemeral" as const, ttl: "1h" as const },
+        },
+      ],
+      messages: [{ role: "user" as const, content: "What did I ask you to remember?" }],
+    };
+    const written = await client.messages.create(request);
+    const hour = written.usage.cache_creation?.ephemeral_1h_input_tokens ?? 0;
+    expect(hour).toBeGreaterThan(0);
+    expect(await lastCharge(projectId)).toBe(
+      micros([
+        [written.usage.input_tokens, SONNET_4_6.input],
+        [hour, 2 * SONNET_4_6.input],
+        [(written.usage.cache_creation_input_tokens ?? 0) - hour, SONNET_4_6.cacheWrite],
+        [written.usage.output_tokens, SONNET_4_6.output],
+      ]),
+    );
+    const record = records.at(-1);
+    expect(record?.billing?.breakdown?.items).toContainEqual(
+      expect.objectContaining({ dimension: "cache_write_1h", quantity: hour, rate_usd: "6" }),
+    );
+  });
+
+  it("openai: the service tier the answer names sets the rates, streamed and not", async () => {
+    // gpt-5 flex at Batch rates, priority $2.50 / $0.25 / $20 per MTok (prices/catalogue.json sources).
+    const GPT_5 = { flex: { input: 625, output: 5000 }, priority: { input: 2500, output: 20000 } };
+    const { projectId, key } = await project(10);
+    const client = new OpenAI({ apiKey: key, baseURL: `${stack.url}/openai/v1`, maxRetries: 0 });
+    for (const tier of ["flex", "priority"] as const) {
+      const messages = [{ role: "user" as const, content: `A question for the ${tier} tier.` }];
+      const answer = await client.chat.completions.create({ model: "gpt-5", messages, service_tier: tier });
+      expect(answer.service_tier).toBe(tier);
+      const usage = answer.usage as OpenAI.CompletionUsage;
+      const expected = micros([
+        [usage.prompt_tokens - (usage.prompt_tokens_details?.cached_tokens ?? 0), GPT_5[tier].input],
+        [usage.completion_tokens, GPT_5[tier].output],
+      ]);
+      expect(await lastCharge(projectId)).toBe(expected);
+      expect(records.at(-1)?.billing?.breakdown?.service_tier).toBe(tier);
+      const stream = await client.chat.completions.create({
+        model: "gpt-5",
+        messages,
+        service_tier: tier,
+        stream: true,
+        stream_options: { include_usage: true },
+      });
+      let streamed: OpenAI.CompletionUsage | undefined | null;
+      for await (const chunk of stream) streamed ??= chunk.usage;
+      expect(streamed?.prompt_tokens_details?.cached_tokens ?? 0).toBe(0);
+      expect(await lastCharge(projectId)).toBe(
+        micros([
+          [streamed?.prompt_tokens ?? 0, GPT_5[tier].input],
+          [streamed?.completion_tokens ?? 0, GPT_5[tier].output],
+        ]),
+      );
+    }
+  });
+
   it("gemini: generate (thinking billed as output), a cache created, then read, streamed and not", async () => {
     const { projectId, key } = await project(10);
     const ai = new GoogleGenAI({ apiKey: key, httpOptions: { baseUrl: `${stack.url}/gemini` } });
@@ -401,7 +469,13 @@ describe("credit holds", () => {
       chat("one two three four five six seven eight", { stream: true }),
     );
     const reader = res.body?.getReader();
-    await reader?.read();
+    // Leave once some text arrived (the first chunk may carry only the role).
+    let received = "";
+    while (reader && !/"content":"[^"]/.test(received)) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      received += new TextDecoder().decode(value);
+    }
     await reader?.cancel();
     // The cancellation reaches the server asynchronously: wait until the hold is resolved.
     while ((await credits.balance(projectId)).openHolds > 0) await new Promise((r) => setTimeout(r, 20));
@@ -409,6 +483,18 @@ describe("credit holds", () => {
     const settled = (await ledger(projectId)).find((e) => e.type === "settle");
     expect(settled?.chargedMicros).toBeGreaterThan(0);
     expect(settled?.chargedMicros).toBeLessThanOrEqual(settled?.heldMicros ?? 0);
+    // The record shows the tokens charged, estimated from the text delivered, not its JSON wrapper.
+    const abandoned = records.find((r) => r.outcome.error?.code === "client_closed_request");
+    const delivered = abandoned?.outcome.deliveredText ?? "";
+    const charged = abandoned?.billing?.usage;
+    expect(delivered.length).toBeGreaterThan(0);
+    expect(charged).toMatchObject({ estimated: true, outputTokens: Math.ceil(delivered.length / 4) });
+    expect(charged?.inputTokens).toBeGreaterThan(0);
+    expect(charged?.outputTokens).toBeLessThan(
+      Math.ceil((abandoned?.outcome.response.text ?? "").length / 4),
+    );
+    expect(abandoned?.billing?.breakdown?.micros).toBe(settled?.chargedMicros);
+    expect(abandoned?.billing?.costMicros).toBe(settled?.chargedMicros);
   });
 });
 
@@ -501,6 +587,8 @@ describe("BYOK and dual keys", () => {
         [usage.prompt_tokens, 150],
         [usage.completion_tokens, 600],
       ]),
+      // At list price: the breakdown names no markup.
+      breakdown: expect.objectContaining({ markup: "1", micros: record?.billing?.costMicros }),
     });
   });
 

@@ -6,6 +6,7 @@
  * redelivers them. Two consumers given the same message at once write one row. Counted by DuckDB over
  * the whole folder.
  */
+
 import { appendFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -19,6 +20,7 @@ import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { FileDeliveryLedger } from "../../lambda/adapters/fs/ledger";
 import { FsObjectStore } from "../../lambda/adapters/fs/object-store";
 import { FolderDeadLetters } from "../../lambda/adapters/in-process/dead-letters";
+import { parquetCodec } from "../../lambda/adapters/parquet/codec";
 import type { ClaimRequest, DeliveryLedger } from "../../lambda/core/delivery-ledger";
 import { silentLogger } from "../../lambda/core/logger";
 import type { ObjectBody } from "../../lambda/core/object-store";
@@ -143,6 +145,7 @@ const batchOf = (list: InteractionRecord[]): QueueBatch => ({
 const consumer = (objects: FsObjectStore, ledger: DeliveryLedger) =>
   createWarehouseConsumer({
     objects,
+    codec: parquetCodec,
     ledger,
     deadLetters: new FolderDeadLetters(objects),
     logger: silentLogger,

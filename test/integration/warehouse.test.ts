@@ -11,6 +11,7 @@ import { FileDeliveryLedger } from "../../lambda/adapters/fs/ledger";
 import { FsObjectStore } from "../../lambda/adapters/fs/object-store";
 import { FolderDeadLetters } from "../../lambda/adapters/in-process/dead-letters";
 import { InProcessQueue } from "../../lambda/adapters/in-process/queue";
+import { parquetCodec } from "../../lambda/adapters/parquet/codec";
 import { silentLogger } from "../../lambda/core/logger";
 import type { ObjectBody } from "../../lambda/core/object-store";
 import type { BatchHandler, QueueBatch, QueueMessage } from "../../lambda/core/queue";
@@ -91,7 +92,7 @@ class FlakyStore extends FsObjectStore {
 async function consumerParts(objects = new FsObjectStore(join(dir, "warehouse"))) {
   const ledger = await FileDeliveryLedger.open(join(dir, "ledger"));
   const deadLetters = new FolderDeadLetters(objects);
-  return { objects, ledger, deadLetters, logger: silentLogger };
+  return { objects, codec: parquetCodec, ledger, deadLetters, logger: silentLogger };
 }
 
 describe("warehouse consumer", () => {
@@ -271,6 +272,7 @@ describe("Parquet files", () => {
   function callWithKeysAround(i: number): InteractionRecord {
     const body = JSON.stringify({ model: "gpt-4o", messages: [{ role: "user", content: `hello ${i}` }] });
     return buildRecord({
+      store: "full",
       transactionId: `txn_secret_${i}`,
       projectId: "proj-a",
       keyId: "k1k2k3k4k5k6k7k8",
@@ -317,7 +319,7 @@ describe("Parquet files", () => {
     const startedAt = metadata.schema.find((e) => e.name === "started_at");
     expect(startedAt?.logical_type).toEqual({ type: "TIMESTAMP", isAdjustedToUTC: true, unit: "MILLIS" });
     expect(metadata.row_groups[0]?.columns.every((c) => c.meta_data?.codec === "SNAPPY")).toBe(true);
-    expect(metadata.key_value_metadata).toContainEqual({ key: "dmt.schema_version", value: "1" });
+    expect(metadata.key_value_metadata).toContainEqual({ key: "dmt.schema_version", value: "2" });
 
     const rows = await parquetReadObjects({ file });
     expect(rows[1]).toMatchObject({

@@ -5,8 +5,10 @@ import { SQSClient } from "@aws-sdk/client-sqs";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FileDeliveryLedger } from "../../lambda/adapters/fs/ledger";
+import { localUserIdHasher } from "../../lambda/adapters/fs/master-key";
 import { FsObjectStore } from "../../lambda/adapters/fs/object-store";
 import { FolderDeadLetters } from "../../lambda/adapters/in-process/dead-letters";
+import { parquetCodec } from "../../lambda/adapters/parquet/codec";
 import { SqsRecordQueue } from "../../lambda/adapters/sqs/queue";
 import { RecordSpool, SPOOL_PREFIX } from "../../lambda/adapters/sqs/spool";
 import { createKey, createProject } from "../../lambda/core/accounts";
@@ -61,7 +63,9 @@ beforeAll(async () => {
     DMT_METERING: "off",
     DMT_WAREHOUSE_FLUSH_MS: "100",
   });
-  stack = await startLocalStack(config, logger, { hooks: [warehouseHooks(producer)] });
+  stack = await startLocalStack(config, logger, {
+    hooks: [warehouseHooks(producer, localUserIdHasher(dataDir))],
+  });
 });
 afterAll(async () => {
   await stack?.close();
@@ -132,6 +136,7 @@ describe("queue send failures (the AWS producer: SQS, retries, spool)", () => {
     const objects = spoolStore;
     const consumer = createWarehouseConsumer({
       objects,
+      codec: parquetCodec,
       ledger: await FileDeliveryLedger.open(join(dir, "aws", "ledger")),
       deadLetters: new FolderDeadLetters(objects),
       logger: silentLogger,

@@ -5,7 +5,7 @@ import type { NewKeyInput } from "../../lambda/core/accounts";
 import { createKey, createProject } from "../../lambda/core/accounts";
 import { silentLogger } from "../../lambda/core/logger";
 import { parseLocalConfig } from "../../lambda/local/config";
-import { type LocalStack, startLocalStack } from "../../lambda/local/stack";
+import { type LocalStack, type LocalStackOptions, startLocalStack } from "../../lambda/local/stack";
 
 export interface TestStack extends LocalStack {
   dataDir: string;
@@ -20,7 +20,11 @@ export interface TestStack extends LocalStack {
 let counter = 0;
 
 /** Starts the real local stack (dynalite on a temp dir, port 0) for a test file. */
-export async function startTestStack(env: Record<string, string> = {}, dataDir?: string): Promise<TestStack> {
+export async function startTestStack(
+  env: Record<string, string> = {},
+  dataDir?: string,
+  options: LocalStackOptions = {},
+): Promise<TestStack> {
   const dir = dataDir ?? mkdtempSync(join(tmpdir(), "dmt-test-"));
   // Metering is off unless a test asks for it: proxy tests need no credits or rate-limit headroom.
   const config = parseLocalConfig({
@@ -30,7 +34,7 @@ export async function startTestStack(env: Record<string, string> = {}, dataDir?:
     DMT_METERING: "off",
     ...env,
   });
-  const stack = await startLocalStack(config, silentLogger);
+  const stack = await startLocalStack(config, silentLogger, options);
   return {
     ...stack,
     dataDir: dir,

@@ -48,6 +48,7 @@ const list = (params: Record<string, string | string[]>, projectId = "proj-a") =
 function record(overrides: Partial<InteractionRecord> = {}): InteractionRecord {
   return {
     ...buildRecord({
+      store: "full",
       transactionId: "tx-1",
       projectId: "proj-a",
       keyId: "abcdefghijklmnop",
@@ -286,11 +287,13 @@ describe("the usage report", () => {
       "2026-11-22",
     );
     expect(report.days).toEqual(["2026-11-19", "2026-11-20", "2026-11-21", "2026-11-22"]);
+    // Dearest first: OpenAI's 3 calls cost more than Anthropic's 5.
     expect(report.series.map((s) => [s.vendor, s.model, s.requests])).toEqual([
-      ["anthropic", "claude-haiku-4-5", [0, 0, 0, 5]],
       ["openai", "gpt-4o-mini", [0, 3, 0, 0]],
+      ["anthropic", "claude-haiku-4-5", [0, 0, 0, 5]],
     ]);
-    expect(report.series[1]?.cost_micros).toEqual([0, 105, 0, 0]);
+    expect(report.series[0]?.cost_micros).toEqual([0, 105, 0, 0]);
+    expect(report.series[1]?.cost_micros).toEqual([0, 0, 0, 35]);
     expect(report.totals.managed.requests).toBe(6);
     expect(report.totals.byok).toMatchObject({ requests: 2, cost_micros: 70 });
     expect(report.totals.dual.requests).toBe(0);

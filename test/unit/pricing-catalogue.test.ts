@@ -27,8 +27,8 @@ const usage = (figures: Partial<Usage>): Usage => ({ ...emptyUsage(), ...figures
 
 describe("the shipped catalogue", () => {
   it("loads, with its version as the price version", () => {
-    expect(catalogue.version).toBe("2026-11-22");
-    expect(catalogue.priceVersion).toBe("2026-11-22");
+    expect(catalogue.version).toBe("2026-11-26");
+    expect(catalogue.priceVersion).toBe("2026-11-26");
   });
 
   it("prices the models the vendors' SDK examples use", () => {

@@ -349,6 +349,37 @@ describe("loadPriceCatalogue", () => {
     expect(() => loadPriceCatalogue(typo)).toThrow(/openai\/chat-a: prices\[0\]: .*cached_imput/);
   });
 
+  it("rejects unknown dimensions and negative rates in tiers and tool fees, naming the model and field", () => {
+    const cases: [(row: Record<string, unknown>) => void, RegExp][] = [
+      [
+        (row) => (row.tool_calls = { web_serach: 10 }),
+        /openai\/chat-a: prices\[0\]\.tool_calls: .*web_serach/,
+      ],
+      [
+        (row) => (row.tool_requests = { google_search: -35 }),
+        /prices\[0\]\.tool_requests\.google_search: must be/,
+      ],
+      [
+        (row) => (row.service_tiers = { turbo: { input: 1, output: 2 } }),
+        /prices\[0\]\.service_tiers: .*turbo/,
+      ],
+      [(row) => (row.service_tiers = { flex: { input: 1 } }), /prices\[0\]\.service_tiers\.flex\.output/],
+      [
+        (row) => (row.service_tiers = { flex: { input: 1, output: 2, cache_rd: 1 } }),
+        /prices\[0\]\.service_tiers\.flex: .*cache_rd/,
+      ],
+      [
+        (row) => (row.cache_write_1h = -6),
+        /openai\/chat-a: prices\[0\]\.cache_write_1h: must be a non-negative/,
+      ],
+      [(row) => (row.audio_input = "ten"), /prices\[0\]\.audio_input/],
+    ];
+    for (const [change, message] of cases) {
+      const bad = withModel((model) => change(firstRow(model)));
+      expect(() => loadPriceCatalogue(bad)).toThrow(message);
+    }
+  });
+
   it("rejects rows out of date order, bad dates and ambiguous ids", () => {
     const unordered = withModel((model) => {
       (model.prices as unknown[]).reverse();

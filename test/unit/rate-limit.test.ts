@@ -50,9 +50,11 @@ describe("decisions", () => {
 describe("headers and error", () => {
   it("every response carries the three headers; a refusal adds Retry-After", () => {
     const allowed = allowedDecision(FREE, NOW_US + 1_000_000, NOW_US);
+    // 99 tokens are left in the bucket of 100, but never more remain than the limit says.
+    expect(allowed.remaining).toBe(99);
     expect(rateLimitHeaders(allowed)).toEqual({
       "X-RateLimit-Limit": "60",
-      "X-RateLimit-Remaining": "99",
+      "X-RateLimit-Remaining": "60",
       "X-RateLimit-Reset": "1700000001",
     });
     const denied = deniedDecision(FREE, NOW_US + 105_000_000, NOW_US);
@@ -62,6 +64,13 @@ describe("headers and error", () => {
       "X-RateLimit-Reset": "1700000105",
       "Retry-After": "6",
     });
+  });
+
+  it("remaining counts down from the limit once the bucket holds less than it", () => {
+    const limit = { rpm: 60, burst: 100 };
+    const low = allowedDecision(limit, NOW_US + 60_000_000, NOW_US); // 60 s of tokens used: 40 left
+    expect(low.remaining).toBeLessThan(60);
+    expect(rateLimitHeaders(low)["X-RateLimit-Remaining"]).toBe(String(low.remaining));
   });
 
   it("the 429 is the spec's error with the headers", () => {

@@ -1,12 +1,15 @@
 import { describe, expect, it } from "vitest";
 import type { ProxyCall, ProxyOutcome } from "../../lambda/core/call";
+import { ApiError } from "../../lambda/core/errors";
 import { TIER_LIMITS } from "../../lambda/core/model";
+import { hmacUserIdHasher, type StoreLevel } from "../../lambda/core/privacy";
 import type { RecordQueue } from "../../lambda/core/queue";
 import type { InteractionRecord } from "../../lambda/core/record";
 import { parseRecord } from "../../lambda/core/record";
 import { recordOf, warehouseHooks } from "../../lambda/warehouse/hooks";
 
 const VENDOR_KEY = "sk-ant-VENDORHALFOFADUALKEY000";
+const hasher = hmacUserIdHasher(() => Buffer.from("test user-id key"));
 
 function call(overrides: Partial<ProxyCall> = {}): ProxyCall {
   return {
@@ -14,11 +17,18 @@ function call(overrides: Partial<ProxyCall> = {}): ProxyCall {
     vendor: "anthropic",
     endpoint: "anthropic:/v1/messages",
     method: "POST",
-    auth: { projectId: "proj-a", keyId: "abcdefghij012345", tier: "free", rateLimit: TIER_LIMITS.free },
+    auth: {
+      projectId: "proj-a",
+      keyId: "abcdefghij012345",
+      tier: "free",
+      rateLimit: TIER_LIMITS.free,
+      store: "full",
+    },
     startedAt: Date.UTC(2026, 0, 2, 3, 4, 5, 6),
     requestId: "req-1",
     userHeader: undefined,
     userAgent: "Anthropic/JS 1.12.0",
+    storeHeader: undefined,
     route: undefined,
     target: "/v1/messages",
     model: "claude-sonnet-4-5",
@@ -53,7 +63,7 @@ const outcome: ProxyOutcome = {
 
 describe("the warehouse's proxy hook", () => {
   it("makes one schema-valid record of a call and its outcome", () => {
-    const record = recordOf(call(), outcome);
+    const record = recordOf(call(), outcome, "full");
     expect(parseRecord(JSON.parse(JSON.stringify(record)))).toEqual(record);
     expect(record).toMatchObject({
       transaction_id: "txn_abc123",
@@ -84,11 +94,11 @@ describe("the warehouse's proxy hook", () => {
   });
 
   it("records a dual-key call without its vendor half, and an unpriced call as null cost", () => {
-    const record = recordOf(call({ auth: { ...call().auth, vendorKey: VENDOR_KEY }, billing: undefined }), {
-      ...outcome,
-      status: 402,
-      error: { type: "billing_error", code: "insufficient_credits" },
-    });
+    const record = recordOf(
+      call({ auth: { ...call().auth, vendorKey: VENDOR_KEY }, billing: undefined }),
+      { ...outcome, status: 402, error: { type: "billing_error", code: "insufficient_credits" } },
+      "full",
+    );
     expect(record).toMatchObject({
       billing_mode: "dual",
       cost_micros: null,
@@ -101,7 +111,84 @@ describe("the warehouse's proxy hook", () => {
   it("sends the record to the queue after the call", async () => {
     const sent: InteractionRecord[] = [];
     const queue: RecordQueue = { send: async (r) => void sent.push(r), close: async () => {} };
-    await warehouseHooks(queue).after?.(call(), outcome);
+    await warehouseHooks(queue, hasher).after?.(call(), outcome);
     expect(sent.map((r) => r.transaction_id)).toEqual(["txn_abc123"]);
+  });
+
+  describe("store levels", () => {
+    const sentBy = async (c: ProxyCall) => {
+      const sent: InteractionRecord[] = [];
+      const queue: RecordQueue = { send: async (r) => void sent.push(r), close: async () => {} };
+      const hooks = warehouseHooks(queue, hasher);
+      const refused = await hooks.admit?.(c).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      await hooks.after?.(c, outcome);
+      return { record: sent[0] as InteractionRecord, refused };
+    };
+    const at = (store: StoreLevel, storeHeader?: string) =>
+      call({ auth: { ...call().auth, store }, storeHeader });
+
+    it("keeps bodies at full, none at metadata, and at none the user only as a keyed hash", async () => {
+      const full = (await sentBy(at("full"))).record;
+      expect(full).toMatchObject({ store_level: "full", user_id: "u-42" });
+      expect(full.request_body).not.toBeNull();
+
+      const metadata = (await sentBy(at("metadata"))).record;
+      expect(metadata).toMatchObject({
+        store_level: "metadata",
+        request_body: null,
+        response_body: null,
+        truncated: false,
+        user_id: "u-42",
+        input_tokens: 12,
+        cost_micros: 1234,
+        request_bytes: 60,
+        response_bytes: 900,
+      });
+
+      const none = (await sentBy(at("none"))).record;
+      expect(none).toMatchObject({ store_level: "none", request_body: null, response_body: null });
+      expect(none.user_id).toBe(await hasher.keyed("proj-a", "u-42"));
+      expect(none.user_id).toMatch(/^hmac:[0-9a-f]{64}$/);
+      // Keyed: another deployment's key gives another stand-in, and the project is part of it.
+      expect(await hmacUserIdHasher(() => Buffer.from("other")).keyed("proj-a", "u-42")).not.toBe(
+        none.user_id,
+      );
+      expect(await hasher.keyed("proj-b", "u-42")).not.toBe(none.user_id);
+      expect(parseRecord(JSON.parse(JSON.stringify(none)))).toEqual(none);
+    });
+
+    it("lets X-DMT-Store ask for less, in any case", async () => {
+      const { record, refused } = await sentBy(at("full", " Metadata "));
+      expect(refused).toBeUndefined();
+      expect(record).toMatchObject({ store_level: "metadata", request_body: null });
+      expect((await sentBy(at("metadata", "none"))).record.store_level).toBe("none");
+      expect((await sentBy(at("metadata", "metadata"))).record.store_level).toBe("metadata");
+    });
+
+    it("refuses X-DMT-Store asking for more than the key stores, or naming no level, and keeps no body of it", async () => {
+      for (const [store, header, says] of [
+        ["metadata", "full", "asks for 'full', but this key stores at most 'metadata'"],
+        ["none", "metadata", "asks for 'metadata', but this key stores at most 'none'"],
+        ["full", "nothing", "must be one of none, metadata, full"],
+        ["full", "", "must be one of none, metadata, full"],
+      ] as const) {
+        const { record, refused } = await sentBy(at(store, header));
+        expect(refused).toBeInstanceOf(ApiError);
+        expect((refused as ApiError).toBody()).toEqual({
+          error: {
+            type: "invalid_request_error",
+            code: "invalid_header",
+            message: expect.stringContaining(says),
+          },
+        });
+        expect((refused as ApiError).status).toBe(400);
+        expect(record.request_body).toBeNull();
+        expect(record.response_body).toBeNull();
+        expect(record.store_level).toBe(store === "none" ? "none" : "metadata");
+      }
+    });
   });
 });

@@ -33,6 +33,7 @@ function input(overrides: Partial<InteractionInput> = {}): InteractionInput {
     costMicros: 42,
     request: { text: '{"model":"gpt-4o"}', bytes: 18, truncated: false },
     response: { text: "{}", bytes: 2, truncated: false },
+    store: "full",
     ...overrides,
   };
 }
@@ -42,7 +43,7 @@ describe("buildRecord", () => {
     const record = buildRecord(input());
     expect(Object.keys(record)).toEqual(RECORD_COLUMNS.map((c) => c.name));
     expect(record).toMatchObject({
-      schema_version: 1,
+      schema_version: 2,
       transaction_id: "txn_1",
       request_id: null,
       user_id: null,
@@ -100,6 +101,54 @@ describe("buildRecord", () => {
   });
 });
 
+describe("the record explains its charge", () => {
+  it("keeps the service tier, the usage beyond the token columns and the cost breakdown with its price version", () => {
+    const usage = {
+      ...emptyUsage(),
+      inputTokens: 4000,
+      cacheWriteTokens: 4000,
+      cacheWrite1hTokens: 3000,
+      serviceTier: "priority",
+      toolCalls: { web_search: 2 },
+      unpriced: { "server_tool_use.code_execution_requests": 1 },
+    };
+    const breakdown = {
+      micros: 21750,
+      items: [
+        {
+          dimension: "cache_write",
+          quantity: 1000,
+          unit: "tokens",
+          rate_usd: "3.75",
+          per: 1e6,
+          amount_micros: "3750",
+        },
+      ],
+      markup: "1",
+    };
+    const record = buildRecord(input({ usage, costBreakdown: breakdown, priceVersion: "2026-11-26" }));
+    expect(record.service_tier).toBe("priority");
+    expect(JSON.parse(record.usage_details ?? "null")).toEqual({
+      cache_write_1h_tokens: 3000,
+      tool_calls: { web_search: 2 },
+      unpriced: { "server_tool_use.code_execution_requests": 1 },
+    });
+    expect(JSON.parse(record.cost_breakdown ?? "null")).toEqual({
+      price_version: "2026-11-26",
+      ...breakdown,
+    });
+    expect(parseRecord(JSON.parse(JSON.stringify(record)))).toEqual(record);
+  });
+
+  it("leaves them null when there is nothing to say", () => {
+    expect(buildRecord(input())).toMatchObject({
+      service_tier: null,
+      usage_details: null,
+      cost_breakdown: null,
+    });
+  });
+});
+
 describe("parseRecord (the consumer's check of a queued record)", () => {
   const valid = () => JSON.parse(JSON.stringify(syntheticRecord(3))) as Record<string, unknown>;
 
@@ -107,6 +156,17 @@ describe("parseRecord (the consumer's check of a queued record)", () => {
     const json = valid();
     delete json.user_agent;
     expect(parseRecord(json)).toEqual({ ...syntheticRecord(3), user_agent: null });
+  });
+
+  it("still reads a schema 1 record: the columns 2 added are null", () => {
+    const json = valid();
+    for (const name of ["service_tier", "usage_details", "cost_breakdown"]) delete json[name];
+    expect(parseRecord({ ...json, schema_version: 1 })).toMatchObject({
+      schema_version: 1,
+      service_tier: null,
+      usage_details: null,
+      cost_breakdown: null,
+    });
   });
 
   it("takes a nullable field set to undefined as absent, not as an unknown field", () => {
@@ -133,7 +193,7 @@ describe("parseRecord (the consumer's check of a queued record)", () => {
 
   it.each([
     ["not an object", () => [1], "not a JSON object"],
-    ["another schema version", () => ({ ...valid(), schema_version: 2 }), "unsupported schema_version 2"],
+    ["another schema version", () => ({ ...valid(), schema_version: 3 }), "unsupported schema_version 3"],
     ["a missing required field", () => ({ ...valid(), status_code: undefined }), "'status_code' is required"],
     ["a wrong type", () => ({ ...valid(), streamed: "yes" }), "'streamed' must be a boolean"],
     ["a negative count", () => ({ ...valid(), input_tokens: -1 }), "'input_tokens' must be an integer"],

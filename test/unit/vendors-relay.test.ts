@@ -2,7 +2,8 @@ import { readFileSync } from "node:fs";
 import { PassThrough, Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import type { UpstreamResponse } from "../../lambda/adapters/undici/client";
-import { type RelayResult, relayResponse } from "../../lambda/app/proxy/relay";
+import { relayResponse } from "../../lambda/app/proxy/relay";
+import type { RelayResult } from "../../lambda/core/call";
 import type { VendorName } from "../../lambda/core/vendor-model";
 import { VENDORS } from "../../lambda/vendors";
 

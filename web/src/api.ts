@@ -71,24 +71,56 @@ export interface CreatedKey {
 export interface CreditBalance {
   availableMicros: number;
   heldMicros: number;
+  chargedInFlightMicros: number;
   openHolds: number;
 }
 
-export interface LedgerEntry {
-  entryId: string;
-  type: "grant" | "hold" | "settle" | "release";
-  deltaMicros: number;
+/** The ledger as a statement (lambda/core/statement.ts): grants credit, calls' charges debit. */
+export interface StatementLine {
+  kind: "grant" | "charges";
+  day: string;
   at: number;
-  ref: string;
+  amountMicros: number;
+  balanceMicros: number;
+  calls?: number;
+  leases?: number;
+  uncollectedMicros?: number;
+  ref?: string;
   source?: string;
   note?: string;
-  heldMicros?: number;
-  chargedMicros?: number;
 }
 
-export interface LedgerPage {
-  entries: LedgerEntry[];
-  cursor?: string;
+export interface Statement {
+  from: string;
+  to: string;
+  grouping: "day" | "lease";
+  openingMicros: number;
+  lines: StatementLine[];
+  closingMicros: number;
+  inFlight: { heldMicros: number; chargedMicros: number; openLeases: number };
+  availableMicros: number;
+}
+
+export interface PeriodSpend {
+  from: string;
+  to: string;
+  micros: number;
+  previousMicros: number;
+}
+
+/** The overview page's figures (lambda/core/overview.ts). */
+export interface Overview {
+  today: string;
+  spend: { today: PeriodSpend; month: PeriodSpend; last30: PeriodSpend };
+  listPriceUnchargedMicros: number;
+  credits: {
+    availableMicros: number;
+    heldMicros: number;
+    burnPerDayMicros: number;
+    runwayDays: number | null;
+  };
+  topModels: { vendor: Vendor; model: string | null; costMicros: number; requests: number }[];
+  month: { days: string[]; cumulativeMicros: number[] };
 }
 
 export interface GrantInput {
@@ -143,12 +175,19 @@ export interface Interaction extends InteractionSummary {
   audio_seconds: number | null;
   speech_characters: number | null;
   price_version: string | null;
+  service_tier: string | null;
+  /** JSON: usage beyond the token columns, and vendor fields nothing prices (`unpriced`). */
+  usage_details: string | null;
+  /** JSON: the line items that give `cost_micros` (see `CostBreakdownView`). */
+  cost_breakdown: string | null;
   request_body: string | null;
   response_body: string | null;
   truncated: boolean;
   request_bytes: number;
   response_bytes: number;
   user_agent: string | null;
+  /** What the record keeps (docs/privacy.md); null on records written before levels existed. */
+  store_level: "full" | "metadata" | "none" | null;
 }
 
 /** The list filters as URL parameters (`from`, `to`, `vendor`, `model`, `user_id`, `status`, `billing_mode`). */
@@ -314,9 +353,15 @@ export class Api {
     return (await this.call<{ balance: CreditBalance }>("GET", this.project(projectId, "/credits"))).balance;
   }
 
-  ledger(projectId: string, cursor?: string): Promise<LedgerPage> {
-    const query = cursor === undefined ? "" : `?cursor=${encodeURIComponent(cursor)}`;
-    return this.call("GET", this.project(projectId, `/credits/ledger${query}`));
+  statement(
+    projectId: string,
+    period: { from: string; to: string; group: "day" | "lease" },
+  ): Promise<Statement> {
+    return this.call("GET", this.project(projectId, `/credits/statement?${new URLSearchParams(period)}`));
+  }
+
+  overview(projectId: string): Promise<Overview> {
+    return this.call("GET", this.project(projectId, "/overview"));
   }
 
   async grant(projectId: string, input: GrantInput, idempotencyKey: string): Promise<CreditBalance> {

@@ -50,6 +50,7 @@ const SVG = "http://www.w3.org/2000/svg";
 
 /** Line icons on a 24-unit grid, drawn with the current text colour. */
 const ICONS: Record<string, string[]> = {
+  home: ["M3 11l9-7 9 7", "M5 10v10h14V10", "M10 20v-6h4v6"],
   key: ["M8 11a4 4 0 1 0 0 8 4 4 0 0 0 0-8z", "M10.8 12.2L20 3", "M16 7l3 3", "M13.5 9.5l2 2"],
   list: ["M8 6h13", "M8 12h13", "M8 18h13", "M3 6h.01", "M3 12h.01", "M3 18h.01"],
   chart: ["M3 3v18h18", "M7 15v3", "M12 10v8", "M17 6v12"],
@@ -94,4 +95,23 @@ export function icon(name: keyof typeof ICONS): SVGSVGElement {
     svg.appendChild(path);
   }
   return svg;
+}
+
+/**
+ * Copies each table's column names onto its cells (`data-label`), for the narrow layout that shows a
+ * row as a card (styles.css). Watches `root`, so tables drawn later are labelled as they appear.
+ */
+export function labelTableCells(root: HTMLElement): void {
+  const label = () => {
+    for (const table of root.querySelectorAll<HTMLTableElement>("table.table")) {
+      const names = [...table.querySelectorAll("thead th")].map((th) => th.textContent?.trim() ?? "");
+      for (const row of table.querySelectorAll("tbody tr")) {
+        [...row.children].forEach((cell, i) => {
+          if (!cell.hasAttribute("data-label")) cell.setAttribute("data-label", names[i] ?? "");
+        });
+      }
+    }
+  };
+  new MutationObserver(label).observe(root, { childList: true, subtree: true });
+  label();
 }

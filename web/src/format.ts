@@ -1,3 +1,4 @@
+import { formatCents } from "../../lambda/core/money";
 import { h } from "./dom";
 
 const relative = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
@@ -83,4 +84,23 @@ export function logTime(ms: number, now = Date.now()): HTMLElement {
     { datetime: date.toISOString(), title: `${absolute.format(date)} (${relativeTime(ms, now)})` },
     sameDay ? clock.format(date) : dated.format(date),
   );
+}
+
+/**
+ * An amount with its full precision on hover: to the cent by default (`$5.10`, title `$5.100227`),
+ * or as `usdShort` shows it where sub-cent figures matter (a new project's first calls).
+ */
+export function money(
+  micros: number,
+  options: { className?: string; format?: (micros: number) => string } = {},
+) {
+  const text = (options.format ?? formatCents)(micros);
+  return h("span", { class: `money ${options.className ?? ""}`.trim(), title: usd(micros) }, text);
+}
+
+/** The change from `previous` to `current` as people say it: `+12%`, `-3%`, `new`, or `—` when both are 0. */
+export function change(current: number, previous: number): string {
+  if (previous === 0) return current === 0 ? "no change" : "new";
+  const percent = Math.round((100 * (current - previous)) / previous);
+  return `${percent > 0 ? "+" : ""}${percent}%`;
 }

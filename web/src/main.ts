@@ -1,17 +1,26 @@
 import { Api, type Me, type MemberProject } from "./api";
 import { Auth, CALLBACK_PATH, SIGNED_OUT_PATH } from "./auth";
 import type { DashboardConfig } from "./config";
-import { h, icon, replace } from "./dom";
+import { h, icon, labelTableCells, replace } from "./dom";
 import { budgetsPage } from "./pages/budgets";
 import { creditsPage } from "./pages/credits";
 import { interactionsPage } from "./pages/interactions";
 import { keysPage } from "./pages/keys";
+import { overviewPage } from "./pages/overview";
 import type { Page, PageContext } from "./pages/page";
 import { settingsPage } from "./pages/settings";
 import { usagePage } from "./pages/usage";
 
-const PAGES: Page[] = [keysPage, interactionsPage, usagePage, creditsPage, budgetsPage, settingsPage];
-const HOME = keysPage.path;
+const PAGES: Page[] = [
+  overviewPage,
+  keysPage,
+  interactionsPage,
+  usagePage,
+  creditsPage,
+  budgetsPage,
+  settingsPage,
+];
+const HOME = overviewPage.path;
 const PROJECT_KEY = "dmt.project";
 
 const root = document.getElementById("app") as HTMLElement;
@@ -214,6 +223,7 @@ function shell(auth: Auth, api: Api, me: Me, email: string): void {
     ),
     toasts,
   );
+  labelTableCells(main);
   window.addEventListener("popstate", render);
   render();
 }

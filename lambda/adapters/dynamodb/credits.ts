@@ -272,6 +272,7 @@ export class DynamoCredits implements CreditStore {
       availableMicros: item?.available ?? 0,
       // What open holds still reserve: their charges noted so far are spent.
       heldMicros: holds.reduce((sum, hold) => sum + hold.m - (hold.c ?? 0), 0),
+      chargedInFlightMicros: holds.reduce((sum, hold) => sum + (hold.c ?? 0), 0),
       openHolds: holds.length,
     };
   }

@@ -8,6 +8,7 @@ import {
   type DynamoDBClient,
   GetItemCommand,
   type KeysAndAttributes,
+  PutItemCommand,
   QueryCommand,
   type QueryCommandInput,
   type QueryCommandOutput,
@@ -28,6 +29,7 @@ import {
 } from "../../core/interactions";
 import { boundedKeyPart, groupByRollup, rollupKeyOf } from "../../core/interactions-usage";
 import type { InteractionRecord } from "../../core/record";
+import { hasBodies, type RetentionCutoffs, type RetentionIndex, withoutBodies } from "../../core/retention";
 import { DynamoUsageRollups } from "./rollups";
 import type { TableNames } from "./tables";
 
@@ -112,7 +114,7 @@ function entryItem(record: InteractionRecord): Record<string, unknown> {
 
 const marshallOptions = { removeUndefinedValues: true };
 
-export class DynamoInteractionIndex implements InteractionIndex {
+export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex {
   /** As a deletion's copy purger. */
   readonly name = "dashboard index";
   readonly rollups: DynamoUsageRollups;
@@ -241,6 +243,79 @@ export class DynamoInteractionIndex implements InteractionIndex {
       }),
     );
     return out.Item && (unmarshall(out.Item).record as InteractionRecord);
+  }
+
+  /**
+   * Retention: the project's entries of days before `recordsBefore` leave the index (entry and
+   * record), and those of days before `bodiesBefore` lose their bodies. The rollups keep their
+   * figures: billing totals outlive the records. Each step is idempotent.
+   */
+  async expire(projectId: string, cutoffs: RetentionCutoffs): Promise<{ removed: number; blanked: number }> {
+    const dayStart = (day: string) => Date.parse(`${day}T00:00:00Z`);
+    let removed = 0;
+    let blanked = 0;
+    const recordsEnd = cutoffs.recordsBefore === undefined ? 0 : dayStart(cutoffs.recordsBefore);
+    if (recordsEnd > 0) {
+      for (const id of await this.entriesBefore(projectId, 0, recordsEnd)) {
+        await this.db.send(
+          new DeleteItemCommand({ TableName: this.tables.interactions, Key: marshall(id.entry) }),
+        );
+        await this.db.send(
+          new DeleteItemCommand({
+            TableName: this.tables.interactions,
+            Key: marshall({ projectId, sk: RECORD + id.transactionId }),
+          }),
+        );
+        removed++;
+      }
+    }
+    if (cutoffs.bodiesBefore !== undefined) {
+      for (const id of await this.entriesBefore(projectId, recordsEnd, dayStart(cutoffs.bodiesBefore))) {
+        const stored = await this.get(projectId, id.transactionId);
+        if (!stored || !hasBodies(stored)) continue;
+        await this.db.send(
+          new PutItemCommand({
+            TableName: this.tables.interactions,
+            Item: marshall(
+              {
+                projectId,
+                sk: RECORD + id.transactionId,
+                record: withoutBodies(stored),
+                gcAt: Math.floor((stored.started_at + GC_AFTER_MS) / 1000),
+              },
+              marshallOptions,
+            ),
+          }),
+        );
+        blanked++;
+      }
+    }
+    return { removed, blanked };
+  }
+
+  /** The project's entries of [since, until): their keys and transaction ids. */
+  private async entriesBefore(projectId: string, since: number, until: number) {
+    const found: { entry: { projectId: string; sk: string }; transactionId: string }[] = [];
+    if (until <= since) return found;
+    const { low, high } = positionRange(since, until);
+    let start: QueryCommandOutput["LastEvaluatedKey"];
+    do {
+      const page: QueryCommandOutput = await this.db.send(
+        new QueryCommand({
+          TableName: this.tables.interactions,
+          KeyConditionExpression: "projectId = :p AND sk BETWEEN :lo AND :hi",
+          ProjectionExpression: "projectId, sk, transaction_id",
+          ExpressionAttributeValues: marshall({ ":p": projectId, ":lo": ENTRY + low, ":hi": ENTRY + high }),
+          ExclusiveStartKey: start,
+        }),
+      );
+      for (const item of page.Items ?? []) {
+        const { sk, transaction_id } = unmarshall(item) as { sk: string; transaction_id: string };
+        found.push({ entry: { projectId, sk }, transactionId: transaction_id });
+      }
+      start = page.LastEvaluatedKey;
+    } while (start);
+    return found;
   }
 
   /** Deletion: the user's interactions leave the index and the rollups. Returns how many were purged. */

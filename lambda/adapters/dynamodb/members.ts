@@ -68,6 +68,17 @@ export class DynamoMemberStore implements MemberStore, RequestLog {
     });
   }
 
+  async removeMembership(userId: string, projectId: string): Promise<boolean> {
+    const out = await this.db.send(
+      new DeleteItemCommand({
+        TableName: this.tables.members,
+        Key: marshall({ userId, projectId }),
+        ReturnValues: "ALL_OLD",
+      }),
+    );
+    return out.Attributes !== undefined;
+  }
+
   async begin(record: RequestRecord, now: number): Promise<RequestRecord | undefined> {
     try {
       await this.db.send(

@@ -27,7 +27,10 @@ export type TableName =
   | "interactions"
   | "usageRollups"
   | "deletionRequests"
-  | "deletionTombstones";
+  | "deletionTombstones"
+  | "webhooks"
+  | "webhookDeliveries"
+  | "alertRules";
 
 export const TABLES: Record<TableName, TableDefinition> = {
   projects: { partitionKey: "projectId" },
@@ -100,6 +103,19 @@ export const TABLES: Record<TableName, TableDefinition> = {
     sortKey: { name: "requestId", type: "S" },
     ttlAttribute: "expiresAt",
   },
+  /** A project's webhooks, their secrets envelope-encrypted (adapters/dynamodb/events.ts). */
+  webhooks: { partitionKey: "projectId", sortKey: { name: "webhookId", type: "S" } },
+  /**
+   * The delivery log: one item per event and webhook, updated at each attempt; dead deliveries stay
+   * for a resend. Event ids sort by time, so a webhook's deliveries list newest first.
+   */
+  webhookDeliveries: {
+    partitionKey: "webhookId",
+    sortKey: { name: "eventId", type: "S" },
+    ttlAttribute: "expiresAt",
+  },
+  /** Alert rules per project (events/alerts.ts), armed until they fire. */
+  alertRules: { partitionKey: "projectId", sortKey: { name: "ruleId", type: "S" } },
 };
 export type TableNames = Record<TableName, string>;
 

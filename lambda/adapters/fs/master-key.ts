@@ -1,7 +1,8 @@
-import { randomBytes } from "node:crypto";
+import { createHmac, randomBytes } from "node:crypto";
 import { linkSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { aesGcmDecrypt, aesGcmEncrypt, type KeyWrapper } from "../../core/crypto";
+import { hmacUserIdHasher, USER_ID_KEY_PURPOSE, type UserIdHasher } from "../../core/privacy";
 
 /**
  * The local master key: 32 random bytes in `<data dir>/master.key`, mode 0600, created on first use.
@@ -24,6 +25,11 @@ export class LocalMasterKey implements KeyWrapper {
 
   async unwrap(wrapped: Uint8Array, context: string): Promise<Buffer> {
     return aesGcmDecrypt(this.masterKey(), wrapped, context);
+  }
+
+  /** A key for another purpose, derived from the master key (HMAC-SHA256 of the purpose's name). */
+  derive(purpose: string): Buffer {
+    return createHmac("sha256", this.masterKey()).update(purpose, "utf8").digest();
   }
 
   private masterKey(): Buffer {
@@ -63,4 +69,10 @@ function readKey(path: string): Buffer {
   const key = readFileSync(path);
   if (key.length !== 32) throw new Error(`The master key file ${path} must hold exactly 32 bytes.`);
   return key;
+}
+
+/** The keyed user-id hash of level `none`: its key derived from the data dir's master key file. */
+export function localUserIdHasher(dataDir: string): UserIdHasher {
+  const master = LocalMasterKey.inDataDir(dataDir);
+  return hmacUserIdHasher(() => master.derive(USER_ID_KEY_PURPOSE));
 }

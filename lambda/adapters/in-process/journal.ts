@@ -35,6 +35,27 @@ function alive(pid: number): boolean {
   }
 }
 
+/** Reads the segments of processes that are gone and that `take` accepts; empty ones are removed. */
+async function takeOver(
+  dir: string,
+  take: (path: string, pid: number) => boolean,
+): Promise<{ recovered: RecoveredRecord[]; next: number }> {
+  const recovered: RecoveredRecord[] = [];
+  let next = 0;
+  for (const name of (await readdir(dir)).sort()) {
+    const match = SEGMENT.exec(name);
+    const pid = Number(match?.[1]);
+    const path = join(dir, name);
+    if (!match || alive(pid) || !take(path, pid)) continue;
+    if (pid === process.pid) next = Math.max(next, Number(match[2]) + 1);
+    const lines = (await readFile(path, "utf8")).split("\n").filter(Boolean);
+    const segment: JournalSegment = { path, pending: lines.length, sealed: true, tail: Promise.resolve() };
+    if (lines.length === 0) await rm(path, { force: true });
+    for (const body of lines) recovered.push({ body, segment });
+  }
+  return { recovered, next };
+}
+
 /**
  * The local queue's write-ahead journal. A record handed to the in-process queue is appended to a
  * segment file (`<pid>-<n>.jsonl`, one JSON record a line) before `send` resolves; the queue seals the
@@ -47,6 +68,8 @@ export class QueueJournal {
   private current: JournalSegment | undefined;
   private readonly removals = new Set<Promise<void>>();
   private recovered: RecoveredRecord[];
+  /** Segments of other processes taken over: never taken twice. */
+  private readonly adopted = new Set<string>();
 
   private constructor(
     private readonly dir: string,
@@ -62,25 +85,29 @@ export class QueueJournal {
   /** Opens the journal in `dir`, taking over the segments of processes that are gone. */
   static async open(dir: string, logger: Logger): Promise<QueueJournal> {
     await mkdir(dir, { recursive: true });
-    const recovered: RecoveredRecord[] = [];
-    let next = 0;
-    for (const name of (await readdir(dir)).sort()) {
-      const match = SEGMENT.exec(name);
-      if (!match || alive(Number(match[1]))) continue;
-      if (Number(match[1]) === process.pid) next = Math.max(next, Number(match[2]) + 1);
-      const path = join(dir, name);
-      const lines = (await readFile(path, "utf8")).split("\n").filter(Boolean);
-      const segment: JournalSegment = { path, pending: lines.length, sealed: true, tail: Promise.resolve() };
-      if (lines.length === 0) await rm(path, { force: true });
-      for (const body of lines) recovered.push({ body, segment });
-    }
+    const { recovered, next } = await takeOver(dir, () => true);
     if (recovered.length > 0) {
       logger.warn("undelivered records recovered from the queue journal", {
         metric: "warehouse.recovered",
         count: recovered.length,
       });
     }
-    return new QueueJournal(dir, logger, recovered, next);
+    const journal = new QueueJournal(dir, logger, recovered, next);
+    for (const { segment } of recovered) journal.adopted.add(segment.path);
+    return journal;
+  }
+
+  /**
+   * Takes over the segments other processes left since the journal opened (a CLI command that
+   * appended an event and exited); the caller queues them.
+   */
+  async adopt(): Promise<RecoveredRecord[]> {
+    const { recovered } = await takeOver(
+      this.dir,
+      (path, pid) => pid !== process.pid && !this.adopted.has(path),
+    );
+    for (const { segment } of recovered) this.adopted.add(segment.path);
+    return recovered;
   }
 
   /** The records a previous process left undelivered; handed out once. */
@@ -158,7 +185,10 @@ export class QueueJournal {
       .catch((err: unknown) =>
         this.logger.warn("a delivered queue journal segment could not be removed", errorFields(err)),
       )
-      .finally(() => this.removals.delete(removal));
+      .finally(() => {
+        this.removals.delete(removal);
+        this.adopted.delete(segment.path);
+      });
     this.removals.add(removal);
   }
 }

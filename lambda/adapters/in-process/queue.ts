@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { errorFields, type Logger } from "../../core/logger";
 import type { BatchHandler, DeadLetter, DeadLetterSink, QueueMessage, RecordQueue } from "../../core/queue";
 import type { InteractionRecord } from "../../core/record";
-import type { JournalSegment, QueueJournal } from "./journal";
+import type { JournalSegment, QueueJournal, RecoveredRecord } from "./journal";
 
 export interface InProcessQueueOptions {
   handler: BatchHandler;
@@ -22,6 +22,11 @@ export interface InProcessQueueOptions {
    * the records a previous process left there are queued at once.
    */
   journal?: QueueJournal;
+  /**
+   * At each delivery, also take over journal segments other processes left meanwhile: where a
+   * short-lived process (a CLI command) hands messages to this one.
+   */
+  adoptOthers?: boolean;
 }
 
 interface Held {
@@ -45,10 +50,15 @@ export class InProcessQueue implements RecordQueue {
   private timer: NodeJS.Timeout | undefined;
   private delivering: Promise<void> | undefined;
   private closed = false;
+  private stopped = false;
 
   constructor(private readonly options: InProcessQueueOptions) {
     this.clock = options.clock ?? Date.now;
-    for (const { body, segment } of options.journal?.takeRecovered() ?? []) {
+    this.hold(options.journal?.takeRecovered() ?? []);
+  }
+
+  private hold(recovered: RecoveredRecord[]): void {
+    for (const { body, segment } of recovered) {
       const messageId = randomUUID();
       this.held.set(messageId, { messageId, body, receiveCount: 0, visibleAt: 0, segment });
     }
@@ -65,11 +75,15 @@ export class InProcessQueue implements RecordQueue {
     return this.enqueue(JSON.stringify(record));
   }
 
-  /** `send` of a record already serialised (the local stack's warehouse worker receives them so). */
-  async enqueue(body: string): Promise<void> {
+  /**
+   * `send` of a message already serialised (the local stack's warehouse worker receives them so).
+   * `delayMs` hides it that long first, as SQS's `DelaySeconds` does; a restart delivers it at once.
+   */
+  async enqueue(body: string, delayMs = 0): Promise<void> {
     const segment = await this.journaled(body);
     const messageId = randomUUID();
-    this.held.set(messageId, { messageId, body, receiveCount: 0, visibleAt: 0, segment });
+    const visibleAt = delayMs > 0 ? this.clock() + delayMs : 0;
+    this.held.set(messageId, { messageId, body, receiveCount: 0, visibleAt, segment });
     // After close there is no timer: a late record is delivered at once.
     if (this.closed) await this.deliver();
     else if (this.held.size >= this.options.batchSize) void this.deliver();
@@ -82,6 +96,7 @@ export class InProcessQueue implements RecordQueue {
 
   /** Delivers every message visible now, batch after batch; resolves when none is left visible. */
   deliver(): Promise<void> {
+    if (this.stopped) return Promise.resolve();
     this.delivering ??= this.deliverVisible().finally(() => {
       this.delivering = undefined;
     });
@@ -110,6 +125,19 @@ export class InProcessQueue implements RecordQueue {
     await this.options.journal?.close();
   }
 
+  /**
+   * Stops delivering and leaves what is undelivered in the journal for the next start, where it is
+   * delivered at once: for messages that wait on purpose (a webhook's retries), which `close` would
+   * send early.
+   */
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    this.stopped = true;
+    await this.delivering;
+    await this.options.journal?.close();
+  }
+
   /** The record on disk; when the journal fails, it is kept in memory only (and that is logged). */
   private async journaled(body: string): Promise<JournalSegment | undefined> {
     if (!this.options.journal) return undefined;
@@ -132,6 +160,13 @@ export class InProcessQueue implements RecordQueue {
   private async deliverVisible(): Promise<void> {
     // Records handed over from now on go to a new journal segment: this one empties as they land.
     this.options.journal?.seal();
+    if (this.options.adoptOthers && this.options.journal) {
+      try {
+        this.hold(await this.options.journal.adopt());
+      } catch (err) {
+        this.options.logger.warn("journal segments of other processes could not be read", errorFields(err));
+      }
+    }
     for (;;) {
       const now = this.clock();
       const batch: Held[] = [];

@@ -28,6 +28,7 @@ import {
   RECORD_SCHEMA_VERSION,
   type RecordColumnName,
 } from "../../core/record";
+import type { RecordCodec } from "../../core/record-codec";
 
 /** Parquet physical and logical types of each column kind. Timestamps are TIMESTAMP(MILLIS, UTC). */
 const PARQUET_TYPES = {
@@ -396,3 +397,6 @@ export async function decodeRecords(bytes: Uint8Array): Promise<InteractionRecor
   }
   return rows as InteractionRecord[];
 }
+
+/** The warehouse's record codec (the port in `core/record-codec.ts`). */
+export const parquetCodec: RecordCodec = { encode: encodeRecords, decode: decodeRecords };

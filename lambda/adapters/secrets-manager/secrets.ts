@@ -4,6 +4,7 @@ import {
   SecretsManagerClient,
 } from "@aws-sdk/client-secrets-manager";
 import { errorFields, type Logger } from "../../core/logger";
+import { hmacUserIdHasher, type UserIdHasher } from "../../core/privacy";
 
 /** One client per container; `endpoint` points it elsewhere (tests). */
 export function createSecretsClient(endpoint?: string): SecretsManagerClient {
@@ -63,4 +64,21 @@ export class CachedSecret {
       throw err;
     }
   }
+}
+
+/**
+ * The keyed user-id hash of level `none`, its key the value of a generated secret. Read once per
+ * container (an hour's cache): the key never changes, or stored hashes would stop matching.
+ */
+export function secretUserIdHasher(
+  client: SecretsManagerClient,
+  secretId: string,
+  logger: Logger,
+): UserIdHasher {
+  const secret = new CachedSecret(client, secretId, ["AWSCURRENT"], 3_600_000, logger);
+  return hmacUserIdHasher(async () => {
+    const [value] = await secret.values();
+    if (!value) throw new Error("the user-id hashing secret has no value");
+    return Buffer.from(value, "utf8");
+  });
 }

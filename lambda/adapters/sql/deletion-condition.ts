@@ -23,8 +23,11 @@ export function buildDeletionCondition(
       engine === "duckdb"
         ? `sha256(concat("project_id", ':', "user_id"))`
         : `lower(to_hex(sha256(to_utf8(concat("project_id", ':', "user_id")))))`;
-    matches.push(`("user_id" IS NOT NULL AND ${hash} = ?)`);
+    // Rows of level `none` hold the user's keyed stand-in: its hash matches too.
+    const keyed = target.keyedUserIdHash;
+    matches.push(`("user_id" IS NOT NULL AND ${hash} IN (?${keyed === undefined ? "" : ", ?"}))`);
     params.push({ type: "string", value: target.userIdHash });
+    if (keyed !== undefined) params.push({ type: "string", value: keyed });
   }
   if (target.transactionIds.length > 0) {
     matches.push(`"transaction_id" IN (${target.transactionIds.map(() => "?").join(", ")})`);

@@ -1,12 +1,13 @@
 import type { Hono } from "hono";
 import type { BudgetStore } from "../../core/budgets";
 import type { CreditStore } from "../../core/credits";
-import { errors } from "../../core/errors";
+import { ApiError, errors } from "../../core/errors";
 import type { Logger } from "../../core/logger";
-import { type MemberStore, type RequestLog, requireMembership, signIn } from "../../core/members";
+import { canWrite, type MemberStore, type RequestLog, requireMembership, signIn } from "../../core/members";
 import { PROJECT_ID_PATTERN } from "../../core/model";
 import type { Store } from "../../core/ports";
 import type { VendorKeyStore } from "../../core/vendor-keys";
+import type { EventPublisher } from "../../events/ports";
 import type { AppEnv } from "../env";
 import { mountRoutes } from "../routing";
 import { appShell } from "../shell";
@@ -16,6 +17,7 @@ import { budgetRoutes } from "./budgets";
 import { type DeletionRoutesDeps, deletionRoutes } from "./deletion";
 import { type InteractionRoutesDeps, interactionRoutes } from "./interactions";
 import { keyRoutes } from "./keys";
+import { overviewRoutes } from "./overview";
 import { type SettingsRoutesDeps, settingsRoutes } from "./settings";
 
 export interface DashboardApiDeps {
@@ -29,6 +31,8 @@ export interface DashboardApiDeps {
   clock?: () => number;
   /** Told of each revoked key (the local stack drops it from its key cache at once). */
   onKeyRevoked?: (keyId: string) => void;
+  /** Where key and credit events go; absent: none are sent. */
+  events?: EventPublisher;
   /** The Interactions and Usage pages' data; absent: those routes are not served. */
   interactions?: Omit<InteractionRoutesDeps, "clock">;
   /** Export destination, tier and export downloads; absent: not served. */
@@ -60,7 +64,16 @@ export function createDashboardApp(deps: DashboardApiDeps): Hono<AppEnv> {
   app.use(`${PROJECT}/*`, async (c, next) => {
     const projectId = c.req.param("projectId") ?? "";
     if (!PROJECT_ID_PATTERN.test(projectId)) throw errors.notFound(`Project '${projectId}' was not found.`);
-    c.set("membership", await requireMembership(deps.members, c.get("dashboardUser").userId, projectId));
+    const membership = await requireMembership(deps.members, c.get("dashboardUser").userId, projectId);
+    if (!canWrite(membership.role) && c.req.method !== "GET" && c.req.method !== "HEAD") {
+      throw new ApiError(
+        403,
+        "permission_error",
+        "insufficient_permissions",
+        `You can view '${projectId}' but not change it: ask an admin of the project.`,
+      );
+    }
+    c.set("membership", membership);
     await next();
   });
 
@@ -83,6 +96,9 @@ export function createDashboardApp(deps: DashboardApiDeps): Hono<AppEnv> {
         })
       : {}),
     ...(deps.interactions ? interactionRoutes(PROJECT, { ...deps.interactions, clock }) : {}),
+    ...(deps.interactions
+      ? overviewRoutes(PROJECT, { usage: deps.interactions.usage, credits: deps.credits, clock })
+      : {}),
     ...(deps.settings ? settingsRoutes(PROJECT, { ...deps.settings, logger: deps.logger }) : {}),
     ...(deps.deletion
       ? deletionRoutes(PROJECT, { ...deps.deletion, log: deps.requests, logger: deps.logger, clock })

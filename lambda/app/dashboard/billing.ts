@@ -1,8 +1,12 @@
 import { z } from "zod";
 import { type CreditStore, parseUsd } from "../../core/credits";
 import { errors } from "../../core/errors";
+import type { Logger } from "../../core/logger";
 import type { RequestLog } from "../../core/members";
+import { parseStatementQuery, readStatement } from "../../core/statement";
 import { parseVendor, type VendorKeyStore } from "../../core/vendor-keys";
+import { creditsGranted, publishAfter } from "../../events/account-events";
+import type { EventPublisher } from "../../events/ports";
 import { readJsonObject } from "../body";
 import type { RouteTable } from "../routing";
 import { once, parseBody, projectOf, requireOperator } from "./requests";
@@ -12,6 +16,9 @@ export interface BillingRoutesDeps {
   vendorKeys: VendorKeyStore;
   requests: RequestLog;
   clock: () => number;
+  /** Where `credits.granted` goes; absent: no events. */
+  events?: EventPublisher;
+  logger: Logger;
 }
 
 const BODY_LIMIT = 64 * 1024;
@@ -43,6 +50,12 @@ export function billingRoutes(base: string, deps: BillingRoutesDeps): RouteTable
         return c.json(page);
       },
     },
+    [`${base}/credits/statement`]: {
+      GET: async (c) => {
+        const period = parseStatementQuery(c.req.query(), deps.clock());
+        return c.json(await readStatement(deps.credits, projectOf(c), period));
+      },
+    },
     [`${base}/credits/grants`]: {
       POST: async (c) => {
         requireOperator(c, "grant credits");
@@ -57,6 +70,7 @@ export function billingRoutes(base: string, deps: BillingRoutesDeps): RouteTable
           run: async () => {
             const entry = await deps.credits.grant(projectId, micros, input.source, input.note);
             const balance = await deps.credits.balance(projectId);
+            await publishAfter(deps.events, creditsGranted(entry, balance), deps.logger);
             return { resultId: entry.ref, response: c.json({ entry, balance }, 201) };
           },
           replay: async () => c.json({ balance: await deps.credits.balance(projectId), replayed: true }, 200),

@@ -2,8 +2,11 @@ import { z } from "zod";
 import { createKey, keyView, revokeKey } from "../../core/accounts";
 import { parseModels } from "../../core/budgets";
 import { errors } from "../../core/errors";
+import type { Logger } from "../../core/logger";
 import type { RequestLog } from "../../core/members";
 import type { Store } from "../../core/ports";
+import { keyCreated, keyRevoked, publishAfter } from "../../events/account-events";
+import type { EventPublisher } from "../../events/ports";
 import { readJsonObject } from "../body";
 import type { RouteTable } from "../routing";
 import { once, parseBody, projectOf } from "./requests";
@@ -13,6 +16,9 @@ export interface KeyRoutesDeps {
   requests: RequestLog;
   clock: () => number;
   onKeyRevoked?: (keyId: string) => void;
+  /** Where `key.created` and `key.revoked` go; absent: no events. */
+  events?: EventPublisher;
+  logger: Logger;
 }
 
 const BODY_LIMIT = 64 * 1024;
@@ -60,6 +66,7 @@ export function keyRoutes(base: string, deps: KeyRoutesDeps): RouteTable {
               { projectId, ...rest, ...(models !== undefined ? { models: parseModels(models) } : {}) },
               now,
             );
+            await publishAfter(deps.events, keyCreated(record), deps.logger);
             return { resultId: record.keyId, response: c.json({ key, apiKey: keyView(record, now) }, 201) };
           },
           // The secret was shown to the first request only: a retry gets the key without it.
@@ -80,6 +87,7 @@ export function keyRoutes(base: string, deps: KeyRoutesDeps): RouteTable {
         const now = deps.clock();
         const revoked = await revokeKey(deps.store, keyId, now);
         deps.onKeyRevoked?.(keyId);
+        if (!existing.revoked) await publishAfter(deps.events, keyRevoked(revoked), deps.logger);
         return c.json({ apiKey: keyView(revoked, now) });
       },
     },

@@ -7,6 +7,7 @@ import { appShell } from "../shell";
 import { budgetRoutes } from "./budgets";
 import { type DeletionRouteDeps, deletionRoutes } from "./deletion";
 import { type ExportRouteDeps, exportRoutes } from "./exports";
+import { type TransactionRouteDeps, transactionRoutes } from "./transactions";
 
 export interface DataApiDeps {
   /** The caller's identity: key verification locally, the authorizer's context in AWS. */
@@ -18,6 +19,8 @@ export interface DataApiDeps {
   exports?: ExportRouteDeps;
   /** `POST /api/v1/data` and `GET /api/v1/data/{request_id}` (deletion requests); absent: not served. */
   deletion?: DeletionRouteDeps;
+  /** `GET /api/v1/transactions/{id}`, a call's summary; absent: not served. */
+  transactions?: TransactionRouteDeps;
   /** `GET /api/v1/budgets`; absent: not served. */
   budgets?: BudgetStore;
 }
@@ -33,6 +36,7 @@ export function createDataApp(deps: DataApiDeps): Hono<AppEnv> {
     },
     ...(deps.exports ? exportRoutes(deps.exports) : {}),
     ...(deps.deletion ? deletionRoutes(deps.deletion) : {}),
+    ...(deps.transactions ? transactionRoutes(deps.transactions) : {}),
     ...(deps.budgets ? budgetRoutes(deps.budgets) : {}),
   };
   mountRoutes(app, routes);

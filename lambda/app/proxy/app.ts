@@ -4,23 +4,27 @@ import type { UpstreamClient } from "../../adapters/undici/client";
 import { upstreamFailureError, upstreamFailureKind } from "../../adapters/undici/errors";
 import {
   type BeforeDecision,
+  type CapturedBody,
   PendingWork,
   type ProxyCall,
   type ProxyHooks,
   type ProxyOutcome,
+  type RelayResult,
 } from "../../core/call";
-import { type CapturedBody, captureMetadata, captureText, redactCaptured } from "../../core/capture";
+import { captureMetadata, captureText, redactCaptured } from "../../core/capture";
+import { decimalUsd } from "../../core/credits";
 import { endpointOf } from "../../core/endpoints";
 import { ApiError, errors } from "../../core/errors";
 import { errorFields, type Logger } from "../../core/logger";
-import { emptyUsage } from "../../core/usage";
+import { STORE_HEADER } from "../../core/privacy";
+import { emptyUsage, type Usage } from "../../core/usage";
 import type { VendorDefinition } from "../../core/vendor-model";
 import { requestHeaderFilter } from "../../vendors/headers";
 import { RouteMatcher } from "../../vendors/routes";
 import type { AppEnv } from "../env";
 import { errorResponse } from "../errors";
 import { appShell } from "../shell";
-import { type RelayResult, relayResponse, replayResponse } from "./relay";
+import { relayResponse, replayResponse } from "./relay";
 import { forwardedQuery, type PreparedRequest, prepareRequest } from "./request";
 
 /** What health reports: a managed key is set, the built-in simulator answers, or only dual keys can call. */
@@ -163,6 +167,9 @@ export function createProxyApp(deps: ProxyDeps): Hono<AppEnv> {
           arrived,
           extraHeaders: call.responseHeaders,
           keepBytes: decision?.keepResponseBytes,
+          ...(hooks?.quote
+            ? { answerHeaders: (usage: Usage) => costHeaders(hooks.quote?.(call, usage)) }
+            : {}),
           done: finish,
         });
       } catch (err) {
@@ -233,6 +240,12 @@ async function beforeForwarding(
 
 /** Our id of the call on every response it gets: the `transaction_id` that finds its record. */
 export const TRANSACTION_ID_HEADER = "x-dmt-transaction-id";
+/** What an answer sent whole cost (a decimal USD string; a managed call's includes the markup). */
+export const COST_HEADER = "x-dmt-cost-usd";
+
+function costHeaders(micros: number | undefined): Record<string, string> {
+  return micros === undefined ? {} : { [COST_HEADER]: decimalUsd(micros) };
+}
 
 function newCall(c: Context<AppEnv>, vendor: VendorDefinition): ProxyCall {
   const id = randomUUID();
@@ -246,6 +259,7 @@ function newCall(c: Context<AppEnv>, vendor: VendorDefinition): ProxyCall {
     requestId: c.req.header("x-request-id"),
     userHeader: c.req.header("x-user-id"),
     userAgent: c.req.header("user-agent"),
+    storeHeader: c.req.header(STORE_HEADER),
     route: undefined,
     target: undefined,
     model: undefined,

@@ -1,7 +1,7 @@
 import type { UpstreamResponse } from "../../adapters/undici/client";
 import { upstreamFailureKind } from "../../adapters/undici/errors";
-import type { SentResponse } from "../../core/call";
-import { type CapturedBody, captureMetadata, captureText, captureValue } from "../../core/capture";
+import type { CapturedBody, RelayResult } from "../../core/call";
+import { captureMetadata, captureText, captureValue } from "../../core/capture";
 import type { StoredResponse } from "../../core/idempotency";
 import { emptyUsage, type Usage } from "../../core/usage";
 import type { StreamObserver, UsageContext, UsageExtractor, VendorRoute } from "../../core/vendor-model";
@@ -10,19 +10,6 @@ import { parseJson } from "../../vendors/json";
 import { JsonArrayReader } from "../../vendors/json-array";
 import { isUsageOnlyChunk, withoutNullUsage } from "../../vendors/openai/usage";
 import { parseSseEvent, SseReader } from "../../vendors/sse";
-
-/** What the relay reports when the response is done; computed lazily, off the client's path. */
-export interface RelayResult {
-  status: number;
-  error?: { type: string; code: string };
-  usage: Usage;
-  streamed: boolean;
-  ttftMs?: number;
-  response: CapturedBody;
-  vendorRequestId?: string;
-  sent?: SentResponse;
-  replayed?: boolean;
-}
 
 export interface RelayOptions {
   route: VendorRoute;
@@ -37,6 +24,8 @@ export interface RelayOptions {
   extraHeaders: Record<string, string>;
   /** Keep the bytes sent, up to about this many, for `RelayResult.sent`. */
   keepBytes?: number;
+  /** Headers that depend on a whole answer's usage (its cost), for answers sent whole. */
+  answerHeaders?(usage: Usage): Record<string, string>;
   /** Called once, when the response ended (or broke, or the client left). */
   done(result: () => RelayResult): void;
 }
@@ -74,12 +63,19 @@ export async function relayResponse(upstream: UpstreamResponse, options: RelayOp
     const body = first.done ? Buffer.alloc(0) : await readRest(first.value, iterator);
     const ttftMs = performance.now() - options.arrived;
     const vendorHeaders = responseHeaders(upstream.headers, true);
+    // Read now only when a header needs it; otherwise after the answer is sent.
+    let usage: Usage | undefined;
+    const usageOf = () => {
+      usage ??= ok
+        ? options.usage.fromResponse(options.usageContext, parseJson(body.toString()))
+        : emptyUsage();
+      return usage;
+    };
+    const answered = options.answerHeaders?.(usageOf());
     options.done(() => {
       const result: RelayResult = {
         status,
-        usage: ok
-          ? options.usage.fromResponse(options.usageContext, parseJson(body.toString()))
-          : emptyUsage(),
+        usage: usageOf(),
         streamed: false,
         ttftMs,
         response: captureText(body, contentType, options.captureLimit),
@@ -91,7 +87,7 @@ export async function relayResponse(upstream: UpstreamResponse, options: RelayOp
       }
       return result;
     });
-    const headers = { ...vendorHeaders, ...options.extraHeaders };
+    const headers = { ...vendorHeaders, ...options.extraHeaders, ...answered };
     return new Response(NULL_BODY_STATUSES.has(status) ? null : (body as Uint8Array<ArrayBuffer>), {
       status,
       headers,
@@ -107,8 +103,9 @@ export async function relayResponse(upstream: UpstreamResponse, options: RelayOp
     if (ended) return;
     ended = true;
     options.done(() => {
-      const { usage, response } = tap.result(error === undefined);
+      const { usage, response, text } = tap.result(error === undefined);
       const result: RelayResult = { status, usage, streamed: true, response };
+      if (text !== undefined) result.deliveredText = text;
       if (error) result.error = error;
       if (ttftMs !== undefined) result.ttftMs = ttftMs;
       if (vendorRequestId !== undefined) result.vendorRequestId = vendorRequestId;
@@ -229,7 +226,7 @@ interface Tap {
   observe(chunk: Uint8Array): void;
   /** Bytes held back at the end of the stream (a cut event, when stripping). */
   rest(): Uint8Array;
-  result(complete: boolean): { usage: Usage; response: CapturedBody };
+  result(complete: boolean): { usage: Usage; response: CapturedBody; text?: string };
 }
 
 const EMPTY = new Uint8Array();
@@ -250,8 +247,8 @@ function createTap(options: RelayOptions, sse: boolean, contentType: string | un
       usage.complete = complete;
       return { usage, response: captureMetadata(bytes, contentType) };
     }
-    const { usage, message } = observer.result(complete);
-    return { usage, response: captureValue(message, bytes, contentType, options.captureLimit) };
+    const { usage, message, text } = observer.result(complete);
+    return { usage, response: captureValue(message, bytes, contentType, options.captureLimit), text };
   };
   if (!observer) return { pass: passAndCount, observe: () => {}, rest: () => EMPTY, result };
   if (!sse) {

@@ -8,6 +8,8 @@ import {
   type RawCatalogue,
   type RawEntry,
   type RawPriceRow,
+  type ServiceTier,
+  type Tool,
   type Vendor,
 } from "./schema";
 
@@ -21,6 +23,14 @@ export interface TokenRates {
   cacheWrite: bigint;
   /** Absent in the file: reasoning is billed at the output rate. */
   reasoning: bigint;
+  /**
+   * Rates of the subsets some vendors bill apart. Absent: no published rate was confirmed, so those
+   * tokens bill at the plain rate they are part of and the record lists the dimension as unpriced.
+   */
+  cacheWrite1h: bigint | undefined;
+  audioInput: bigint | undefined;
+  imageInput: bigint | undefined;
+  audioOutput: bigint | undefined;
 }
 
 export type AudioUnit = "second" | "minute" | "hour";
@@ -36,6 +46,11 @@ export interface ModelPrice {
   tokens: TokenRates;
   /** Rates for the whole request once its input exceeds `aboveInputTokens`. */
   longContext: { aboveInputTokens: number; tokens: TokenRates } | undefined;
+  /** Rates for the whole request when a service tier other than the standard one served it. */
+  serviceTiers: ReadonlyMap<ServiceTier, TokenRates>;
+  /** Nano-USD per 1,000 calls of a server-side tool, and per 1,000 requests that used one. */
+  toolCalls: ReadonlyMap<Tool, bigint>;
+  toolRequests: ReadonlyMap<Tool, bigint>;
   /** Nano-USD per image, by "<quality>/<size>" variant (a single price is the variant "any"). */
   perImage: ReadonlyMap<string, bigint> | undefined;
   audio: { per: AudioUnit; nanos: bigint; minimumSeconds: number } | undefined;
@@ -60,12 +75,20 @@ export interface PriceListRow {
   cacheWrite?: string;
   output?: string;
   reasoning?: string;
+  cacheWrite1h?: string;
+  audioInput?: string;
+  imageInput?: string;
+  audioOutput?: string;
+  serviceTiers?: Partial<Record<ServiceTier, Record<string, string>>>;
+  toolCalls?: Partial<Record<Tool, string>>;
+  toolRequests?: Partial<Record<Tool, string>>;
   longContext?: {
     aboveInputTokens: number;
     input: string;
     output: string;
     cachedInput?: string;
     cacheWrite?: string;
+    cacheWrite1h?: string;
     reasoning?: string;
   };
   perImage?: Record<string, string>;
@@ -198,7 +221,8 @@ function describeIssue(what: string, issue: z.core.$ZodIssue | undefined, raw: u
   return `${what}: ${subject}${field || "(file)"}: ${issue.message}`;
 }
 
-function mergeOverride(
+/** The catalogue's JSON with an override's entries merged in (see `loadPriceCatalogue`). */
+export function mergeOverride(
   base: { models: Record<string, unknown>[] },
   override: z.output<typeof overrideSchema>,
 ): { merged: Record<string, unknown>; touched: Set<number> } {
@@ -225,7 +249,18 @@ function rowAt(entry: RawEntry, at: Date): RawPriceRow | undefined {
   return entry.prices.findLast((row) => row.effective_from <= day);
 }
 
-type Rates = Pick<RawPriceRow, "input" | "output" | "cached_input" | "cache_write" | "reasoning">;
+type Rates = Pick<
+  RawPriceRow,
+  | "input"
+  | "output"
+  | "cached_input"
+  | "cache_write"
+  | "cache_write_1h"
+  | "reasoning"
+  | "audio_input"
+  | "image_input"
+  | "audio_output"
+>;
 
 function tokenRates(rates: Rates): TokenRates {
   const input = rates.input ?? 0n;
@@ -236,7 +271,26 @@ function tokenRates(rates: Rates): TokenRates {
     cachedInput: rates.cached_input ?? input,
     cacheWrite: rates.cache_write ?? input,
     reasoning: rates.reasoning ?? output,
+    cacheWrite1h: rates.cache_write_1h,
+    audioInput: rates.audio_input,
+    imageInput: rates.image_input,
+    audioOutput: rates.audio_output,
   };
+}
+
+/** The rates of a row as `--json` shows them: decimal text, absent fields left out. */
+function ratesText(rates: Rates): Record<string, string> {
+  const text: Record<string, string> = {};
+  for (const [field, value] of Object.entries(rates)) {
+    if (typeof value === "bigint") text[field] = formatNanos(value);
+  }
+  return text;
+}
+
+function feesText(
+  fees: Partial<Record<Tool, bigint>> | undefined,
+): Partial<Record<Tool, string>> | undefined {
+  return fees && Object.fromEntries(Object.entries(fees).map(([tool, nanos]) => [tool, formatNanos(nanos)]));
 }
 
 function toModelPrice(entry: RawEntry, row: RawPriceRow, markup: Ratio, priceVersion: string): ModelPrice {
@@ -249,6 +303,14 @@ function toModelPrice(entry: RawEntry, row: RawPriceRow, markup: Ratio, priceVer
     maxOutputTokens: entry.max_output_tokens,
     tokens: tokenRates(row),
     longContext: long && { aboveInputTokens: long.above_input_tokens, tokens: tokenRates(long) },
+    serviceTiers: new Map(
+      Object.entries(row.service_tiers ?? {}).map(([tier, rates]) => [
+        tier as ServiceTier,
+        tokenRates(rates),
+      ]),
+    ),
+    toolCalls: new Map(Object.entries(row.tool_calls ?? {}) as [Tool, bigint][]),
+    toolRequests: new Map(Object.entries(row.tool_requests ?? {}) as [Tool, bigint][]),
     perImage:
       perImage === undefined
         ? undefined
@@ -276,12 +338,22 @@ function toListRow(entry: RawEntry, row: RawPriceRow): PriceListRow {
     cacheWrite: usdText(row.cache_write),
     output: usdText(row.output),
     reasoning: usdText(row.reasoning),
+    cacheWrite1h: usdText(row.cache_write_1h),
+    audioInput: usdText(row.audio_input),
+    imageInput: usdText(row.image_input),
+    audioOutput: usdText(row.audio_output),
+    serviceTiers:
+      row.service_tiers &&
+      Object.fromEntries(Object.entries(row.service_tiers).map(([tier, rates]) => [tier, ratesText(rates)])),
+    toolCalls: feesText(row.tool_calls),
+    toolRequests: feesText(row.tool_requests),
     longContext: long && {
       aboveInputTokens: long.above_input_tokens,
       input: formatNanos(long.input),
       output: formatNanos(long.output),
       cachedInput: usdText(long.cached_input),
       cacheWrite: usdText(long.cache_write),
+      cacheWrite1h: usdText(long.cache_write_1h),
       reasoning: usdText(long.reasoning),
     },
     perImage:

@@ -4,6 +4,15 @@ import type { PriceListRow } from "./catalogue";
 function otherPrices(row: PriceListRow): string {
   const parts: string[] = [];
   if (row.reasoning) parts.push(`reasoning ${row.reasoning}`);
+  if (row.cacheWrite1h) parts.push(`1h cache-write ${row.cacheWrite1h}`);
+  if (row.audioInput) parts.push(`audio in ${row.audioInput}`);
+  if (row.imageInput) parts.push(`image in ${row.imageInput}`);
+  if (row.audioOutput) parts.push(`audio out ${row.audioOutput}`);
+  for (const [tier, rates] of Object.entries(row.serviceTiers ?? {})) {
+    parts.push(`${tier}: ${rates.input}/${rates.cached_input ?? "-"}/${rates.output}`);
+  }
+  for (const [tool, usd] of Object.entries(row.toolCalls ?? {})) parts.push(`${tool} ${usd}/1K calls`);
+  for (const [tool, usd] of Object.entries(row.toolRequests ?? {})) parts.push(`${tool} ${usd}/1K requests`);
   if (row.longContext) {
     const long = row.longContext;
     parts.push(`>${long.aboveInputTokens} in: ${long.input}/${long.output}`);

@@ -3,10 +3,28 @@ export {
   type AudioUnit,
   loadPriceCatalogue,
   type ModelPrice,
+  mergeOverride,
   PriceCatalogue,
   type PriceListRow,
   type TokenRates,
 } from "./catalogue";
-export { type CostOptions, costMicros, type HoldUnits, maxCostMicros } from "./cost";
+export {
+  type CostBreakdown,
+  type CostOptions,
+  costBreakdown,
+  costMicros,
+  type HoldUnits,
+  type LineItem,
+  maxCostMicros,
+} from "./cost";
 export { formatPriceTable } from "./format";
-export { KINDS, type ModelKind, VENDORS, type Vendor } from "./schema";
+export {
+  KINDS,
+  type ModelKind,
+  SERVICE_TIERS,
+  type ServiceTier,
+  TOOLS,
+  type Tool,
+  VENDORS,
+  type Vendor,
+} from "./schema";

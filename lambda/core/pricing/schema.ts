@@ -42,8 +42,27 @@ const tokenRates = {
   output: usd.optional(),
   cached_input: usd.optional(),
   cache_write: usd.optional(),
+  /** Cache writes with a 1-hour TTL (Anthropic); `cache_write` prices the 5-minute ones. */
+  cache_write_1h: usd.optional(),
   reasoning: usd.optional(),
+  /** Input and output tokens of audio or images, where a model bills them apart from text. */
+  audio_input: usd.optional(),
+  image_input: usd.optional(),
+  audio_output: usd.optional(),
 };
+
+/** Server-side tools the vendors bill per use (see prices/README.md for what each counts). */
+export const TOOLS = ["web_search", "web_search_preview", "web_fetch", "google_search"] as const;
+export type Tool = (typeof TOOLS)[number];
+
+/** Service tiers priced apart from the standard rates; a response's `service_tier` picks one. */
+export const SERVICE_TIERS = ["flex", "priority"] as const;
+export type ServiceTier = (typeof SERVICE_TIERS)[number];
+
+/** USD per 1,000 uses, by tool. */
+const toolFees = z.partialRecord(z.enum(TOOLS), usd);
+
+const tierRates = z.strictObject({ ...tokenRates, input: usd, output: usd });
 
 const longContext = z.strictObject({
   /** The whole request moves to these rates when its input (cached and cache writes included) exceeds this. */
@@ -58,6 +77,12 @@ const priceRow = z.strictObject({
   effective_from: z.iso.date(),
   ...tokenRates,
   long_context: longContext.optional(),
+  /** Whole-call rates when the vendor answers from another service tier (the long-context tier aside). */
+  service_tiers: z.partialRecord(z.enum(SERVICE_TIERS), tierRates).optional(),
+  /** USD per 1,000 calls of a server-side tool (each search a model runs). */
+  tool_calls: toolFees.optional(),
+  /** USD per 1,000 requests that used a server-side tool at all, however often (Gemini 2.x grounding). */
+  tool_requests: toolFees.optional(),
   /** USD per image: one price, or one per "<quality>/<size>" variant. */
   per_image: z.union([usd, z.record(z.string().regex(/^[a-z0-9/_-]{1,40}$/), usd)]).optional(),
   /** Audio billed by duration, rounded up to whole seconds, with an optional per-request minimum. */

@@ -6,6 +6,7 @@ import { presentedCredentials } from "../../core/credentials";
 import { endpointOf } from "../../core/endpoints";
 import { ApiError, type ErrorType } from "../../core/errors";
 import { PROJECT_ID_PATTERN, TIERS } from "../../core/model";
+import { STORE_LEVELS } from "../../core/privacy";
 
 /**
  * The contract between the Lambda authorizer and the functions behind API Gateway. The authorizer's
@@ -24,6 +25,7 @@ export function grantedContext(auth: AuthContext): AuthorizerContext {
     tier: auth.tier,
     rpm: auth.rateLimit.rpm,
     burst: auth.rateLimit.burst,
+    store: auth.store,
     // Always present, so that a caller cannot add its own: `*` is every model, 0 no TPM limit.
     models: auth.models?.join(",") ?? "*",
     tpm: auth.tpm ?? 0,
@@ -56,6 +58,7 @@ const granted = z.object({
   tier: z.enum(TIERS),
   rpm: z.coerce.number().check(z.positive()),
   burst: z.coerce.number().check(z.positive()),
+  store: z.enum(STORE_LEVELS),
   models: z.optional(z.string().check(z.regex(/^[A-Za-z0-9._:/@*,-]+$/))),
   tpm: z.optional(z.coerce.number().check(z.nonnegative())),
 });
@@ -70,12 +73,13 @@ export function authFromContext(context: unknown): AuthContext {
   const parsed = granted.safeParse(context);
   // Only a route without the authorizer gets here: fail closed, as a 500 that gets logged.
   if (!parsed.success) throw new Error("The request carries no valid authorizer context.");
-  const { projectId, keyId, tier, rpm, burst, models, tpm } = parsed.data;
+  const { projectId, keyId, tier, rpm, burst, store, models, tpm } = parsed.data;
   return {
     projectId,
     keyId,
     tier,
     rateLimit: { rpm, burst },
+    store,
     ...(models === undefined || models === "*" ? {} : { models: models.split(",") }),
     ...(tpm ? { tpm } : {}),
   };

@@ -1,4 +1,5 @@
 import { AthenaClient } from "@aws-sdk/client-athena";
+import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import { S3Client } from "@aws-sdk/client-s3";
 import { SQSClient } from "@aws-sdk/client-sqs";
 import { AthenaDeletionQuery } from "../../adapters/athena/deletion-query";
@@ -8,10 +9,13 @@ import { DynamoExportSettings } from "../../adapters/dynamodb/export-settings";
 import { DynamoDeliveryLedger } from "../../adapters/dynamodb/ledger";
 import { DynamoPorts } from "../../adapters/dynamodb/ports";
 import { tableNames } from "../../adapters/dynamodb/tables";
+import { EventBridgePublisher } from "../../adapters/eventbridge/bus";
 import { createKmsClient, KmsKeyWrapper } from "../../adapters/kms/key-wrapper";
 import { S3WarehouseFiles } from "../../adapters/s3/deletion-files";
 import { S3ObjectStore } from "../../adapters/s3/object-store";
 import { S3SpoolWriter } from "../../adapters/s3/spool-writer";
+import { createSecretsClient, secretUserIdHasher } from "../../adapters/secrets-manager/secrets";
+import { SqsDeliveryQueue } from "../../adapters/sqs/delivery-queue";
 import { SqsDeadLetters, SqsRecordQueue } from "../../adapters/sqs/queue";
 import { RecordSpool } from "../../adapters/sqs/spool";
 import type { Infrastructure } from "../../compose/infrastructure";
@@ -24,6 +28,7 @@ import {
   type DataApiConfig,
   type DeletionStepsConfig,
   parseBaseConfig,
+  parseUserIdKeyConfig,
   type RecordQueueConfig,
 } from "./config";
 import { type LambdaTelemetry, lambdaTelemetry } from "./telemetry";
@@ -218,3 +223,51 @@ const athenaClient = (endpoint?: string) =>
   client("athena", endpoint, () => new AthenaClient(endpoint ? { endpoint } : {}));
 const dynamoClient = (endpoint?: string) =>
   client("dynamodb", endpoint, () => createDynamoClient(endpoint ? { endpoint } : {}));
+
+/** The keyed user-id hash of level `none`, its key the generated secret `DMT_USER_ID_KEY_SECRET_ARN`. */
+export function secretUserIds(env: Env, logger: Logger): Pick<Infrastructure, "userIds"> {
+  const config = parseUserIdKeyConfig(env);
+  return {
+    userIds: secretUserIdHasher(
+      createSecretsClient(config.DMT_SECRETS_ENDPOINT),
+      config.DMT_USER_ID_KEY_SECRET_ARN,
+      logger,
+    ),
+  };
+}
+
+/** The warehouse files the retention run removes and rewrites, with their old versions. */
+export function s3WarehouseFiles(config: {
+  DMT_WAREHOUSE_BUCKET: string;
+  DMT_S3_ENDPOINT?: string | undefined;
+}): Pick<Infrastructure, "warehouse" | "warehouseFiles"> {
+  const s3 = s3Client(config.DMT_S3_ENDPOINT);
+  return {
+    warehouse: new S3ObjectStore(s3, config.DMT_WAREHOUSE_BUCKET),
+    warehouseFiles: new S3WarehouseFiles(s3, config.DMT_WAREHOUSE_BUCKET),
+  };
+}
+
+/** The webhook delivery queue (lib/events.ts): retries wait on the message's delay. */
+export function sqsDeliveryQueue(config: {
+  DMT_SQS_ENDPOINT?: string | undefined;
+  DMT_WEBHOOK_QUEUE_URL: string;
+}): SqsDeliveryQueue {
+  return new SqsDeliveryQueue(
+    new SQSClient(config.DMT_SQS_ENDPOINT ? { endpoint: config.DMT_SQS_ENDPOINT } : {}),
+    config.DMT_WEBHOOK_QUEUE_URL,
+  );
+}
+
+/** The stack's event bus, where events go for the user's own rules. */
+export function eventBridgePublisher(config: {
+  DMT_EVENTBRIDGE_ENDPOINT?: string | undefined;
+  DMT_EVENT_BUS_NAME: string;
+}): EventBridgePublisher {
+  return new EventBridgePublisher(
+    new EventBridgeClient(
+      config.DMT_EVENTBRIDGE_ENDPOINT ? { endpoint: config.DMT_EVENTBRIDGE_ENDPOINT } : {},
+    ),
+    config.DMT_EVENT_BUS_NAME,
+  );
+}

@@ -1,10 +1,14 @@
 // zod/mini, not zod: the full build adds ~450 KB to every bundle, the mini one ~20 KB.
 import * as z from "zod/mini";
 import { TABLES, type TableNames, tableNames } from "../../adapters/dynamodb/tables";
+import { httpUrl, numberIn, parseEnv, text } from "../../core/config";
 import { LOG_LEVELS } from "../../core/logger";
 import { VENDOR_NAMES } from "../../core/vendor-model";
 
-/** Lambda configuration, parsed once at cold start; a bad or missing value fails naming its variable. */
+/**
+ * Lambda configuration, one schema per function, parsed once at cold start by the shared `parseEnv`
+ * (`core/config.ts`); a bad or missing value fails naming its variable.
+ */
 const base = z.object({
   DMT_LOG_LEVEL: z._default(z.enum(LOG_LEVELS), "info"),
   /** CloudWatch namespace of the functions' metrics (the stack sets `dmt/<stack name>`). */
@@ -18,13 +22,10 @@ const tableVariables = Object.fromEntries(
 const store = z.extend(base, {
   ...tableVariables,
   /** How long a key lookup is cached in a warm container: the revocation delay in AWS. */
-  DMT_KEY_CACHE_MS: z._default(z.coerce.number().check(z.minimum(0), z.maximum(60_000)), 5000),
+  DMT_KEY_CACHE_MS: numberIn(0, 60_000, 5000),
   /** Another DynamoDB endpoint (tests point this at dynalite); unset in AWS. */
   DMT_DYNAMODB_ENDPOINT: z.optional(z.url()),
 });
-
-const text = z.string().check(z.minLength(1));
-const httpUrl = z.url({ protocol: /^https?$/ });
 
 /**
  * API Gateway (REST, regional endpoint) ends a streamed response that sent nothing for 5 minutes
@@ -39,24 +40,18 @@ const proxy = z.extend(base, {
   DMT_VENDOR_KEY_SECRET_ARN: text,
   DMT_ORIGIN_SECRET_ARN: text,
   /** How long a container keeps secret values before reading them again. */
-  DMT_SECRET_CACHE_MS: z._default(z.coerce.number().check(z.minimum(0), z.maximum(3_600_000)), 300_000),
+  DMT_SECRET_CACHE_MS: numberIn(0, 3_600_000, 300_000),
   /** Another Secrets Manager endpoint (tests); unset in AWS. */
   DMT_SECRETS_ENDPOINT: z.optional(httpUrl),
   /** Another upstream than the vendor's own (origin plus base path); unset in AWS. */
   DMT_UPSTREAM_URL: z.optional(httpUrl),
-  DMT_UPSTREAM_CONNECT_TIMEOUT_MS: z._default(
-    z.coerce.number().check(z.minimum(1), z.maximum(120_000)),
-    10_000,
-  ),
+  DMT_UPSTREAM_CONNECT_TIMEOUT_MS: numberIn(1, 120_000, 10_000),
   /**
    * Longest wait for a vendor's first byte and between two chunks. Under API Gateway's idle limit on a
    * streamed response, so that a silent vendor ends in our 504 (nothing charged) rather than in the
    * gateway cutting a call the function goes on running and paying for (docs/aws.md).
    */
-  DMT_UPSTREAM_IDLE_TIMEOUT_MS: z._default(
-    z.coerce.number().check(z.minimum(1), z.maximum(GATEWAY_STREAM_IDLE_MS - 10_000)),
-    GATEWAY_STREAM_IDLE_MS - 30_000,
-  ),
+  DMT_UPSTREAM_IDLE_TIMEOUT_MS: numberIn(1, GATEWAY_STREAM_IDLE_MS - 10_000, GATEWAY_STREAM_IDLE_MS - 30_000),
 });
 
 /** Other endpoints than AWS's own (tests point these at local stand-ins); unset in AWS. */
@@ -76,7 +71,13 @@ const metering = z.extend(store, {
   DMT_BYOK_KEY_ARN: text,
   /** Another KMS endpoint (tests); unset in AWS. */
   DMT_KMS_ENDPOINT: z.optional(httpUrl),
-  DMT_HOLD_TTL_MS: z._default(z.coerce.number().check(z.minimum(960_000), z.maximum(86_400_000)), 3_600_000),
+  DMT_HOLD_TTL_MS: numberIn(960_000, 86_400_000, 3_600_000),
+});
+
+/** The secret that keys the user-id hash of level `none` (core/privacy.ts): proxies and deletion steps. */
+const userIdKey = z.object({
+  DMT_USER_ID_KEY_SECRET_ARN: text,
+  DMT_SECRETS_ENDPOINT: z.optional(httpUrl),
 });
 
 /** The producer side of the warehouse: the queue, and the bucket whose `queue-spool/` keeps what it refused. */
@@ -113,6 +114,19 @@ const dataApi = z.extend(base, {
   ...awsEndpoints,
 });
 
+/**
+ * Events: the store (webhooks, deliveries, alert rules, balances), the KMS key that wraps webhook
+ * secrets, the stack's bus and the webhook delivery queue.
+ */
+const events = z.extend(metering, {
+  DMT_EVENT_BUS_NAME: text,
+  DMT_WEBHOOK_QUEUE_URL: httpUrl,
+  /** The waits before webhook retries in ms, comma-separated (tests); default over an hour. */
+  DMT_WEBHOOK_RETRY_DELAYS_MS: z.optional(z.string().check(z.regex(/^\d+(,\d+)*$/))),
+  DMT_EVENTBRIDGE_ENDPOINT: z.optional(httpUrl),
+  DMT_SQS_ENDPOINT: z.optional(httpUrl),
+});
+
 export type BaseConfig = z.infer<typeof base>;
 export type StoreConfig = z.infer<typeof store> & { tables: TableNames };
 export type ProxyConfig = z.infer<typeof proxy>;
@@ -120,19 +134,7 @@ export type MeteringConfig = z.infer<typeof metering> & { tables: TableNames };
 export type RecordQueueConfig = z.infer<typeof recordQueue>;
 export type ConsumerConfig = z.infer<typeof consumer>;
 export type DataApiConfig = z.infer<typeof dataApi>;
-
-/** A function's environment checked against its schema; a bad one fails the cold start, naming it. */
-export function parseEnv<T extends z.ZodMiniType>(
-  schema: T,
-  env: Record<string, string | undefined>,
-): z.infer<T> {
-  const parsed = schema.safeParse(env);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new Error(`Invalid configuration: ${issue?.path.join(".")}: ${issue?.message}`);
-  }
-  return parsed.data;
-}
+export type EventsConfig = z.infer<typeof events> & { tables: TableNames };
 
 export function parseBaseConfig(env: Record<string, string | undefined>): BaseConfig {
   return parseEnv(base, env);
@@ -194,6 +196,22 @@ const dashboard = z.extend(z.extend(metering, dataApi.shape), {
 });
 
 export type DeletionStepsConfig = z.infer<typeof deletionSteps>;
+export type UserIdKeyConfig = z.infer<typeof userIdKey>;
+
+/** The retention function: the store (projects, the index) and the warehouse bucket. */
+const retention = z.extend(store, {
+  DMT_WAREHOUSE_BUCKET: text,
+  DMT_S3_ENDPOINT: z.optional(httpUrl),
+});
+
+export function parseRetentionConfig(env: Record<string, string | undefined>) {
+  return { ...parseEnv(retention, env), tables: tableNames(env) };
+}
+
+/** For the functions that write or delete records of level `none`. */
+export function parseUserIdKeyConfig(env: Record<string, string | undefined>): UserIdKeyConfig {
+  return parseEnv(userIdKey, env);
+}
 export type DashboardConfig = z.infer<typeof dashboard> & { tables: TableNames };
 
 /** For the deletion steps (`lambda/handlers/deletion.ts`). */
@@ -204,4 +222,9 @@ export function parseDeletionStepsConfig(env: Record<string, string | undefined>
 /** For the dashboard API (`lambda/handlers/dashboard.ts`). */
 export function parseDashboardConfig(env: Record<string, string | undefined>): DashboardConfig {
   return { ...parseEnv(dashboard, env), tables: tableNames(env) };
+}
+
+/** For the events: the delivery function, and what publishes events in other functions. */
+export function parseEventsConfig(env: Record<string, string | undefined>): EventsConfig {
+  return { ...parseEnv(events, env), tables: tableNames(env) };
 }

@@ -1,7 +1,7 @@
 import { Logger as PowertoolsLogger } from "@aws-lambda-powertools/logger";
 import { MetricUnit, Metrics as PowertoolsMetrics } from "@aws-lambda-powertools/metrics";
 import type { Context } from "aws-lambda";
-import type { Logger } from "../../core/logger";
+import { type Logger, loggerOver } from "../../core/logger";
 import type { Metrics } from "../../core/metrics";
 import type { BaseConfig } from "./config";
 
@@ -38,12 +38,7 @@ export function lambdaTelemetry(
     // Its own warnings (no metrics to publish...) go through our logger.
     logger: powertools,
   });
-  const logger: Logger = {
-    debug: (message, fields) => powertools.debug(message, fields ?? {}),
-    info: (message, fields) => powertools.info(message, fields ?? {}),
-    warn: (message, fields) => powertools.warn(message, fields ?? {}),
-    error: (message, fields) => powertools.error(message, fields ?? {}),
-  };
+  const logger = loggerOver((level, message, fields) => powertools[level](message, fields ?? {}));
   return {
     logger,
     metrics: { add: (name, unit, value) => metrics.addMetric(name, MetricUnit[unit], value) },

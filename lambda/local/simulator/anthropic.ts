@@ -12,6 +12,7 @@ import {
   streamReply,
 } from "./reply";
 import { estimateTokens, generate, textsOf } from "./text";
+import { anthropicUsageReport } from "./usage-report";
 import type { Route, VendorSim } from "./vendor";
 
 /** The smallest prefix Anthropic caches (Sonnet/Opus). */
@@ -110,6 +111,14 @@ const messages: Route = (req, state) => {
   const stopReason = gen.truncated ? "max_tokens" : "end_turn";
   const id = state.nextId("msg_");
   const usage = { ...prompt.usage, output_tokens: gen.textTokens, service_tier: "standard" };
+  state.usage.add("anthropic", {
+    model,
+    uncachedInput: prompt.usage.input_tokens,
+    cachedInput: prompt.usage.cache_read_input_tokens,
+    cacheWrite5m: prompt.usage.cache_creation.ephemeral_5m_input_tokens,
+    cacheWrite1h: prompt.usage.cache_creation.ephemeral_1h_input_tokens,
+    output: gen.textTokens,
+  });
   if (body.stream !== true) {
     return jsonReply({
       id,
@@ -224,6 +233,7 @@ const ROUTES = new Map<string, Route>([
   ["POST /v1/messages/count_tokens", countTokens],
   ["POST /v1/count_tokens", countTokens],
   ["GET /v1/models", models],
+  ["GET /v1/organizations/usage_report/messages", anthropicUsageReport],
 ]);
 
 const ERROR_TYPES: Record<number, string> = {

@@ -3,6 +3,7 @@
  * enough that the official SDKs accept its answers. The proxy uses it as the upstream in tests,
  * benchmarks and the local service when a vendor has no key. Answers are deterministic and carry
  * `x-dmt-simulated: true`; failures (status, slow first byte, reset mid-stream, hang) are injectable.
+ * OpenAI's and Anthropic's organization usage reports answer from the calls served (usage-report.ts).
  */
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -11,9 +12,11 @@ import { anthropic } from "./anthropic";
 import { gemini } from "./gemini";
 import { openAiFamily } from "./openai";
 import { jsonReply, type Reply, type SimRequest, SimState, SimulatedError, type VendorName } from "./reply";
+import type { ServedUsage } from "./usage-ledger";
 import { defaultMessage, type VendorSim } from "./vendor";
 
 export type { VendorName } from "./reply";
+export type { ServedUsage } from "./usage-ledger";
 
 export interface RecordedRequest {
   vendor: VendorName;
@@ -58,6 +61,11 @@ export interface Simulator {
   requests: RecordedRequest[];
   inject(rule: FaultRule): void;
   setChunkDelay(ms: number): void;
+  /**
+   * Usage the organization's reports count besides the calls the simulator answered: a call made with
+   * the vendor key elsewhere, as drift to find (usage-report.ts).
+   */
+  reportUsage(vendor: "openai" | "anthropic", usage: ServedUsage): void;
   /** Clears the recorded requests, the pending faults and the remembered caches. */
   reset(): void;
   /** Stops listening and ends every connection, hanging and streaming ones included. */
@@ -268,6 +276,9 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     },
     setChunkDelay(ms) {
       chunkDelayMs = ms;
+    },
+    reportUsage(vendor, usage) {
+      state.usage.add(vendor, usage);
     },
     reset() {
       requests.length = 0;

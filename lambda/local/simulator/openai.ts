@@ -26,6 +26,7 @@ import {
   sumTokens,
   textsOf,
 } from "./text";
+import { openAiUsageReport } from "./usage-report";
 import type { Route, VendorSim } from "./vendor";
 
 type Flavour = "openai" | "groq";
@@ -108,6 +109,23 @@ function chatUsage(flavour: Flavour, prompt: Prompt, gen: Generation): Record<st
   };
 }
 
+/** The tier that served a request, as OpenAI reports it: the one asked for (`fast` is `priority`), else `default`. */
+/** A completion's tokens, for the organization usage report (usage-report.ts). */
+function served(state: SimState, model: string, prompt: Prompt, output: number): void {
+  state.usage.add("openai", {
+    model,
+    uncachedInput: prompt.tokens - prompt.cached,
+    cachedInput: prompt.cached,
+    output,
+  });
+}
+
+function servedTier(body: Record<string, unknown>): string {
+  const asked = body.service_tier;
+  if (asked === "flex" || asked === "priority") return asked;
+  return asked === "fast" ? "priority" : "default";
+}
+
 function includeUsage(body: Record<string, unknown>): boolean {
   const options = body.stream_options as { include_usage?: unknown } | undefined;
   return options?.include_usage === true;
@@ -129,10 +147,12 @@ function chatCompletions(flavour: Flavour): Route {
     const limit = optionalLimit(body, "max_completion_tokens", "max_tokens");
     const gen = generate(prompt.seed, limit, isReasoningModel(model) ? REASONING_TOKENS : 0);
     const usage = chatUsage(flavour, prompt, gen);
+    if (flavour === "openai") served(state, model, prompt, gen.textTokens + gen.reasoningTokens);
     const id = state.nextId("chatcmpl-");
     const created = unixSeconds();
     const finishReason = gen.truncated ? "length" : "stop";
-    const common = { id, created, model, system_fingerprint: "fp_simulated" };
+    const tier = flavour === "groq" ? {} : { service_tier: servedTier(body) };
+    const common = { id, created, model, system_fingerprint: "fp_simulated", ...tier };
 
     if (body.stream !== true) {
       return jsonReply({
@@ -147,7 +167,7 @@ function chatCompletions(flavour: Flavour): Route {
           },
         ],
         usage,
-        ...(flavour === "groq" ? { x_groq: { id: req.requestId } } : { service_tier: "default" }),
+        ...(flavour === "groq" ? { x_groq: { id: req.requestId } } : {}),
       });
     }
 
@@ -202,6 +222,7 @@ const completions: Route = (req, state) => {
   };
   const gen = generate(prompt.seed, optionalLimit(body, "max_tokens") ?? 16, 0);
   const usage = chatUsage("openai", prompt, gen);
+  served(state, model, prompt, gen.textTokens + gen.reasoningTokens);
   const id = state.nextId("cmpl-");
   const created = unixSeconds();
   const finishReason = gen.truncated ? "length" : "stop";
@@ -524,6 +545,7 @@ const responses: Route = (req, state) => {
   const reasoning = isReasoningModel(model);
   const gen = generate(prompt.seed, limit, reasoning ? REASONING_TOKENS : 0);
   const outputTokens = gen.textTokens + gen.reasoningTokens;
+  served(state, model, prompt, outputTokens);
   const usage = {
     input_tokens: prompt.tokens,
     input_tokens_details: { cached_tokens: prompt.cached },
@@ -560,7 +582,7 @@ const responses: Route = (req, state) => {
     parallel_tool_calls: true,
     previous_response_id: body.previous_response_id ?? null,
     reasoning: { effort: reasoning ? "medium" : null, summary: null },
-    service_tier: "default",
+    service_tier: servedTier(body),
     store: body.store ?? true,
     temperature: typeof body.temperature === "number" ? body.temperature : 1,
     text: { format: { type: "text" } },
@@ -624,6 +646,7 @@ function routesOf(flavour: Flavour): Map<string, Route> {
     ["POST /v1/images/edits", images("edits")],
     ["POST /v1/images/variations", images("variations")],
     ["POST /v1/moderations", moderations],
+    ["GET /v1/organization/usage/completions", openAiUsageReport],
   ]);
 }
 

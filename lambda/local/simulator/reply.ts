@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
 
 import type { VendorName } from "../../core/vendor-names";
+import { UsageLedger } from "./usage-ledger";
 
 export type { VendorName };
 
@@ -40,6 +41,8 @@ export class SimState {
   private readonly seenPrefixes = new Set<string>();
   /** Gemini cachedContents by name: their token count. */
   readonly cachedContents = new Map<string, { model: string; tokens: number }>();
+  /** Tokens served per vendor, day and model, for the organization usage reports. */
+  readonly usage = new UsageLedger();
 
   nextId(prefix: string): string {
     this.counter++;
@@ -59,6 +62,7 @@ export class SimState {
     this.counter = 0;
     this.seenPrefixes.clear();
     this.cachedContents.clear();
+    this.usage.clear();
   }
 }
 

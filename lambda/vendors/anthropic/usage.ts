@@ -1,11 +1,24 @@
 import { estimateTokens } from "../../core/token-estimate";
-import { emptyUsage, type Usage } from "../../core/usage";
+import { addUnpriced, emptyUsage, type Usage, unknownUsageFields } from "../../core/usage";
 import type { StreamObserver, UsageContext, UsageExtractor } from "../../core/vendor-model";
 import { asObject, asString, count, type JsonObject, parseJson } from "../json";
 
+/** The usage fields read below; any other count the vendor reports is kept as unpriced. */
+const KNOWN_FIELDS = new Set([
+  "input_tokens",
+  "output_tokens",
+  "cache_read_input_tokens",
+  "cache_creation_input_tokens",
+  "cache_creation.ephemeral_5m_input_tokens",
+  "cache_creation.ephemeral_1h_input_tokens",
+  "server_tool_use.web_search_requests",
+  "server_tool_use.web_fetch_requests",
+]);
+
 /**
  * Anthropic reports cache reads and writes apart from `input_tokens`; our input total includes them
- * (see core/usage.ts). Thinking tokens are part of `output_tokens` and not reported apart.
+ * (see core/usage.ts). `cache_creation` splits the writes by TTL (5 minutes, 1 hour); server-side
+ * tools count their requests in `server_tool_use`. Thinking tokens are part of `output_tokens`.
  */
 export function anthropicUsage(raw: JsonObject): Usage {
   const usage = emptyUsage();
@@ -15,6 +28,19 @@ export function anthropicUsage(raw: JsonObject): Usage {
   usage.cachedInputTokens = cacheRead;
   usage.cacheWriteTokens = cacheWrite;
   usage.outputTokens = count(raw.output_tokens);
+  const oneHour = Math.min(count(asObject(raw.cache_creation)?.ephemeral_1h_input_tokens), cacheWrite);
+  if (oneHour > 0) usage.cacheWrite1hTokens = oneHour;
+  const tools = asObject(raw.server_tool_use);
+  const searches = count(tools?.web_search_requests);
+  const fetches = count(tools?.web_fetch_requests);
+  if (searches + fetches > 0) {
+    usage.toolCalls = {};
+    if (searches > 0) usage.toolCalls.web_search = searches;
+    if (fetches > 0) usage.toolCalls.web_fetch = fetches;
+  }
+  const tier = asString(raw.service_tier);
+  if (tier !== undefined) usage.serviceTier = tier;
+  addUnpriced(usage, unknownUsageFields(raw, KNOWN_FIELDS));
   return usage;
 }
 
@@ -127,18 +153,32 @@ class AnthropicStreamObserver implements StreamObserver {
     }
   }
 
-  result(complete: boolean): { usage: Usage; message: unknown } {
+  result(complete: boolean): { usage: Usage; message: unknown; text: string } {
     if (this.context.operation === "complete") {
       const usage = estimatedCompletion(this.context, this.completion);
       usage.complete = complete;
-      return { usage, message: { ...this.completionHead, completion: this.completion } };
+      return {
+        usage,
+        message: { ...this.completionHead, completion: this.completion },
+        text: this.completion,
+      };
     }
     const usage = this.message ? anthropicUsage(this.rawUsage) : { ...emptyUsage(), estimated: true };
     usage.complete = complete;
     const message = this.message
       ? { ...this.message, content: this.content.filter(Boolean), usage: this.rawUsage }
       : undefined;
-    return { usage, message };
+    return { usage, message, text: this.deliveredText() };
+  }
+
+  /** Text, thinking and tool inputs as they streamed (a tool input still partial included). */
+  private deliveredText(): string {
+    let text = "";
+    this.content.forEach((block, index) => {
+      text += (asString(block?.text) ?? "") + (asString(block?.thinking) ?? "");
+      text += this.partialJson.get(index) ?? "";
+    });
+    return text;
   }
 }
 

@@ -1,5 +1,5 @@
 import { estimateTokens } from "../../core/token-estimate";
-import { emptyUsage, type Usage } from "../../core/usage";
+import { addUnpriced, emptyUsage, type Usage, unknownUsageFields } from "../../core/usage";
 import type { StreamObserver, UsageContext, UsageExtractor } from "../../core/vendor-model";
 import { asArray, asObject, asString, count, type JsonObject, parseJson, setIfDefined } from "../json";
 
@@ -14,6 +14,35 @@ export function geminiUsage(raw: JsonObject): Usage {
   usage.cachedInputTokens = count(raw.cachedContentTokenCount);
   usage.outputTokens = count(raw.candidatesTokenCount) + thoughts;
   usage.reasoningTokens = thoughts;
+  // The per-modality lists split the totals: audio input is billed apart on the models that say so.
+  const audio = asArray(raw.promptTokensDetails)
+    .map((detail) => asObject(detail))
+    .filter((detail) => detail?.modality === "AUDIO")
+    .reduce((sum, detail) => sum + count(detail?.tokenCount), 0);
+  if (audio > 0) usage.audioInputTokens = audio;
+  addUnpriced(usage, unknownUsageFields(raw, KNOWN_FIELDS));
+  return usage;
+}
+
+/** The counts read above; the per-modality lists are arrays, which the unknown-field walk passes over. */
+const KNOWN_FIELDS = new Set([
+  "promptTokenCount",
+  "candidatesTokenCount",
+  "totalTokenCount",
+  "cachedContentTokenCount",
+  "thoughtsTokenCount",
+  "toolUsePromptTokenCount",
+]);
+
+/**
+ * Grounding with Google Search: each candidate's `groundingMetadata.webSearchQueries` are the searches
+ * run (Gemini 3 bills each; Gemini 2 bills the request once, see prices/README.md). Metadata without
+ * queries still means the request was grounded: one.
+ */
+function withGrounding(usage: Usage, metadata: Iterable<JsonObject>): Usage {
+  let queries = 0;
+  for (const grounding of metadata) queries += Math.max(asArray(grounding.webSearchQueries).length, 1);
+  if (queries > 0) usage.toolCalls = { google_search: queries };
   return usage;
 }
 
@@ -35,8 +64,14 @@ function fromResponse(context: UsageContext, body: unknown): Usage {
   const response = asObject(body);
   const metadata = asObject(response?.usageMetadata);
   switch (context.operation) {
-    case "generate":
-      return metadata ? geminiUsage(metadata) : { ...emptyUsage(), estimated: true };
+    case "generate": {
+      const usage = metadata ? geminiUsage(metadata) : { ...emptyUsage(), estimated: true };
+      const grounding = asArray(response?.candidates).flatMap((candidate) => {
+        const found = asObject(asObject(candidate)?.groundingMetadata);
+        return found ? [found] : [];
+      });
+      return withGrounding(usage, grounding);
+    }
     case "embed":
       return metadata ? geminiUsage(metadata) : estimatedEmbedding(context.request);
     case "cached_content": {
@@ -54,6 +89,7 @@ interface Candidate {
   role: string;
   parts: JsonObject[];
   finishReason?: unknown;
+  groundingMetadata?: JsonObject;
 }
 
 /** Observes `streamGenerateContent`: every chunk is a partial response; the last usage seen is the total. */
@@ -61,6 +97,8 @@ class GeminiStreamObserver implements StreamObserver {
   private metadata: JsonObject | undefined;
   private readonly head: JsonObject = {};
   private readonly candidates = new Map<number, Candidate>();
+  /** The last grounding metadata of each candidate. */
+  private readonly grounding = new Map<number, JsonObject>();
 
   event(data: string): void {
     const chunk = asObject(parseJson(data));
@@ -79,23 +117,43 @@ class GeminiStreamObserver implements StreamObserver {
         this.candidates.set(index, state);
       }
       if (candidate.finishReason !== undefined) state.finishReason = candidate.finishReason;
+      const grounding = asObject(candidate.groundingMetadata);
+      if (grounding) {
+        this.grounding.set(index, grounding);
+        state.groundingMetadata = grounding;
+      }
       const content = asObject(candidate.content);
       if (typeof content?.role === "string") state.role = content.role;
       for (const rawPart of asArray(content?.parts)) addPart(state.parts, asObject(rawPart));
     }
   }
 
-  result(complete: boolean): { usage: Usage; message: unknown } {
+  result(complete: boolean): { usage: Usage; message: unknown; text: string } {
     const usage = this.metadata ? geminiUsage(this.metadata) : { ...emptyUsage(), estimated: true };
+    withGrounding(usage, this.grounding.values());
     usage.complete = complete;
     const candidates = [...this.candidates.values()].map((c) => {
       const out: JsonObject = { content: { role: c.role, parts: c.parts }, index: c.index };
       setIfDefined(out, "finishReason", c.finishReason);
+      setIfDefined(out, "groundingMetadata", c.groundingMetadata);
       return out;
     });
     const message: JsonObject = { candidates };
     setIfDefined(message, "usageMetadata", this.metadata);
-    return { usage, message: Object.assign(message, this.head) };
+    return { usage, message: Object.assign(message, this.head), text: this.deliveredText() };
+  }
+
+  /** The parts' text (thoughts included) and function-call arguments, as they streamed. */
+  private deliveredText(): string {
+    let text = "";
+    for (const candidate of this.candidates.values()) {
+      for (const part of candidate.parts) {
+        text += asString(part.text) ?? "";
+        const call = asObject(part.functionCall);
+        if (call) text += (asString(call.name) ?? "") + JSON.stringify(call.args ?? {});
+      }
+    }
+    return text;
   }
 }
 

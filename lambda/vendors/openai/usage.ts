@@ -1,4 +1,4 @@
-import { emptyUsage, type Usage } from "../../core/usage";
+import { addUnpriced, emptyUsage, type Usage, unknownUsageFields } from "../../core/usage";
 import type { StreamObserver, UsageContext, UsageExtractor } from "../../core/vendor-model";
 import { asArray, asObject, asString, count, type JsonObject, parseJson, setIfDefined } from "../json";
 
@@ -7,10 +7,53 @@ import { asArray, asObject, asString, count, type JsonObject, parseJson, setIfDe
  * `completion_tokens`, `*_details`), responses, images and transcriptions (`input_tokens`,
  * `output_tokens`), and whisper's `{"type":"duration","seconds":n}`.
  */
+/**
+ * The usage fields read below, or known to be subsets priced with their totals (prediction tokens are
+ * output; a chat's image tokens are input at the text rate; a transcription's audio tokens are its
+ * input) or not billed at all (Groq's timings). Any other count is kept as unpriced.
+ */
+const KNOWN_FIELDS = new Set([
+  "prompt_tokens",
+  "completion_tokens",
+  "total_tokens",
+  "input_tokens",
+  "output_tokens",
+  "seconds",
+  "prompt_tokens_details.cached_tokens",
+  "prompt_tokens_details.audio_tokens",
+  "prompt_tokens_details.text_tokens",
+  "prompt_tokens_details.image_tokens",
+  "completion_tokens_details.reasoning_tokens",
+  "completion_tokens_details.audio_tokens",
+  "completion_tokens_details.text_tokens",
+  "completion_tokens_details.accepted_prediction_tokens",
+  "completion_tokens_details.rejected_prediction_tokens",
+  "input_tokens_details.cached_tokens",
+  "input_tokens_details.text_tokens",
+  "input_tokens_details.image_tokens",
+  "input_token_details.text_tokens",
+  "input_token_details.audio_tokens",
+  "output_tokens_details.reasoning_tokens",
+  "output_tokens_details.text_tokens",
+  "output_tokens_details.image_tokens",
+  "queue_time",
+  "prompt_time",
+  "completion_time",
+  "total_time",
+]);
+
 export function openAiUsage(raw: unknown): Usage {
   const usage = emptyUsage();
   const u = asObject(raw);
   if (!u) return usage;
+  const audioIn = count(asObject(u.prompt_tokens_details)?.audio_tokens);
+  const audioOut = count(asObject(u.completion_tokens_details)?.audio_tokens);
+  // Images API spelling: the image part of an image model's input, billed at its own rate.
+  const imageIn = count(asObject(u.input_tokens_details)?.image_tokens);
+  if (audioIn > 0) usage.audioInputTokens = audioIn;
+  if (audioOut > 0) usage.audioOutputTokens = audioOut;
+  if (imageIn > 0) usage.imageInputTokens = imageIn;
+  addUnpriced(usage, unknownUsageFields(u, KNOWN_FIELDS));
   usage.inputTokens = count(u.prompt_tokens ?? u.input_tokens);
   usage.outputTokens = count(u.completion_tokens ?? u.output_tokens);
   usage.cachedInputTokens = count(
@@ -29,6 +72,26 @@ function unreported(): Usage {
   return { ...emptyUsage(), estimated: true };
 }
 
+/**
+ * What the response says beyond `usage`: the service tier that served it, and the web searches a
+ * Responses call ran (one `web_search_call` output item each), named after the tool the request
+ * offered (`web_search_preview` is priced apart on some models).
+ */
+function withResponseFacts(usage: Usage, context: UsageContext, response: JsonObject | undefined): Usage {
+  const tier = asString(response?.service_tier);
+  if (tier !== undefined) usage.serviceTier = tier;
+  const searches = asArray(response?.output).filter(
+    (item) => asObject(item)?.type === "web_search_call",
+  ).length;
+  if (searches > 0) {
+    const preview = asArray(context.request?.tools).some((tool) =>
+      asString(asObject(tool)?.type)?.startsWith("web_search_preview"),
+    );
+    usage.toolCalls = { [preview ? "web_search_preview" : "web_search"]: searches };
+  }
+  return usage;
+}
+
 function fromResponse(context: UsageContext, body: unknown): Usage {
   const response = asObject(body);
   switch (context.operation) {
@@ -36,7 +99,11 @@ function fromResponse(context: UsageContext, body: unknown): Usage {
     case "completions":
     case "embeddings":
     case "responses":
-      return response?.usage ? openAiUsage(response.usage) : unreported();
+      return withResponseFacts(
+        response?.usage ? openAiUsage(response.usage) : unreported(),
+        context,
+        response,
+      );
     case "transcription":
     case "translation": {
       if (response?.usage) return openAiUsage(response.usage);
@@ -84,6 +151,8 @@ class OpenAiStreamObserver implements StreamObserver {
   private readonly choices = new Map<number, ChoiceState>();
   private final: JsonObject | undefined;
   private text = "";
+  /** Function-call arguments a Responses stream delivered. */
+  private argumentsText = "";
   private images = 0;
 
   constructor(
@@ -148,8 +217,9 @@ class OpenAiStreamObserver implements StreamObserver {
       this.final = response;
       if (response.usage) this.usage = openAiUsage(response.usage);
     }
-    if (chunk.type === "response.output_text.delta" && typeof chunk.delta === "string")
-      this.text += chunk.delta;
+    if (typeof chunk.delta !== "string") return;
+    if (chunk.type === "response.output_text.delta") this.text += chunk.delta;
+    if (chunk.type === "response.function_call_arguments.delta") this.argumentsText += chunk.delta;
   }
 
   private onOtherEvent(chunk: JsonObject): void {
@@ -159,11 +229,25 @@ class OpenAiStreamObserver implements StreamObserver {
     if (type.endsWith(".completed") && this.context.operation === "image") this.images++;
   }
 
-  result(complete: boolean): { usage: Usage; message: unknown } {
+  result(complete: boolean): { usage: Usage; message: unknown; text: string } {
     const usage = this.usage ?? unreported();
     if (this.context.operation === "image") usage.images = this.images;
+    withResponseFacts(usage, this.context, this.final ?? this.head);
     usage.complete = complete;
-    return { usage, message: this.message() };
+    return { usage, message: this.message(), text: this.deliveredText() };
+  }
+
+  /** The text the client received: content, refusals and tool-call arguments, without any wrapper. */
+  private deliveredText(): string {
+    let text = this.text + this.argumentsText;
+    for (const choice of this.choices.values()) {
+      text += choice.content + choice.refusal + choice.text;
+      for (const call of choice.toolCalls) {
+        const fn = asObject(call.function);
+        text += (asString(fn?.name) ?? "") + (asString(fn?.arguments) ?? "");
+      }
+    }
+    return text;
   }
 
   private message(): unknown {

@@ -1,16 +1,7 @@
-import type { CreditBalance, LedgerEntry } from "../api";
-import { h, replace } from "../dom";
-import { timeCell, usd } from "../format";
-import {
-  emptyState,
-  errorMessage,
-  errorState,
-  loadInto,
-  loadingState,
-  type Page,
-  type PageContext,
-  pageHead,
-} from "./page";
+import type { CreditBalance, Statement, StatementLine } from "../api";
+import { type Child, h, replace } from "../dom";
+import { count, money } from "../format";
+import { emptyState, errorMessage, loadInto, type Page, type PageContext, pageHead } from "./page";
 
 const SOURCES: [value: string, label: string][] = [
   ["invoice", "Invoice (paid)"],
@@ -19,55 +10,144 @@ const SOURCES: [value: string, label: string][] = [
   ["manual", "Manual adjustment"],
 ];
 
-const TYPES: Record<LedgerEntry["type"], string> = {
-  grant: "Grant",
-  hold: "Hold",
-  settle: "Charge",
-  release: "Release",
-};
-
-function details(entry: LedgerEntry): string {
-  switch (entry.type) {
-    case "grant":
-      return [entry.source, entry.note].filter(Boolean).join(" · ");
-    case "hold":
-      return "Reserved for a call in flight";
-    case "settle":
-      return `Charged ${usd(entry.chargedMicros ?? 0)} of ${usd(entry.heldMicros ?? 0)} reserved`;
-    case "release":
-      return "Reservation returned: the call was not charged";
-  }
-}
-
 function balanceCard(balance: CreditBalance): HTMLElement {
+  const inFlight = balance.heldMicros + balance.chargedInFlightMicros;
   return h(
     "div",
     { class: "balance" },
     h("p", { class: "balance-label" }, "Available"),
-    h("p", { class: "balance-amount", "data-testid": "available" }, usd(balance.availableMicros)),
+    h("p", { class: "balance-amount", "data-testid": "available" }, money(balance.availableMicros)),
     h(
       "p",
-      { class: "muted" },
-      `${usd(balance.heldMicros)} reserved for ${balance.openHolds} call${balance.openHolds === 1 ? "" : "s"} in flight`,
+      { class: "muted", "data-testid": "in-flight" },
+      balance.openHolds === 0
+        ? "Nothing in flight."
+        : h(
+            "span",
+            {},
+            money(inFlight),
+            ` in flight on ${balance.openHolds} open lease${balance.openHolds === 1 ? "" : "s"} (`,
+            money(balance.chargedInFlightMicros),
+            " charged so far, settled within seconds)",
+          ),
     ),
   );
 }
 
-function ledgerRows(entries: LedgerEntry[]): HTMLElement[] {
-  return entries.map((entry) =>
+const PERIODS: [value: string, label: string][] = [
+  ["month", "This month"],
+  ["30", "Last 30 days"],
+  ["90", "Last 90 days"],
+  ["366", "Last 12 months"],
+];
+
+const DAY_MS = 86_400_000;
+const isoDay = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+const statementDay = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeZone: "UTC" });
+
+function periodOf(choice: string, now = Date.now()): { from: string; to: string } {
+  const to = isoDay(now);
+  if (choice === "month") return { from: `${to.slice(0, 8)}01`, to };
+  return { from: isoDay(Date.parse(to) - (Number(choice) - 1) * DAY_MS), to };
+}
+
+function describe(line: StatementLine, grouping: Statement["grouping"]): Child[] {
+  if (line.kind === "grant") {
+    const detail = [line.source, line.note].filter(Boolean).join(" · ");
+    return ["Credits granted", detail ? h("small", {}, detail) : null];
+  }
+  const calls = `${count(line.calls ?? 0)} call${line.calls === 1 ? "" : "s"}`;
+  const uncollected =
+    (line.uncollectedMicros ?? 0) > 0
+      ? [" · ", money(line.uncollectedMicros ?? 0), " above the holds, not charged"]
+      : [];
+  return grouping === "lease"
+    ? ["Calls on one lease", h("small", {}, `${calls} · lease ${line.ref ?? ""}`, ...uncollected)]
+    : [
+        "Calls",
+        h("small", {}, `${calls} on ${line.leases} lease${line.leases === 1 ? "" : "s"}`, ...uncollected),
+      ];
+}
+
+function statementTable(statement: Statement): HTMLElement {
+  const edge = (label: string, day: string, micros: number, testId: string) =>
     h(
       "tr",
-      {},
-      h("td", {}, timeCell(entry.at, "")),
-      h("td", {}, TYPES[entry.type]),
+      { "data-testid": testId },
+      h("td", { class: "edge" }, statementDay.format(Date.parse(day))),
+      h("td", { class: "edge what" }, label),
+      h("td", { class: "edge num" }),
+      h("td", { class: "edge num" }, money(micros)),
+    );
+  return h(
+    "div",
+    { class: "table-wrap" },
+    h(
+      "table",
+      { class: "table statement" },
+      h("caption", { class: "sr-only" }, `Credit statement from ${statement.from} to ${statement.to}`),
       h(
-        "td",
-        { class: `amount ${entry.deltaMicros >= 0 ? "credit" : "debit"}` },
-        `${entry.deltaMicros > 0 ? "+" : ""}${usd(entry.deltaMicros)}`,
+        "thead",
+        {},
+        h(
+          "tr",
+          {},
+          h("th", { scope: "col" }, "Date"),
+          h("th", { scope: "col" }, "Description"),
+          h("th", { scope: "col", class: "num" }, "Amount"),
+          h("th", { scope: "col", class: "num" }, "Balance"),
+        ),
       ),
-      h("td", { class: "details" }, details(entry)),
+      h(
+        "tbody",
+        {},
+        edge("Opening balance", statement.from, statement.openingMicros, "opening"),
+        ...statement.lines.map((line) =>
+          h(
+            "tr",
+            { "data-kind": line.kind },
+            h("td", {}, statementDay.format(Date.parse(line.day))),
+            h("td", { class: "what" }, ...describe(line, statement.grouping)),
+            h(
+              "td",
+              { class: "num" },
+              line.amountMicros > 0
+                ? h("span", { class: "credit" }, "+", money(line.amountMicros))
+                : money(line.amountMicros),
+            ),
+            h("td", { class: "num" }, money(line.balanceMicros)),
+          ),
+        ),
+        edge("Closing balance", statement.to, statement.closingMicros, "closing"),
+      ),
     ),
   );
+}
+
+function statementBody(statement: Statement): Child[] {
+  const { heldMicros, chargedMicros, openLeases } = statement.inFlight;
+  return [
+    statement.lines.length === 0
+      ? emptyState(
+          "coins",
+          "No credit movements in this period",
+          "Grants, and the charges of calls billed to credits, appear here.",
+        )
+      : statementTable(statement),
+    openLeases > 0
+      ? h(
+          "p",
+          { class: "in-flight", "data-testid": "statement-in-flight" },
+          "In flight, not yet on the statement: ",
+          money(chargedMicros),
+          " charged and ",
+          money(heldMicros),
+          ` reserved on ${openLeases} open lease${openLeases === 1 ? "" : "s"}. Available now: `,
+          money(statement.availableMicros),
+          ".",
+        )
+      : null,
+  ];
 }
 
 /** The operators' grant form; payment is out of scope, so each grant names where its money came from. */
@@ -143,7 +223,18 @@ export const creditsPage: Page = {
   icon: "coins",
   render(ctx, main) {
     const balanceBody = h("div", {});
-    const ledgerBody = h("div", {});
+    const statementSection = h("div", {});
+    const period = h(
+      "select",
+      { id: "statement-period", "aria-label": "Period" },
+      ...PERIODS.map(([value, label]) => h("option", { value }, label)),
+    );
+    const grouping = h(
+      "select",
+      { id: "statement-grouping", "aria-label": "Charges" },
+      h("option", { value: "day" }, "Charges per day"),
+      h("option", { value: "lease" }, "Charges per lease"),
+    );
     replace(
       main,
       pageHead(
@@ -166,80 +257,37 @@ export const creditsPage: Page = {
               ),
               grantForm(ctx, (balance) => {
                 replace(balanceBody, balanceCard(balance));
-                void loadLedger();
+                void loadStatement();
               }),
             )
           : null,
       ),
-      h("section", { class: "card" }, h("h2", { class: "card-title" }, "Ledger"), ledgerBody),
+      h(
+        "section",
+        { class: "card" },
+        h("h2", { class: "card-title" }, "Statement", h("span", { class: "card-sub" }, "Days are UTC")),
+        h("div", { class: "statement-tools" }, period, grouping),
+        statementSection,
+      ),
     );
 
-    async function loadLedger(): Promise<void> {
-      replace(ledgerBody, loadingState("Loading the ledger…"));
-      try {
-        const page = await ctx.api.ledger(ctx.project.projectId);
-        if (page.entries.length === 0) {
-          replace(
-            ledgerBody,
-            emptyState(
-              "coins",
-              "No credit movements yet",
-              "Grants, and the charges of calls billed to credits, appear here.",
-            ),
-          );
-          return;
-        }
-        const tbody = h("tbody", {}, ...ledgerRows(page.entries));
-        const more = h("button", { type: "button", class: "button" }, "Load older entries");
-        let cursor = page.cursor;
-        more.hidden = cursor === undefined;
-        more.addEventListener("click", async () => {
-          more.disabled = true;
-          try {
-            const next = await ctx.api.ledger(ctx.project.projectId, cursor);
-            tbody.append(...ledgerRows(next.entries));
-            cursor = next.cursor;
-            more.hidden = cursor === undefined;
-          } catch (err) {
-            ctx.toast(`Older entries could not be loaded: ${errorMessage(err)}`, "error");
-          } finally {
-            more.disabled = false;
-          }
-        });
-        replace(
-          ledgerBody,
-          h(
-            "div",
-            { class: "table-wrap" },
-            h(
-              "table",
-              { class: "table" },
-              h("caption", { class: "sr-only" }, "Credit ledger, newest first"),
-              h(
-                "thead",
-                {},
-                h(
-                  "tr",
-                  {},
-                  ...["When", "Type", "Amount", "Details"].map((t) => h("th", { scope: "col" }, t)),
-                ),
-              ),
-              tbody,
-            ),
-          ),
-          h("div", { class: "table-footer" }, more),
-        );
-      } catch (err) {
-        replace(ledgerBody, errorState(`The ledger could not be loaded: ${errorMessage(err)}`, loadLedger));
-      }
-    }
-
+    const loadStatement = loadInto(
+      statementSection,
+      { loading: "Loading the statement…", failed: "The statement", rows: 5 },
+      () =>
+        ctx.api.statement(ctx.project.projectId, {
+          ...periodOf(period.value),
+          group: grouping.value === "lease" ? "lease" : "day",
+        }),
+      statementBody,
+    );
+    period.addEventListener("change", () => void loadStatement());
+    grouping.addEventListener("change", () => void loadStatement());
     loadInto(
       balanceBody,
       { loading: "Loading the balance…", failed: "The balance", rows: 2 },
       () => ctx.api.balance(ctx.project.projectId),
       balanceCard,
     );
-    void loadLedger();
   },
 };

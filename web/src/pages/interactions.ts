@@ -5,7 +5,7 @@ import { BILLING_HINTS, BILLING_LABELS, VENDOR_LABELS, vendorLabel } from "../la
 import {
   emptyState,
   errorMessage,
-  errorState,
+  failureState,
   loadInto,
   loadingState,
   modal,
@@ -126,6 +126,101 @@ function fact(label: string, value: Child): HTMLElement[] {
   return [h("dt", {}, label), h("dd", {}, value ?? h("span", { class: "muted" }, "—"))];
 }
 
+/** The stored cost breakdown, as the record's JSON column holds it. */
+interface CostBreakdownView {
+  items: {
+    dimension: string;
+    quantity: number;
+    unit: string;
+    rate_usd: string;
+    per: number;
+    amount_micros: string;
+  }[];
+  markup: string;
+  micros: number;
+  charged_micros?: number;
+  service_tier?: string;
+  long_context?: boolean;
+  unpriced?: string[];
+}
+
+function parsed<T>(json: string | null): T | undefined {
+  if (json === null) return undefined;
+  try {
+    return JSON.parse(json) as T;
+  } catch {
+    return undefined;
+  }
+}
+
+const PER_LABELS: Record<string, string> = {
+  "1": "",
+  "60": "/min",
+  "1000": "/1K",
+  "3600": "/h",
+  "1000000": "/1M",
+};
+
+/** What the charge is made of: each dimension counted, at which rate, for what amount. */
+function costBreakdownSection(interaction: Interaction): HTMLElement | null {
+  const breakdown = parsed<CostBreakdownView>(interaction.cost_breakdown);
+  const details = parsed<{ unpriced?: Record<string, number> }>(interaction.usage_details);
+  const unpriced = [...(breakdown?.unpriced ?? []), ...Object.keys(details?.unpriced ?? {})];
+  if (!breakdown) return null;
+  const notes = [
+    breakdown.service_tier ? `Service tier: ${breakdown.service_tier}.` : "",
+    breakdown.long_context ? "Priced at the long-context rates." : "",
+    breakdown.markup === "1" ? "" : `Markup ×${breakdown.markup}, rounded up once to a whole micro-dollar.`,
+    breakdown.charged_micros === undefined
+      ? ""
+      : `Charged ${usd(breakdown.charged_micros)}: capped at the call's credit hold.`,
+    unpriced.length > 0 ? `Reported but not priced: ${unpriced.join(", ")}.` : "",
+  ].filter(Boolean);
+  return h(
+    "section",
+    { class: "body-block", "aria-labelledby": "detail-cost" },
+    h("h3", { id: "detail-cost" }, "Cost breakdown"),
+    h(
+      "div",
+      { class: "table-wrap" },
+      h(
+        "table",
+        { class: "table" },
+        h(
+          "thead",
+          {},
+          h(
+            "tr",
+            {},
+            ...["Dimension", "Quantity", "Rate (USD)", "Amount"].map((t) => h("th", { scope: "col" }, t)),
+          ),
+        ),
+        h(
+          "tbody",
+          {},
+          ...breakdown.items.map((item) =>
+            h(
+              "tr",
+              {},
+              h("td", {}, h("code", {}, item.dimension)),
+              h("td", { class: "num" }, `${count(item.quantity)} ${item.unit}`),
+              h("td", { class: "num" }, `${item.rate_usd}${PER_LABELS[String(item.per)] ?? `/${item.per}`}`),
+              h("td", { class: "num" }, `${item.amount_micros} µ$`),
+            ),
+          ),
+          h(
+            "tr",
+            {},
+            h("th", { scope: "row", colspan: "3" }, "Total"),
+            h("td", { class: "num" }, usd(breakdown.micros)),
+          ),
+        ),
+      ),
+    ),
+    ...notes.map((note) => h("p", { class: "hint" }, note)),
+  );
+}
+
 function detailContent(interaction: Interaction): Child[] {
   const text = assembledText(interaction.response_body);
   const tokens = h(
@@ -173,8 +268,11 @@ function detailContent(interaction: Interaction): Child[] {
         interaction.vendor_request_id === null ? null : h("code", {}, interaction.vendor_request_id),
       ),
       ...fact("Price list", interaction.price_version),
+      ...fact("Service tier", interaction.service_tier),
       ...fact("Client", interaction.user_agent),
+      ...fact("Stored", interaction.store_level),
     ),
+    costBreakdownSection(interaction),
     interaction.truncated
       ? h(
           "div",
@@ -188,17 +286,27 @@ function detailContent(interaction: Interaction): Child[] {
       : codeBlock(interaction.streamed ? "Assembled stream text" : "Response text", text, "detail-text"),
     codeBlock(
       "Request body",
-      interaction.request_body === null ? "(not stored: binary or empty)" : pretty(interaction.request_body),
+      interaction.request_body === null ? missingBody(interaction) : pretty(interaction.request_body),
       "detail-request",
     ),
     codeBlock(
       interaction.streamed ? "Response (assembled from the stream)" : "Response body",
-      interaction.response_body === null
-        ? "(not stored: binary or empty)"
-        : pretty(interaction.response_body),
+      interaction.response_body === null ? missingBody(interaction) : pretty(interaction.response_body),
       "detail-response",
     ),
   ];
+}
+
+/** Why a body is missing: the store level or body retention, or a body that was binary or empty. */
+function missingBody(interaction: Interaction): string {
+  switch (interaction.store_level) {
+    case "metadata":
+      return "(not kept: stored at level metadata, by the project's or key's setting, the request's X-DMT-Store header, or the body retention)";
+    case "none":
+      return "(not kept: stored at level none; the user id is kept only as a keyed hash)";
+    default:
+      return "(not stored: binary or empty)";
+  }
 }
 
 function openDetail(ctx: PageContext, row: InteractionSummary): void {
@@ -529,7 +637,7 @@ export const interactionsPage: Page = {
         if (mine !== generation) return;
         replace(
           body,
-          errorState(`The interactions could not be loaded: ${errorMessage(err)}`, () => void load()),
+          failureState("The interactions", err, () => void load()),
         );
       }
     }

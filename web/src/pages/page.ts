@@ -1,4 +1,4 @@
-import type { Api, Me, MemberProject } from "../api";
+import { type Api, ApiFailure, type Me, type MemberProject } from "../api";
 import { type Child, h, icon, replace } from "../dom";
 
 /** What every page gets: the API, the selected project, the signed-in user, and a way to notify. */
@@ -58,6 +58,17 @@ export function errorState(message: string, retry: () => void): HTMLElement {
 export const errorMessage = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 /**
+ * What to show when `what` could not be loaded: a refused request (400: a reversed date range, say)
+ * says what to change, with no "Try again" that can only fail again; anything else offers a retry.
+ */
+export function failureState(what: string, err: unknown, retry: () => void): HTMLElement {
+  if (err instanceof ApiFailure && err.status === 400) {
+    return h("div", { class: "callout warning", role: "alert" }, icon("alert"), h("div", {}, err.message));
+  }
+  return errorState(`${what} could not be loaded: ${errorMessage(err)}`, retry);
+}
+
+/**
  * Fills `body` with what `fetch` brings, drawn by `render`: a loading state meanwhile, and on failure
  * an error naming `what` with a retry. The returned function loads again (after a change, say).
  */
@@ -73,7 +84,7 @@ export function loadInto<T>(
       const drawn = render(await fetch(), load);
       replace(body, ...(Array.isArray(drawn) ? drawn : [drawn]));
     } catch (err) {
-      replace(body, errorState(`${what.failed} could not be loaded: ${errorMessage(err)}`, load));
+      replace(body, failureState(what.failed, err, load));
     }
   };
   void load();

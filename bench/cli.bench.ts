@@ -1,0 +1,95 @@
+/**
+ * Start time of the `dmt` CLI as a whole process: the median of 10 runs of `dmt --version` and of
+ * `dmt keys list --project <id>`, from the bundle `npm install` builds and from the TypeScript sources through tsx (what every
+ * command ran before the bundle). `keys list` runs two ways: with `dmt serve` running on the data dir
+ * (the README's path: the command talks to the server's store) and without (it starts the embedded
+ * store itself, which dominates). Run: `npx tsx bench/cli.bench.ts`. Never part of the tests.
+ */
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { cpus, loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { startDmtServe } from "../test/support/cli";
+import { formatTable } from "./lib/table";
+
+const RUNS = Number(process.env.BENCH_RUNS ?? 10);
+const ROOT = join(import.meta.dirname, "..");
+const DMT = join(ROOT, "bin", "dmt.mjs");
+
+function run(args: string[], env: Record<string, string>): number {
+  const started = process.hrtime.bigint();
+  const out = spawnSync(process.execPath, [DMT, ...args], {
+    env: { ...process.env, ...env },
+    encoding: "utf8",
+  });
+  const ms = Number(process.hrtime.bigint() - started) / 1e6;
+  if (out.status !== 0) throw new Error(`dmt ${args.join(" ")} failed: ${out.stderr}`);
+  return ms;
+}
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
+};
+
+async function main(): Promise<void> {
+  const machine = { node: process.version, cpus: cpus().length, cpu: cpus()[0]?.model, loadavg: loadavg() };
+  const build = spawnSync(process.execPath, [join(ROOT, "bin", "build-cli.mjs")], { encoding: "utf8" });
+  if (build.status !== 0) throw new Error(`the bundle could not be built: ${build.stderr}`);
+  const dataDir = mkdtempSync(join(tmpdir(), "dmt-bench-cli-"));
+  const env = { DMT_DATA_DIR: dataDir };
+  const results: { command: string; from: string; medianMs: number; minMs: number; maxMs: number }[] = [];
+  try {
+    run(["projects", "create", "bench"], env);
+    const measure = (label: string, args: string[]) => {
+      for (const [from, extra] of [
+        ["bundle", {}],
+        ["sources (tsx)", { DMT_CLI_FROM_SOURCE: "1" }],
+      ] as const) {
+        run(args, { ...env, ...extra }); // warm the file cache and tsx's transform cache
+        const times = Array.from({ length: RUNS }, () => run(args, { ...env, ...extra }));
+        results.push({
+          command: label,
+          from,
+          medianMs: median(times),
+          minMs: Math.min(...times),
+          maxMs: Math.max(...times),
+        });
+      }
+    };
+    measure("dmt --version", ["--version"]);
+    measure("dmt keys list (no server)", ["keys", "list", "--project", "bench"]);
+    const server = await startDmtServe(dataDir);
+    try {
+      measure("dmt keys list (server running)", ["keys", "list", "--project", "bench"]);
+    } finally {
+      await server.stop("SIGINT");
+    }
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+  process.stdout.write(
+    [
+      `dmt start time, whole process, ${RUNS} runs each (load average ${machine.loadavg.map((l) => l.toFixed(1)).join(" ")})`,
+      formatTable(
+        ["command", "from", "median ms", "min ms", "max ms"],
+        results.map((r) => [
+          r.command,
+          r.from,
+          Math.round(r.medianMs),
+          Math.round(r.minMs),
+          Math.round(r.maxMs),
+        ]),
+      ),
+      "",
+    ].join("\n"),
+  );
+  mkdirSync(join(import.meta.dirname, "results"), { recursive: true });
+  writeFileSync(
+    join(import.meta.dirname, "results", "cli.json"),
+    `${JSON.stringify({ date: new Date().toISOString(), machine, runs: RUNS, results }, null, 2)}\n`,
+  );
+}
+
+await main();

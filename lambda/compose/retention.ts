@@ -1,0 +1,31 @@
+import { parquetCodec } from "../adapters/parquet/codec";
+import type { Store } from "../core/ports";
+import type { RetentionAudit, RetentionIndex } from "../core/retention";
+import { type RetentionOptions, runRetention } from "../warehouse/retention";
+import type { Infrastructure } from "./infrastructure";
+
+/**
+ * The retention run (docs/privacy.md): the daily scheduled function in AWS, `dmt retention run`
+ * locally. Expired day partitions leave the warehouse, older bodies are dropped, the dashboard's
+ * index follows; the rollups and the ledger are not touched.
+ */
+export function composeRetention(
+  infra: Pick<Infrastructure, "warehouse" | "warehouseFiles" | "clock" | "logger"> & {
+    /** The project list (DynamoPorts' `keys`) and the dashboard's index. */
+    store: { keys: Pick<Store, "listProjects">; interactions: RetentionIndex };
+  },
+): (options?: RetentionOptions) => Promise<RetentionAudit> {
+  return (options = {}) =>
+    runRetention(
+      {
+        projects: infra.store.keys,
+        objects: infra.warehouse,
+        files: infra.warehouseFiles,
+        codec: parquetCodec,
+        index: infra.store.interactions,
+        logger: infra.logger,
+        clock: infra.clock,
+      },
+      options,
+    );
+}

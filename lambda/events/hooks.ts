@@ -1,0 +1,48 @@
+import type { ProxyHooks } from "../core/call";
+import { decimalUsd } from "../core/credits";
+import { errorFields, type Logger } from "../core/logger";
+import { recordLevel, recordOf } from "../warehouse/hooks";
+import type { BalanceAlerts } from "./alerts";
+import type { EventPublisher } from "./ports";
+
+/**
+ * The events' proxy hook, after metering's: a `usage.recorded` event per call (figures and ids, never
+ * bodies or keys), and a balance check after each managed call that cost something.
+ */
+export function eventHooks(publisher: EventPublisher, alerts: BalanceAlerts, logger: Logger): ProxyHooks {
+  return {
+    async after(call, outcome) {
+      // Figures and ids only: never a body, and at level `none` no user id either.
+      const level = recordLevel(call);
+      const record = recordOf(call, outcome, "metadata");
+      const charged = record.billing_mode === "managed" && (record.cost_micros ?? 0) > 0;
+      await Promise.all([
+        publisher
+          .publish({
+            type: "usage.recorded",
+            projectId: record.project_id,
+            subject: record.transaction_id,
+            data: {
+              transaction_id: record.transaction_id,
+              key_id: record.key_id,
+              user_id: level === "none" ? null : record.user_id,
+              vendor: record.vendor,
+              endpoint: record.endpoint,
+              model: record.model,
+              status_code: record.status_code,
+              streamed: record.streamed,
+              billing_mode: record.billing_mode,
+              input_tokens: record.input_tokens,
+              output_tokens: record.output_tokens,
+              cached_input_tokens: record.cached_input_tokens,
+              reasoning_tokens: record.reasoning_tokens,
+              cost_usd: record.cost_micros === null ? null : decimalUsd(record.cost_micros),
+              price_version: record.price_version,
+            },
+          })
+          .catch((err: unknown) => logger.error("usage event not published", errorFields(err))),
+        charged ? alerts.check(record.project_id) : undefined,
+      ]);
+    },
+  };
+}

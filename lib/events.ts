@@ -1,0 +1,95 @@
+import { Duration } from "aws-cdk-lib";
+import { Alarm, ComparisonOperator, TreatMissingData } from "aws-cdk-lib/aws-cloudwatch";
+import { EventBus, Rule } from "aws-cdk-lib/aws-events";
+import { SqsQueue } from "aws-cdk-lib/aws-events-targets";
+import type { IKey } from "aws-cdk-lib/aws-kms";
+import { SqsEventSource } from "aws-cdk-lib/aws-lambda-event-sources";
+import { Queue, QueueEncryption } from "aws-cdk-lib/aws-sqs";
+import { Construct } from "constructs";
+import { BUS_SOURCE } from "../lambda/adapters/eventbridge/bus";
+import { DmtFunction, type LambdaDefaults } from "./lambda-defaults";
+import type { Store } from "./store";
+
+export interface EventsProps {
+  defaults: LambdaDefaults;
+  store: Store;
+  /** The key that wraps webhook secrets (the BYOK key: the same envelope scheme). */
+  secretsKey: IKey;
+}
+
+/** The delivery function's limits: a POST waits 10 s at most; a batch of 10 runs side by side. */
+const DELIVERY = { timeout: Duration.seconds(60), batchSize: 10, maxReceiveCount: 5 };
+
+/**
+ * Events: the stack's EventBridge bus, where every event goes as a CloudEvent (`source` "dmt",
+ * `detail-type` the event type), for users to route with rules of their own; a rule of the stack
+ * that feeds the webhook delivery queue; the delivery function, which posts signed webhooks and
+ * re-queues retries with a delay; a dead-letter queue for messages the function itself cannot
+ * process, and an alarm on it. (A webhook that fails for good is kept in the delivery log, not here.)
+ */
+export class Events extends Construct {
+  readonly bus: EventBus;
+  readonly queue: Queue;
+  readonly deadLetterQueue: Queue;
+  readonly delivery: DmtFunction;
+  readonly deadLetterAlarm: Alarm;
+
+  constructor(scope: Construct, id: string, props: EventsProps) {
+    super(scope, id);
+    this.bus = new EventBus(this, "Bus", { description: "dmt events (CloudEvents 1.0 in detail)" });
+    this.deadLetterQueue = new Queue(this, "DeadLetterQueue", {
+      encryption: QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+      retentionPeriod: Duration.days(14),
+    });
+    this.queue = new Queue(this, "DeliveryQueue", {
+      encryption: QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+      retentionPeriod: Duration.days(4),
+      // Six times the function's timeout, as Lambda's SQS event source advises.
+      visibilityTimeout: Duration.seconds(DELIVERY.timeout.toSeconds() * 6),
+      deadLetterQueue: { queue: this.deadLetterQueue, maxReceiveCount: DELIVERY.maxReceiveCount },
+    });
+    new Rule(this, "ToWebhooks", {
+      eventBus: this.bus,
+      description: "every dmt event to the webhook delivery queue",
+      eventPattern: { source: [BUS_SOURCE] },
+      targets: [new SqsQueue(this.queue)],
+    });
+
+    this.delivery = new DmtFunction(this, "Delivery", {
+      handler: "events",
+      description: "dmt: webhook delivery (signed per Standard Webhooks)",
+      defaults: props.defaults,
+      timeout: DELIVERY.timeout,
+      environment: {
+        ...props.store.environment(),
+        DMT_BYOK_KEY_ARN: props.secretsKey.keyArn,
+        DMT_WEBHOOK_QUEUE_URL: this.queue.queueUrl,
+        DMT_EVENT_BUS_NAME: this.bus.eventBusName,
+      },
+    });
+    const fn = this.delivery.function;
+    fn.addEventSource(
+      new SqsEventSource(this.queue, { batchSize: DELIVERY.batchSize, reportBatchItemFailures: true }),
+    );
+    props.store.grant(fn, "webhooks", ["Query", "GetItem"]);
+    props.store.grant(fn, "webhookDeliveries", ["GetItem", "PutItem"]);
+    props.secretsKey.grantDecrypt(fn);
+    this.queue.grantSendMessages(fn);
+
+    this.deadLetterAlarm = new Alarm(this, "DeadLettersAlarm", {
+      metric: this.deadLetterQueue.metricApproximateNumberOfMessagesVisible({
+        statistic: "Maximum",
+        period: Duration.minutes(5),
+      }),
+      alarmDescription:
+        "Event delivery messages the delivery function could not process reached its dead-letter queue.",
+      threshold: 1,
+      evaluationPeriods: 1,
+      datapointsToAlarm: 1,
+      comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      treatMissingData: TreatMissingData.NOT_BREACHING,
+    });
+  }
+}

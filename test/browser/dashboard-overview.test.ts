@@ -1,0 +1,220 @@
+import { mkdirSync } from "node:fs";
+import chromiumBinary from "@sparticuz/chromium";
+import { type Browser, chromium, type Page } from "playwright-core";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
+import { DynamoMemberStore } from "../../lambda/adapters/dynamodb/members";
+import { tableNames } from "../../lambda/adapters/dynamodb/tables";
+import { addMember } from "../../lambda/core/members";
+import { localUserDirectory } from "../../lambda/local/oidc";
+import { startTestStack, type TestStack } from "../support/stack";
+
+/**
+ * The overview and the credit statement in a real browser (Chromium from @sparticuz/chromium, driven
+ * by playwright-core), over the real local stack with metering on: a project with credits and a key,
+ * calls through the proxy, the development user made a member with the same code `dmt members add`
+ * runs; then the figures on the overview and the statement, and every page at 390 px wide.
+ */
+
+const SHOTS = "test-results";
+const PROJECT = "overview-demo";
+/** Generous: the machine may be busy, and the steps wait on the warehouse and lease settlement. */
+const STEP_MS = 180_000;
+
+let stack: TestStack;
+let browser: Browser;
+let page: Page;
+let key = "";
+const problems: string[] = [];
+
+beforeAll(async () => {
+  stack = await startTestStack({ DMT_METERING: "on", DMT_WAREHOUSE_FLUSH_MS: "100" });
+  ({ key } = await stack.newKey({ projectId: PROJECT, name: "laptop" }));
+  await new DynamoCredits(stack.db, tableNames(process.env)).grant(PROJECT, 10_000_000, "invoice", "INV-1");
+  await addMember(
+    stack.store,
+    new DynamoMemberStore(stack.db, tableNames(process.env)),
+    localUserDirectory(stack.dataDir),
+    { projectId: PROJECT, email: stack.dashboard.email, role: "admin" },
+    Date.now(),
+  );
+  // Minimal launch; the shared browser helper of the test suite replaces it.
+  browser = await chromium.launch({
+    executablePath: await chromiumBinary.executablePath(),
+    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
+    headless: true,
+  });
+  page = await (await browser.newContext({ viewport: { width: 1366, height: 900 } })).newPage();
+  page.setDefaultTimeout(60_000);
+  page.on("console", (message) => {
+    if (message.type() !== "error") return;
+    if (message.location().url.startsWith(`${stack.url}/dashboard/api/`)) return;
+    problems.push(message.text());
+  });
+  page.on("pageerror", (error) => problems.push(error.message));
+}, STEP_MS);
+
+afterAll(async () => {
+  await browser?.close();
+  await stack?.stop();
+});
+
+beforeEach(({ task, onTestFailed }) => {
+  onTestFailed(async () => {
+    mkdirSync(SHOTS, { recursive: true });
+    await page.screenshot({
+      path: `${SHOTS}/overview-${task.name.replace(/\W+/g, "-")}.png`,
+      fullPage: true,
+    });
+  });
+});
+
+async function call(content: string): Promise<void> {
+  const res = await fetch(`${stack.url}/openai/v1/chat/completions`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+    body: JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content }] }),
+  });
+  expect(res.status).toBe(200);
+  await res.arrayBuffer();
+}
+
+/** Elements wider than the viewport, or reaching past its right edge: none may exist. */
+const tooWide = () =>
+  page.evaluate(() =>
+    [...document.querySelectorAll("body *")]
+      .filter((el) => {
+        const box = el.getBoundingClientRect();
+        return box.width > 0 && (box.width > window.innerWidth || box.right > window.innerWidth + 0.5);
+      })
+      .map((el) => `${el.tagName.toLowerCase()}.${el.className}`),
+  );
+
+async function open(path: string): Promise<void> {
+  await page.goto(`${stack.url}/dashboard/${path}`);
+  await page.waitForURL(`${stack.url}/dashboard/${path}`);
+}
+
+/** What the background work (warehouse, lease settlement) needs on a busy machine: polled each second. */
+const SLOW = { timeout: 120_000, interval: 1_000 };
+
+/** Opens `path` afresh, then reads what the page shows: for a poll that waits on background work. */
+async function reloading<T>(path: string, read: () => Promise<T>): Promise<T> {
+  await open(path);
+  return read();
+}
+
+describe.sequential("overview and statement in a browser", () => {
+  it(
+    "lands on the overview after signing in, with the project the member was added to",
+    async () => {
+      for (let i = 0; i < 3; i++) await call(`Hello number ${i}`);
+      await stack.drain();
+      // The root of the service sends a person to the dashboard.
+      await page.goto(`${stack.url}/`);
+      await page.waitForURL(`${stack.url}/dashboard/`);
+      await page.getByRole("button", { name: "Sign in" }).click();
+      await page.waitForURL(/\/oidc\/interaction\//);
+      await page.getByLabel("Email").fill(stack.dashboard.email);
+      await page.getByLabel("Password").fill(stack.dashboard.password);
+      await page.getByRole("button", { name: "Sign in" }).click();
+      await page.waitForURL(`${stack.url}/dashboard/overview`);
+      expect(await page.locator("#project option").allTextContents()).toContain(PROJECT);
+      await page.selectOption("#project", PROJECT);
+      await expect.poll(() => page.getByTestId("overview-available").textContent()).toContain("Available");
+    },
+    STEP_MS,
+  );
+
+  it(
+    "shows spend today, this month and over 30 days, credits left, burn rate and runway",
+    async () => {
+      // Rollups follow the warehouse within seconds: reload until the calls are counted.
+      await expect
+        .poll(() => reloading("overview", () => page.getByTestId("overview-top-models").textContent()), SLOW)
+        .toContain("3 calls");
+      const today = await page.getByTestId("overview-today").textContent();
+      expect(today).toMatch(/^Spend today\$0\.\d+new vs yesterday/);
+      expect(await page.getByTestId("overview-month-spend").textContent()).toContain("This month");
+      expect(await page.getByTestId("overview-30").textContent()).toContain("Last 30 days");
+      expect(await page.getByTestId("overview-available").textContent()).toMatch(/\$9\.99|\$10\.00/);
+      expect(await page.getByTestId("overview-burn").textContent()).toContain("/ day");
+      expect(await page.getByTestId("overview-runway").textContent()).toMatch(
+        /Runway(Over a year|[\d,]+ days?)/,
+      );
+      expect(
+        await page.getByRole("img", { name: /^Spend this month: \$0\.\d+ charged to credits/ }).count(),
+      ).toBe(1);
+      // The places the budgets and alerts issues fill are there, and empty until then.
+      expect(await page.locator('[data-section="budgets"]').count()).toBe(1);
+      expect(await page.locator('[data-section="alerts"]').count()).toBe(1);
+    },
+    STEP_MS,
+  );
+
+  it(
+    "reads the ledger as a statement: the grant a credit, the calls one debit, a running balance",
+    async () => {
+      // Leases settle when idle (2 s): wait for the one that paid for the calls to be on the ledger.
+      await expect
+        .poll(() => reloading("credits", () => page.locator('tr[data-kind="charges"]').count()), SLOW)
+        .toBe(1);
+      const grant = page.locator('tr[data-kind="grant"]');
+      expect(await grant.textContent()).toContain("Credits granted");
+      expect(await grant.textContent()).toContain("invoice · INV-1");
+      expect(await grant.locator(".credit").textContent()).toBe("+$10.00");
+      const charges = page.locator('tr[data-kind="charges"]');
+      expect(await charges.textContent()).toContain("3 calls on 1 lease");
+      // To the cent, with the exact amount on hover.
+      const amount = charges.locator("td.num .money").first();
+      expect(await amount.textContent()).toMatch(/^-(\$0\.\d\d|<\$0\.01)$/);
+      expect(await amount.getAttribute("title")).toMatch(/^-\$0\.\d{2,6}$/);
+      expect(await page.getByTestId("opening").textContent()).toContain("$0.00");
+      const closing = await page.getByTestId("closing").locator(".money").textContent();
+      expect(closing).toMatch(/^\$(9\.99|10\.00)$/);
+      // No hold, refund or reservation line: those are the ledger's bookkeeping, not the statement's.
+      expect(await page.locator("table.statement").textContent()).not.toMatch(/Reserved|Hold|Release/);
+
+      await page.selectOption("#statement-grouping", "lease");
+      await expect.poll(() => charges.textContent()).toContain("Calls on one lease");
+    },
+    STEP_MS,
+  );
+
+  it(
+    "says what to change about a reversed date range, with no retry that would fail again",
+    async () => {
+      await page.goto(`${stack.url}/dashboard/interactions?from=2026-11-20&to=2026-11-10`);
+      const alert = page.getByRole("alert").filter({ hasText: "is after" });
+      await expect.poll(() => alert.textContent()).toContain("2026-11-20 is after");
+      expect(await page.getByRole("button", { name: "Try again" }).count()).toBe(0);
+    },
+    STEP_MS,
+  );
+
+  it(
+    "fits every page into 390 px: nothing wider than the screen, every action reachable",
+    async () => {
+      await page.setViewportSize({ width: 390, height: 844 });
+      for (const path of ["overview", "keys", "interactions", "usage", "credits", "settings"]) {
+        await open(path);
+        await page.locator(".loading").first().waitFor({ state: "detached" });
+        await page.waitForLoadState("networkidle");
+        expect(await tooWide(), path).toEqual([]);
+        expect(await page.evaluate(() => document.documentElement.scrollWidth), path).toBeLessThanOrEqual(
+          390,
+        );
+      }
+      await page.setViewportSize({ width: 1366, height: 900 });
+    },
+    STEP_MS,
+  );
+
+  it(
+    "logged no error on any page",
+    () => {
+      expect(problems).toEqual([]);
+    },
+    STEP_MS,
+  );
+});

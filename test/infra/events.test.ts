@@ -1,0 +1,131 @@
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { App } from "aws-cdk-lib";
+import { Match, Template } from "aws-cdk-lib/assertions";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { EVENT_BUS_OUTPUT, WEBHOOK_QUEUE_OUTPUT } from "../../bin/aws-target";
+import { defineApp } from "../../lib/app";
+import { REPO_ROOT } from "../../lib/lambda-defaults";
+
+/** The events construct in the synthesized template (bundling skipped: stack.test.ts bundles). */
+
+type Resources = Record<string, { Type: string; Properties: Record<string, unknown> }>;
+
+let template: Template;
+let resources: Resources;
+let outdir: string;
+
+beforeAll(() => {
+  outdir = mkdtempSync(join(tmpdir(), "dmt-cdk-events-"));
+  const context = JSON.parse(readFileSync(join(REPO_ROOT, "cdk.json"), "utf8")).context as Record<
+    string,
+    unknown
+  >;
+  const app = new App({ outdir, context: { ...context, "aws:cdk:bundling-stacks": [] } });
+  const stack = defineApp(app);
+  const json = app.synth({ validateOnSynthesis: false }).getStackByName(stack.stackName).template;
+  template = Template.fromJSON(json);
+  resources = json.Resources;
+}, 240_000);
+
+afterAll(() => rmSync(outdir, { recursive: true, force: true }));
+
+const idOf = (type: string, match: (r: Resources[string]) => boolean) => {
+  const found = Object.entries(resources).filter(([, r]) => r.Type === type && match(r));
+  expect(found).toHaveLength(1);
+  return found[0]?.[0] ?? "";
+};
+
+describe("events", () => {
+  it("has an event bus whose rule sends every dmt event to the webhook delivery queue", () => {
+    template.resourceCountIs("AWS::Events::EventBus", 1);
+    const busId = idOf("AWS::Events::EventBus", () => true);
+    const queueId = Object.keys(resources).find((id) => /^EventsDeliveryQueue[0-9A-F]{8}$/.test(id)) ?? "";
+    expect(resources[queueId]?.Type).toBe("AWS::SQS::Queue");
+    template.hasResourceProperties("AWS::Events::Rule", {
+      EventBusName: { Ref: busId },
+      EventPattern: { source: ["dmt"] },
+      Targets: [Match.objectLike({ Arn: { "Fn::GetAtt": [queueId, "Arn"] } })],
+    });
+    // The bus may send to the queue.
+    template.hasResourceProperties("AWS::SQS::QueuePolicy", {
+      Queues: [{ Ref: queueId }],
+      PolicyDocument: {
+        Statement: Match.arrayWith([
+          Match.objectLike({
+            Action: Match.arrayWith(["sqs:SendMessage"]),
+            Principal: { Service: "events.amazonaws.com" },
+          }),
+        ]),
+      },
+    });
+  });
+
+  it("delivers from the queue with a function that reports partial batch failures, dead-letters after 5 receives and alarms", () => {
+    const queue = Object.entries(resources).find(([id]) => /^EventsDeliveryQueue[0-9A-F]{8}$/.test(id))?.[1];
+    expect(queue?.Properties.RedrivePolicy).toMatchObject({ maxReceiveCount: 5 });
+    const deadLetterArn = (
+      (queue?.Properties.RedrivePolicy ?? {}) as { deadLetterTargetArn: { "Fn::GetAtt": string[] } }
+    ).deadLetterTargetArn["Fn::GetAtt"][0];
+    template.hasResourceProperties("AWS::Lambda::EventSourceMapping", {
+      EventSourceArn: { "Fn::GetAtt": [Match.stringLikeRegexp("EventsDeliveryQueue"), "Arn"] },
+      FunctionResponseTypes: ["ReportBatchItemFailures"],
+      BatchSize: 10,
+    });
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      MetricName: "ApproximateNumberOfMessagesVisible",
+      Dimensions: [{ Name: "QueueName", Value: { "Fn::GetAtt": [deadLetterArn, "QueueName"] } }],
+      Threshold: 1,
+    });
+    template.hasResourceProperties("AWS::Lambda::Function", {
+      Description: "dmt: webhook delivery (signed per Standard Webhooks)",
+      Timeout: 60,
+      Environment: {
+        Variables: Match.objectLike({
+          DMT_WEBHOOK_QUEUE_URL: Match.anyValue(),
+          DMT_EVENT_BUS_NAME: Match.anyValue(),
+          DMT_BYOK_KEY_ARN: Match.anyValue(),
+          DMT_TABLE_WEBHOOKS: Match.anyValue(),
+        }),
+      },
+    });
+  });
+
+  it("lets the delivery function read webhooks, write the delivery log, unwrap secrets and re-queue retries", () => {
+    const fnId = idOf(
+      "AWS::Lambda::Function",
+      (r) => r.Properties.Description === "dmt: webhook delivery (signed per Standard Webhooks)",
+    );
+    const roleId = (((resources[fnId]?.Properties.Role ?? {}) as { "Fn::GetAtt"?: string[] })["Fn::GetAtt"] ??
+      [])[0];
+    const policies = Object.values(resources).filter(
+      (r) =>
+        r.Type === "AWS::IAM::Policy" &&
+        JSON.stringify(r.Properties.Roles) === JSON.stringify([{ Ref: roleId }]),
+    );
+    const actions = policies.flatMap((p) =>
+      (p.Properties.PolicyDocument as { Statement: { Action: string | string[] }[] }).Statement.flatMap(
+        (s) => (Array.isArray(s.Action) ? s.Action : [s.Action]),
+      ),
+    );
+    expect(actions).toEqual(
+      expect.arrayContaining([
+        "dynamodb:Query",
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "kms:Decrypt",
+        "sqs:SendMessage",
+        "sqs:ReceiveMessage",
+      ]),
+    );
+    expect(actions).not.toContain("dynamodb:*");
+  });
+
+  it("publishes the bus name and the queue URL, where the CLI finds them", () => {
+    template.hasOutput(EVENT_BUS_OUTPUT, { Value: { Ref: Match.stringLikeRegexp("EventsBus") } });
+    template.hasOutput(WEBHOOK_QUEUE_OUTPUT, {
+      Value: { Ref: Match.stringLikeRegexp("EventsDeliveryQueue") },
+    });
+  });
+});

@@ -1,0 +1,122 @@
+import { describe, expect, it } from "vitest";
+import { undiciWebhookSender } from "../../lambda/adapters/undici/webhook-sender";
+import { decimalUsd as usd } from "../../lambda/core/credits";
+import { ApiError } from "../../lambda/core/errors";
+import { lowBalanceRule } from "../../lambda/events/alerts";
+import { buildEvent, DEFAULT_EVENT_TYPES, parseEventTypes } from "../../lambda/events/cloudevent";
+import { addressAllowed, validateWebhookUrl } from "../../lambda/events/webhooks";
+
+function refusal(fn: () => unknown): { status: number; code: string; message: string } {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof ApiError) return { status: err.status, code: err.code, message: err.message };
+    throw err;
+  }
+  throw new Error("expected a refusal");
+}
+
+describe("CloudEvents", () => {
+  it("builds a CloudEvents 1.0 event with a time-ordered id", () => {
+    const event = buildEvent(
+      { type: "key.created", projectId: "acme", subject: "k1", data: { a: 1 } },
+      1_700_000_000_000,
+    );
+    expect(event).toEqual({
+      specversion: "1.0",
+      type: "key.created",
+      source: "/projects/acme",
+      id: expect.stringMatching(/^evt_[0-9a-z]{9}[0-9a-f]{16}$/),
+      time: "2023-11-14T22:13:20.000Z",
+      subject: "k1",
+      datacontenttype: "application/json",
+      projectid: "acme",
+      data: { a: 1 },
+    });
+    const later = buildEvent({ type: "key.created", projectId: "acme", data: {} }, 1_700_000_000_001);
+    expect(later.id > event.id).toBe(true);
+  });
+
+  it("parses event type lists and refuses unknown types by name", () => {
+    expect(parseEventTypes("balance.low, key.created,balance.low")).toEqual(["balance.low", "key.created"]);
+    expect(refusal(() => parseEventTypes("balance.low,budget.exploded"))).toMatchObject({
+      status: 400,
+      code: "invalid_field",
+      message: expect.stringContaining("unknown event type 'budget.exploded'"),
+    });
+    expect(refusal(() => parseEventTypes(""))).toMatchObject({ code: "invalid_field" });
+    expect(refusal(() => parseEventTypes(["webhook.test"]))).toMatchObject({ code: "invalid_field" });
+    expect(DEFAULT_EVENT_TYPES).not.toContain("usage.recorded");
+  });
+
+  it("writes money as exact decimal strings", () => {
+    expect(usd(12_500_000)).toBe("12.50");
+    expect(usd(1)).toBe("0.000001");
+    expect(usd(-2_000_000)).toBe("-2.00");
+  });
+});
+
+describe("webhook URLs", () => {
+  it("takes http(s) URLs to public hosts", () => {
+    expect(validateWebhookUrl("https://hooks.example.com/dmt?x=1", "public").toString()).toBe(
+      "https://hooks.example.com/dmt?x=1",
+    );
+  });
+
+  it("refuses other schemes, credentials and private, loopback or link-local addresses", () => {
+    for (const url of ["ftp://example.com/x", "file:///etc/passwd", "not a url", "javascript:alert(1)"]) {
+      expect(refusal(() => validateWebhookUrl(url, "public"))).toMatchObject({
+        status: 400,
+        code: "invalid_field",
+      });
+    }
+    expect(refusal(() => validateWebhookUrl("https://user:pw@example.com/", "public")).message).toContain(
+      "credentials",
+    );
+    for (const host of [
+      "10.1.2.3",
+      "192.168.0.10",
+      "172.20.0.1",
+      "169.254.169.254",
+      "[fe80::1]",
+      "[fd00::1]",
+      "0.0.0.0",
+    ]) {
+      expect(refusal(() => validateWebhookUrl(`http://${host}/`, "public-or-loopback")).message).toContain(
+        "private, loopback or link-local",
+      );
+    }
+    expect(refusal(() => validateWebhookUrl("http://127.0.0.1:9000/", "public")).code).toBe("invalid_field");
+    expect(refusal(() => validateWebhookUrl("http://[::1]/", "public")).code).toBe("invalid_field");
+    expect(validateWebhookUrl("http://127.0.0.1:9000/", "public-or-loopback").port).toBe("9000");
+  });
+
+  it("judges IPv4-mapped IPv6 addresses as the IPv4 address they carry", () => {
+    expect(addressAllowed("::ffff:10.0.0.1", "public")).toBe(false);
+    expect(addressAllowed("::ffff:8.8.8.8", "public")).toBe(true);
+    expect(addressAllowed("8.8.8.8", "public")).toBe(true);
+    expect(addressAllowed("2606:4700::1111", "public")).toBe(true);
+  });
+
+  it("refuses at connect time a name that resolves to a loopback address when only public ones are allowed", async () => {
+    const sender = undiciWebhookSender({ policy: "public", timeoutMs: 5000 });
+    try {
+      const result = await sender.post("http://localhost:9/hook", {}, "{}");
+      expect(result).toMatchObject({ error: "refused_address" });
+    } finally {
+      await sender.close();
+    }
+  });
+});
+
+describe("low-balance rules", () => {
+  it("takes an amount in dollars and refuses negative or malformed ones", () => {
+    expect(lowBalanceRule("acme", "12.50", 0)).toMatchObject({ thresholdMicros: 12_500_000, armed: true });
+    expect(refusal(() => lowBalanceRule("acme", "-5", 0))).toMatchObject({
+      status: 400,
+      code: "invalid_field",
+      message: expect.stringContaining("must not be negative"),
+    });
+    expect(refusal(() => lowBalanceRule("acme", "five", 0)).code).toBe("invalid_field");
+  });
+});

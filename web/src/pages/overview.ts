@@ -1,0 +1,234 @@
+import {
+  CategoryScale,
+  Chart,
+  Filler,
+  LinearScale,
+  LineController,
+  LineElement,
+  PointElement,
+  Tooltip,
+} from "chart.js";
+import type { Overview, PeriodSpend } from "../api";
+import { type Child, h } from "../dom";
+import { money as cents, change, count, usd, usdShort } from "../format";
+import { vendorLabel } from "../labels";
+import { emptyState, loadInto, type Page, pageHead } from "./page";
+
+Chart.register(LineController, LineElement, PointElement, CategoryScale, LinearScale, Filler, Tooltip);
+
+const dayLabel = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric", timeZone: "UTC" });
+
+/** Overview figures keep sub-cent amounts visible: a new project's first calls cost fractions of a cent. */
+const money = (micros: number) => cents(micros, { format: usdShort });
+
+/** The chart of the page last drawn: destroyed before the next one is drawn. */
+let live: Chart | undefined;
+
+function spendTile(label: string, spend: PeriodSpend, against: string, testId: string): HTMLElement {
+  const delta = change(spend.micros, spend.previousMicros);
+  const direction =
+    spend.micros > spend.previousMicros ? "up" : spend.micros < spend.previousMicros ? "down" : "flat";
+  return h(
+    "div",
+    { class: "tile", "data-testid": testId },
+    h("span", { class: "tile-label" }, label),
+    h("span", { class: "tile-value" }, money(spend.micros)),
+    h(
+      "span",
+      { class: "tile-note" },
+      h("span", { class: `trend ${direction}` }, delta),
+      ` vs ${against} (`,
+      money(spend.previousMicros),
+      ")",
+    ),
+  );
+}
+
+function creditTiles(overview: Overview): HTMLElement[] {
+  const { availableMicros, heldMicros, burnPerDayMicros, runwayDays } = overview.credits;
+  const low = runwayDays !== null && runwayDays < 7;
+  return [
+    h(
+      "div",
+      { class: "tile", "data-testid": "overview-available" },
+      h("span", { class: "tile-label" }, "Available credits"),
+      h("span", { class: "tile-value" }, money(availableMicros)),
+      h(
+        "span",
+        { class: "tile-note" },
+        heldMicros > 0
+          ? h("span", {}, money(heldMicros), " reserved for calls in flight")
+          : "Nothing reserved",
+      ),
+    ),
+    h(
+      "div",
+      { class: "tile", "data-testid": "overview-burn" },
+      h("span", { class: "tile-label" }, "Burn rate"),
+      h("span", { class: "tile-value" }, money(burnPerDayMicros), h("small", {}, " / day")),
+      h("span", { class: "tile-note" }, "Average of the last 7 days"),
+    ),
+    h(
+      "div",
+      { class: `tile${low ? " warning" : ""}`, "data-testid": "overview-runway" },
+      h("span", { class: "tile-label" }, "Runway"),
+      h(
+        "span",
+        { class: "tile-value" },
+        runwayDays === null
+          ? "—"
+          : runwayDays > 365
+            ? "Over a year"
+            : `${count(runwayDays)} day${runwayDays === 1 ? "" : "s"}`,
+      ),
+      h(
+        "span",
+        { class: "tile-note" },
+        runwayDays === null ? "No credits spent in the last 7 days" : "At the current burn rate",
+      ),
+    ),
+  ];
+}
+
+function monthChart(overview: Overview): HTMLElement {
+  const { days, cumulativeMicros } = overview.month;
+  const total = cumulativeMicros.at(-1) ?? 0;
+  const summary = `Spend this month: ${usd(total)} charged to credits by ${overview.today}.`;
+  const canvas = h("canvas", { role: "img", "aria-label": summary });
+  const card = h(
+    "section",
+    { class: "card chart-card", "data-testid": "overview-month" },
+    h("h2", { class: "card-title" }, "Spend this month", h("span", { class: "card-figure" }, money(total))),
+    h("div", { class: "chart-box" }, canvas),
+    h("p", { class: "sr-only" }, summary),
+  );
+  live?.destroy();
+  live = new Chart(canvas, {
+    type: "line",
+    data: {
+      labels: days.map((d) => dayLabel.format(Date.parse(d))),
+      datasets: [
+        {
+          label: "Spent this month",
+          data: cumulativeMicros,
+          borderColor: "#4f46e5",
+          backgroundColor: "rgba(79, 70, 229, 0.12)",
+          fill: true,
+          tension: 0.2,
+          // One day alone still shows as a point, not an empty chart.
+          pointRadius: days.length === 1 ? 4 : 0,
+        },
+      ],
+    },
+    options: {
+      responsive: true,
+      maintainAspectRatio: false,
+      animation: window.matchMedia("(prefers-reduced-motion: reduce)").matches ? false : { duration: 300 },
+      interaction: { mode: "index", intersect: false },
+      scales: {
+        x: { grid: { display: false }, ticks: { maxRotation: 0, autoSkipPadding: 12 } },
+        y: { beginAtZero: true, ticks: { callback: (v) => usd(Number(v)) } },
+      },
+      plugins: {
+        legend: { display: false },
+        tooltip: { callbacks: { label: (item) => `Spent by then: ${usd(Number(item.raw))}` } },
+      },
+    },
+  });
+  return card;
+}
+
+function topModels(overview: Overview): HTMLElement {
+  const body =
+    overview.topModels.length === 0
+      ? h("p", { class: "hint padded" }, "No calls in the last 30 days.")
+      : h(
+          "ol",
+          { class: "ranking" },
+          ...overview.topModels.map((m) =>
+            h(
+              "li",
+              {},
+              h(
+                "span",
+                { class: "ranking-name" },
+                h("span", { class: "vendor" }, vendorLabel(m.vendor)),
+                h("code", { class: "model" }, m.model ?? "—"),
+              ),
+              h("span", { class: "ranking-figure" }, money(m.costMicros)),
+              h("span", { class: "ranking-note" }, `${count(m.requests)} calls`),
+            ),
+          ),
+        );
+  return h(
+    "section",
+    { class: "card", "data-testid": "overview-top-models" },
+    h("h2", { class: "card-title" }, "Top models by cost", h("span", { class: "card-sub" }, "Last 30 days")),
+    body,
+  );
+}
+
+/**
+ * Where the budgets issue's "budgets near their limits" and the alerts issue's "recent alerts" go once
+ * they land: kept in the layout (hidden) so that each fills its own section and nothing moves.
+ */
+function laterSections(): HTMLElement[] {
+  return [
+    h("section", { class: "card", "data-section": "budgets", hidden: true }),
+    h("section", { class: "card", "data-section": "alerts", hidden: true }),
+  ];
+}
+
+function draw(overview: Overview): Child[] {
+  const spent = overview.spend.last30.micros + overview.spend.last30.previousMicros;
+  return [
+    h(
+      "div",
+      { class: "tiles", "data-testid": "overview-spend" },
+      spendTile("Spend today", overview.spend.today, "yesterday", "overview-today"),
+      spendTile("This month", overview.spend.month, "the same days last month", "overview-month-spend"),
+      spendTile("Last 30 days", overview.spend.last30, "the 30 before", "overview-30"),
+    ),
+    h("div", { class: "tiles" }, ...creditTiles(overview)),
+    ...laterSections(),
+    spent === 0 && overview.credits.availableMicros === 0
+      ? h(
+          "section",
+          { class: "card" },
+          emptyState(
+            "chart",
+            "Nothing spent yet",
+            "Grant credits, create an API key, and the calls made with it are counted here within seconds.",
+          ),
+        )
+      : h("div", { class: "grid overview-grid" }, monthChart(overview), topModels(overview)),
+    overview.listPriceUnchargedMicros > 0
+      ? h(
+          "p",
+          { class: "hint" },
+          "Calls with your own vendor keys in the last 30 days: ",
+          money(overview.listPriceUnchargedMicros),
+          " at list price, not charged to credits.",
+        )
+      : null,
+  ];
+}
+
+export const overviewPage: Page = {
+  path: "/dashboard/overview",
+  title: "Overview",
+  icon: "home",
+  render(ctx, main) {
+    const body = h("div", { class: "overview" });
+    main.replaceChildren(
+      pageHead("Overview", "What this project spends, what is left, and where it goes. Days are UTC."),
+      body,
+    );
+    loadInto(
+      body,
+      { loading: "Loading the overview…", failed: "The overview", rows: 6 },
+      () => ctx.api.overview(ctx.project.projectId),
+      draw,
+    );
+  },
+};
