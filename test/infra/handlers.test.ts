@@ -160,7 +160,7 @@ describe("authorizer handler", () => {
         Statement: [{ Action: "execute-api:Invoke", Effect: "Allow", Resource: `${METHOD_ARN_PREFIX}/*` }],
       },
       // A key without policies says so, so that a caller cannot supply its own: every model, no TPM limit.
-      context: { projectId, keyId, tier: "pro", rpm: 600, burst: 1000, models: "*", tpm: 0 },
+      context: { projectId, keyId, tier: "pro", rpm: 600, burst: 1000, store: "full", models: "*", tpm: 0 },
     });
   });
 
@@ -279,14 +279,21 @@ describe("api handler", () => {
   });
 
   it("answers an unknown route with the service's 404", async () => {
-    const context = { projectId: "acme", keyId: "k1", tier: "free", rpm: 60, burst: 100 };
+    const context = { projectId: "acme", keyId: "k1", tier: "free", rpm: 60, burst: 100, store: "full" };
     const response = await api(apiEvent("/api/v1/nothing-here", context));
     expect(response.statusCode).toBe(404);
     expect(JSON.parse(response.body)).toEqual(errors.notFound().toBody());
   });
 
   it("limits each key's rate with the shared bucket: headers on every answer, then a 429, counted", async () => {
-    const context = { projectId: "acme", keyId: "limited1", tier: "enterprise", rpm: 60, burst: 2 };
+    const context = {
+      projectId: "acme",
+      keyId: "limited1",
+      tier: "enterprise",
+      rpm: 60,
+      burst: 2,
+      store: "full",
+    };
     const first = await api(apiEvent("/api/v1/status", context));
     expect(first.statusCode).toBe(200);
     expect(first.multiValueHeaders?.["x-ratelimit-limit"]).toEqual(["60"]);

@@ -206,6 +206,7 @@ describe("SIGKILL with calls in flight, then a restart", () => {
           projectId,
           availableMicros: GRANT - cost,
           heldMicros: 0,
+          chargedInFlightMicros: 0,
           openHolds: 0,
         });
         // Each budget window spent exactly its records' costs, and holds nothing.
