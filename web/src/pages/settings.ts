@@ -299,9 +299,7 @@ function privacyForm(ctx: PageContext, current: PrivacyView, reload: () => void)
       id,
       type: "number",
       inputmode: "numeric",
-      min: "1",
-      max: "3650",
-      step: "1",
+      // No min/max: the browser's own bubble would stop the submit; the API's message says what is wrong.
       value: value === null ? "" : String(value),
       placeholder: "Kept until deleted",
       disabled: readOnly,
