@@ -20,7 +20,7 @@ export interface DashboardApiSettings {
 
 /**
  * The dashboard API (`/dashboard/api/...`): keys, members, credits, BYOK keys (wrapped by the host's
- * key wrapper), the interactions index and rollups, export settings and downloads, deletion requests,
+ * key wrapper), the interactions index and rollups, export settings and downloads, privacy settings, deletion requests,
  * budgets and key policies.
  */
 export function composeDashboardApi(
@@ -44,6 +44,7 @@ export function composeDashboardApi(
       tiers: store.projectTiers,
       warehouse: infra.warehouseQuery,
     },
+    privacy: { settings: store.privacy },
     deletion: {
       requests: store.deletionRequests,
       ...(settings.deletionStarter && { starter: settings.deletionStarter }),

@@ -621,3 +621,68 @@ describe("budgets and key policies", () => {
     });
   });
 });
+
+describe("privacy settings", () => {
+  it("reads the defaults, saves a change and reads it back", async () => {
+    const owner = await newUser();
+    const path = `/projects/${owner.projectId}/privacy`;
+    const before = await api(owner.token, "GET", path);
+    expect(before.status).toBe(200);
+    expect(before.body).toEqual({ privacy: { store: "full", retentionDays: null, bodyRetentionDays: null } });
+
+    const saved = await api(owner.token, "PUT", path, {
+      store: "metadata",
+      retentionDays: 30,
+      bodyRetentionDays: 7,
+    });
+    expect(saved.status).toBe(200);
+    expect(saved.body).toEqual({ privacy: { store: "metadata", retentionDays: 30, bodyRetentionDays: 7 } });
+    expect((await api(owner.token, "GET", path)).body).toEqual(saved.body);
+
+    // null clears: kept until deleted.
+    const cleared = await api(owner.token, "PUT", path, { retentionDays: null, bodyRetentionDays: null });
+    expect(cleared.body).toEqual({
+      privacy: { store: "metadata", retentionDays: null, bodyRetentionDays: null },
+    });
+    expect((await api(owner.token, "GET", path)).body).toEqual(cleared.body);
+  });
+
+  it.each([
+    ["an unknown level", { store: "everything" }, "store"],
+    ["zero days", { retentionDays: 0 }, "retentionDays"],
+    ["more than 3650 days", { retentionDays: 3651 }, "retentionDays"],
+    ["a fraction of a day", { bodyRetentionDays: 1.5 }, "bodyRetentionDays"],
+    ["bodies kept longer than records", { retentionDays: 7, bodyRetentionDays: 30 }, "bodyRetentionDays"],
+    ["an unknown field", { retention: 30 }, "retention"],
+  ])("refuses %s with a 400", async (_name, body, field) => {
+    const owner = await newUser();
+    const path = `/projects/${owner.projectId}/privacy`;
+    const refused = await api(owner.token, "PUT", path, body);
+    expect(refused.status).toBe(400);
+    expect(refused.body.error).toMatchObject({ type: "invalid_request_error", code: "invalid_field" });
+    expect((refused.body.error as { message: string }).message).toContain(`'${field}'`);
+    // Nothing was written.
+    expect((await api(owner.token, "GET", path)).body).toEqual({
+      privacy: { store: "full", retentionDays: null, bodyRetentionDays: null },
+    });
+  });
+
+  it("lets a viewer read the settings but not change them", async () => {
+    const owner = await newUser();
+    const viewerId = `privacy-viewer-${process.pid}`;
+    const viewerToken = await tokenFor(viewerId);
+    await api(viewerToken, "GET", "/me");
+    await new DynamoMemberStore(stack.db, tableNames(process.env)).addMembership({
+      userId: viewerId,
+      projectId: owner.projectId,
+      role: "viewer",
+      createdAt: Date.now(),
+    });
+    const path = `/projects/${owner.projectId}/privacy`;
+    expect((await api(viewerToken, "GET", path)).status).toBe(200);
+    const refused = await api(viewerToken, "PUT", path, { store: "none" });
+    expect(refused.status).toBe(403);
+    expect(refused.body.error).toMatchObject({ type: "permission_error", code: "insufficient_permissions" });
+    expect(((await api(owner.token, "GET", path)).body.privacy as { store: string }).store).toBe("full");
+  });
+});

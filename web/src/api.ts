@@ -264,6 +264,15 @@ export interface DeletionInput {
 }
 
 /** An error answered by the API (`{"error":{"message","type","code"}}`), or a network failure. */
+export type StoreLevel = "full" | "metadata" | "none";
+
+/** A project's privacy settings (docs/privacy.md); null days: kept until deleted. */
+export interface PrivacyView {
+  store: StoreLevel;
+  retentionDays: number | null;
+  bodyRetentionDays: number | null;
+}
+
 export class ApiFailure extends Error {
   constructor(
     message: string,
@@ -419,6 +428,15 @@ export class Api {
 
   async clearExportDestination(projectId: string): Promise<void> {
     await this.call("DELETE", this.project(projectId, "/export-destination"));
+  }
+
+  async privacy(projectId: string): Promise<PrivacyView> {
+    return (await this.call<{ privacy: PrivacyView }>("GET", this.project(projectId, "/privacy"))).privacy;
+  }
+
+  async setPrivacy(projectId: string, change: PrivacyView): Promise<PrivacyView> {
+    const path = this.project(projectId, "/privacy");
+    return (await this.call<{ privacy: PrivacyView }>("PUT", path, change)).privacy;
   }
 
   async setTier(projectId: string, tier: string): Promise<string> {

@@ -6,6 +6,7 @@ import { DynamoDeletionRequests } from "./deletion-requests";
 import { DynamoIdempotency } from "./idempotency";
 import { DynamoInteractionIndex } from "./interactions";
 import { DynamoMemberStore } from "./members";
+import { DynamoPrivacySettings } from "./privacy-settings";
 import { DynamoProjectTiers } from "./project-tier";
 import { DynamoRateLimiter } from "./rate-limit";
 import { DynamoStore } from "./store";
@@ -59,6 +60,9 @@ export class DynamoPorts {
   }
   get projectTiers(): DynamoProjectTiers {
     return this.once("projectTiers", () => new DynamoProjectTiers(this.db, this.tables));
+  }
+  get privacy(): DynamoPrivacySettings {
+    return this.once("privacy", () => new DynamoPrivacySettings(this.db, this.tables));
   }
   get interactions(): DynamoInteractionIndex {
     return this.once("interactions", () => new DynamoInteractionIndex(this.db, this.tables));

@@ -6,6 +6,7 @@ import type { Logger } from "../../core/logger";
 import { canWrite, type MemberStore, type RequestLog, requireMembership, signIn } from "../../core/members";
 import { PROJECT_ID_PATTERN } from "../../core/model";
 import type { Store } from "../../core/ports";
+import type { PrivacySettingsStore } from "../../core/privacy";
 import type { VendorKeyStore } from "../../core/vendor-keys";
 import type { EventPublisher } from "../../events/ports";
 import type { AppEnv } from "../env";
@@ -18,6 +19,7 @@ import { type DeletionRoutesDeps, deletionRoutes } from "./deletion";
 import { type InteractionRoutesDeps, interactionRoutes } from "./interactions";
 import { keyRoutes } from "./keys";
 import { overviewRoutes } from "./overview";
+import { privacyRoutes } from "./privacy";
 import { type SettingsRoutesDeps, settingsRoutes } from "./settings";
 
 export interface DashboardApiDeps {
@@ -39,6 +41,8 @@ export interface DashboardApiDeps {
   settings?: Omit<SettingsRoutesDeps, "logger">;
   /** The Budgets page and key policies; absent: not served. */
   budgets?: { store: BudgetStore; catalogueModels: readonly string[] };
+  /** The project's privacy settings (store level, retention); absent: not served. */
+  privacy?: { settings: PrivacySettingsStore };
   /** Deletion requests (the data API's `POST /api/v1/data`, from Settings); absent: not served. */
   deletion?: Pick<DeletionRoutesDeps, "requests" | "starter">;
 }
@@ -100,6 +104,9 @@ export function createDashboardApp(deps: DashboardApiDeps): Hono<AppEnv> {
       ? overviewRoutes(PROJECT, { usage: deps.interactions.usage, credits: deps.credits, clock })
       : {}),
     ...(deps.settings ? settingsRoutes(PROJECT, { ...deps.settings, logger: deps.logger }) : {}),
+    ...(deps.privacy
+      ? privacyRoutes(PROJECT, { projects: deps.store, settings: deps.privacy.settings })
+      : {}),
     ...(deps.deletion
       ? deletionRoutes(PROJECT, { ...deps.deletion, log: deps.requests, logger: deps.logger, clock })
       : {}),

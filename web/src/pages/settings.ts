@@ -1,4 +1,4 @@
-import type { Vendor, VendorKeyView } from "../api";
+import type { PrivacyView, StoreLevel, Vendor, VendorKeyView } from "../api";
 import { type Child, h, icon, replace } from "../dom";
 import { timeCell } from "../format";
 import { errorMessage, loadInto, modal, type Page, type PageContext, pageHead } from "./page";
@@ -247,6 +247,119 @@ function destinationForm(ctx: PageContext, current: string | null, reload: () =>
   return form;
 }
 
+/** The store levels, each with what it keeps: the README's Privacy paragraph in the same words. */
+const STORE_LEVELS: [level: StoreLevel, label: string, keeps: string][] = [
+  ["full", "Full", "Bodies, each cut to 64 KiB."],
+  [
+    "metadata",
+    "Metadata",
+    "No request or response body; ids, model, tokens, cost, status, latency and user id stay.",
+  ],
+  ["none", "None", "As metadata, and the user id only as a keyed HMAC."],
+];
+
+/** What records keep, and for how long (docs/privacy.md): the same settings as `dmt settings set`. */
+function privacySection(ctx: PageContext): HTMLElement {
+  const body = h("div", {});
+  loadInto(
+    body,
+    { loading: "Loading the privacy settings…", failed: "The privacy settings", rows: 3 },
+    () => ctx.api.privacy(ctx.project.projectId),
+    (privacy, reload) => privacyForm(ctx, privacy, reload),
+  );
+  return section(
+    "Privacy",
+    h(
+      "p",
+      { class: "card-intro muted" },
+      "What this project's records keep, and how long they are kept. A key, or a single request, may keep less but never more.",
+    ),
+    body,
+  );
+}
+
+function privacyForm(ctx: PageContext, current: PrivacyView, reload: () => void): HTMLElement {
+  // The role list the web knows predates viewers: compare as text.
+  const readOnly = String(ctx.project.role) === "viewer";
+  const keeps = h("p", { class: "hint", id: "privacy-store-hint", "data-testid": "privacy-store-hint" });
+  const store = h(
+    "select",
+    { id: "privacy-store", disabled: readOnly, "aria-describedby": "privacy-store-hint" },
+    ...STORE_LEVELS.map(([level, label]) =>
+      h("option", { value: level, selected: level === current.store }, label),
+    ),
+  );
+  const describe = () => {
+    keeps.textContent = STORE_LEVELS.find(([level]) => level === store.value)?.[2] ?? "";
+  };
+  store.addEventListener("change", describe);
+  describe();
+  const days = (id: string, value: number | null) =>
+    h("input", {
+      id,
+      type: "number",
+      inputmode: "numeric",
+      // No min/max: the browser's own bubble would stop the submit; the API's message says what is wrong.
+      value: value === null ? "" : String(value),
+      placeholder: "Kept until deleted",
+      disabled: readOnly,
+      "aria-describedby": `${id}-hint`,
+    });
+  const retention = days("privacy-retention", current.retentionDays);
+  const bodyRetention = days("privacy-body-retention", current.bodyRetentionDays);
+  const error = h("div", { class: "form-error", role: "alert" });
+  const save = h("button", { type: "submit", class: "button primary", disabled: readOnly }, "Save privacy");
+  const form = h(
+    "form",
+    { class: "form padded", novalidate: true },
+    error,
+    h("label", { for: "privacy-store", class: "field-label" }, "What records keep"),
+    store,
+    keeps,
+    h("label", { for: "privacy-retention", class: "field-label" }, "Record retention (days)"),
+    retention,
+    h(
+      "p",
+      { class: "hint", id: "privacy-retention-hint" },
+      "1 to 3650. Records older than this are removed, a whole day at a time. Empty: kept until deleted.",
+    ),
+    h("label", { for: "privacy-body-retention", class: "field-label" }, "Body retention (days)"),
+    bodyRetention,
+    h(
+      "p",
+      { class: "hint", id: "privacy-body-retention-hint" },
+      "Bodies older than this are blanked; no longer than the record retention. Empty: kept with the record.",
+    ),
+    readOnly ? h("p", { class: "hint" }, "Viewers can see these settings; an admin can change them.") : null,
+    h("div", { class: "dialog-actions" }, save),
+  );
+  // Empty is null (kept until deleted); anything else goes as typed, and the API says what is wrong.
+  const daysValue = (input: HTMLInputElement): number | null => {
+    const text = input.value.trim();
+    return text === "" ? null : Number(text);
+  };
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (save.disabled) return;
+    error.replaceChildren();
+    save.disabled = true;
+    try {
+      const saved = await ctx.api.setPrivacy(ctx.project.projectId, {
+        store: store.value as StoreLevel,
+        retentionDays: daysValue(retention),
+        bodyRetentionDays: daysValue(bodyRetention),
+      });
+      ctx.toast(`Privacy saved: records keep ${saved.store === "full" ? "everything" : saved.store}.`);
+      reload();
+    } catch (err) {
+      error.textContent = errorMessage(err);
+    } finally {
+      save.disabled = false;
+    }
+  });
+  return form;
+}
+
 const today = () => new Date().toISOString().slice(0, 10);
 const daysAgo = (days: number) => new Date(Date.now() - days * 86_400_000).toISOString().slice(0, 10);
 
@@ -394,7 +507,7 @@ export const settingsPage: Page = {
     const vendorBody = h("div", {});
     replace(
       main,
-      pageHead("Settings", "Vendor keys, exports, deletion requests and the project's details."),
+      pageHead("Settings", "Vendor keys, exports, privacy, deletion requests and the project's details."),
       section(
         "Vendor keys (BYOK)",
         h(
@@ -406,6 +519,7 @@ export const settingsPage: Page = {
       ),
       destinationSection(ctx),
       exportSection(ctx),
+      privacySection(ctx),
       deletionSection(ctx),
       projectSection(ctx),
     );

@@ -1,0 +1,151 @@
+import { mkdirSync } from "node:fs";
+import type { Browser, Page } from "playwright-core";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { DynamoMemberStore } from "../../lambda/adapters/dynamodb/members";
+import { tableNames } from "../../lambda/adapters/dynamodb/tables";
+import { addMember } from "../../lambda/core/members";
+import { localUserDirectory } from "../../lambda/local/oidc";
+import { launchBrowser } from "../support/browser";
+import { startTestStack, type TestStack } from "../support/stack";
+
+/**
+ * The Privacy card of Settings in a real browser, over the real local stack: an admin sets the store
+ * level and retention, saves, reloads and sees them kept; a bad value shows the API's message; the
+ * page fits 390 px.
+ */
+
+const SHOTS = "test-results";
+const PROJECT = "privacy-demo";
+/** Generous: the machine may be busy. */
+const STEP_MS = 180_000;
+const SLOW = { timeout: 60_000, interval: 500 };
+
+let stack: TestStack;
+let browser: Browser;
+let page: Page;
+const problems: string[] = [];
+
+beforeAll(async () => {
+  stack = await startTestStack();
+  await stack.newKey({ projectId: PROJECT, name: "laptop" });
+  await addMember(
+    stack.store,
+    new DynamoMemberStore(stack.db, tableNames(process.env)),
+    localUserDirectory(stack.dataDir),
+    { projectId: PROJECT, email: stack.dashboard.email, role: "admin" },
+    Date.now(),
+  );
+  browser = await launchBrowser();
+  page = await (await browser.newContext({ viewport: { width: 1366, height: 900 } })).newPage();
+  page.setDefaultTimeout(60_000);
+  page.on("console", (message) => {
+    if (message.type() !== "error") return;
+    if (message.location().url.startsWith(`${stack.url}/dashboard/api/`)) return;
+    problems.push(message.text());
+  });
+  page.on("pageerror", (error) => problems.push(error.message));
+}, STEP_MS);
+
+afterAll(async () => {
+  await browser?.close();
+  await stack?.stop();
+});
+
+beforeEach(({ task, onTestFailed }) => {
+  onTestFailed(async () => {
+    mkdirSync(SHOTS, { recursive: true });
+    await page.screenshot({ path: `${SHOTS}/privacy-${task.name.replace(/\W+/g, "-")}.png`, fullPage: true });
+  });
+});
+
+/** Elements wider than the viewport, or reaching past its right edge: none may exist. */
+const tooWide = () =>
+  page.evaluate(() =>
+    [...document.querySelectorAll("body *")]
+      .filter((el) => {
+        const box = el.getBoundingClientRect();
+        return box.width > 0 && (box.width > window.innerWidth || box.right > window.innerWidth + 0.5);
+      })
+      .map((el) => `${el.tagName.toLowerCase()}.${el.className}`),
+  );
+
+/** Opens Settings afresh and waits for the Privacy card's form. */
+async function openSettings(): Promise<void> {
+  await page.goto(`${stack.url}/dashboard/settings`);
+  await page.waitForURL(`${stack.url}/dashboard/settings`);
+  await page.locator("#privacy-store").waitFor({ state: "visible", timeout: 60_000 });
+}
+
+describe.sequential("privacy settings in a browser", () => {
+  it(
+    "signs in and shows the defaults: full, kept until deleted",
+    async () => {
+      await page.goto(`${stack.url}/dashboard/`);
+      await page.getByRole("button", { name: "Sign in" }).click();
+      await page.waitForURL(/\/oidc\/interaction\//);
+      await page.getByLabel("Email").fill(stack.dashboard.email);
+      await page.getByLabel("Password").fill(stack.dashboard.password);
+      await page.getByRole("button", { name: "Sign in" }).click();
+      await page.waitForURL(`${stack.url}/dashboard/overview`);
+      await page.selectOption("#project", PROJECT);
+      await openSettings();
+      expect(await page.locator("#privacy-store").inputValue()).toBe("full");
+      expect(await page.getByTestId("privacy-store-hint").textContent()).toBe("Bodies, each cut to 64 KiB.");
+      expect(await page.locator("#privacy-retention").inputValue()).toBe("");
+      expect(await page.locator("#privacy-body-retention").inputValue()).toBe("");
+    },
+    STEP_MS,
+  );
+
+  it(
+    "saves metadata with 30 and 7 days, and shows them again after a reload",
+    async () => {
+      await page.selectOption("#privacy-store", "metadata");
+      expect(await page.getByTestId("privacy-store-hint").textContent()).toContain(
+        "No request or response body",
+      );
+      await page.locator("#privacy-retention").fill("30");
+      await page.locator("#privacy-body-retention").fill("7");
+      await page.getByRole("button", { name: "Save privacy" }).click();
+      await expect.poll(() => page.locator(".toasts").textContent(), SLOW).toContain("Privacy saved");
+      await openSettings();
+      expect(await page.locator("#privacy-store").inputValue()).toBe("metadata");
+      expect(await page.locator("#privacy-retention").inputValue()).toBe("30");
+      expect(await page.locator("#privacy-body-retention").inputValue()).toBe("7");
+    },
+    STEP_MS,
+  );
+
+  it(
+    "shows the API's message inline for a bad value, and keeps what was saved",
+    async () => {
+      await page.locator("#privacy-body-retention").fill("60");
+      await page.getByRole("button", { name: "Save privacy" }).click();
+      const alert = page.locator("form:has(#privacy-store) .form-error");
+      await expect
+        .poll(() => alert.textContent(), SLOW)
+        .toContain("cannot be longer than the record retention");
+      await page.locator("#privacy-retention").fill("0");
+      await page.locator("#privacy-body-retention").fill("");
+      await page.getByRole("button", { name: "Save privacy" }).click();
+      await expect.poll(() => alert.textContent(), SLOW).toContain("from 1 to 3650");
+      await openSettings();
+      expect(await page.locator("#privacy-retention").inputValue()).toBe("30");
+      expect(await page.locator("#privacy-body-retention").inputValue()).toBe("7");
+    },
+    STEP_MS,
+  );
+
+  it(
+    "fits 390 px: nothing wider than the screen",
+    async () => {
+      await page.setViewportSize({ width: 390, height: 844 });
+      await openSettings();
+      expect(await tooWide()).toEqual([]);
+      await page.locator("#privacy-store").scrollIntoViewIfNeeded();
+      expect(await page.getByRole("button", { name: "Save privacy" }).isVisible()).toBe(true);
+      expect(problems).toEqual([]);
+    },
+    STEP_MS,
+  );
+});
