@@ -136,8 +136,11 @@ describe.sequential("the dashboard in a browser", () => {
     await page.getByLabel("Note (optional)").fill("first invoice");
     await page.getByRole("button", { name: "Grant credits" }).click();
     await expect.poll(() => page.getByTestId("available").textContent()).toBe("$25.00");
-    await expect.poll(() => page.locator("tbody tr").first().textContent()).toContain("+$25.00");
-    expect(await page.locator("tbody tr").first().textContent()).toContain("invoice · first invoice");
+    // The statement: the grant is a credit line between the opening and closing balances.
+    const grant = page.locator("tbody tr", { hasText: "+$25.00" });
+    await expect.poll(() => grant.count()).toBe(1);
+    expect(await grant.textContent()).toContain("invoice");
+    expect(await grant.textContent()).toContain("first invoice");
   });
 
   it("sets a budget with a spend bar, explains a refused one, edits and deletes it", async () => {

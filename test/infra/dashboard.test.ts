@@ -470,6 +470,9 @@ describe("dashboard function", () => {
       [table("dashboardRequests")]: ["DeleteItem", "GetItem", "PutItem", "UpdateItem"],
       [table("credits")]: ["GetItem", "PutItem", "UpdateItem"],
       [table("ledger")]: ["GetItem", "PutItem", "Query"],
+      // The Budgets page: definitions set and deleted, the current windows' spend read.
+      [table("budgets")]: ["DeleteItem", "PutItem", "Query"],
+      [table("budgetCounters")]: ["GetItem"],
       [table("vendorKeys")]: ["DeleteItem", "Query", "UpdateItem"],
       [table("interactions")]: ["GetItem", "Query"],
       ...Object.fromEntries(

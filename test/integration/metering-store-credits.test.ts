@@ -130,6 +130,7 @@ describe("grant, hold, settle, release", () => {
       projectId: p,
       availableMicros: 8_000_000,
       heldMicros: 2_000_000,
+      chargedInFlightMicros: 0,
       openHolds: 1,
     });
 
@@ -353,6 +354,7 @@ describe("200 concurrent holds against a balance that covers 50", () => {
       projectId: p,
       availableMicros: 0,
       heldMicros: 50 * unit,
+      chargedInFlightMicros: 0,
       openHolds: 50,
     });
 

@@ -199,7 +199,7 @@ describe("the queries' condition", () => {
     const duck = buildDeletionCondition(target, "duckdb");
     expect(duck.where).toBe(
       `"project" = ? AND "project_id" = ? AND epoch_ms("started_at") <= ? AND (("user_id" IS NOT NULL AND ` +
-        `sha256(concat("project_id", ':', "user_id")) = ?) OR "transaction_id" IN (?, ?))`,
+        `sha256(concat("project_id", ':', "user_id")) IN (?)) OR "transaction_id" IN (?, ?))`,
     );
     expect(duck.params.map((p) => p.value)).toEqual([
       "proj-a",
@@ -212,7 +212,7 @@ describe("the queries' condition", () => {
     const athena = buildDeletionCondition(target, "athena");
     expect(athena.where).toContain(`"started_at" <= ?`);
     expect(athena.where).toContain(
-      `lower(to_hex(sha256(to_utf8(concat("project_id", ':', "user_id"))))) = ?`,
+      `lower(to_hex(sha256(to_utf8(concat("project_id", ':', "user_id"))))) IN (?)`,
     );
     expect(JSON.stringify(athena)).not.toContain("brien");
     expect(athena.params.map(athenaDeletionLiteral)).toEqual([
