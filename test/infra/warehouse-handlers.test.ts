@@ -216,6 +216,8 @@ beforeAll(async () => {
     DMT_TABLE_DELETIONTOMBSTONES: tables.deletionTombstones,
     DMT_TABLE_INTERACTIONS: tables.interactions,
     DMT_TABLE_USAGEROLLUPS: tables.usageRollups,
+    DMT_TABLE_BUDGETS: tables.budgets,
+    DMT_TABLE_BUDGETCOUNTERS: tables.budgetCounters,
     DMT_ATHENA_WORKGROUP: "Dmt-warehouse",
     DMT_WAREHOUSE_DATABASE: "dmt_warehouse",
     DMT_WAREHOUSE_TABLE: "interactions",

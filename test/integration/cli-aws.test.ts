@@ -10,7 +10,14 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BYOK_KEY_OUTPUT, PRICE_VERSION_OUTPUT, PRICES_METADATA, tableOutputKey } from "../../bin/aws-target";
+import {
+  BYOK_KEY_OUTPUT,
+  EVENT_BUS_OUTPUT,
+  PRICE_VERSION_OUTPUT,
+  PRICES_METADATA,
+  tableOutputKey,
+  WEBHOOK_QUEUE_OUTPUT,
+} from "../../bin/aws-target";
 import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb/client";
 import { DynamoExportSettings } from "../../lambda/adapters/dynamodb/export-settings";
 import { DynamoStore } from "../../lambda/adapters/dynamodb/store";
@@ -44,6 +51,8 @@ function describeStacksXml(stackName: string): string | undefined {
   const outputs = [
     ...(Object.keys(TABLES) as TableName[]).map((name) => [tableOutputKey(name), tables[name]]),
     [BYOK_KEY_OUTPUT, BYOK_KEY_ARN],
+    [EVENT_BUS_OUTPUT, "Dmt-events"],
+    [WEBHOOK_QUEUE_OUTPUT, "https://sqs.eu-west-1.amazonaws.com/123456789012/Dmt-webhooks"],
     ["ApiUrl", "https://abc123.execute-api.eu-west-1.amazonaws.com/prod/"],
   ]
     .map(
