@@ -100,6 +100,7 @@ describe("a crash between a hold and its settlement", () => {
       projectId: "crash",
       availableMicros: 1_000_000 - cost,
       heldMicros: 0,
+      chargedInFlightMicros: 0,
       openHolds: 0,
     });
     const entries = (await restarted.ledger("crash")).entries;
