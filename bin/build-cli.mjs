@@ -23,8 +23,9 @@ const result = await build({
   define: { DMT_VERSION: JSON.stringify(pkg.version) },
   platform: "node",
   target: "node20",
-  // Native or self-loading packages stay in node_modules.
-  external: ["@duckdb/*", "dynalite", "oidc-provider", "esbuild", "tsx"],
+  // Native or self-loading packages stay in node_modules, and so does the AWS SDK: bundled and split
+  // into chunks, its clients lost their classes ("is not a constructor") under --stack.
+  external: ["@duckdb/*", "dynalite", "oidc-provider", "esbuild", "tsx", "@aws-sdk/*", "@smithy/*"],
   // CommonJS dependencies call require(): give the ES module one.
   banner: {
     js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);",
