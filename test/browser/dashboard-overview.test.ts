@@ -101,6 +101,9 @@ const SLOW = { timeout: 120_000, interval: 1_000 };
 /** Opens `path` afresh, then reads what the page shows: for a poll that waits on background work. */
 async function reloading<T>(path: string, read: () => Promise<T>): Promise<T> {
   await open(path);
+  // The page draws what its API calls answer: read once they have (else a poll can read an empty page
+  // every time).
+  await page.waitForLoadState("networkidle");
   return read();
 }
 
