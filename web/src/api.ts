@@ -75,53 +75,12 @@ export interface CreditBalance {
   openHolds: number;
 }
 
-/** The ledger as a statement (lambda/core/statement.ts): grants credit, calls' charges debit. */
-export interface StatementLine {
-  kind: "grant" | "charges";
-  day: string;
-  at: number;
-  amountMicros: number;
-  balanceMicros: number;
-  calls?: number;
-  leases?: number;
-  uncollectedMicros?: number;
-  ref?: string;
-  source?: string;
-  note?: string;
-}
+import type { Overview } from "../../lambda/core/overview";
+import type { Statement } from "../../lambda/core/statement";
 
-export interface Statement {
-  from: string;
-  to: string;
-  grouping: "day" | "lease";
-  openingMicros: number;
-  lines: StatementLine[];
-  closingMicros: number;
-  inFlight: { heldMicros: number; chargedMicros: number; openLeases: number };
-  availableMicros: number;
-}
-
-export interface PeriodSpend {
-  from: string;
-  to: string;
-  micros: number;
-  previousMicros: number;
-}
-
-/** The overview page's figures (lambda/core/overview.ts). */
-export interface Overview {
-  today: string;
-  spend: { today: PeriodSpend; month: PeriodSpend; last30: PeriodSpend };
-  listPriceUnchargedMicros: number;
-  credits: {
-    availableMicros: number;
-    heldMicros: number;
-    burnPerDayMicros: number;
-    runwayDays: number | null;
-  };
-  topModels: { vendor: Vendor; model: string | null; costMicros: number; requests: number }[];
-  month: { days: string[]; cumulativeMicros: number[] };
-}
+export type { Overview, PeriodSpend } from "../../lambda/core/overview";
+// The statement and the overview are computed in lambda/core; the page reads the same shapes.
+export type { Statement, StatementLine } from "../../lambda/core/statement";
 
 export interface GrantInput {
   usd: string;
