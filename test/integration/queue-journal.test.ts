@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -37,5 +37,26 @@ describe("queue journal", () => {
     await expect.poll(() => readdirSync(dir)).toEqual([`${process.pid}-000000001.jsonl`]);
     second.delivered(fresh);
     await expect.poll(() => readdirSync(dir)).toEqual([]);
+  });
+
+  it("a writer that closes with records pending (the CLI) leaves them on disk and no file open", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "dmt-journal-"));
+    dirs.push(dir);
+    const openIn = () =>
+      readdirSync("/proc/self/fd").filter((fd) => {
+        try {
+          return readlinkSync(`/proc/self/fd/${fd}`).startsWith(dir);
+        } catch {
+          return false; // closed while listing
+        }
+      });
+    const journal = await QueueJournal.open(dir, silentLogger);
+    await journal.append('{"event":"key.created"}');
+    expect(openIn()).toHaveLength(1);
+    await journal.close();
+    // A handle left open would be closed by the garbage collector, with a warning on stderr.
+    expect(openIn()).toEqual([]);
+    const [segment] = readdirSync(dir);
+    expect(readFileSync(join(dir, segment as string), "utf8")).toBe('{"event":"key.created"}\n');
   });
 });

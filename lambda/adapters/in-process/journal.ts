@@ -13,7 +13,7 @@ export interface JournalSegment {
   open?: { lines: string[]; written: Promise<void> };
   /** The last write, so writes to a file never overlap. */
   tail: Promise<void>;
-  /** The file, open for appending from the first write until the segment is removed. */
+  /** The file, open for appending from the first write until the segment is sealed. */
   file?: Promise<FileHandle>;
 }
 
@@ -33,6 +33,16 @@ function alive(pid: number): boolean {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === "EPERM";
   }
+}
+
+/** Closes a segment's file, if it was opened. */
+async function closeFile(segment: JournalSegment): Promise<void> {
+  const file = segment.file;
+  segment.file = undefined;
+  await file?.then(
+    (handle) => handle.close(),
+    () => undefined, // never opened: nothing to close
+  );
 }
 
 /** Reads the segments of processes that are gone and that `take` accepts; empty ones are removed. */
@@ -70,6 +80,8 @@ export class QueueJournal {
   private recovered: RecoveredRecord[];
   /** Segments of other processes taken over: never taken twice. */
   private readonly adopted = new Set<string>();
+  /** The closing of the last sealed segment's file. */
+  private lastSeal: Promise<void> = Promise.resolve();
 
   private constructor(
     private readonly dir: string,
@@ -142,6 +154,14 @@ export class QueueJournal {
     if (!segment) return;
     this.current = undefined;
     segment.sealed = true;
+    // No write comes after the seal, so the file closes once the last one is done: a process that
+    // exits with records still pending (the CLI) leaves no handle to the garbage collector.
+    segment.tail = segment.tail
+      .then(() => closeFile(segment))
+      .catch((err: unknown) =>
+        this.logger.warn("a queue journal segment could not be closed", errorFields(err)),
+      );
+    this.lastSeal = segment.tail;
     this.removeIfDone(segment);
   }
 
@@ -169,19 +189,14 @@ export class QueueJournal {
   /** Waits for the removal of delivered segments: a segment left behind would be sent again later. */
   async close(): Promise<void> {
     this.seal();
+    await this.lastSeal;
     while (this.removals.size > 0) await Promise.all(this.removals);
   }
 
   private removeIfDone(segment: JournalSegment): void {
     if (!segment.sealed || segment.pending > 0) return;
     const removal = segment.tail
-      .then(async () => {
-        await segment.file?.then(
-          (file) => file.close(),
-          () => undefined, // never opened: nothing to close
-        );
-        await rm(segment.path, { force: true });
-      })
+      .then(() => rm(segment.path, { force: true }))
       .catch((err: unknown) =>
         this.logger.warn("a delivered queue journal segment could not be removed", errorFields(err)),
       )
