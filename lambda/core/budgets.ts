@@ -380,6 +380,24 @@ export function tpmSpan(now: number): WindowSpan {
   return { id: `t${minute}`, resetsAt: (minute + 1) * 60_000 };
 }
 
+/** A key's tokens-per-minute counter in a minute (`tpm#<keyId>#t<minute>`). */
+export function tpmCounterId(keyId: string, span: WindowSpan): string {
+  return `tpm#${keyId}#${span.id}`;
+}
+
+/** How long a past minute's counter is kept: well past any hold on it (a lease lives minutes). */
+const TPM_COUNTER_KEPT_MS = 60 * 60_000;
+
+/**
+ * When the store may drop a counter (epoch ms), or undefined to keep it. A budget window's counter is
+ * its spend and stays; a tokens-per-minute counter means nothing once its minute has passed, so it
+ * goes an hour later (DynamoDB TTL), or the table and the sweeper's scan would grow with every minute.
+ */
+export function counterExpiry(counterId: string): number | undefined {
+  const minute = /^tpm#.+#t(\d+)$/.exec(counterId)?.[1];
+  return minute === undefined ? undefined : (Number(minute) + 1) * 60_000 + TPM_COUNTER_KEPT_MS;
+}
+
 export function tpmExceededError(tpm: number, span: WindowSpan, now: number): ApiError {
   const retryAfter = Math.max(1, Math.ceil(((span.resetsAt ?? now) - now) / 1000));
   return new ApiError(

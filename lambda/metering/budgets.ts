@@ -5,6 +5,7 @@ import {
   budgetHeaders,
   budgetsFor,
   counterId,
+  tpmCounterId,
   tpmExceededError,
   tpmSpan,
   type WindowSpan,
@@ -144,7 +145,7 @@ export class BudgetGuard {
     if (claim.tpm && estimate > 0) {
       const span = tpmSpan(now);
       counted.push({
-        counterId: `tpm#${claim.keyId}#${span.id}`,
+        counterId: tpmCounterId(claim.keyId, span),
         limitMicros: claim.tpm.limit,
         micros: estimate,
         span,

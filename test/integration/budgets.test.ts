@@ -1,3 +1,5 @@
+import { ScanCommand } from "@aws-sdk/client-dynamodb";
+import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoBudgets } from "../../lambda/adapters/dynamodb/budgets";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
@@ -209,6 +211,21 @@ describe("key policies", () => {
     const retryAfter = Number(limited?.headers.get("retry-after"));
     expect(retryAfter).toBeGreaterThanOrEqual(1);
     expect(retryAfter).toBeLessThanOrEqual(60);
+
+    // The minute's counter goes an hour after its minute (DynamoDB TTL): a past minute counts nothing.
+    const { Items } = await stack.db.send(
+      new ScanCommand({
+        TableName: tableNames(process.env).budgetCounters,
+        FilterExpression: "begins_with(counterId, :key)",
+        ExpressionAttributeValues: marshall({ ":key": `tpm#${keyId}#t` }),
+      }),
+    );
+    expect(Items?.length).toBeGreaterThan(0);
+    for (const item of Items ?? []) {
+      const { counterId: id, gcAt } = unmarshall(item) as { counterId: string; gcAt: number };
+      const minute = Number(id.split("#t")[1]);
+      expect(gcAt).toBe((minute + 1) * 60 + 3600);
+    }
   });
 });
 

@@ -4,11 +4,13 @@ import {
   budgetExceededError,
   budgetHeaders,
   budgetsFor,
+  counterExpiry,
   counterId,
   modelAllowed,
   newBudget,
   parseModels,
   projectOfBudget,
+  tpmCounterId,
   tpmSpan,
   unmatchedModelPatterns,
   validateTpm,
@@ -36,6 +38,14 @@ describe("budget windows", () => {
     expect(counterId(budget, windowSpan("day", at), null)).not.toBe(
       counterId(budget, windowSpan("day", at + 1), null),
     );
+  });
+
+  it("keep a budget window's counter for good and a TPM minute's counter an hour past its minute", () => {
+    const budget = newBudget({ projectId: "acme", usd: "20", window: "day" }, at);
+    expect(counterExpiry(counterId(budget, windowSpan("day", at), null))).toBeUndefined();
+    expect(counterExpiry(counterId(budget, windowSpan("total", at), null))).toBeUndefined();
+    const minute = tpmSpan(at);
+    expect(counterExpiry(tpmCounterId("key_1", minute))).toBe(Date.UTC(2026, 11, 1) + 3_600_000);
   });
 
   it("count each end user apart under a budget of each user, with the user id hashed", () => {

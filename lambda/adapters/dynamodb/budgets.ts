@@ -9,7 +9,7 @@ import {
   UpdateItemCommand,
 } from "@aws-sdk/client-dynamodb";
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
-import { type Budget, type BudgetStore, projectOfBudget } from "../../core/budgets";
+import { type Budget, type BudgetStore, counterExpiry, projectOfBudget } from "../../core/budgets";
 import type { Hold, HoldCharges, HoldResult, Settlement } from "../../core/credits";
 import type { TableNames } from "./tables";
 
@@ -20,10 +20,12 @@ import type { TableNames } from "./tables";
  * Items. `budgets`: a definition per (projectId, budgetId). `budgetCounters`: per counter id
  * (`<budgetId>#<window>[#<user hash>]`, core/budgets.ts; the tokens-per-minute counters are
  * `tpm#<keyId>#t<minute>`):
- *   { counterId, used, spent, open, h_<holdId>: {m, t, x, c?, u?, k?} }
+ *   { counterId, used, spent, open, h_<holdId>: {m, t, x, c?, u?, k?}, gcAt? }
  * `used` is what the window's holds reserve plus what its settled holds spent, `spent` the settled part,
- * `open` the number of hold markers. The window is part of the key: a new day is a new item, so nothing
- * resets a counter and no job has to run at midnight.
+ * `open` the number of hold markers, `gcAt` (epoch seconds, DynamoDB TTL) when a counter that only
+ * matters in its own window may go: a past minute's TPM counter (core/budgets.ts `counterExpiry`).
+ * The window is part of the key: a new day is a new item, so nothing resets a counter and no job has
+ * to run at midnight.
  *
  * Hold (one round trip):
  *   h1  used += m, open += 1, h_<h> = {m,t,x}        if h_<h> absent and (used absent or used <= limit - m)
@@ -142,6 +144,9 @@ export class DynamoBudgets implements BudgetStore {
     const createdAt = this.clock();
     const hold: Hold = { projectId: counterId, holdId, micros, createdAt, expiresAt };
     const marker: HoldMarker = { m: micros, t: createdAt, x: expiresAt };
+    // A counter the store may drop later carries its TTL (in seconds) from its first hold.
+    const dropAt = counterExpiry(counterId);
+    const gc = dropAt === undefined ? "" : ", gcAt = if_not_exists(gcAt, :gc)";
     if (micros <= limitMicros) {
       try {
         const out = await this.db.send(
@@ -150,7 +155,7 @@ export class DynamoBudgets implements BudgetStore {
             Key: marshall({ counterId }),
             UpdateExpression:
               "SET used = if_not_exists(used, :zero) + :m, spent = if_not_exists(spent, :zero), " +
-              "#open = if_not_exists(#open, :zero) + :one, #h = :marker",
+              `#open = if_not_exists(#open, :zero) + :one, #h = :marker${gc}`,
             ConditionExpression: "attribute_not_exists(#h) AND (attribute_not_exists(used) OR used <= :room)",
             ExpressionAttributeNames: { "#h": MARKER + holdId, "#open": "open" },
             ExpressionAttributeValues: marshall({
@@ -159,6 +164,7 @@ export class DynamoBudgets implements BudgetStore {
               ":one": 1,
               ":marker": marker,
               ":room": limitMicros - micros,
+              ...(dropAt !== undefined && { ":gc": Math.ceil(dropAt / 1000) }),
             }),
             ReturnValues: "UPDATED_NEW",
           }),

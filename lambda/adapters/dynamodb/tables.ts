@@ -54,9 +54,10 @@ export const TABLES: Record<TableName, TableDefinition> = {
   budgets: { partitionKey: "projectId", sortKey: { name: "budgetId", type: "S" } },
   /**
    * One counter per budget and window, and per key and minute for tokens-per-minute limits, with
-   * markers of open holds (adapters/dynamodb/budgets.ts). A past window's item is history: kept.
+   * markers of open holds (adapters/dynamodb/budgets.ts). A past budget window's item is history:
+   * kept; a past minute's TPM counter expires an hour later (`gcAt`).
    */
-  budgetCounters: { partitionKey: "counterId" },
+  budgetCounters: { partitionKey: "counterId", ttlAttribute: "gcAt" },
   /** One token bucket per key; an item past `gcAt` says the same as no item. */
   rateLimits: { partitionKey: "bucketId", ttlAttribute: "gcAt" },
   /** X-Request-ID records and their stored responses; expiry is checked on read. */
