@@ -19,6 +19,7 @@ import {
   JitterType,
   JsonPath,
   LogLevel,
+  type QueryLanguage,
   S3JsonLItemReader,
   type State,
   StateMachine,
@@ -69,8 +70,8 @@ class ManifestReader implements IItemReader {
     this.reader = new S3JsonLItemReader({ bucket, key: JsonPath.stringAt(keyPath) });
     this.resource = this.reader.resource;
   }
-  render(): unknown {
-    return this.reader.render();
+  render(queryLanguage?: QueryLanguage): unknown {
+    return this.reader.render(queryLanguage);
   }
   providePolicyStatements(): PolicyStatement[] {
     return [

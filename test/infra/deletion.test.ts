@@ -341,6 +341,19 @@ describe("starting and wiring", () => {
     ]) {
       expect(steps).toContain(action);
     }
+    // FindFiles writes its manifests under their own prefix of the data bucket, and only there.
+    const manifestWrites = statementsOf(roleOf(stack.deletion.steps.function)).filter((st) =>
+      JSON.stringify((st as { Resource?: unknown }).Resource).includes("/deletion-manifests/*"),
+    );
+    expect(manifestWrites).toEqual([
+      {
+        Action: "s3:PutObject",
+        Effect: "Allow",
+        Resource: {
+          "Fn::Join": ["", [arnOf(stack.warehouse.dataBucket), "/deletion-manifests/*"]],
+        },
+      },
+    ]);
     // The dashboard's index and rollups: exactly what a purge sends, on the user index only.
     const onTable = (roleId: string, table: { node: { defaultChild?: unknown } }) =>
       statementsOf(roleId).filter(
