@@ -10,14 +10,17 @@ import {
   Choice,
   Condition,
   DefinitionBody,
+  DistributedMap,
   Errors,
   Fail,
   type IChainable,
+  type IItemReader,
   type INextable,
   JitterType,
   JsonPath,
   LogLevel,
-  Map as MapState,
+  type QueryLanguage,
+  S3JsonLItemReader,
   type State,
   StateMachine,
   StateMachineType,
@@ -28,6 +31,7 @@ import {
 } from "aws-cdk-lib/aws-stepfunctions";
 import { LambdaInvoke } from "aws-cdk-lib/aws-stepfunctions-tasks";
 import { Construct } from "constructs";
+import { DELETION_MANIFEST_PREFIX } from "../lambda/core/deletion-manifest";
 import {
   DELETION_FAILED,
   DELETION_FAILURE_STEP,
@@ -50,6 +54,37 @@ import { CONSUMER, INTERACTIONS_TABLE, QUEUE, type Warehouse } from "./warehouse
 export const IN_FLIGHT_WINDOW = Duration.seconds(
   QUEUE.visibilityTimeout.toSeconds() * QUEUE.maxReceiveCount + CONSUMER.maxBatchingWindow.toSeconds(),
 );
+
+/**
+ * The Distributed Map's ItemReader: FindFiles' JSON Lines manifest in the warehouse bucket. CDK's
+ * reader would let the state machine read the whole bucket (the interaction data too); this one renders
+ * the same ASL and grants `s3:GetObject` under `deletion-manifests/` only.
+ */
+class ManifestReader implements IItemReader {
+  private readonly reader: S3JsonLItemReader;
+  readonly resource: string;
+  constructor(
+    readonly bucket: IBucket,
+    keyPath: string,
+  ) {
+    this.reader = new S3JsonLItemReader({ bucket, key: JsonPath.stringAt(keyPath) });
+    this.resource = this.reader.resource;
+  }
+  render(queryLanguage?: QueryLanguage): unknown {
+    return this.reader.render(queryLanguage);
+  }
+  providePolicyStatements(): PolicyStatement[] {
+    return [
+      new PolicyStatement({
+        actions: ["s3:GetObject"],
+        resources: [this.bucket.arnForObjects(`${DELETION_MANIFEST_PREFIX}*`)],
+      }),
+    ];
+  }
+  validateItemReader(): string[] {
+    return this.reader.validateItemReader();
+  }
+}
 
 /** The steps Lambda: Athena queries and Parquet rewrites of one file each. */
 const STEPS_TIMEOUT = Duration.minutes(5);
@@ -75,10 +110,12 @@ export class DeletionWorkflow extends Construct {
   readonly logGroup: LogGroup;
   readonly pipe: CfnPipe;
   private readonly store: Store;
+  private readonly warehouseBucket: IBucket;
 
   constructor(scope: Construct, id: string, props: DeletionWorkflowProps) {
     super(scope, id);
     this.store = props.store;
+    this.warehouseBucket = props.warehouse.dataBucket;
     const { warehouse, store } = props;
 
     this.steps = new DmtFunction(this, "Steps", {
@@ -145,13 +182,15 @@ export class DeletionWorkflow extends Construct {
       DELETION_FAILURE_STEP.retry,
     );
     markFailed.next(failed);
-    const catching = <T extends LambdaInvoke | MapState>(state: T): T => {
+    const catching = <T extends LambdaInvoke | DistributedMap>(state: T): T => {
       state.addCatch(succeeded, { errors: [DeletionAlreadyCompletedError.name] });
       state.addCatch(markFailed, { errors: [Errors.ALL], resultPath: "$.error" });
       return state;
     };
 
     const states = new Map<string, State & INextable>();
+    // Where a transition to a step goes: the step, or the Choice that may skip it.
+    const entries = new Map<string, State>();
     for (const step of DELETION_STEPS) {
       switch (step.kind) {
         case "wait":
@@ -161,14 +200,22 @@ export class DeletionWorkflow extends Construct {
           states.set(step.name, catching(this.task(step.name, step.handler, step.retry)));
           break;
         case "map": {
-          const map = new MapState(this, step.name, {
-            itemsPath: `$.${step.items}`,
+          // A Distributed Map: its items are read from the manifest FindFiles wrote, and each file is
+          // rewritten in a child execution of its own, so the parent's history (25,000 events) no
+          // longer grows with the number of files (docs/deletion.md, "Scale").
+          const map = new DistributedMap(this, step.name, {
+            itemReader: new ManifestReader(this.warehouseBucket, `$.${step.manifest}`),
             itemSelector: {
               projectId: JsonPath.stringAt("$.projectId"),
               requestId: JsonPath.stringAt("$.requestId"),
-              key: JsonPath.stringAt("$$.Map.Item.Value"),
+              key: JsonPath.stringAt("$$.Map.Item.Value.key"),
             },
+            // Standard children: a file's retries (up to ~6 Lambda timeouts) outlast Express's 5 minutes,
+            // and each child runs exactly once.
+            mapExecutionType: StateMachineType.STANDARD,
             maxConcurrency: step.maxConcurrency,
+            toleratedFailurePercentage: step.toleratedFailurePercentage,
+            label: step.name,
             // Each file's outcome is in the requests table; the state goes on unchanged.
             resultPath: JsonPath.DISCARD,
           });
@@ -179,11 +226,26 @@ export class DeletionWorkflow extends Construct {
       }
     }
 
+    // A step that may be skipped is entered through its Choice.
+    for (const step of DELETION_STEPS) {
+      const state = states.get(step.name) as State;
+      if (step.kind !== "map") {
+        entries.set(step.name, state);
+        continue;
+      }
+      const field = `$.${step.skip.field}`;
+      entries.set(
+        step.name,
+        new Choice(this, step.skip.choice)
+          .when(Condition.and(Condition.isPresent(field), Condition.numberGreaterThan(field, 0)), state)
+          .otherwise(states.get(step.skip.goTo) as State),
+      );
+    }
     // Link each step to the next (through its Choice, if it may repeat); the last one to success.
     DELETION_STEPS.forEach((step, i) => {
       const state = states.get(step.name) as State & INextable;
       const nextStep = DELETION_STEPS[i + 1];
-      const next = nextStep ? (states.get(nextStep.name) as State) : succeeded;
+      const next = nextStep ? (entries.get(nextStep.name) as State) : succeeded;
       if (step.kind === "wait" || !step.repeat) {
         state.next(next);
         return;
@@ -193,12 +255,12 @@ export class DeletionWorkflow extends Construct {
         new Choice(this, step.repeat.choice)
           .when(
             Condition.and(Condition.isPresent(field), Condition.booleanEquals(field, true)),
-            states.get(step.repeat.goTo) as State,
+            entries.get(step.repeat.goTo) as State,
           )
           .otherwise(next),
       );
     });
-    return states.get(DELETION_STEPS[0]?.name ?? "") as State;
+    return entries.get(DELETION_STEPS[0]?.name ?? "") as State;
   }
 
   /** A task invoking the steps Lambda with `{step, state}`; retried as its policy says. */
@@ -326,6 +388,14 @@ export class DeletionWorkflow extends Construct {
       ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"],
       "The deletion steps read, rewrite and remove Parquet files under interactions/, and delete their old versions; which files is known only at run time.",
     );
+    // FindFiles writes each round's manifest, which the Distributed Map reads (the state machine's grant).
+    this.grantObjects(
+      fn,
+      warehouse.dataBucket,
+      DELETION_MANIFEST_PREFIX,
+      ["s3:PutObject"],
+      "FindFiles writes one manifest per deletion request and round under deletion-manifests/, named at run time.",
+    );
     // Athena's results: written by the queries, read back, and purged when they hold deleted rows.
     this.grantBucket(fn, warehouse.resultsBucket, "", ["s3:ListBucket", "s3:ListBucketMultipartUploads"]);
     this.grantObjects(
@@ -415,5 +485,22 @@ export class DeletionWorkflow extends Construct {
       reason:
         "X-Ray tracing and CloudWatch Logs delivery for Step Functions have no resource-level permissions; AWS documents these actions with the resource '*'.",
     });
+    const bucketId = Stack.of(this).getLogicalId(this.warehouseBucket.node.defaultChild as CfnElement);
+    Validations.of(role).acknowledge({
+      id: `AwsSolutions-IAM5[Resource::<${bucketId}.Arn>/${DELETION_MANIFEST_PREFIX}*]`,
+      reason:
+        "The Distributed Map reads the manifest FindFiles wrote for the request and round, named at run time under deletion-manifests/.",
+    });
+    // CDK's grant to the Distributed Map: start, watch and stop its own child executions.
+    const machineId = Stack.of(this).getLogicalId(this.stateMachine.node.defaultChild as CfnElement);
+    const executions = `arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{"Fn::Select":[6,{"Fn::Split":[":",{"Ref":"${machineId}"}]}]}`;
+    const mapPolicy = this.stateMachine.node.findChild("DistributedMapPolicy");
+    for (const resource of [`${executions}:*`, `${executions}/RewriteFiles:*`]) {
+      Validations.of(mapPolicy).acknowledge({
+        id: `AwsSolutions-IAM5[Resource::${resource}]`,
+        reason:
+          "The Distributed Map starts, describes and stops child executions of this state machine, whose names Step Functions makes at run time.",
+      });
+    }
   }
 }

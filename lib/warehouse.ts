@@ -10,6 +10,7 @@ import { BlockPublicAccess, Bucket, BucketEncryption, type IBucket } from "aws-c
 import { Queue, QueueEncryption } from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
 import { SPOOL_PREFIX } from "../lambda/adapters/sqs/spool";
+import { DELETION_MANIFEST_PREFIX } from "../lambda/core/deletion-manifest";
 import {
   glueColumns,
   gluePartitionKeys,
@@ -130,6 +131,8 @@ export class Warehouse extends Construct {
           expiredObjectDeleteMarker: true,
           abortIncompleteMultipartUploadAfter: Duration.days(1),
         },
+        // Deletion manifests (file keys, no row data) outlive any run (at most 12 h), for inspection.
+        { id: "expire-deletion-manifests", prefix: DELETION_MANIFEST_PREFIX, expiration: Duration.days(14) },
       ],
     });
     this.resultsBucket = new Bucket(this, "AthenaResultsBucket", {

@@ -15,7 +15,14 @@ import type { Infrastructure } from "./infrastructure";
 export function composeDeletionSteps(
   infra: Pick<
     Infrastructure,
-    "deletionQuery" | "warehouseFiles" | "openDestination" | "hostPurgers" | "userIds" | "clock" | "logger"
+    | "deletionQuery"
+    | "warehouse"
+    | "warehouseFiles"
+    | "openDestination"
+    | "hostPurgers"
+    | "userIds"
+    | "clock"
+    | "logger"
   > & { store: Pick<DynamoPorts, "deletionRequests" | "tombstones">; exportSettings: ExportSettings },
   purgers: CopyPurger[],
   /** Where `deletion.completed` goes; absent: no event. */
@@ -26,6 +33,8 @@ export function composeDeletionSteps(
     tombstones: infra.store.tombstones,
     query: infra.deletionQuery,
     files: infra.warehouseFiles,
+    // The manifests live beside the files they list.
+    manifests: infra.warehouse,
     codec: parquetCodec,
     purgers: [
       new ExportFilesPurger(infra.exportSettings, (destination) => infra.openDestination(destination)),

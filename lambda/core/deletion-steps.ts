@@ -20,7 +20,7 @@ export interface RetryPolicy {
 export interface Repeat {
   /** The name of the Choice state that decides. */
   choice: string;
-  when: "more" | "rowsRemain";
+  when: "rowsRemain";
   goTo: DeletionStepName;
 }
 
@@ -38,11 +38,15 @@ export type DeletionStep =
   | {
       name: DeletionStepName;
       kind: "map";
-      /** Runs once per item, with a RewriteItem. */
+      /** Runs once per item, with a RewriteItem: one child execution per file, retried on its own. */
       handler: "rewrite";
-      /** The state field holding the items (file keys). */
-      items: "files";
+      /** The state field holding the key of the manifest (core/deletion-manifest.ts) the items are read from. */
+      manifest: "manifest";
+      /** The Choice before the map: with `$.<field>` 0 (nothing found) the map is skipped. */
+      skip: { choice: string; field: "files"; goTo: DeletionStepName };
       maxConcurrency: number;
+      /** Files that may still fail after their retries without failing the map (Verify goes round again). */
+      toleratedFailurePercentage: number;
       retry: RetryPolicy;
       repeat?: Repeat;
     };
@@ -50,8 +54,6 @@ export type DeletionStep =
 /** Transient failures (throttling, a file rewritten meanwhile): 2, 4, 8, 16, 30 s. */
 const TRANSIENT: RetryPolicy = { maxAttempts: 5, intervalSeconds: 2, backoffRate: 2, maxDelaySeconds: 30 };
 
-/** Files per FindFiles round: the list travels in the state, which Step Functions caps at 256 KB. */
-export const FIND_BATCH_FILES = 500;
 /** Verify sends the workflow back to FindFiles at most this many times before it fails the request. */
 export const MAX_VERIFY_ROUNDS = 3;
 
@@ -60,17 +62,20 @@ export const DELETION_STEPS: readonly DeletionStep[] = [
   { name: "RecordRequest", kind: "task", handler: "record", retry: TRANSIENT },
   // 2. Records the consumer took before the tombstone existed land within this window.
   { name: "WaitForInFlight", kind: "wait" },
-  // 3. Files with matching rows, a batch at a time.
+  // 3. Files with matching rows: one query, its list written once as a manifest in the object store.
   { name: "FindFiles", kind: "task", handler: "find", retry: TRANSIENT },
-  // 4. Each file rewritten without those rows (or removed); then the next batch, if any.
+  // 4. Each file of the manifest rewritten without those rows (or removed): a Distributed Map in AWS.
   {
     name: "RewriteFiles",
     kind: "map",
     handler: "rewrite",
-    items: "files",
-    maxConcurrency: 8,
+    manifest: "manifest",
+    skip: { choice: "AnyFiles", field: "files", goTo: "PurgeCopies" },
+    maxConcurrency: 32,
+    // A file still failing after its retries leaves rows that Verify finds and sends round again; more
+    // than this share failing is something broken for every file, so the request fails at once.
+    toleratedFailurePercentage: 5,
     retry: TRANSIENT,
-    repeat: { choice: "MoreFiles", when: "more", goTo: "FindFiles" },
   },
   // 5. Every other copy: interaction index, rollups, bucket exports, query results.
   { name: "PurgeCopies", kind: "task", handler: "purge", retry: TRANSIENT },
@@ -108,9 +113,9 @@ export interface DeletionState {
   requestId: string;
   /** How often Verify sent the run back to FindFiles. */
   round?: number;
-  /** FindFiles' batch, the items of RewriteFiles. */
-  files?: string[];
-  more?: boolean;
+  /** FindFiles' manifest (its object key), the items of RewriteFiles, and how many files it lists. */
+  manifest?: string;
+  files?: number;
   rowsRemain?: boolean;
   /** Set on the way to MarkFailed: Step Functions' `{Error, Cause}`. */
   error?: { Error: string; Cause: string };
@@ -123,10 +128,16 @@ export interface RewriteItem {
   key: string;
 }
 
+/** What the rewrite of one file did ("missing": the manifest named a file already gone: skipped). */
+export type RewriteOutcome = "rewritten" | "removed" | "unchanged" | "missing";
+
+/** The map's error when more files failed than it tolerates (Step Functions' own name for it). */
+export const EXCEEDED_TOLERATED_FAILURES = "States.ExceedToleratedFailureThreshold";
+
 export interface DeletionStepHandlers {
   record(state: DeletionState): Promise<DeletionState>;
   find(state: DeletionState): Promise<DeletionState>;
-  rewrite(item: RewriteItem): Promise<void>;
+  rewrite(item: RewriteItem): Promise<RewriteOutcome>;
   purge(state: DeletionState): Promise<DeletionState>;
   verify(state: DeletionState): Promise<DeletionState>;
   fail(state: DeletionState): Promise<DeletionState>;
@@ -141,11 +152,9 @@ export type DeletionTaskEvent =
 export async function runDeletionStep(
   handlers: DeletionStepHandlers,
   event: DeletionTaskEvent,
-): Promise<DeletionState | null> {
-  if (event.step === "rewrite") {
-    await handlers.rewrite(event.state);
-    return null;
-  }
+): Promise<DeletionState | { outcome: RewriteOutcome }> {
+  // An object, not a bare string: the child execution's output (discarded by the map).
+  if (event.step === "rewrite") return { outcome: await handlers.rewrite(event.state) };
   return handlers[event.step](event.state);
 }
 

@@ -1,22 +1,28 @@
 import type { DeletionStarter } from "../core/deletion";
+import { parseDeletionManifest } from "../core/deletion-manifest";
 import {
   DELETION_FAILURE_STEP,
   DELETION_STEPS,
   DeletionAlreadyCompletedError,
+  DeletionFatalError,
   type DeletionState,
   type DeletionStep,
   type DeletionStepHandlers,
+  EXCEEDED_TOLERATED_FAILURES,
   NOT_RETRIED,
   type RetryPolicy,
   retryDelayMs,
   runDeletionStep,
 } from "../core/deletion-steps";
 import { errorFields, type Logger } from "../core/logger";
+import type { ObjectStore } from "../core/object-store";
 
 export interface LocalRunnerOptions {
   steps: DeletionStepHandlers;
   /** Step 2 locally: deliver what the in-process queue holds (lambda/local/warehouse.ts). */
   waitForInFlight: () => Promise<void>;
+  /** Where FindFiles wrote its manifest (the warehouse folder): the map reads its items from there. */
+  manifests: Pick<ObjectStore, "get">;
   logger: Logger;
   /** Waits between retries (tests pass one that does not wait). */
   sleep?: (ms: number) => Promise<void>;
@@ -61,6 +67,14 @@ export class LocalDeletionRunner implements DeletionStarter {
     const index = (name: string) => DELETION_STEPS.findIndex((s) => s.name === name);
     for (let i = 0; i < DELETION_STEPS.length; ) {
       const step = DELETION_STEPS[i] as DeletionStep;
+      if (step.kind === "map") {
+        // The Choice before the map: nothing found, nothing to rewrite.
+        this.options.onState?.(step.skip.choice, state);
+        if (!((state[step.skip.field] ?? 0) > 0)) {
+          i = index(step.skip.goTo);
+          continue;
+        }
+      }
       this.options.onState?.(step.name, state);
       try {
         state = await this.execute(step, state);
@@ -90,16 +104,36 @@ export class LocalDeletionRunner implements DeletionStarter {
         const next = await this.retrying(step.retry, () =>
           runDeletionStep(this.options.steps, { step: step.handler, state }),
         );
-        return next ?? state;
+        return "outcome" in next ? state : next;
       }
       case "map": {
+        // The Distributed Map's ItemReader: the manifest FindFiles wrote, read from the same store.
+        const key = state[step.manifest];
+        const bytes = key === undefined ? undefined : await this.options.manifests.get(key);
+        if (!bytes) throw new DeletionFatalError("the deletion manifest is missing");
+        const items = parseDeletionManifest(bytes);
         // One item at a time: the rewrites are CPU-bound and share this thread (in AWS each item is a
-        // Lambda invocation of its own, `maxConcurrency` at a time).
-        for (const key of state[step.items] ?? []) {
-          const item = { projectId: state.projectId, requestId: state.requestId, key };
-          await this.retrying(step.retry, () =>
-            runDeletionStep(this.options.steps, { step: step.handler, state: item }),
-          );
+        // child execution of its own, `maxConcurrency` at a time). Each retries on its own; one that
+        // still fails is counted, as the map's tolerated failures count it.
+        let failed = 0;
+        for (const file of items) {
+          const item = { projectId: state.projectId, requestId: state.requestId, key: file.key };
+          try {
+            await this.retrying(step.retry, () =>
+              runDeletionStep(this.options.steps, { step: step.handler, state: item }),
+            );
+          } catch (err) {
+            failed++;
+            this.options.logger.error("deletion: a file's rewrite failed", {
+              ...errorFields(err),
+              key: file.key,
+            });
+          }
+        }
+        if (failed > (items.length * step.toleratedFailurePercentage) / 100) {
+          const error = new Error(`${failed} of ${items.length} files failed`);
+          error.name = EXCEEDED_TOLERATED_FAILURES;
+          throw error;
         }
         // The map's results are discarded: its input goes on.
         return state;

@@ -10,16 +10,18 @@ import {
   tombstoneOf,
   type WarehouseFiles,
 } from "../core/deletion";
+import { deletionManifestKey, encodeDeletionManifest } from "../core/deletion-manifest";
 import {
   DeletionAlreadyCompletedError,
   DeletionFatalError,
   type DeletionState,
   type DeletionStepHandlers,
-  FIND_BATCH_FILES,
   MAX_VERIFY_ROUNDS,
   type RewriteItem,
+  type RewriteOutcome,
 } from "../core/deletion-steps";
 import { errorFields, type Logger } from "../core/logger";
+import type { ObjectStore } from "../core/object-store";
 import type { UserIdHasher } from "../core/privacy";
 import { INTERACTIONS_PREFIX } from "../core/record";
 import type { RecordCodec } from "../core/record-codec";
@@ -31,6 +33,8 @@ export interface DeletionStepDeps {
   tombstones: TombstoneStore;
   query: DeletionQuery;
   files: WarehouseFiles;
+  /** Where FindFiles writes its manifest: the warehouse bucket (or folder), under `deletion-manifests/`. */
+  manifests: Pick<ObjectStore, "put">;
   /** The warehouse files' format, to rewrite them (Parquet: `adapters/parquet/codec.ts`). */
   codec: RecordCodec;
   /** Every other copy: the dashboard's index and rollups, bucket exports, query results. */
@@ -97,27 +101,38 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
 
     async find(state) {
       const request = await pending(state);
-      const files = (await deps.query.affectedFiles(await target(request))).map((f) => f.key);
-      return {
-        ...base(state),
-        files: files.slice(0, FIND_BATCH_FILES),
-        more: files.length > FIND_BATCH_FILES,
-      };
+      // One query per round, however many files: the list goes to the object store, only its key and
+      // count travel in the state (the map reads the list from there).
+      const files = await deps.query.affectedFiles(await target(request));
+      const manifest = deletionManifestKey(state.projectId, state.requestId, state.round ?? 0);
+      await deps.manifests.put(manifest, encodeDeletionManifest(files), "application/jsonl");
+      deps.logger.info("deletion files found", { ...base(state), files: files.length, manifest });
+      return { ...base(state), manifest, files: files.length };
     },
 
-    async rewrite(item: RewriteItem) {
+    async rewrite(item: RewriteItem): Promise<RewriteOutcome> {
       const request = await pending(item);
       // The query names the files; a key outside the project's folder is a bug, not something to rewrite.
       if (!item.key.startsWith(`${INTERACTIONS_PREFIX}project=${item.projectId}/`)) {
         throw new DeletionFatalError("a file outside the project's folder");
       }
       const file = await deps.files.read(item.key);
-      if (!file) return;
+      if (!file) {
+        // Gone since the query named it (removed by another request, or by retention): nothing of it
+        // is left to delete. Reported, not a failure; Verify still checks the whole project.
+        deps.logger.warn("deletion: a file of the manifest is gone; skipped", {
+          metric: "deletion.file_missing",
+          projectId: item.projectId,
+          requestId: item.requestId,
+          key: item.key,
+        });
+        return "missing";
+      }
       const records = await deps.codec.decode(file.bytes);
       const matches = deletionMatcher(await target(request));
       const kept = records.filter((r) => !matches(r));
       const rows = records.length - kept.length;
-      if (rows === 0) return;
+      if (rows === 0) return "unchanged";
       // Counted before the file changes: if we crash after the change, a re-run finds nothing to
       // rewrite here, and the count stays right.
       await deps.requests.recordFile(item.projectId, item.requestId, {
@@ -125,8 +140,12 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
         rows,
         removed: kept.length === 0,
       });
-      if (kept.length === 0) await deps.files.remove(item.key, file.version);
-      else await deps.files.replace(item.key, deps.codec.encode(kept), file.version);
+      if (kept.length === 0) {
+        await deps.files.remove(item.key, file.version);
+        return "removed";
+      }
+      await deps.files.replace(item.key, deps.codec.encode(kept), file.version);
+      return "rewritten";
     },
 
     async purge(state) {

@@ -1,5 +1,5 @@
 import { composeDeletionSteps } from "../compose/deletion-steps";
-import { type DeletionState, type DeletionTaskEvent, runDeletionStep } from "../core/deletion-steps";
+import { type DeletionTaskEvent, runDeletionStep } from "../core/deletion-steps";
 import { athenaDeletion, awsHost, secretUserIds } from "./runtime/aws";
 import { parseDeletionStepsConfig } from "./runtime/config";
 import { withTelemetry } from "./runtime/telemetry";
@@ -17,7 +17,6 @@ const steps = composeDeletionSteps(
   [aws.store.interactions],
 );
 
-export const handler = withTelemetry(
-  aws.telemetry,
-  (event: DeletionTaskEvent): Promise<DeletionState | null> => runDeletionStep(steps, event),
+export const handler = withTelemetry(aws.telemetry, (event: DeletionTaskEvent) =>
+  runDeletionStep(steps, event),
 );

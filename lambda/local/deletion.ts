@@ -60,6 +60,7 @@ export async function startLocalDeletion(options: LocalDeletionOptions): Promise
     {
       store: { deletionRequests: requests, tombstones: options.tombstones },
       deletionQuery: query,
+      warehouse: options.objects,
       warehouseFiles: new FsWarehouseFiles(options.objects),
       exportSettings: options.exports.settings,
       openDestination: options.exports.openDestination,
@@ -74,6 +75,7 @@ export async function startLocalDeletion(options: LocalDeletionOptions): Promise
   const runner = new LocalDeletionRunner({
     steps,
     waitForInFlight: options.waitForInFlight,
+    manifests: options.objects,
     logger: options.logger,
     ...options.runner,
   });

@@ -67,13 +67,19 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(outdir, { recursive: true, force: true }));
 
-/** The states from the start, taking each Choice's default (no repeat) until a terminal state. */
+/**
+ * The states from the start until a terminal state, taking each repeat's Choice default (no repeat)
+ * and, at the map's Choice, the branch that rewrites (files were found).
+ */
 function mainPath(): string[] {
   const path: string[] = [];
+  const skips = DELETION_STEPS.flatMap((s) => (s.kind === "map" ? [s.skip.choice] : []));
   for (let name: string | undefined = asl.StartAt; name; ) {
     path.push(name);
     const state = asl.States[name] as AslState;
-    name = state.Type === "Choice" ? (state.Default as string) : state.Next;
+    if (state.Type !== "Choice") name = state.Next;
+    else if (skips.includes(name)) name = (state.Choices as { Next: string }[])[0]?.Next;
+    else name = state.Default as string;
   }
   return path;
 }
@@ -125,8 +131,8 @@ describe("the deletion state machine", () => {
       "RecordRequest",
       "WaitForInFlight",
       "FindFiles",
+      "AnyFiles",
       "RewriteFiles",
-      "MoreFiles",
       "PurgeCopies",
       "Verify",
       "RowsRemain",
@@ -151,17 +157,27 @@ describe("the deletion state machine", () => {
       }
       let task = state;
       if (step.kind === "map") {
+        // A Distributed Map over FindFiles' manifest in the warehouse bucket, one Standard child
+        // execution per file.
         expect(state).toMatchObject({
           Type: "Map",
-          ItemsPath: `$.${step.items}`,
+          ItemReader: {
+            Resource: "arn:TOKEN:states:::s3:getObject",
+            ReaderConfig: { InputType: "JSONL" },
+            Parameters: { Bucket: "TOKEN", "Key.$": `$.${step.manifest}` },
+          },
+          ItemProcessor: { ProcessorConfig: { Mode: "DISTRIBUTED", ExecutionType: "STANDARD" } },
           MaxConcurrency: step.maxConcurrency,
+          ToleratedFailurePercentage: step.toleratedFailurePercentage,
           ResultPath: null,
           ItemSelector: {
             "projectId.$": "$.projectId",
             "requestId.$": "$.requestId",
-            "key.$": "$$.Map.Item.Value",
+            "key.$": "$$.Map.Item.Value.key",
           },
         });
+        expect(step.maxConcurrency).toBeGreaterThan(1);
+        expect(step.toleratedFailurePercentage).toBeGreaterThan(0);
         const processor = state.ItemProcessor as Asl;
         expect(Object.keys(processor.States)).toEqual([processor.StartAt]);
         task = processor.States[processor.StartAt] as AslState;
@@ -212,6 +228,40 @@ describe("the deletion state machine", () => {
         ],
       });
     }
+  });
+
+  it("skips the map when FindFiles found nothing, and reads the manifest from the warehouse bucket", () => {
+    for (const step of DELETION_STEPS) {
+      if (step.kind !== "map") continue;
+      const variable = `$.${step.skip.field}`;
+      expect(asl.States[step.skip.choice]).toEqual({
+        Type: "Choice",
+        Choices: [
+          {
+            And: [
+              { Variable: variable, IsPresent: true },
+              { Variable: variable, NumericGreaterThan: 0 },
+            ],
+            Next: step.name,
+          },
+        ],
+        Default: step.skip.goTo,
+      });
+    }
+    // The Bucket token of the ItemReader is the warehouse data bucket.
+    const machine = resources[logicalId(stack.deletion.stateMachine)]?.Properties.DefinitionString;
+    expect(JSON.stringify(machine)).toContain(
+      `"Bucket\\":\\"",{"Ref":"${logicalId(stack.warehouse.dataBucket)}"}`,
+    );
+    // The state machine may read the manifest and start and watch its own child executions.
+    const roleId = stack.getLogicalId(stack.deletion.stateMachine.role.node.defaultChild as never);
+    const statements = Object.values(resources)
+      .filter((r) => r.Type === "AWS::IAM::Policy" && JSON.stringify(r.Properties.Roles).includes(roleId))
+      .flatMap(
+        (p) => (p.Properties.PolicyDocument as { Statement: { Action: string | string[] }[] }).Statement,
+      );
+    const actions = statements.flatMap((st) => [st.Action].flat());
+    expect(actions).toEqual(expect.arrayContaining(["s3:GetObject", "states:StartExecution"]));
   });
 
   it("is a Standard workflow that logs every event, without execution data, and traces", () => {
@@ -291,6 +341,19 @@ describe("starting and wiring", () => {
     ]) {
       expect(steps).toContain(action);
     }
+    // FindFiles writes its manifests under their own prefix of the data bucket, and only there.
+    const manifestWrites = statementsOf(roleOf(stack.deletion.steps.function)).filter((st) =>
+      JSON.stringify((st as { Resource?: unknown }).Resource).includes("/deletion-manifests/*"),
+    );
+    expect(manifestWrites).toEqual([
+      {
+        Action: "s3:PutObject",
+        Effect: "Allow",
+        Resource: {
+          "Fn::Join": ["", [arnOf(stack.warehouse.dataBucket), "/deletion-manifests/*"]],
+        },
+      },
+    ]);
     // The dashboard's index and rollups: exactly what a purge sends, on the user index only.
     const onTable = (roleId: string, table: { node: { defaultChild?: unknown } }) =>
       statementsOf(roleId).filter(

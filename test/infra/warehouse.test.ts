@@ -298,7 +298,7 @@ describe("buckets", () => {
     });
   });
 
-  it("version the data, and let old versions go after a day", () => {
+  it("version the data, let old versions go after a day, and deletion manifests after 14 days", () => {
     const props = resources[id(warehouse().dataBucket)]?.Properties ?? {};
     expect(props.VersioningConfiguration).toEqual({ Status: "Enabled" });
     expect(props.LifecycleConfiguration).toEqual({
@@ -308,6 +308,12 @@ describe("buckets", () => {
           NoncurrentVersionExpiration: { NoncurrentDays: 1 },
           ExpiredObjectDeleteMarker: true,
           AbortIncompleteMultipartUpload: { DaysAfterInitiation: 1 },
+          Status: "Enabled",
+        },
+        {
+          Id: "expire-deletion-manifests",
+          Prefix: "deletion-manifests/",
+          ExpirationInDays: 14,
           Status: "Enabled",
         },
       ],

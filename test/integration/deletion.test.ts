@@ -5,7 +5,7 @@
  * exports read the result. The local stack does not mount the deletion routes yet, so the data API is
  * built here with the same parts the stack uses.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { appendFileSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -22,6 +22,7 @@ import { requireKey } from "../../lambda/app/middleware";
 import { createKey, createProject } from "../../lambda/core/accounts";
 import type { CopyPurger } from "../../lambda/core/deletion";
 import { hashUserId } from "../../lambda/core/deletion";
+import { deletionManifestKey, parseDeletionManifest } from "../../lambda/core/deletion-manifest";
 import { CachedKeyLookup } from "../../lambda/core/key-cache";
 import { jsonLogger } from "../../lambda/core/logger";
 import { INTERACTIONS_PREFIX, type InteractionRecord, partitionPrefix } from "../../lambda/core/record";
@@ -49,7 +50,8 @@ afterEach(async () => {
   env = undefined;
 });
 
-async function start(purgers: CopyPurger[] = []): Promise<Env> {
+/** `onState`: told each state the runner enters, before it runs (a test's way to act in between). */
+async function start(purgers: CopyPurger[] = [], onState?: (name: string) => void): Promise<Env> {
   const dir = mkdtempSync(join(tmpdir(), "dmt-deletion-"));
   const logs: string[] = [];
   const states: string[] = [];
@@ -64,7 +66,13 @@ async function start(purgers: CopyPurger[] = []): Promise<Env> {
       db: local.db,
       tables: local.tables,
       purgers,
-      runner: { sleep: async () => {}, onState: (name) => states.push(name) },
+      runner: {
+        sleep: async () => {},
+        onState: (name) => {
+          states.push(name);
+          onState?.(name);
+        },
+      },
     },
   });
   const keys = { a: "", b: "" };
@@ -265,6 +273,121 @@ describe("deleting a user", () => {
   });
 });
 
+describe("a user spread over many files", () => {
+  // More files than one round of the old inline map (500): the 20,000 of the issue are in
+  // bench/deletion-scale.bench.ts, too slow for a test on a shared machine.
+  const FILES = 600;
+
+  it("finds them with one query, lists them once in a manifest, and rewrites or removes every one", async () => {
+    const e = await start();
+    const u1: InteractionRecord[] = [];
+    const u2: InteractionRecord[] = [];
+    // Small files as the consumer leaves them: every other one also holds a row of u2.
+    for (let i = 0; i < FILES; i++) {
+      const rows = [call("proj-a", U1, 1 + (i % 28))];
+      if (i % 2 === 0) rows.push(call("proj-a", U2, 1 + (i % 28)));
+      u1.push(rows[0] as InteractionRecord);
+      if (rows[1]) u2.push(rows[1]);
+      await e.warehouse.objects.put(
+        `${partitionPrefix("proj-a", `2026-01-${String(1 + (i % 28)).padStart(2, "0")}`)}f${i}.parquet`,
+        encodeRecords(rows),
+      );
+    }
+    const requestId = await requestDeletion(e, e.keys.a, { user_id: U1, reason: "erasure" });
+    await e.warehouse.deletion?.runner.idle();
+
+    const done = await state(e, e.keys.a, requestId);
+    expect(done.status).toBe("completed");
+    expect(done.counts).toMatchObject({
+      rows_deleted: FILES,
+      files_rewritten: FILES / 2,
+      files_deleted: FILES / 2,
+    });
+    // One find, one map, whatever the number of files.
+    expect(e.states.filter((s) => s === "FindFiles")).toHaveLength(1);
+    expect(e.states.filter((s) => s === "RewriteFiles")).toHaveLength(1);
+    const manifest = await e.warehouse.objects.get(deletionManifestKey("proj-a", requestId, 0));
+    const listed = parseDeletionManifest(manifest as Uint8Array);
+    expect(listed).toHaveLength(FILES);
+    expect(listed.every((f) => f.rows === 1)).toBe(true);
+    // Every u1 row gone, every u2 row kept, once.
+    const after = await exported(e, e.keys.a);
+    expect(ids(u1).filter((id) => after.has(id))).toEqual([]);
+    expect([...after.keys()].sort()).toEqual(ids(u2).sort());
+    expect(await files(e)).toHaveLength(FILES / 2);
+    // Only bounds a hang: ~30 s here on a busy 2-core machine.
+  }, 600_000);
+});
+
+describe("a manifest listing a file already removed", () => {
+  it("skips the file, reports it, and completes the request", async () => {
+    let gone: string | undefined;
+    const e = await start([], (name) => {
+      // Between the find and the rewrite, one listed file goes (retention, or another request).
+      if (name === "RewriteFiles" && gone === undefined && env) {
+        gone = `${partitionPrefix("proj-a", "2026-01-15")}f15.parquet`;
+        rmSync(join(env.warehouse.objects.root, ...gone.split("/")));
+      }
+    });
+    for (const day of [14, 15, 16]) {
+      await e.warehouse.objects.put(
+        `${partitionPrefix("proj-a", `2026-01-${day}`)}f${day}.parquet`,
+        encodeRecords([call("proj-a", U1, day), call("proj-a", U2, day)]),
+      );
+    }
+    const requestId = await requestDeletion(e, e.keys.a, { user_id: U1, reason: "erasure" });
+    await e.warehouse.deletion?.runner.idle();
+
+    expect(gone).toBeDefined();
+    const done = await state(e, e.keys.a, requestId);
+    expect(done.status).toBe("completed");
+    expect(done.counts).toMatchObject({ rows_deleted: 2, files_rewritten: 2, files_deleted: 0 });
+    expect(e.states).not.toContain("MarkFailed");
+    const reported = e.logs.map((l) => JSON.parse(l)).filter((l) => l.metric === "deletion.file_missing");
+    expect(reported).toEqual([expect.objectContaining({ level: "warn", requestId, key: gone })]);
+  });
+});
+
+describe("files whose rewrite keeps failing", () => {
+  /** Lands `n` files of u1 and u2; while the map starts, adds to the manifest a file it must refuse. */
+  async function withRefusedFile(n: number) {
+    const e = await start([], (name) => {
+      if (name !== "RewriteFiles" || !env) return;
+      const dir = join(env.warehouse.objects.root, "deletion-manifests", "project=proj-a");
+      const [request] = readdirSync(dir);
+      const path = join(dir, request as string, "round-0.jsonl");
+      // A key outside the project's folder: refused (DeletionFatalError), not retried, counted as failed.
+      appendFileSync(
+        path,
+        `${JSON.stringify({ key: `${partitionPrefix("proj-b", "2026-01-14")}x.parquet`, rows: 1 })}\n`,
+      );
+    });
+    for (let i = 0; i < n; i++) {
+      await e.warehouse.objects.put(
+        `${partitionPrefix("proj-a", "2026-01-14")}f${i}.parquet`,
+        encodeRecords([call("proj-a", U1, 14), call("proj-a", U2, 14)]),
+      );
+    }
+    const requestId = await requestDeletion(e, e.keys.a, { user_id: U1, reason: "erasure" });
+    await e.warehouse.deletion?.runner.idle();
+    return { e, done: await state(e, e.keys.a, requestId) };
+  }
+
+  it("tolerates a few (5 %): the others are rewritten and the request completes", async () => {
+    const { e, done } = await withRefusedFile(40);
+    expect(done.status).toBe("completed");
+    expect(done.counts).toMatchObject({ rows_deleted: 40, files_rewritten: 40 });
+    expect(e.logs.some((l) => l.includes("a file's rewrite failed"))).toBe(true);
+  });
+
+  it("fails the request when more fail than the map tolerates", async () => {
+    const { e, done } = await withRefusedFile(1);
+    expect(done.status).toBe("failed");
+    expect(done.error).toMatch(/^States\.ExceedToleratedFailureThreshold: 1 of 2 files failed/);
+    expect(e.states.slice(-2)).toEqual(["RewriteFiles", "MarkFailed"]);
+  });
+});
+
 describe("deleting a user of a project at level none", () => {
   it("finds rows that hold the user only as its keyed hash, in files, in flight and in the index", async () => {
     const purged: string[] = [];
@@ -428,14 +551,14 @@ describe("crash safety", () => {
       "RecordRequest",
       "WaitForInFlight",
       "FindFiles",
+      "AnyFiles",
       "RewriteFiles",
-      "MoreFiles",
       "PurgeCopies",
       "Verify",
       "RowsRemain",
       "FindFiles",
+      "AnyFiles",
       "RewriteFiles",
-      "MoreFiles",
       "PurgeCopies",
       "Verify",
       "RowsRemain",

@@ -171,7 +171,7 @@ export function athenaDeletion(
   config: DeletionStepsConfig,
 ): Pick<
   Infrastructure,
-  "deletionQuery" | "warehouseFiles" | "hostPurgers" | "exportSettings" | "openDestination"
+  "deletionQuery" | "warehouse" | "warehouseFiles" | "hostPurgers" | "exportSettings" | "openDestination"
 > {
   const db = dynamoClient(config.DMT_DYNAMODB_ENDPOINT);
   const s3 = s3Client(config.DMT_S3_ENDPOINT);
@@ -180,6 +180,8 @@ export function athenaDeletion(
       ...athenaTable(config),
       bucket: config.DMT_WAREHOUSE_BUCKET,
     }),
+    // FindFiles' manifests, which the Distributed Map reads.
+    warehouse: new S3ObjectStore(s3, config.DMT_WAREHOUSE_BUCKET),
     warehouseFiles: new S3WarehouseFiles(s3, config.DMT_WAREHOUSE_BUCKET),
     hostPurgers: [new QueryResultsPurger(new S3ObjectStore(s3, config.DMT_ATHENA_RESULTS_BUCKET))],
     exportSettings: new DynamoExportSettings(db, config.DMT_TABLE_PROJECTSETTINGS),
