@@ -2,10 +2,11 @@
  * Issue #20's targets, side by side in one run: what dmt with full metering adds over a bare node:http
  * pipe, and what a fresh X-Request-ID on every call adds over that, at 1 and 50 connections.
  * Run: `npx tsx bench/overhead.bench.ts` (BENCH_SECONDS, BENCH_WARMUP_SECONDS, BENCH_ROUNDS tune it;
- * BENCH_CPU_PROF=1 also writes the server's CPU profiles under bench/results/profiles/).
- * Never part of the tests.
+ * BENCH_CPU_PROF=1 also writes the server's CPU profiles under bench/results/profiles/;
+ * BENCH_BASELINE=<another checkout> also measures that checkout's `dmt serve`, "(baseline)", in turn
+ * with the others: a before/after in one run). Never part of the tests.
  *
- * Three child processes: the vendor simulator, the bare pipe (bench/proxy-passthrough.mjs) and
+ * Child processes: the vendor simulator, the bare pipe (bench/proxy-passthrough.mjs) and
  * `dmt serve` as a user runs it (its store is the embedded dynalite in a worker thread, metering on: a
  * managed key with credits and a rate limit, records to the warehouse). This process only generates
  * load. The targets take turns, BENCH_ROUNDS times; each figure is the median over the rounds, so a
@@ -41,6 +42,9 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CPU_PROF = process.env.BENCH_CPU_PROF === "1";
+/** Another checkout of dmt (its node_modules installed or linked), measured side by side as "before". */
+const BASELINE = process.env.BENCH_BASELINE;
+const BASELINE_SUFFIX = " (baseline)";
 const CONCURRENCY = [1, 50];
 const VENDOR_KEY = "sk-bench-vendor-key";
 const ROOT = new URL("..", import.meta.url).pathname;
@@ -63,6 +67,8 @@ interface Target {
   headers: Record<string, string>;
   /** A fresh X-Request-ID on every request. */
   requestIds: boolean;
+  /** The dmt server behind it, whose threads are measured. */
+  server?: Server;
 }
 
 /** What the server's threads did during a phase (dmt targets only). */
@@ -219,14 +225,45 @@ class ServerProbe {
   }
 }
 
-async function main(): Promise<void> {
-  const machine = { node: process.version, cpus: cpus().length, cpu: cpus()[0]?.model, loadavg: loadavg() };
+/** One `dmt serve` with the probe, and a managed key on its store. */
+interface Server {
+  serve: ServeProcess;
+  probe: ServerProbe;
+  probeDir: string;
+  dataDir: string;
+  key: string;
+}
+
+/** `dmt serve` from `bin` (this checkout's or a baseline's) on a data dir of its own. */
+async function startServer(bin: string | undefined, profileDir: string | undefined): Promise<Server> {
   const dataDir = mkdtempSync(join(tmpdir(), "dmt-bench-overhead-"));
   const probeDir = mkdtempSync(join(tmpdir(), "dmt-bench-probe-"));
+  process.env.DMT_PROBE_DIR = probeDir;
+  const args = [`--import=${join(ROOT, "bench/lib/thread-probe.mjs")}`];
+  if (profileDir) args.push("--cpu-prof", `--cpu-prof-dir=${profileDir}`);
+  const serve = await startDmtServe(dataDir, args, bin);
+  // A managed key as a customer has it: credits that last, a rate limit that stays out of the way.
+  const local = await openLocalStore(dataDir);
+  try {
+    await createProject(local.store, "bench", "enterprise", Date.now());
+    const { key } = await createKey(
+      local.store,
+      { projectId: "bench", name: "bench", rateLimit: { rpm: 1_000_000, burst: 1_000_000 } },
+      Date.now(),
+    );
+    await new DynamoCredits(local.db, local.tables).grant("bench", 1_000_000 * 1_000_000, "bench");
+    return { serve, probe: new ServerProbe(serve.child.pid as number, probeDir), probeDir, dataDir, key };
+  } finally {
+    await local.close();
+  }
+}
+
+async function main(): Promise<void> {
+  const machine = { node: process.version, cpus: cpus().length, cpu: cpus()[0]?.model, loadavg: loadavg() };
   const profileDir = join(RESULTS, "profiles");
   const children: ChildProcess[] = [];
+  const servers: Server[] = [];
   const loads: LoadFigures[] = [];
-  let server: ServeProcess | undefined;
   try {
     const sim = await startChild(["--import", "tsx", "bench/proxy-simulator.ts"]);
     children.push(sim.child);
@@ -236,32 +273,32 @@ async function main(): Promise<void> {
     process.env.DMT_METERING = "on";
     process.env.DMT_UPSTREAM_OPENAI = `${sim.url}/openai`;
     process.env.OPENAI_API_KEY = VENDOR_KEY;
-    process.env.DMT_PROBE_DIR = probeDir;
-    const probeArgs = [`--import=${join(ROOT, "bench/lib/thread-probe.mjs")}`];
     if (CPU_PROF) {
       rmSync(profileDir, { recursive: true, force: true });
       mkdirSync(profileDir, { recursive: true });
-      probeArgs.push("--cpu-prof", `--cpu-prof-dir=${profileDir}`);
     }
-    server = await startDmtServe(dataDir, probeArgs);
-    const probe = new ServerProbe(server.child.pid as number, probeDir);
-
-    // A managed key as a customer has it: credits that last, a rate limit that stays out of the way.
-    const local = await openLocalStore(dataDir);
-    let key: string;
-    try {
-      await createProject(local.store, "bench", "enterprise", Date.now());
-      ({ key } = await createKey(
-        local.store,
-        { projectId: "bench", name: "bench", rateLimit: { rpm: 1_000_000, burst: 1_000_000 } },
-        Date.now(),
-      ));
-      await new DynamoCredits(local.db, local.tables).grant("bench", 1_000_000 * 1_000_000, "bench");
-    } finally {
-      await local.close();
-    }
+    const current = await startServer(undefined, CPU_PROF ? profileDir : undefined);
+    servers.push(current);
+    const baseline = BASELINE ? await startServer(join(BASELINE, "bin/dmt.mjs"), undefined) : undefined;
+    if (baseline) servers.push(baseline);
 
     const path = "/openai/v1/chat/completions";
+    const dmtTargets = (server: Server, suffix: string): Target[] => [
+      {
+        name: METERED + suffix,
+        url: `${server.serve.url}${path}`,
+        headers: { authorization: `Bearer ${server.key}` },
+        requestIds: false,
+        server,
+      },
+      {
+        name: WITH_ID + suffix,
+        url: `${server.serve.url}${path}`,
+        headers: { authorization: `Bearer ${server.key}` },
+        requestIds: true,
+        server,
+      },
+    ];
     const targets: Target[] = [
       {
         name: BARE,
@@ -269,18 +306,8 @@ async function main(): Promise<void> {
         headers: { authorization: `Bearer ${VENDOR_KEY}` },
         requestIds: false,
       },
-      {
-        name: METERED,
-        url: `${server.url}${path}`,
-        headers: { authorization: `Bearer ${key}` },
-        requestIds: false,
-      },
-      {
-        name: WITH_ID,
-        url: `${server.url}${path}`,
-        headers: { authorization: `Bearer ${key}` },
-        requestIds: true,
-      },
+      ...dmtTargets(current, ""),
+      ...(baseline ? dmtTargets(baseline, BASELINE_SUFFIX) : []),
     ];
     for (const target of targets) {
       const check = await fetch(target.url, {
@@ -297,22 +324,23 @@ async function main(): Promise<void> {
       for (const connections of CONCURRENCY) {
         for (const target of targets) {
           process.stdout.write(`round ${round}/${ROUNDS}: ${target.name}, ${connections} connections...\n`);
-          const measured = target.name !== BARE;
-          if (measured) await probe.start();
+          await target.server?.probe.start();
           const figures = await load(target, connections, SECONDS, round);
-          if (measured) figures.server = await probe.stop();
+          if (target.server) figures.server = await target.server.probe.stop();
           loads.push(figures);
         }
       }
     }
   } finally {
-    await server?.stop("SIGINT");
+    for (const server of servers) await server.serve.stop("SIGINT");
     for (const child of children) child.kill("SIGTERM");
-    rmSync(dataDir, { recursive: true, force: true });
-    rmSync(probeDir, { recursive: true, force: true });
+    for (const server of servers) {
+      rmSync(server.dataDir, { recursive: true, force: true });
+      rmSync(server.probeDir, { recursive: true, force: true });
+    }
   }
 
-  const names = [BARE, METERED, WITH_ID];
+  const names = [...new Set(loads.map((l) => l.target))];
   const summary = CONCURRENCY.flatMap((connections) =>
     names.map((target) => {
       const runs = loads.filter((l) => l.target === target && l.connections === connections);
@@ -349,42 +377,26 @@ async function main(): Promise<void> {
       throughputRatio: (a?.requestsPerSecond ?? Number.NaN) / (b?.requestsPerSecond ?? Number.NaN),
     };
   };
-  const metered1 = vs(METERED, BARE, 1);
-  const metered50 = vs(METERED, BARE, 50);
-  const id1 = vs(WITH_ID, METERED, 1);
-  const id50 = vs(WITH_ID, METERED, 50);
-  const targets = [
-    {
-      target: "metered c=1: added p50 vs pipe",
-      value: metered1.addedP50Ms,
-      goal: "< 0.5 ms",
-      met: metered1.addedP50Ms < 0.5,
-    },
-    {
-      target: "metered c=1: added p99 vs pipe",
-      value: metered1.addedP99Ms,
-      goal: "< 5 ms",
-      met: metered1.addedP99Ms < 5,
-    },
-    {
-      target: "metered c=50: req/s vs pipe",
-      value: metered50.throughputRatio,
-      goal: ">= 0.40",
-      met: metered50.throughputRatio >= 0.4,
-    },
-    {
-      target: "X-Request-ID c=1: added p50 vs metered",
-      value: id1.addedP50Ms,
-      goal: "< 2 ms",
-      met: id1.addedP50Ms < 2,
-    },
-    {
-      target: "X-Request-ID c=50: req/s vs metered",
-      value: id50.throughputRatio,
-      goal: ">= 0.60",
-      met: id50.throughputRatio >= 0.6,
-    },
-  ];
+  /** Issue #20's five targets for one dmt (this checkout's, or the baseline's with its suffix). */
+  const goals = (suffix: string) => {
+    const metered1 = vs(METERED + suffix, BARE, 1);
+    const metered50 = vs(METERED + suffix, BARE, 50);
+    const id1 = vs(WITH_ID + suffix, METERED + suffix, 1);
+    const id50 = vs(WITH_ID + suffix, METERED + suffix, 50);
+    return [
+      ["metered c=1: added p50 vs pipe", metered1.addedP50Ms, "< 0.5 ms", metered1.addedP50Ms < 0.5],
+      ["metered c=1: added p99 vs pipe", metered1.addedP99Ms, "< 5 ms", metered1.addedP99Ms < 5],
+      ["metered c=50: req/s vs pipe", metered50.throughputRatio, ">= 0.40", metered50.throughputRatio >= 0.4],
+      ["X-Request-ID c=1: added p50 vs metered", id1.addedP50Ms, "< 2 ms", id1.addedP50Ms < 2],
+      ["X-Request-ID c=50: req/s vs metered", id50.throughputRatio, ">= 0.60", id50.throughputRatio >= 0.6],
+    ].map(([target, value, goal, met]) => ({
+      target: `${target}${suffix}`,
+      value: value as number,
+      goal: goal as string,
+      met: met as boolean,
+    }));
+  };
+  const targets = [...goals(""), ...(BASELINE ? goals(BASELINE_SUFFIX) : [])];
 
   // CPU per request: less sensitive to a busy machine than the rates, which other processes' load lowers.
   const perRequest = (s: (typeof summary)[number], kind: string) =>

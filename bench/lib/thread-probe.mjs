@@ -44,6 +44,7 @@ if (dir) {
           delayMaxMs: ms(delay.max),
           utilisation: used.utilization,
           gc,
+          heapUsedMb: process.memoryUsage().heapUsed / 2 ** 20,
         }),
       );
       delay.reset();
