@@ -80,6 +80,8 @@ interface ServerFigures {
   delayMaxMs: number;
   utilisation: number;
   gc: { count: number; ms: number; maxMs: number };
+  /** The main thread's heap in use at the end of the phase. */
+  heapUsedMb: number;
 }
 
 interface LoadFigures {
