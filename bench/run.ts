@@ -20,6 +20,7 @@ const ORDER = [
   "status.bench.ts",
   "proxy.bench.ts",
   "metering.bench.ts",
+  "overhead.bench.ts",
   "budgets.bench.ts",
   "warehouse.bench.ts",
   "bundles.ts",

@@ -74,8 +74,16 @@ export function eventMessage(event: CloudEvent): string {
 export function createDeliveries(deps: DeliveryDeps): Deliveries {
   const delays = deps.retryDelaysMs ?? RETRY_DELAYS_MS;
 
-  async function fanOut(event: CloudEvent): Promise<void> {
-    const targets = (await deps.webhooks.list(event.projectid)).filter((w) => w.events.includes(event.type));
+  /** A batch's events of one project share one listing of its webhooks: a read per project, not per event. */
+  type Listings = Map<string, Promise<WebhookView[]>>;
+
+  async function fanOut(event: CloudEvent, listings: Listings): Promise<void> {
+    let listing = listings.get(event.projectid);
+    if (!listing) {
+      listing = deps.webhooks.list(event.projectid);
+      listings.set(event.projectid, listing);
+    }
+    const targets = (await listing).filter((w) => w.events.includes(event.type));
     const now = deps.clock();
     await Promise.all(
       targets.map(async (webhook) => {
@@ -145,9 +153,9 @@ export function createDeliveries(deps: DeliveryDeps): Deliveries {
     return delivery;
   }
 
-  async function handle(record: QueueMessage): Promise<void> {
+  async function handle(record: QueueMessage, listings: Listings): Promise<void> {
     const message = parseMessage(record.body);
-    if (message.kind === "event") return fanOut(message.event);
+    if (message.kind === "event") return fanOut(message.event, listings);
     const wait = message.notBefore - deps.clock();
     // Early: a wait longer than the queue's delay, or a journal replayed at a restart.
     if (wait > 0) return deps.queue.send(record.body, Math.min(wait, MAX_QUEUE_DELAY_MS));
@@ -175,10 +183,11 @@ export function createDeliveries(deps: DeliveryDeps): Deliveries {
   return {
     async handler(batch) {
       const failures: { itemIdentifier: string }[] = [];
+      const listings: Listings = new Map();
       await Promise.all(
         batch.Records.map(async (record) => {
           try {
-            await handle(record);
+            await handle(record, listings);
           } catch (err) {
             deps.logger.warn("event delivery message failed; the queue retries it", {
               ...errorFields(err),

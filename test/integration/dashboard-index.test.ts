@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type DynamoDBClient, GetItemCommand } from "@aws-sdk/client-dynamodb";
+import { type DynamoDBClient, GetItemCommand, QueryCommand } from "@aws-sdk/client-dynamodb";
 import { unmarshall } from "@aws-sdk/util-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoInteractionIndex, PAGE_SCAN_BUDGET } from "../../lambda/adapters/dynamodb/interactions";
@@ -210,6 +210,31 @@ describe("listing", () => {
       broken.transaction_id,
       fine.transaction_id,
     ]);
+  });
+
+  it("indexes only errors by status: a success is one index item less, and a success filter still finds it", async () => {
+    const failed = record("errors-only", {
+      status_code: 500,
+      error_type: "upstream_error",
+      error_code: "upstream_5xx",
+    });
+    const fine = record("errors-only");
+    await index.write([failed, fine]);
+    const inStatusIndex = async (statusKey: string) =>
+      (
+        await local.db.send(
+          new QueryCommand({
+            TableName: local.tables.interactions,
+            IndexName: "byStatus",
+            KeyConditionExpression: "statusKey = :k",
+            ExpressionAttributeValues: { ":k": { S: statusKey } },
+          }),
+        )
+      ).Count;
+    expect(await inStatusIndex("errors-only#success")).toBe(0);
+    expect(await inStatusIndex("errors-only#error")).toBe(1);
+    expect((await listAll("errors-only", { status: "success" })).rows).toEqual([fine.transaction_id]);
+    expect((await listAll("errors-only", { status: "error" })).rows).toEqual([failed.transaction_id]);
   });
 
   it("finds a long model and user id through their hashed keys", async () => {

@@ -47,9 +47,12 @@ export interface ServeProcess {
   stop(signal: NodeJS.Signals): Promise<number | null>;
 }
 
-/** `dmt serve` on port 0 as a child process; resolves once it prints its URL. */
-export function startDmtServe(dataDir: string): Promise<ServeProcess> {
-  const child = spawn(process.execPath, [DMT, "serve"], {
+/**
+ * `dmt serve` on port 0 as a child process (with node's `execArgv`, and from another checkout's `bin`
+ * for a benchmark's baseline); resolves once it prints its URL.
+ */
+export function startDmtServe(dataDir: string, execArgv: string[] = [], bin = DMT): Promise<ServeProcess> {
+  const child = spawn(process.execPath, [...execArgv, bin, "serve"], {
     env: { ...process.env, DMT_DATA_DIR: dataDir, PORT: "0", DMT_LOG_LEVEL: "warn" },
     stdio: ["ignore", "pipe", "pipe"],
   });

@@ -38,7 +38,8 @@ import type { TableNames } from "./tables";
  *
  * Items, per project (partition `projectId`):
  *   `e#<position>`        entry: the summary a list row shows, plus one key attribute per filter index
- *                         (`userKey`, `modelKey`, `vendorKey`, `statusKey`, `billingKey`: `<project>#<value>`)
+ *                         (`userKey`, `modelKey`, `vendorKey`, `statusKey`, `billingKey`: `<project>#<value>`;
+ *                         `statusKey` on errors only, a sparse index)
  *   `r#<transaction id>`  the whole record, bodies included, for the detail view and for purges
  * A page is one Query on the table (no filter) or on the index of the most selective filter, newest
  * first, the other filters applied by DynamoDB on the way; so its cost depends on the page, not on
@@ -106,7 +107,9 @@ function entryItem(record: InteractionRecord): Record<string, unknown> {
     userKey: record.user_id === null ? undefined : `${project}#${boundedKeyPart(record.user_id)}`,
     modelKey: record.model === null ? undefined : `${project}#${boundedKeyPart(record.model)}`,
     vendorKey: `${project}#${record.vendor}`,
-    statusKey: `${project}#${status}`,
+    // Only errors are indexed by status: successes are most entries, so a success filter reads the
+    // table itself, and each successful record is one index item (one DynamoDB write) less.
+    statusKey: status === "error" ? `${project}#error` : undefined,
     billingKey: `${project}#${record.billing_mode}`,
     gcAt: Math.floor((record.started_at + GC_AFTER_MS) / 1000),
   };
@@ -179,7 +182,7 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
     if (filters.model !== undefined) check("model", filters.model, "modelKey");
     if (filters.vendor !== undefined) check("vendor", filters.vendor, "vendorKey");
     if (filters.billingMode !== undefined) check("billing_mode", filters.billingMode, "billingKey");
-    // The status index holds classes: an exact code is a filter within its class.
+    // The status index holds the error class: an exact code is a filter within its class.
     if (typeof filters.status === "number") check("status_code", filters.status);
     else if (filters.status !== undefined) check("status_class", filters.status, "statusKey");
 
@@ -435,12 +438,14 @@ function entryId(record: InteractionRecord): string {
 }
 
 /**
- * The status index partition a status filter can use: a class, or the error class for an error code.
- * A success code cannot: a stream that broke after its 200 is in the error class.
+ * The status index partition a status filter can use: the error class, for the class or an error code.
+ * Successes are not indexed (entryItem); nor can a success code use it: a stream that broke after its
+ * 200 is in the error class.
  */
 function statusPartition(projectId: string, status: InteractionFilters["status"]): string | undefined {
-  if (status === undefined || (typeof status === "number" && status < 400)) return undefined;
-  return `${projectId}#${typeof status === "number" ? "error" : status}`;
+  if (status === undefined || status === "success" || (typeof status === "number" && status < 400))
+    return undefined;
+  return `${projectId}#error`;
 }
 
 /** Records grouped by project and rollup: one counter update per group. */

@@ -71,7 +71,8 @@ export const TABLES: Record<TableName, TableDefinition> = {
   /**
    * The dashboard's recent-interactions index (adapters/dynamodb/interactions.ts): per project, an entry
    * per interaction under `e#<position>` (newest-first listing) and its whole record under
-   * `r#<transaction id>`. Each filter has an index keyed by project and value, sorted like the table.
+   * `r#<transaction id>`. Each filter has an index keyed by project and value, sorted like the table
+   * (the status index holds errors only: a success filter reads the table).
    */
   interactions: {
     partitionKey: "projectId",
