@@ -5,10 +5,13 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     // Timeouts only catch hangs: no test races a clock. They are sized for a 2-core machine busy with other
     // work (load averages of 15-20 seen), where a hook that starts a stack or synthesises a CDK app can
-    // take minutes. Files run one at a time (vitest's default on 2 cores: one worker fewer than cores).
+    // take minutes.
     testTimeout: 120_000,
     hookTimeout: 240_000,
     pool: "forks",
+    // Two files at a time even on 2 cores (vitest's default there is one): much of a file's time is spent
+    // waiting on child processes, worker threads and sockets, so a second file fills the idle core.
+    maxWorkers: 2,
     env: { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true" },
   },
 });
