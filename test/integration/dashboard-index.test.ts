@@ -212,12 +212,45 @@ describe("listing", () => {
     ]);
   });
 
-  it("finds a long model and user id through their hashed keys", async () => {
+  it("finds a long user id through its hashed key, and a model by any part of its name in any case", async () => {
     const long = record("hashed", { model: "m".repeat(300), user_id: "u".repeat(256) });
-    await index.write([long, record("hashed", { model: `${"m".repeat(299)}n` })]);
-    expect((await listAll("hashed", { model: "m".repeat(256) })).rows).toEqual([]);
+    const other = record("hashed", { model: `${"m".repeat(299)}n` });
+    await index.write([long, other]);
+    expect((await listAll("hashed", { model: "m".repeat(256) })).rows).toEqual([
+      long.transaction_id,
+      other.transaction_id,
+    ]);
+    expect((await listAll("hashed", { model: ` ${"M".repeat(200)}N ` })).rows).toEqual([
+      other.transaction_id,
+    ]);
     const byUser = await index.list(query("hashed", { user_id: "u".repeat(256) }));
     expect(byUser.interactions.map((i) => i.transaction_id)).toEqual([long.transaction_id]);
+  });
+
+  it("filters by key, and by part of a model name together with other filters", async () => {
+    const mini = record("by-key", { model: "GPT-4o-mini", key_id: "aaaaaaaaaaaaaaaa" });
+    const big = record("by-key", { model: "gpt-4o", key_id: "bbbbbbbbbbbbbbbb" });
+    const claude = record("by-key", {
+      model: "claude-haiku-4-5",
+      vendor: "anthropic",
+      key_id: "aaaaaaaaaaaaaaaa",
+    });
+    await index.write([mini, big, claude]);
+    expect((await listAll("by-key", { key_id: "aaaaaaaaaaaaaaaa" })).rows).toEqual([
+      mini.transaction_id,
+      claude.transaction_id,
+    ]);
+    expect((await listAll("by-key", { model: "4O" })).rows).toEqual([
+      mini.transaction_id,
+      big.transaction_id,
+    ]);
+    expect((await listAll("by-key", { model: "mini", key_id: "bbbbbbbbbbbbbbbb" })).rows).toEqual([]);
+    expect(
+      (await listAll("by-key", { model: "4o", vendor: "openai", key_id: "bbbbbbbbbbbbbbbb" })).rows,
+    ).toEqual([big.transaction_id]);
+    // The summary a row shows has no index attribute.
+    const [row] = (await index.list(query("by-key", { model: "haiku" }))).interactions;
+    expect(row && Object.keys(row)).not.toContain("model_search");
   });
 
   it("opens the whole record of one interaction of the project only", async () => {

@@ -85,6 +85,7 @@ const HTML_USER = `<img src=x onerror="alert(1)">`;
 let alice: { token: string; projectId: string };
 let bob: { token: string; projectId: string };
 let key: string;
+let keyId: string;
 
 beforeAll(async () => {
   stack = await startTestStack({ DMT_METERING: "on", DMT_WAREHOUSE_FLUSH_MS: "100" });
@@ -96,8 +97,9 @@ beforeAll(async () => {
   alice = await signedIn("alice");
   bob = await signedIn("bob");
   await new DynamoCredits(stack.db, tableNames(process.env)).grant(alice.projectId, 5_000_000, "test");
-  key = (await api(alice.token, "POST", `/projects/${alice.projectId}/keys`, { name: "sdk" })).body
-    .key as string;
+  const created = (await api(alice.token, "POST", `/projects/${alice.projectId}/keys`, { name: "sdk" })).body;
+  key = created.key as string;
+  keyId = (created.apiKey as { keyId: string }).keyId;
 
   const openai = new OpenAI({ apiKey: key, baseURL: `${stack.url}/openai/v1`, maxRetries: 0 });
   await openai.chat.completions.create({
@@ -152,11 +154,16 @@ describe("the interactions list", () => {
     expect(JSON.stringify(res.body)).not.toContain("count the apples");
   });
 
-  it("filters by vendor, model, user id (markup and all), status, billing mode and day", async () => {
+  it("filters by vendor, model, key, user id (markup and all), status, billing mode and day", async () => {
     const ids = async (query: string) =>
       ((await list(alice, query)).body.interactions as Row[]).map((r) => r.model);
     expect(await ids("?vendor=anthropic")).toEqual(["claude-haiku-4-5"]);
     expect(await ids("?model=gpt-4o-mini")).toEqual(["gpt-4o-mini", "gpt-4o-mini"]);
+    // Part of a model's name, in any case.
+    expect(await ids("?model=MINI")).toEqual(["gpt-4o-mini", "gpt-4o-mini"]);
+    expect(await ids("?model=haiku")).toEqual(["claude-haiku-4-5"]);
+    expect(await ids(`?key_id=${keyId}`)).toHaveLength(4);
+    expect(await ids("?key_id=aaaaaaaaaaaaaaaa")).toEqual([]);
     expect(await ids(`?user_id=${encodeURIComponent(HTML_USER)}`)).toEqual(["gpt-4o-mini"]);
     expect(await ids("?status=error")).toEqual(["no-such-model"]);
     expect(await ids("?status=404")).toEqual(["no-such-model"]);
@@ -209,6 +216,9 @@ describe("the interactions list", () => {
       ["?vendor=openai&vendor=groq", "vendor"],
       ["?sort=oldest", "sort"],
       ["?user_id=", "user_id"],
+      ["?model=%20%20", "model"],
+      ["?key_id=ABCDEFGHIJKLMNOP", "key_id"],
+      ["?key_id=dmt_abc", "key_id"],
     ]) {
       const res = await list(alice, query);
       expect(res.status, query).toBe(400);

@@ -23,6 +23,7 @@ import {
   type InteractionIndex,
   type InteractionListQuery,
   type InteractionSummary,
+  modelSearchOf,
   positionRange,
   statusClass,
   summaryOf,
@@ -38,11 +39,13 @@ import type { TableNames } from "./tables";
  *
  * Items, per project (partition `projectId`):
  *   `e#<position>`        entry: the summary a list row shows, plus one key attribute per filter index
- *                         (`userKey`, `modelKey`, `vendorKey`, `statusKey`, `billingKey`: `<project>#<value>`)
+ *                         (`userKey`, `vendorKey`, `statusKey`, `billingKey`: `<project>#<value>`) and
+ *                         `model_search`, the model lower-cased, that a model filter looks into
  *   `r#<transaction id>`  the whole record, bodies included, for the detail view and for purges
  * A page is one Query on the table (no filter) or on the index of the most selective filter, newest
  * first, the other filters applied by DynamoDB on the way; so its cost depends on the page, not on
- * how many interactions the project has.
+ * how many interactions the project has. The model filter (part of a name) and the key filter have no
+ * index: they are applied on the way, within the page's scan budget.
  *
  * Writing a batch, exactly once per transaction however often it is repeated (the consumer repeats a
  * batch whose write failed, and re-sends records it sees again):
@@ -89,7 +92,6 @@ const entryKey = (record: Pick<InteractionRecord, "project_id" | "started_at" | 
 /** The filter indexes, most selective first: a page uses the first one its filters name. */
 const FILTER_INDEXES = [
   { index: "byUser", attribute: "userKey" },
-  { index: "byModel", attribute: "modelKey" },
   { index: "byStatus", attribute: "statusKey" },
   { index: "byBilling", attribute: "billingKey" },
   { index: "byVendor", attribute: "vendorKey" },
@@ -104,7 +106,7 @@ function entryItem(record: InteractionRecord): Record<string, unknown> {
     ...summaryOf(record),
     status_class: status,
     userKey: record.user_id === null ? undefined : `${project}#${boundedKeyPart(record.user_id)}`,
-    modelKey: record.model === null ? undefined : `${project}#${boundedKeyPart(record.model)}`,
+    model_search: record.model === null ? undefined : modelSearchOf(record.model),
     vendorKey: `${project}#${record.vendor}`,
     statusKey: `${project}#${status}`,
     billingKey: `${project}#${record.billing_mode}`,
@@ -154,7 +156,6 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
     const { filters, projectId } = query;
     const keyValues: Record<FilterAttribute, string | undefined> = {
       userKey: filters.userId === undefined ? undefined : `${projectId}#${boundedKeyPart(filters.userId)}`,
-      modelKey: filters.model === undefined ? undefined : `${projectId}#${boundedKeyPart(filters.model)}`,
       statusKey: statusPartition(projectId, filters.status),
       billingKey: filters.billingMode === undefined ? undefined : `${projectId}#${filters.billingMode}`,
       vendorKey: filters.vendor === undefined ? undefined : `${projectId}#${filters.vendor}`,
@@ -176,7 +177,12 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
       if (matchedBy === undefined || matchedBy !== partition?.name) filtered = true;
     };
     if (filters.userId !== undefined) check("user_id", filters.userId, "userKey");
-    if (filters.model !== undefined) check("model", filters.model, "modelKey");
+    if (filters.model !== undefined) {
+      conditions.push(`contains(model_search, :model)`);
+      values[":model"] = filters.model;
+      filtered = true;
+    }
+    if (filters.keyId !== undefined) check("key_id", filters.keyId);
     if (filters.vendor !== undefined) check("vendor", filters.vendor, "vendorKey");
     if (filters.billingMode !== undefined) check("billing_mode", filters.billingMode, "billingKey");
     // The status index holds classes: an exact code is a filter within its class.
