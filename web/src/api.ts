@@ -149,9 +149,12 @@ export interface Interaction extends InteractionSummary {
   store_level: "full" | "metadata" | "none" | null;
 }
 
-/** The list filters as URL parameters (`from`, `to`, `vendor`, `model`, `user_id`, `status`, `billing_mode`). */
+/**
+ * The list filters as URL parameters (`from`, `to`, `vendor`, `model` (part of a name), `key_id`,
+ * `user_id`, `status`, `billing_mode`).
+ */
 export type InteractionFilters = Partial<
-  Record<"from" | "to" | "vendor" | "model" | "user_id" | "status" | "billing_mode", string>
+  Record<"from" | "to" | "vendor" | "model" | "key_id" | "user_id" | "status" | "billing_mode", string>
 >;
 
 export interface InteractionPage {
