@@ -372,3 +372,99 @@ describe("settings", () => {
     expect(bad.status).toBe(400);
   });
 });
+
+interface Breakdown {
+  lines: {
+    id: string | null;
+    deleted: boolean;
+    requests: number;
+    cost_micros: number;
+    charged_micros: number;
+  }[];
+  totals: { requests: number; cost_micros: number; charged_micros: number; input_tokens: number };
+}
+
+describe("usage by key and by end user", () => {
+  const breakdown = async (query: string) => {
+    const res = await api(alice.token, "GET", `/projects/${alice.projectId}/usage/breakdown${query}`);
+    expect(res.status, query).toBe(200);
+    return res.body as unknown as Breakdown;
+  };
+  const usageTotals = async () =>
+    (await api(alice.token, "GET", `/projects/${alice.projectId}/usage`)).body.totals as Record<
+      string,
+      { requests: number; cost_micros: number }
+    >;
+
+  it("sums the period's calls per key and per user, agreeing with the usage totals", async () => {
+    const byKey = await breakdown("?by=key");
+    const usage = await usageTotals();
+    expect(byKey.lines).toEqual([
+      expect.objectContaining({
+        id: keyId,
+        deleted: false,
+        requests: 4,
+        cost_micros: usage.managed?.cost_micros,
+      }),
+    ]);
+    expect(byKey.totals.charged_micros).toBe(usage.managed?.cost_micros);
+    const byUser = await breakdown(`?by=user&from=${today()}&to=${today()}`);
+    expect(byUser.lines.map((l) => [l.id, l.requests]).sort()).toEqual([
+      [HTML_USER, 1],
+      ["u-alice", 1],
+    ]);
+    // Bob's project has its own rows: none.
+    const bobs = await api(bob.token, "GET", `/projects/${bob.projectId}/usage/breakdown?by=key`);
+    expect((bobs.body as unknown as Breakdown).lines).toEqual([]);
+  });
+
+  it("refuses a breakdown it cannot give with a 400 naming the parameter", async () => {
+    for (const [query, field, code] of [
+      ["", "by", "missing_field"],
+      ["?by=model", "by", "invalid_field"],
+      ["?by=key&by=user", "by", "invalid_field"],
+      ["?by=key&from=2026-11-20&to=2026-11-10", "from", "invalid_field"],
+      ["?by=key&from=2020-01-01&to=2026-01-01", "from", "invalid_field"],
+      ["?by=user&to=tomorrow", "to", "invalid_field"],
+      ["?by=user&vendor=openai", "vendor", "invalid_field"],
+    ]) {
+      const res = await api(alice.token, "GET", `/projects/${alice.projectId}/usage/breakdown${query}`);
+      expect(res.status, query).toBe(400);
+      expect(res.body, query).toEqual({
+        error: { type: "invalid_request_error", code, message: expect.stringContaining(`'${field}'`) },
+      });
+    }
+  });
+
+  it("keeps every total after a user's privacy deletion; the user's line is a deleted user's", async () => {
+    const before = {
+      key: await breakdown("?by=key"),
+      user: await breakdown("?by=user"),
+      usage: await usageTotals(),
+    };
+    const path = `/projects/${alice.projectId}/deletion-requests`;
+    const created = await api(alice.token, "POST", path, { reason: "erasure", user_id: "u-alice" });
+    expect(created.status).toBe(202);
+    const requestId = (created.body.request as { requestId: string }).requestId;
+    await expect
+      .poll(
+        async () =>
+          (
+            (await api(alice.token, "GET", path)).body.requests as { requestId: string; status: string }[]
+          ).find((r) => r.requestId === requestId)?.status,
+        { timeout: 120_000, interval: 250 },
+      )
+      .toBe("completed");
+    // The user's interaction is gone from the list; the figures are not.
+    expect(((await list(alice, "?user_id=u-alice")).body.interactions as Row[]).length).toBe(0);
+    expect(await usageTotals()).toEqual(before.usage);
+    expect(await breakdown("?by=key")).toEqual(before.key);
+    const after = await breakdown("?by=user");
+    expect(after.totals).toEqual(before.user.totals);
+    expect(after.lines.map((l) => [l.id, l.deleted, l.requests]).sort()).toEqual([
+      [null, true, 1],
+      [HTML_USER, false, 1],
+    ]);
+    expect(JSON.stringify(after)).not.toContain("u-alice");
+  });
+});

@@ -15,6 +15,7 @@ import {
   type WriteRequest,
 } from "@aws-sdk/client-dynamodb";
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
+import { breakdownKeysOf, breakdownRowId } from "../../core/breakdowns";
 import {
   DAY_MS,
   entryPosition,
@@ -28,10 +29,10 @@ import {
   statusClass,
   summaryOf,
 } from "../../core/interactions";
-import { boundedKeyPart, groupByRollup, rollupKeyOf } from "../../core/interactions-usage";
+import { boundedKeyPart, groupByRollup } from "../../core/interactions-usage";
 import type { InteractionRecord } from "../../core/record";
 import { hasBodies, type RetentionCutoffs, type RetentionIndex, withoutBodies } from "../../core/retention";
-import { DynamoUsageRollups } from "./rollups";
+import { breakdownTarget, DynamoUsageRollups, modelTarget, type RollupTarget } from "./rollups";
 import type { TableNames } from "./tables";
 
 /**
@@ -51,19 +52,18 @@ import type { TableNames } from "./tables";
  * batch whose write failed, and re-sends records it sees again):
  *   w1  read which entries exist: an entry exists only once its figures are in the rollups (done)
  *   w2  put the records                                   (idempotent)
- *   w3  rollups: add the figures with an `add` marker     (once per marker, rollups.ts)
+ *   w3  rollups: add the figures with an `add` marker     (once per marker, rollups.ts), to the
+ *       model rollups and the key's and the user's rows, all at once
  *   w4  put the entries                                   (idempotent; from now on w1 skips them)
  *   w5  rollups: remove the `add` markers
  * A crash before w3 leaves nothing counted; between w3 and w4 the marker says "counted", so the retry
  * skips the addition and writes the entry; after w4 the entry says it.
  *
- * Purging one transaction (deletion):
- *   p1  read the record (absent: nothing to do); p2 read its entry
- *   p3  rollups: subtract, marker `sub`, if the entry exists (counted) or an `add` marker shows it was
- *   p4  delete the entry; p5 remove the `sub` marker; p6 delete the record
- * Each step is safe to repeat: the `sub` marker or the missing entry tells a retry the subtraction is
- * done. A purge racing the consumer's write of the same transaction can leave it listed; deletion
- * stops the consumer writing deleted transactions first (tombstones), which closes that window.
+ * Purging one transaction (deletion): read the record (absent: nothing to do), delete its entry, then
+ * the record; safe to repeat. The rollups keep its figures (billing totals outlive a deletion); a
+ * user's deletion also moves the user's rows to deleted users' rows (rollups.ts `forgetUser`). A
+ * purge racing the consumer's write of the same transaction can leave it listed; deletion stops the
+ * consumer writing deleted transactions first (tombstones), which closes that window.
  */
 
 const ENTRY = "e#";
@@ -143,12 +143,12 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
       })),
     );
     const groups = rollupGroups(fresh);
-    await Promise.all(groups.map((g) => this.rollups.add(g.projectId, g.key, g.records)));
+    await Promise.all(groups.map((g) => this.rollups.add(g.projectId, g.target, g.records)));
     await this.batchWrite(fresh.map(entryItem));
-    await Promise.all(groups.map((g) => this.rollups.clear(g.projectId, g.key, ids(g.records), "add")));
+    await Promise.all(groups.map((g) => this.rollups.clear(g.projectId, g.target, ids(g.records))));
     // A repeat of a write that stopped after w4 may have left `add` markers behind.
     await Promise.all(
-      rollupGroups(stale).map((g) => this.rollups.clear(g.projectId, g.key, ids(g.records), "add")),
+      rollupGroups(stale).map((g) => this.rollups.clear(g.projectId, g.target, ids(g.records))),
     );
   }
 
@@ -324,7 +324,10 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
     return found;
   }
 
-  /** Deletion: the user's interactions leave the index and the rollups. Returns how many were purged. */
+  /**
+   * Deletion: the user's interactions leave the index, and the user's usage rows lose the user id
+   * (their figures stay, as a deleted user's). Returns how many interactions were purged.
+   */
   async purgeUser(projectId: string, userId: string): Promise<number> {
     const ids: string[] = [];
     let start: QueryCommandOutput["LastEvaluatedKey"];
@@ -346,10 +349,12 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
       for (const item of page.Items ?? []) ids.push(unmarshall(item).transaction_id as string);
       start = page.LastEvaluatedKey;
     } while (start);
-    return this.purgeTransactions(projectId, ids);
+    const purged = await this.purgeTransactions(projectId, ids);
+    await this.rollups.forgetUser(projectId, userId);
+    return purged;
   }
 
-  /** Deletion: these transactions leave the index and the rollups (unknown ids are ignored). */
+  /** Deletion: these transactions leave the index (unknown ids are ignored); the rollups keep them. */
   async purgeTransactions(projectId: string, transactionIds: readonly string[]): Promise<number> {
     const queue = [...new Set(transactionIds)];
     let purged = 0;
@@ -369,19 +374,10 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
     );
     if (!stored.Item) return false;
     const record = unmarshall(stored.Item).record as InteractionRecord;
-    const key = rollupKeyOf(record);
-    const entry = marshall(entryKey(record));
-    const existing = await this.db.send(
-      new GetItemCommand({
-        TableName: this.tables.interactions,
-        Key: entry,
-        ConsistentRead: true,
-        ProjectionExpression: "sk",
-      }),
+    // The entry first: while the record is there, a repeat finds the entry's key in it.
+    await this.db.send(
+      new DeleteItemCommand({ TableName: this.tables.interactions, Key: marshall(entryKey(record)) }),
     );
-    await this.rollups.subtract(projectId, record, key, existing.Item !== undefined);
-    await this.db.send(new DeleteItemCommand({ TableName: this.tables.interactions, Key: entry }));
-    await this.rollups.clear(projectId, key, [transactionId], "sub");
     await this.db.send(new DeleteItemCommand({ TableName: this.tables.interactions, Key: recordKey }));
     return true;
   }
@@ -449,7 +445,10 @@ function statusPartition(projectId: string, status: InteractionFilters["status"]
   return `${projectId}#${typeof status === "number" ? "error" : status}`;
 }
 
-/** Records grouped by project and rollup: one counter update per group. */
+/**
+ * Records grouped by project and rollup item (the model rollup, the key's row, the user's row): one
+ * counter update per group.
+ */
 function rollupGroups(records: readonly InteractionRecord[]) {
   const byProject = new Map<string, InteractionRecord[]>();
   for (const record of records) {
@@ -457,7 +456,19 @@ function rollupGroups(records: readonly InteractionRecord[]) {
     if (list) list.push(record);
     else byProject.set(record.project_id, [record]);
   }
-  return [...byProject].flatMap(([projectId, list]) =>
-    [...groupByRollup(list).values()].map((group) => ({ projectId, ...group })),
-  );
+  return [...byProject].flatMap(([projectId, list]) => {
+    const groups: { projectId: string; target: RollupTarget; records: InteractionRecord[] }[] = [
+      ...groupByRollup(list).values(),
+    ].map((group) => ({ projectId, target: modelTarget(group.key), records: group.records }));
+    const rows = new Map<string, { projectId: string; target: RollupTarget; records: InteractionRecord[] }>();
+    for (const record of list) {
+      for (const key of breakdownKeysOf(record)) {
+        const id = breakdownRowId(key);
+        const group = rows.get(id);
+        if (group) group.records.push(record);
+        else rows.set(id, { projectId, target: breakdownTarget(key), records: [record] });
+      }
+    }
+    return [...groups, ...rows.values()];
+  });
 }
