@@ -66,10 +66,14 @@ beforeEach(({ task, onTestFailed }) => {
   });
 });
 
-async function call(key: string, model: string): Promise<void> {
+async function call(key: string, model: string, user?: string): Promise<void> {
   const res = await fetch(`${stack.url}/openai/v1/chat/completions`, {
     method: "POST",
-    headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+    headers: {
+      Authorization: `Bearer ${key}`,
+      "Content-Type": "application/json",
+      ...(user ? { "X-User-ID": user } : {}),
+    },
     body: JSON.stringify({ model, messages: [{ role: "user", content: `hello ${model}` }] }),
   });
   expect(res.status).toBe(200);
@@ -98,9 +102,9 @@ describe.sequential("the Interactions page in a browser", () => {
   it(
     "lists calls with their key's name and the date in the time column",
     async () => {
+      await call(keys.laptop.key, "gpt-4o-mini", "user-ada");
       await call(keys.laptop.key, "gpt-4o-mini");
-      await call(keys.laptop.key, "gpt-4o-mini");
-      await call(keys.ci.key, "gpt-4o");
+      await call(keys.ci.key, "gpt-4o", "user-ada");
       await stack.drain();
       await page.goto(`${stack.url}/dashboard/interactions`);
       await page.getByRole("button", { name: "Sign in" }).click();
@@ -201,6 +205,49 @@ describe.sequential("the Interactions page in a browser", () => {
         await rows().first().getByRole("button").click();
         await expect.poll(() => page.getByRole("dialog").textContent()).toContain("Transaction ID");
         await page.screenshot({ path: `${process.env.DMT_SHOTS}/interactions-detail-desktop.png` });
+      }
+      await page.setViewportSize({ width: 1366, height: 900 });
+    },
+    STEP_MS,
+  );
+
+  it(
+    "breaks the period's usage down by model, by API key and by end user, dearest first",
+    async () => {
+      await page.goto(`${stack.url}/dashboard/usage`);
+      const table = page.locator('[data-section="breakdown"] table');
+      await expect.poll(() => table.locator("tbody tr").count()).toBe(2);
+      expect(await page.locator('[data-section="breakdown"] thead').textContent()).toContain(
+        "Vendor and model",
+      );
+
+      await page.getByRole("button", { name: "By API key" }).click();
+      await expect.poll(() => table.locator("thead").textContent()).toContain("API key");
+      await expect.poll(() => table.locator("tbody tr").count()).toBe(2);
+      const byKey = await table.locator("tbody tr").allTextContents();
+      // gpt-4o costs more than two gpt-4o-mini calls: the CI key comes first.
+      expect(byKey[0]).toContain("ci-runner");
+      expect(byKey[1]).toContain("laptop");
+      expect(byKey[1]).toContain("2");
+
+      await page.getByRole("button", { name: "By end user" }).click();
+      await expect.poll(() => table.locator("thead").textContent()).toContain("End user");
+      await expect
+        .poll(() => table.locator("tbody tr").allTextContents())
+        .toEqual([expect.stringContaining("user-ada")]);
+      expect(await page.getByRole("button", { name: "By end user" }).getAttribute("aria-pressed")).toBe(
+        "true",
+      );
+
+      await page.setViewportSize({ width: 390, height: 844 });
+      await page.waitForLoadState("networkidle");
+      expect(await tooWide()).toEqual([]);
+      if (process.env.DMT_SHOTS) {
+        await page.screenshot({ path: `${process.env.DMT_SHOTS}/usage-390.png`, fullPage: true });
+        await page.setViewportSize({ width: 1366, height: 900 });
+        await page.getByRole("button", { name: "By API key" }).click();
+        await expect.poll(() => table.locator("tbody tr").count()).toBe(2);
+        await page.screenshot({ path: `${process.env.DMT_SHOTS}/usage-desktop.png`, fullPage: true });
       }
       await page.setViewportSize({ width: 1366, height: 900 });
     },

@@ -75,9 +75,11 @@ export interface CreditBalance {
   openHolds: number;
 }
 
+import type { BreakdownDimension, BreakdownReport } from "../../lambda/core/breakdowns";
 import type { Overview } from "../../lambda/core/overview";
 import type { Statement } from "../../lambda/core/statement";
 
+export type { BreakdownDimension, BreakdownLine, BreakdownReport } from "../../lambda/core/breakdowns";
 export type { Overview, PeriodSpend } from "../../lambda/core/overview";
 // The statement and the overview are computed in lambda/core; the page reads the same shapes.
 export type { Statement, StatementLine } from "../../lambda/core/statement";
@@ -372,6 +374,12 @@ export class Api {
   usage(projectId: string, from: string, to: string): Promise<UsageReport> {
     const query = new URLSearchParams({ from, to });
     return this.call("GET", this.project(projectId, `/usage?${query}`));
+  }
+
+  /** Usage by API key or by end user over the same days, dearest first. */
+  breakdown(projectId: string, by: BreakdownDimension, from: string, to: string): Promise<BreakdownReport> {
+    const query = new URLSearchParams({ by, from, to });
+    return this.call("GET", this.project(projectId, `/usage/breakdown?${query}`));
   }
 
   async exportDestination(projectId: string): Promise<string | null> {
