@@ -321,8 +321,12 @@ describe("settings", () => {
       exportDestination: null,
     });
     for (const body of [
-      { url: "file:///etc" },
       { url: "gs://bucket" },
+      { url: "ftp://example.com/exports" },
+      { url: "exports/daily" },
+      { url: "/var/exports" },
+      { url: "file://exports/daily" },
+      { url: "file:///tmp/../etc" },
       { url: "s3://Bad_Bucket" },
       { url: 42 },
       {},
@@ -330,9 +334,34 @@ describe("settings", () => {
     ]) {
       const res = await api(alice.token, "PUT", path, body);
       expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body.error, JSON.stringify(body)).toMatchObject({ type: "invalid_request_error" });
     }
+    // Nothing refused changed the destination.
+    expect((await api(alice.token, "GET", path)).body).toEqual(set.body);
     expect((await api(alice.token, "DELETE", path)).body).toEqual({ exportDestination: null });
     expect((await api(alice.token, "GET", path)).body).toEqual({ exportDestination: null });
+  });
+
+  it("takes a local folder as the destination on the local stack, and clears it when saved empty", async () => {
+    const path = `/projects/${alice.projectId}/export-destination`;
+    const folder = join(stack.dataDir, "my exports");
+    const set = await api(alice.token, "PUT", path, { url: ` file://${folder} ` });
+    expect(set.status).toBe(200);
+    expect(set.body).toEqual({ exportDestination: { url: `file://${folder.replaceAll(" ", "%20")}` } });
+    expect((await api(alice.token, "GET", path)).body).toEqual(set.body);
+    const refused = await api(alice.token, "PUT", path, { url: "file:relative/folder" });
+    expect(refused.body).toEqual({
+      error: {
+        type: "invalid_request_error",
+        code: "invalid_field",
+        message: expect.stringContaining("'url'"),
+      },
+    });
+    for (const empty of ["", "   "]) {
+      const cleared = await api(alice.token, "PUT", path, { url: empty });
+      expect(cleared.body).toEqual({ exportDestination: null });
+      expect((await api(alice.token, "GET", path)).body).toEqual({ exportDestination: null });
+    }
   });
 
   it("lets only operators change a project's tier", async () => {

@@ -390,10 +390,13 @@ export class Api {
     );
   }
 
-  async setExportDestination(projectId: string, url: string): Promise<string> {
+  /** The destination as saved, or null when `url` was empty (which removes it). */
+  async setExportDestination(projectId: string, url: string): Promise<string | null> {
     const path = this.project(projectId, "/export-destination");
-    return (await this.call<{ exportDestination: { url: string } }>("PUT", path, { url })).exportDestination
-      .url;
+    return (
+      (await this.call<{ exportDestination: { url: string } | null }>("PUT", path, { url })).exportDestination
+        ?.url ?? null
+    );
   }
 
   async clearExportDestination(projectId: string): Promise<void> {
