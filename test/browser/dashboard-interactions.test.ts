@@ -215,6 +215,16 @@ describe.sequential("the Interactions page in a browser", () => {
     "breaks the period's usage down by model, by API key and by end user, dearest first",
     async () => {
       await page.goto(`${stack.url}/dashboard/usage`);
+      // One day of calls in a 30-day range: the charts draw a week from it, so the bar is visible,
+      // and each says from when; each lists its two models in a legend of its own.
+      const requestsChart = page.locator('.chart-card[data-metric="requests"]');
+      await expect.poll(() => requestsChart.getAttribute("data-days")).toBe("7");
+      const weekAgo = new Date(Date.now() - 6 * 86_400_000).toISOString().slice(0, 10);
+      expect(await requestsChart.locator(".chart-note").textContent()).toContain(`From ${weekAgo}`);
+      expect(await requestsChart.locator(".chart-legend li").allTextContents()).toEqual([
+        "OpenAI · gpt-4o",
+        "OpenAI · gpt-4o-mini",
+      ]);
       const table = page.locator('[data-section="breakdown"] table');
       await expect.poll(() => table.locator("tbody tr").count()).toBe(2);
       expect(await page.locator('[data-section="breakdown"] thead').textContent()).toContain(

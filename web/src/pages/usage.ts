@@ -1,4 +1,4 @@
-import { BarController, BarElement, CategoryScale, Chart, Legend, LinearScale, Tooltip } from "chart.js";
+import { BarController, BarElement, CategoryScale, Chart, LinearScale, Tooltip } from "chart.js";
 import type { BreakdownDimension, BreakdownLine, BreakdownReport, UsageReport, UsageSeries } from "../api";
 import { h, replace } from "../dom";
 import { count, shortCount, usd, usdShort } from "../format";
@@ -14,7 +14,7 @@ import {
   pageHead,
 } from "./page";
 
-Chart.register(BarController, BarElement, CategoryScale, LinearScale, Tooltip, Legend);
+Chart.register(BarController, BarElement, CategoryScale, LinearScale, Tooltip);
 
 const RANGES: [days: string, label: string][] = [
   ["7", "Last 7 days"],
@@ -63,8 +63,48 @@ const formatters: Record<Metric, (v: number) => string> = {
   cost: usdShort,
 };
 
+/** Days a chart shows at least: one day of data is a bar among a week, not a sliver of a month. */
+const MIN_CHART_DAYS = 7;
+
+/**
+ * The days a chart draws: from the first day with a call (earlier days are all zero), at least a week.
+ * So a project's first day of calls shows as a visible bar, not a thin line at the edge of 90 days.
+ */
+export function chartStart(report: Pick<UsageReport, "days" | "series">): number {
+  const first = report.days.findIndex((_, i) => report.series.some((s) => (s.requests[i] ?? 0) > 0));
+  if (first === -1) return 0;
+  return Math.max(0, Math.min(first, report.days.length - MIN_CHART_DAYS));
+}
+
+/** A legend in the page, beside the chart: it wraps instead of being clipped, whatever the series. */
+function legend(lines: { label: string }[]): HTMLElement {
+  return h(
+    "ul",
+    { class: "chart-legend" },
+    ...lines.map((line, i) => {
+      const swatch = h("span", { class: "swatch", "aria-hidden": "true" });
+      // Set through the CSSOM: the CSP refuses style attributes.
+      swatch.style.background = COLOURS[i % COLOURS.length] ?? "";
+      return h("li", {}, swatch, line.label);
+    }),
+  );
+}
+
 /** A stacked bar chart, with a text summary for screen readers and tests. */
-function chartCard(report: UsageReport, metric: Metric, title: string, live: Chart[]): HTMLElement {
+function chartCard(full: UsageReport, metric: Metric, title: string, live: Chart[]): HTMLElement {
+  const start = chartStart(full);
+  const report = {
+    ...full,
+    days: full.days.slice(start),
+    series: full.series.map((s) => ({
+      ...s,
+      requests: s.requests.slice(start),
+      errors: s.errors.slice(start),
+      input_tokens: s.input_tokens.slice(start),
+      output_tokens: s.output_tokens.slice(start),
+      cost_micros: s.cost_micros.slice(start),
+    })),
+  };
   const lines = chartLines(report, metric);
   const totals = report.days.map((_, i) => sum(lines.map((l) => l.values[i] ?? 0)));
   const total = sum(totals);
@@ -77,9 +117,22 @@ function chartCard(report: UsageReport, metric: Metric, title: string, live: Cha
   const canvas = h("canvas", { role: "img", "aria-label": summary });
   const card = h(
     "section",
-    { class: "card chart-card", "data-metric": metric, "data-total": String(total) },
+    {
+      class: "card chart-card",
+      "data-metric": metric,
+      "data-total": String(total),
+      "data-days": String(report.days.length),
+    },
     h("h2", { class: "card-title" }, title, h("span", { class: "card-figure" }, format(total))),
     h("div", { class: "chart-box" }, canvas),
+    legend(lines),
+    start > 0
+      ? h(
+          "p",
+          { class: "hint chart-note" },
+          `From ${report.days[0]}: nothing was called before in this range.`,
+        )
+      : null,
     h("p", { class: "sr-only" }, summary),
   );
   const chart = new Chart(canvas, {
@@ -104,7 +157,8 @@ function chartCard(report: UsageReport, metric: Metric, title: string, live: Cha
         y: { stacked: true, beginAtZero: true, ticks: { callback: (v) => format(Number(v)), precision: 0 } },
       },
       plugins: {
-        legend: { position: "bottom", labels: { boxWidth: 10, boxHeight: 10, usePointStyle: true } },
+        // The legend is the page's own list below the chart (never clipped by the canvas).
+        legend: { display: false },
         tooltip: {
           callbacks: {
             label: (item) =>
