@@ -265,6 +265,39 @@ describe.sequential("the Interactions page in a browser", () => {
   );
 
   it(
+    "lists the budgets nearest their limits on the overview, with their spend bars",
+    async () => {
+      await page.goto(`${stack.url}/dashboard/overview`);
+      const section = page.locator('[data-section="budgets"]');
+      await expect.poll(() => page.getByTestId("overview-available").count()).toBe(1);
+      expect(await section.isHidden()).toBe(true);
+
+      await page.goto(`${stack.url}/dashboard/budgets`);
+      await expect.poll(() => page.getByLabel("Limit (USD)").count()).toBe(1);
+      await page.getByLabel("Limit (USD)").fill("500");
+      await page.locator("#budget-window").selectOption("month");
+      await page.getByRole("button", { name: "Set budget" }).click();
+      await expect.poll(() => page.locator("tr[data-budget]").count()).toBe(1);
+
+      await page.goto(`${stack.url}/dashboard/overview`);
+      await expect.poll(() => section.isVisible()).toBe(true);
+      expect(await section.textContent()).toContain("Project · per month");
+      expect(await section.textContent()).toMatch(/\$0\.\d\d of \$500\.00/);
+      expect(await section.locator("meter").count()).toBe(1);
+      await page.setViewportSize({ width: 390, height: 844 });
+      await page.waitForLoadState("networkidle");
+      expect(await tooWide()).toEqual([]);
+      if (process.env.DMT_SHOTS) {
+        await page.screenshot({ path: `${process.env.DMT_SHOTS}/overview-390.png`, fullPage: true });
+        await page.setViewportSize({ width: 1366, height: 900 });
+        await page.screenshot({ path: `${process.env.DMT_SHOTS}/overview-desktop.png`, fullPage: true });
+      }
+      await page.setViewportSize({ width: 1366, height: 900 });
+    },
+    STEP_MS,
+  );
+
+  it(
     "logged no error on any page",
     () => {
       expect(problems).toEqual([]);

@@ -8,11 +8,15 @@ import {
   PointElement,
   Tooltip,
 } from "chart.js";
-import type { Overview, PeriodSpend } from "../api";
+import type { BudgetView, Overview, PeriodSpend } from "../api";
 import { type Child, h } from "../dom";
 import { money as cents, change, count, usd, usdShort } from "../format";
 import { vendorLabel } from "../labels";
-import { emptyState, loadInto, type Page, pageHead } from "./page";
+import { scopeLabel, spendBar, WINDOWS } from "./budgets";
+import { emptyState, loadInto, type Page, type PageContext, pageHead } from "./page";
+
+/** Budgets the overview lists: the nearest to their limits. */
+const TOP_BUDGETS = 5;
 
 Chart.register(LineController, LineElement, PointElement, CategoryScale, LinearScale, Filler, Tooltip);
 
@@ -168,18 +172,62 @@ function topModels(overview: Overview): HTMLElement {
   );
 }
 
+/** How much of its limit a budget has spent, 0 to 1 (a per-user budget has no single figure: 0). */
+const shareOf = (b: BudgetView) =>
+  b.spent_usd === undefined || Number(b.limit_usd) <= 0 ? 0 : Number(b.spent_usd) / Number(b.limit_usd);
+
 /**
- * Where the budgets issue's "budgets near their limits" and the alerts issue's "recent alerts" go once
- * they land: kept in the layout (hidden) so that each fills its own section and nothing moves.
+ * The budgets nearest to their limits, with their spend bars; hidden while the project has none (the
+ * Budgets page sets them). Loaded apart, so the overview does not wait for it.
  */
-function laterSections(): HTMLElement[] {
-  return [
-    h("section", { class: "card", "data-section": "budgets", hidden: true }),
-    h("section", { class: "card", "data-section": "alerts", hidden: true }),
-  ];
+function budgetsSection(ctx: PageContext): HTMLElement {
+  const section = h("section", { class: "card", "data-section": "budgets", hidden: true });
+  void ctx.api
+    .budgets(ctx.project.projectId)
+    .then((budgets) => {
+      if (budgets.length === 0) return;
+      const nearest = [...budgets].sort((a, b) => shareOf(b) - shareOf(a)).slice(0, TOP_BUDGETS);
+      section.append(
+        h(
+          "h2",
+          { class: "card-title" },
+          "Budgets nearest their limits",
+          h("span", { class: "card-sub" }, `${count(budgets.length)} in all`),
+        ),
+        h(
+          "ul",
+          { class: "budget-list" },
+          ...nearest.map((b) =>
+            h(
+              "li",
+              { "data-budget": b.id },
+              h(
+                "span",
+                { class: "budget-name" },
+                `${scopeLabel(b)} · ${WINDOWS[b.window]}`,
+                b.soft ? " (soft)" : "",
+              ),
+              spendBar(b),
+            ),
+          ),
+        ),
+      );
+      section.hidden = false;
+    })
+    // The overview stands without it; the Budgets page says what went wrong.
+    .catch(() => undefined);
+  return section;
 }
 
-function draw(overview: Overview): Child[] {
+/**
+ * Where the alerts issue's "recent alerts" go once the dashboard can read them (Settings → Alerts &
+ * Webhooks): kept in the layout, hidden, so that it fills its own section and nothing moves.
+ */
+function laterSections(ctx: PageContext): HTMLElement[] {
+  return [budgetsSection(ctx), h("section", { class: "card", "data-section": "alerts", hidden: true })];
+}
+
+function draw(ctx: PageContext, overview: Overview): Child[] {
   const spent = overview.spend.last30.micros + overview.spend.last30.previousMicros;
   return [
     h(
@@ -190,7 +238,7 @@ function draw(overview: Overview): Child[] {
       spendTile("Last 30 days", overview.spend.last30, "the 30 before", "overview-30"),
     ),
     h("div", { class: "tiles" }, ...creditTiles(overview)),
-    ...laterSections(),
+    ...laterSections(ctx),
     spent === 0 && overview.credits.availableMicros === 0
       ? h(
           "section",
@@ -228,7 +276,7 @@ export const overviewPage: Page = {
       body,
       { loading: "Loading the overview…", failed: "The overview", rows: 6 },
       () => ctx.api.overview(ctx.project.projectId),
-      draw,
+      (overview) => draw(ctx, overview),
     );
   },
 };
