@@ -265,7 +265,7 @@ describe.sequential("the Interactions page in a browser", () => {
   );
 
   it(
-    "lists the budgets nearest their limits on the overview, with their spend bars",
+    "shows on the overview the budgets nearest their limits, and the top keys and end users by cost",
     async () => {
       await page.goto(`${stack.url}/dashboard/overview`);
       const section = page.locator('[data-section="budgets"]');
@@ -284,6 +284,13 @@ describe.sequential("the Interactions page in a browser", () => {
       expect(await section.textContent()).toContain("Project · per month");
       expect(await section.textContent()).toMatch(/\$0\.\d\d of \$500\.00/);
       expect(await section.locator("meter").count()).toBe(1);
+      // Beside the top models: the top keys and end users by cost.
+      await expect
+        .poll(() => page.getByTestId("overview-top-keys").locator("li").allTextContents())
+        .toEqual([expect.stringContaining("ci-runner"), expect.stringContaining("laptop")]);
+      await expect
+        .poll(() => page.getByTestId("overview-top-users").locator("li").allTextContents())
+        .toEqual([expect.stringMatching(/^user-ada\$0\.\d+2 calls$/)]);
       await page.setViewportSize({ width: 390, height: 844 });
       await page.waitForLoadState("networkidle");
       expect(await tooWide()).toEqual([]);
