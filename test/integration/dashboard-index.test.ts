@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type DynamoDBClient, QueryCommand } from "@aws-sdk/client-dynamodb";
+import { type DynamoDBClient, QueryCommand, UpdateItemCommand } from "@aws-sdk/client-dynamodb";
 import { unmarshall } from "@aws-sdk/util-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoInteractionIndex, PAGE_SCAN_BUDGET } from "../../lambda/adapters/dynamodb/interactions";
@@ -10,7 +10,7 @@ import { FsObjectStore } from "../../lambda/adapters/fs/object-store";
 import { FolderDeadLetters } from "../../lambda/adapters/in-process/dead-letters";
 import { parquetCodec } from "../../lambda/adapters/parquet/codec";
 import { breakdownReport } from "../../lambda/core/breakdowns";
-import { DAY_MS, parseListQuery } from "../../lambda/core/interactions";
+import { DAY_MS, entryPosition, parseListQuery } from "../../lambda/core/interactions";
 import { deltaOf, sumCounters } from "../../lambda/core/interactions-usage";
 import { silentLogger } from "../../lambda/core/logger";
 import { buildRecord, type InteractionRecord } from "../../lambda/core/record";
@@ -252,6 +252,20 @@ describe("listing", () => {
     expect(
       (await listAll("by-key", { model: "4o", vendor: "openai", key_id: "bbbbbbbbbbbbbbbb" })).rows,
     ).toEqual([big.transaction_id]);
+    // An entry written before the lower-cased copy existed is found on its model as written.
+    const older = record("by-key", { model: "gpt-4o-older" });
+    await index.write([older]);
+    await local.db.send(
+      new UpdateItemCommand({
+        TableName: local.tables.interactions,
+        Key: {
+          projectId: { S: "by-key" },
+          sk: { S: `e#${entryPosition(older.started_at, older.transaction_id)}` },
+        },
+        UpdateExpression: "REMOVE model_search",
+      }),
+    );
+    expect((await listAll("by-key", { model: "OLDER" })).rows).toEqual([older.transaction_id]);
     // The summary a row shows has no index attribute.
     const [row] = (await index.list(query("by-key", { model: "haiku" }))).interactions;
     expect(row && Object.keys(row)).not.toContain("model_search");

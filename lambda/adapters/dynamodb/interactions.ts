@@ -178,7 +178,10 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
     };
     if (filters.userId !== undefined) check("user_id", filters.userId, "userKey");
     if (filters.model !== undefined) {
-      conditions.push(`contains(model_search, :model)`);
+      // Entries written before `model_search` existed are matched on the model as written.
+      conditions.push(
+        "(contains(model_search, :model) OR (attribute_not_exists(model_search) AND contains(model, :model)))",
+      );
       values[":model"] = filters.model;
       filtered = true;
     }
