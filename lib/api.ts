@@ -1,12 +1,15 @@
 import { CfnOutput, Duration, RemovalPolicy, Validations } from "aws-cdk-lib";
 import {
   AccessLogFormat,
+  AuthorizationType,
   type CfnAuthorizer,
   EndpointType,
   HttpIntegration,
   LambdaIntegration,
   LogGroupLogDestination,
   MethodLoggingLevel,
+  MockIntegration,
+  PassthroughBehavior,
   RequestAuthorizer,
   ResponseTransferMode,
   RestApi,
@@ -16,6 +19,7 @@ import { Certificate } from "aws-cdk-lib/aws-certificatemanager";
 import type { IFunction } from "aws-cdk-lib/aws-lambda";
 import { LogGroup, type RetentionDays } from "aws-cdk-lib/aws-logs";
 import { Construct } from "constructs";
+import { SECURITY_HEADERS } from "../lambda/app/middleware";
 import { CONTEXT_FIELDS, contextHeader } from "../lambda/handlers/runtime/authorizer-context";
 import { ORIGIN_SECRET_HEADER } from "../lambda/handlers/runtime/origin";
 import { GatewayResponses } from "./gateway-responses";
@@ -161,6 +165,55 @@ export class Api extends Construct {
         integration(`${vendor}/{proxy}`, { "integration.request.path.proxy": "method.request.path.proxy" }),
         { authorizer: this.authorizer, requestParameters: { "method.request.path.proxy": true } },
       );
+  }
+
+  /**
+   * What the local server's root app answers (lambda/app/root.ts), answered by API Gateway itself
+   * (MOCK integrations, no function): `GET /` redirects to the dashboard, `GET /healthz` says the API
+   * is up. No key: neither reveals anything. Both carry the service's security headers.
+   */
+  addRootRoutes(dashboardUrl: string): void {
+    const headers = (extra: Record<string, string>) => {
+      const all = { ...SECURITY_HEADERS, "Cache-Control": "no-store", ...extra };
+      return {
+        integration: Object.fromEntries(
+          Object.entries(all).map(([name, value]) => [`method.response.header.${name}`, `'${value}'`]),
+        ),
+        method: Object.fromEntries(Object.keys(all).map((name) => [`method.response.header.${name}`, true])),
+      };
+    };
+    const mock = (status: number, extra: Record<string, string>, body?: string) => {
+      const h = headers(extra);
+      return {
+        integration: new MockIntegration({
+          passthroughBehavior: PassthroughBehavior.NEVER,
+          requestTemplates: { "application/json": `{"statusCode": ${status}}` },
+          integrationResponses: [
+            {
+              statusCode: String(status),
+              responseParameters: h.integration,
+              ...(body !== undefined && { responseTemplates: { "application/json": body } }),
+            },
+          ],
+        }),
+        options: {
+          authorizationType: AuthorizationType.NONE,
+          methodResponses: [{ statusCode: String(status), responseParameters: h.method }],
+        },
+      };
+    };
+    const root = mock(302, { Location: dashboardUrl });
+    const health = mock(200, { "Content-Type": "application/json" }, '{"status":"ok"}');
+    for (const method of [
+      this.restApi.root.addMethod("GET", root.integration, root.options),
+      this.restApi.root.addResource("healthz").addMethod("GET", health.integration, health.options),
+    ]) {
+      Validations.of(method).acknowledge({
+        id: "AwsSolutions-APIG4",
+        reason:
+          "A fixed answer of API Gateway itself (a redirect to the dashboard, a health check): no function runs and nothing is revealed, so no key is asked for.",
+      });
+    }
   }
 
   private addDomain(domain: CustomDomain): void {

@@ -338,7 +338,8 @@ export class DeletionWorkflow extends Construct {
     store.grant(fn, "deletionTombstones", ["PutItem"]);
     store.grant(fn, "projectSettings", ["GetItem"]);
     // The dashboard's interactions index: a user's entries found on its byUser index, each record and
-    // entry read and deleted, its figures taken off the rollups.
+    // entry read and deleted. The rollups keep the figures; the user's usage rows (a Query of the
+    // project's user rows) move to deleted users' rows: named (UpdateItem), copied (PutItem), removed.
     store.grant(fn, "interactions", ["GetItem", "DeleteItem"]);
     fn.addToRolePolicy(
       new PolicyStatement({
@@ -346,7 +347,7 @@ export class DeletionWorkflow extends Construct {
         resources: [`${store.tables.interactions.tableArn}/index/byUser`],
       }),
     );
-    store.grant(fn, "usageRollups", ["UpdateItem"]);
+    store.grant(fn, "usageRollups", ["Query", "UpdateItem", "PutItem", "DeleteItem"]);
 
     const stack = Stack.of(this);
     fn.addToRolePolicy(

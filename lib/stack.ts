@@ -178,6 +178,7 @@ export class DmtStack extends Stack {
       removalPolicy,
       logRetention,
     });
+    this.api.addRootRoutes(this.dashboard.url);
 
     this.observability = new Observability(this, "Observability", {
       restApi: this.api.restApi,

@@ -52,7 +52,13 @@ export function parseExportDestination(url: string): ExportDestination {
       throw new DestinationError(`'${url}' is not a file URL`);
     }
     const path = decodeURIComponent(parsed.pathname);
-    if (parsed.host !== "" || !path.startsWith("/") || path.split("/").some((s) => s === "..")) {
+    // URL resolves `..` (file:///tmp/../etc is /etc): a destination names its folder as it is.
+    const typed = url.slice("file://".length).split("/");
+    const dotted = typed.some((s) => {
+      const segment = s.toLowerCase().replaceAll("%2e", ".");
+      return segment === ".." || segment === ".";
+    });
+    if (parsed.host !== "" || !path.startsWith("/") || dotted) {
       throw new DestinationError("a file destination is an absolute local folder, file:///path");
     }
     return { kind: "file", url: parsed.href, path, prefix: "" };

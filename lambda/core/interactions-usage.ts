@@ -1,9 +1,11 @@
 /**
  * Daily rollups: per project, UTC day, vendor, billing mode and model, the sums of the interactions'
  * figures. The consumer adds each record once (adapters/dynamodb/interactions.ts holds the protocol);
- * deletion subtracts what it purges. The Usage page reads a few dozen rollups instead of the warehouse.
+ * deletion and retention leave them as they are, so usage keeps agreeing with the credit ledger. The
+ * Usage page reads a few dozen rollups instead of the warehouse.
  */
 import { createHash } from "node:crypto";
+import type { BreakdownDimension, BreakdownRow } from "./breakdowns";
 import { BILLING_MODES, type BillingMode } from "./call";
 import { errors } from "./errors";
 import { DAY_MS, dayOf, parseDay, startOfDay, statusClass } from "./interactions";
@@ -36,6 +38,13 @@ export type Rollup = RollupKey & RollupCounters;
 export interface UsageRollups {
   /** The project's rollups of the UTC days `from` to `to`, both included. */
   query(projectId: string, from: string, to: string): Promise<Rollup[]>;
+  /** The project's rows by key or by user (core/breakdowns.ts) of those days. */
+  breakdown(
+    projectId: string,
+    dimension: BreakdownDimension,
+    from: string,
+    to: string,
+  ): Promise<BreakdownRow[]>;
 }
 
 export function rollupKeyOf(record: InteractionRecord): RollupKey {
@@ -78,10 +87,10 @@ export function zeroCounters(): RollupCounters {
   return Object.fromEntries(ROLLUP_COUNTERS.map((c) => [c, 0])) as RollupCounters;
 }
 
-/** The sum of counters, each multiplied by `sign` (-1 subtracts what a purge removes). */
-export function sumCounters(items: readonly RollupCounters[], sign: 1 | -1 = 1): RollupCounters {
+/** The sum of counters. */
+export function sumCounters(items: readonly RollupCounters[]): RollupCounters {
   const sum = zeroCounters();
-  for (const item of items) for (const c of ROLLUP_COUNTERS) sum[c] += sign * item[c];
+  for (const item of items) for (const c of ROLLUP_COUNTERS) sum[c] += item[c];
   return sum;
 }
 

@@ -53,7 +53,9 @@ export function statusClass(record: Pick<InteractionRecord, "status_code" | "err
 
 export interface InteractionFilters {
   vendor?: RecordVendor;
+  /** Part of the model's name, in any case: `mini` finds `gpt-4o-mini`. */
   model?: string;
+  keyId?: string;
   userId?: string;
   /** A class of outcome, or one exact status code. */
   status?: StatusClass | number;
@@ -130,6 +132,7 @@ const LIST_PARAMETERS = [
   "to",
   "vendor",
   "model",
+  "key_id",
   "user_id",
   "status",
   "billing_mode",
@@ -140,6 +143,8 @@ const LIST_PARAMETERS = [
 const FREE_TEXT = /^[^\p{Cc}]{1,256}$/u;
 const STATUS_CODE = /^[1-5]\d\d$/;
 const LIMIT = /^\d{1,3}$/;
+/** A key's public id (core/keys.ts). */
+const KEY_ID = /^[a-z0-9]{16}$/;
 
 function oneOf<T extends string>(value: string, field: string, allowed: readonly T[]): T {
   if (!(allowed as readonly string[]).includes(value)) {
@@ -147,6 +152,18 @@ function oneOf<T extends string>(value: string, field: string, allowed: readonly
   }
   return value as T;
 }
+
+/**
+ * The model filter as the index compares it: trimmed and lower-cased, since it matches part of the
+ * name in any case (the index keeps a lower-cased copy of each model, `modelSearchOf`).
+ */
+function modelSearch(value: string): string {
+  const search = value.trim().toLowerCase();
+  if (search === "") throw errors.invalidField("model", "must name part of a model, not only spaces.");
+  return search;
+}
+
+export const modelSearchOf = (model: string) => model.toLowerCase();
 
 function freeText(value: string, field: string): string {
   if (!FREE_TEXT.test(value)) {
@@ -157,7 +174,8 @@ function freeText(value: string, field: string): string {
 
 /**
  * The list query of `GET .../interactions`, from its URL parameters: `from`/`to` (UTC days, both
- * included), `vendor`, `model`, `user_id`, `status` (`success`, `error` or a status code),
+ * included), `vendor`, `model` (part of the name, any case), `key_id`, `user_id`, `status` (`success`,
+ * `error` or a status code),
  * `billing_mode`, `limit`, `cursor`. Unknown parameters, repeated ones and values of the wrong type are
  * a 400 naming the parameter. The range is cut to the index's retention.
  */
@@ -176,7 +194,13 @@ export function parseListQuery(
   }
   const filters: InteractionFilters = {};
   if (single.vendor !== undefined) filters.vendor = oneOf(single.vendor, "vendor", RECORD_VENDORS);
-  if (single.model !== undefined) filters.model = freeText(single.model, "model");
+  if (single.model !== undefined) filters.model = modelSearch(freeText(single.model, "model"));
+  if (single.key_id !== undefined) {
+    if (!KEY_ID.test(single.key_id)) {
+      throw errors.invalidField("key_id", "must be a key id: 16 lowercase letters and digits.");
+    }
+    filters.keyId = single.key_id;
+  }
   if (single.user_id !== undefined) filters.userId = freeText(single.user_id, "user_id");
   if (single.billing_mode !== undefined) {
     filters.billingMode = oneOf(single.billing_mode, "billing_mode", BILLING_MODES);
@@ -223,6 +247,7 @@ function queryBinding(query: Omit<InteractionListQuery, "after" | "limit">): str
     query.until,
     f.vendor ?? null,
     f.model ?? null,
+    f.keyId ?? null,
     f.userId ?? null,
     f.status ?? null,
     f.billingMode ?? null,

@@ -368,7 +368,11 @@ describe("starting and wiring", () => {
       },
     ]);
     expect(onTable(stepsRole, stack.store.tables.usageRollups)).toEqual([
-      { Action: "dynamodb:UpdateItem", Effect: "Allow", Resource: arnOf(stack.store.tables.usageRollups) },
+      {
+        Action: ["dynamodb:DeleteItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem"],
+        Effect: "Allow",
+        Resource: arnOf(stack.store.tables.usageRollups),
+      },
     ]);
     expect(statementsOf(stepsRole)).toContainEqual({
       Action: "dynamodb:Query",

@@ -66,6 +66,10 @@ function ofType(type: string): [string, Resources[string]][] {
   return Object.entries(resources).filter(([, r]) => r.Type === type);
 }
 
+/** A method's integration, as the template holds it. */
+const integrationOf = (method: Resources[string]) =>
+  (method.Properties?.Integration ?? {}) as { Type?: string; IntegrationResponses?: unknown };
+
 function logicalId(construct: { node: { defaultChild?: unknown } }): string {
   return stack.getLogicalId(construct.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0]);
 }
@@ -222,12 +226,72 @@ describe("API", () => {
     expect(props.AuthorizerResultTtlInSeconds).toBe(0);
     expect(props).not.toHaveProperty("IdentitySource");
     expect(JSON.stringify(props.AuthorizerUri)).toContain(logicalId(stack.authorizer.function));
+    // Every method but the two API Gateway answers by itself without a key (GET / and GET /healthz).
+    const keyless = ofType("AWS::ApiGateway::Method").filter(([, m]) => integrationOf(m).Type === "MOCK");
+    expect(keyless).toHaveLength(2);
     for (const [, method] of ofType("AWS::ApiGateway::Method")) {
+      if (keyless.some(([, m]) => m === method)) continue;
       expect(method.Properties).toMatchObject({
         AuthorizationType: "CUSTOM",
         AuthorizerId: { Ref: authorizers[0]?.[0] },
       });
     }
+  });
+
+  it("answers GET / with a redirect to the dashboard and GET /healthz with ok, by itself, without a key", () => {
+    const methods = ofType("AWS::ApiGateway::Method").filter(([, m]) => integrationOf(m).Type === "MOCK");
+    const restApi = ofType("AWS::ApiGateway::RestApi")[0]?.[0];
+    const healthz = ofType("AWS::ApiGateway::Resource").find(([, r]) => r.Properties?.PathPart === "healthz");
+    expect(healthz?.[1].Properties?.ParentId).toEqual({ "Fn::GetAtt": [restApi, "RootResourceId"] });
+    const root = methods.find(([, m]) => JSON.stringify(m.Properties?.ResourceId).includes("RootResourceId"));
+    const health = methods.find(
+      ([, m]) => JSON.stringify(m.Properties?.ResourceId) === JSON.stringify({ Ref: healthz?.[0] }),
+    );
+    const security = Object.fromEntries(
+      Object.entries(SECURITY_HEADERS).map(([name, value]) => [
+        `method.response.header.${name}`,
+        `'${value}'`,
+      ]),
+    );
+    expect(root?.[1].Properties).toMatchObject({
+      HttpMethod: "GET",
+      AuthorizationType: "NONE",
+      Integration: {
+        IntegrationResponses: [
+          {
+            StatusCode: "302",
+            ResponseParameters: {
+              ...security,
+              "method.response.header.Cache-Control": "'no-store'",
+              // The dashboard's CloudFront address, resolved at deploy time.
+              "method.response.header.Location": {
+                "Fn::Join": [
+                  "",
+                  [
+                    "'https://",
+                    { "Fn::GetAtt": [logicalId(stack.dashboard.distribution), "DomainName"] },
+                    "/dashboard/'",
+                  ],
+                ],
+              },
+            },
+          },
+        ],
+      },
+    });
+    expect(health?.[1].Properties).toMatchObject({
+      HttpMethod: "GET",
+      AuthorizationType: "NONE",
+      Integration: {
+        IntegrationResponses: [
+          {
+            StatusCode: "200",
+            ResponseParameters: { ...security, "method.response.header.Content-Type": "'application/json'" },
+            ResponseTemplates: { "application/json": '{"status":"ok"}' },
+          },
+        ],
+      },
+    });
   });
 
   it("sends /api/v1/{proxy+} to the data API function", () => {

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type DynamoDBClient, GetItemCommand, QueryCommand } from "@aws-sdk/client-dynamodb";
+import { type DynamoDBClient, QueryCommand, UpdateItemCommand } from "@aws-sdk/client-dynamodb";
 import { unmarshall } from "@aws-sdk/util-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoInteractionIndex, PAGE_SCAN_BUDGET } from "../../lambda/adapters/dynamodb/interactions";
@@ -9,14 +9,9 @@ import { FileDeliveryLedger } from "../../lambda/adapters/fs/ledger";
 import { FsObjectStore } from "../../lambda/adapters/fs/object-store";
 import { FolderDeadLetters } from "../../lambda/adapters/in-process/dead-letters";
 import { parquetCodec } from "../../lambda/adapters/parquet/codec";
-import { DAY_MS, parseListQuery } from "../../lambda/core/interactions";
-import {
-  deltaOf,
-  ROLLUP_COUNTERS,
-  rollupId,
-  rollupKeyOf,
-  sumCounters,
-} from "../../lambda/core/interactions-usage";
+import { breakdownReport } from "../../lambda/core/breakdowns";
+import { DAY_MS, entryPosition, parseListQuery } from "../../lambda/core/interactions";
+import { deltaOf, sumCounters } from "../../lambda/core/interactions-usage";
 import { silentLogger } from "../../lambda/core/logger";
 import { buildRecord, type InteractionRecord } from "../../lambda/core/record";
 import { type LocalStore, openLocalStore } from "../../lambda/local/stack";
@@ -100,15 +95,24 @@ async function totals(projectId: string) {
   return sumCounters(await index.rollups.query(projectId, from, day));
 }
 
-/** The rollup item as stored: counters and any markers left on it. */
-async function rollupItem(db: DynamoDBClient, r: InteractionRecord) {
-  const out = await db.send(
-    new GetItemCommand({
+/** The project's usage by key or by user over the last three days. */
+async function breakdown(projectId: string, by: "key" | "user") {
+  const day = new Date(NOW).toISOString().slice(0, 10);
+  const from = new Date(NOW - 2 * DAY_MS).toISOString().slice(0, 10);
+  return breakdownReport(await index.rollups.breakdown(projectId, by, from, day), by, from, day);
+}
+
+/** Every rollups item of the project as stored, whatever its kind. */
+async function rollupItems(projectId: string) {
+  const out = await local.db.send(
+    new QueryCommand({
       TableName: local.tables.usageRollups,
-      Key: { projectId: { S: r.project_id }, rollupId: { S: rollupId(rollupKeyOf(r)) } },
+      KeyConditionExpression: "projectId = :p",
+      ExpressionAttributeValues: { ":p": { S: projectId } },
+      ConsistentRead: true,
     }),
   );
-  return out.Item ? unmarshall(out.Item) : undefined;
+  return (out.Items ?? []).map((item) => unmarshall(item));
 }
 
 const markersOf = (item: Record<string, unknown> | undefined) =>
@@ -237,12 +241,59 @@ describe("listing", () => {
     expect((await listAll("errors-only", { status: "error" })).rows).toEqual([failed.transaction_id]);
   });
 
-  it("finds a long model and user id through their hashed keys", async () => {
+  it("finds a long user id through its hashed key, and a model by any part of its name in any case", async () => {
     const long = record("hashed", { model: "m".repeat(300), user_id: "u".repeat(256) });
-    await index.write([long, record("hashed", { model: `${"m".repeat(299)}n` })]);
-    expect((await listAll("hashed", { model: "m".repeat(256) })).rows).toEqual([]);
+    const other = record("hashed", { model: `${"m".repeat(299)}n` });
+    await index.write([long, other]);
+    expect((await listAll("hashed", { model: "m".repeat(256) })).rows).toEqual([
+      long.transaction_id,
+      other.transaction_id,
+    ]);
+    expect((await listAll("hashed", { model: ` ${"M".repeat(200)}N ` })).rows).toEqual([
+      other.transaction_id,
+    ]);
     const byUser = await index.list(query("hashed", { user_id: "u".repeat(256) }));
     expect(byUser.interactions.map((i) => i.transaction_id)).toEqual([long.transaction_id]);
+  });
+
+  it("filters by key, and by part of a model name together with other filters", async () => {
+    const mini = record("by-key", { model: "GPT-4o-mini", key_id: "aaaaaaaaaaaaaaaa" });
+    const big = record("by-key", { model: "gpt-4o", key_id: "bbbbbbbbbbbbbbbb" });
+    const claude = record("by-key", {
+      model: "claude-haiku-4-5",
+      vendor: "anthropic",
+      key_id: "aaaaaaaaaaaaaaaa",
+    });
+    await index.write([mini, big, claude]);
+    expect((await listAll("by-key", { key_id: "aaaaaaaaaaaaaaaa" })).rows).toEqual([
+      mini.transaction_id,
+      claude.transaction_id,
+    ]);
+    expect((await listAll("by-key", { model: "4O" })).rows).toEqual([
+      mini.transaction_id,
+      big.transaction_id,
+    ]);
+    expect((await listAll("by-key", { model: "mini", key_id: "bbbbbbbbbbbbbbbb" })).rows).toEqual([]);
+    expect(
+      (await listAll("by-key", { model: "4o", vendor: "openai", key_id: "bbbbbbbbbbbbbbbb" })).rows,
+    ).toEqual([big.transaction_id]);
+    // An entry written before the lower-cased copy existed is found on its model as written.
+    const older = record("by-key", { model: "gpt-4o-older" });
+    await index.write([older]);
+    await local.db.send(
+      new UpdateItemCommand({
+        TableName: local.tables.interactions,
+        Key: {
+          projectId: { S: "by-key" },
+          sk: { S: `e#${entryPosition(older.started_at, older.transaction_id)}` },
+        },
+        UpdateExpression: "REMOVE model_search",
+      }),
+    );
+    expect((await listAll("by-key", { model: "OLDER" })).rows).toEqual([older.transaction_id]);
+    // The summary a row shows has no index attribute.
+    const [row] = (await index.list(query("by-key", { model: "haiku" }))).interactions;
+    expect(row && Object.keys(row)).not.toContain("model_search");
   });
 
   it("opens the whole record of one interaction of the project only", async () => {
@@ -267,6 +318,24 @@ describe("writing", () => {
     expect((await listAll("once")).rows).toHaveLength(3);
   });
 
+  it("adds each call to its key's row and its user's row, once, with what credits paid", async () => {
+    const batch = [
+      record("by-dimension", { user_id: "ann", key_id: "aaaaaaaaaaaaaaaa" }),
+      record("by-dimension", { user_id: "ann", key_id: "bbbbbbbbbbbbbbbb", billing_mode: "byok" }),
+      record("by-dimension", { user_id: null, key_id: "aaaaaaaaaaaaaaaa", cost_micros: null }),
+    ];
+    await index.write(batch);
+    await index.write(batch);
+    const byKey = await breakdown("by-dimension", "key");
+    expect(byKey.lines.map((l) => [l.id, l.requests, l.cost_micros, l.charged_micros])).toEqual([
+      ["aaaaaaaaaaaaaaaa", 2, 12, 12],
+      ["bbbbbbbbbbbbbbbb", 1, 12, 0],
+    ]);
+    const byUser = await breakdown("by-dimension", "user");
+    expect(byUser.lines.map((l) => [l.id, l.requests, l.input_tokens])).toEqual([["ann", 2, 20]]);
+    expect(byKey.totals.requests).toBe((await totals("by-dimension")).requests);
+  });
+
   it.each([
     ["the record write", writesRecords],
     ["the rollup addition", updateWith("ADD")],
@@ -280,24 +349,70 @@ describe("writing", () => {
     expect(crashing.crashed()).toBe(true);
     await index.write(batch);
     expect(await totals(projectId)).toEqual(sumCounters(batch.map(deltaOf)));
-    expect(markersOf(await rollupItem(local.db, batch[0] as InteractionRecord))).toEqual([]);
+    expect((await breakdown(projectId, "key")).totals.requests).toBe(30);
+    expect((await rollupItems(projectId)).flatMap(markersOf)).toEqual([]);
     expect((await listAll(projectId)).rows).toHaveLength(30);
   });
 });
 
 describe("purging", () => {
-  it("takes a user's interactions out of the index and the rollups", async () => {
-    const alice = [record("purge-user", { user_id: "alice" }), record("purge-user", { user_id: "alice" })];
+  it("takes a user's interactions out of the index; the totals stay, the user's rows lose the user id", async () => {
+    const alice = [
+      record("purge-user", { user_id: "alice" }),
+      record("purge-user", { user_id: "alice", started_at: NOW - DAY_MS }),
+    ];
     const bob = [record("purge-user", { user_id: "bob" })];
     await index.write([...alice, ...bob]);
+    const before = await totals("purge-user");
+    const keysBefore = await breakdown("purge-user", "key");
     expect(await index.purgeUser("purge-user", "alice")).toBe(2);
     expect(await index.purgeUser("purge-user", "alice")).toBe(0);
     expect((await listAll("purge-user")).rows).toEqual([bob[0]?.transaction_id]);
     expect(await index.get("purge-user", alice[0]?.transaction_id ?? "")).toBeUndefined();
-    expect(await totals("purge-user")).toEqual(sumCounters(bob.map(deltaOf)));
+    // Billing totals are kept: the model rollups and the key's rows as they were.
+    expect(await totals("purge-user")).toEqual(before);
+    expect(await breakdown("purge-user", "key")).toEqual(keysBefore);
+    // Alice's figures are a deleted user's now, one row a day; her id is nowhere in the rollups.
+    const users = await breakdown("purge-user", "user");
+    expect(users.lines.map((l) => [l.id, l.deleted, l.requests])).toEqual([
+      [null, true, 2],
+      ["bob", false, 1],
+    ]);
+    expect(users.totals.requests).toBe(3);
+    expect(JSON.stringify(await rollupItems("purge-user"))).not.toContain("alice");
   });
 
-  it("purges transactions of its project only, ignoring unknown ids", async () => {
+  it.each([
+    ["naming the move", updateWith("SET moveTo")],
+    [
+      "the copy",
+      (command: { constructor: { name: string } }) => command.constructor.name === "PutItemCommand",
+    ],
+    ["the row's removal", deletes("u#")],
+  ])(
+    "moves a deleted user's rows once when a crash stops %s and the deletion runs again",
+    async (_, step) => {
+      const projectId = `forget-crash-${++sequence}`;
+      const calls = [
+        record(projectId, { user_id: "carol" }),
+        record(projectId, { user_id: "carol", started_at: NOW - DAY_MS }),
+        record(projectId, { user_id: "dave" }),
+      ];
+      await index.write(calls);
+      const crashing = crashingAt(step);
+      await expect(crashing.index.purgeUser(projectId, "carol")).rejects.toThrow("simulated crash");
+      await index.purgeUser(projectId, "carol");
+      await index.purgeUser(projectId, "carol");
+      const users = await breakdown(projectId, "user");
+      expect(users.lines.map((l) => [l.id, l.requests, l.cost_micros])).toEqual([
+        [null, 2, 24],
+        ["dave", 1, 12],
+      ]);
+      expect(JSON.stringify(await rollupItems(projectId))).not.toContain("carol");
+    },
+  );
+
+  it("purges transactions of its project only, ignoring unknown ids, and keeps their figures", async () => {
     const mine = record("purge-tx");
     const theirs = record("purge-other");
     await index.write([mine, theirs]);
@@ -305,15 +420,13 @@ describe("purging", () => {
     expect((await listAll("purge-other")).rows).toEqual([theirs.transaction_id]);
     expect(await index.purgeTransactions("purge-tx", [mine.transaction_id, mine.transaction_id])).toBe(1);
     expect((await listAll("purge-tx")).rows).toEqual([]);
-    expect(await totals("purge-tx")).toEqual(Object.fromEntries(ROLLUP_COUNTERS.map((c) => [c, 0])));
+    expect(await totals("purge-tx")).toEqual(sumCounters([deltaOf(mine)]));
   });
 
   it.each([
-    ["the subtraction", updateWith("ADD")],
     ["the entry delete", deletes("e#")],
-    ["the marker removal", updateWith("REMOVE")],
     ["the record delete", deletes("r#")],
-  ])("subtracts once when a crash stops %s and the purge runs again", async (_, step) => {
+  ])("purges once when a crash stops %s and the purge runs again", async (_, step) => {
     const projectId = `purge-crash-${++sequence}`;
     const kept = record(projectId);
     const gone = record(projectId);
@@ -322,20 +435,10 @@ describe("purging", () => {
     await expect(crashing.index.purgeTransactions(projectId, [gone.transaction_id])).rejects.toThrow(
       "simulated crash",
     );
-    await index.purgeTransactions(projectId, [gone.transaction_id]);
-    await index.purgeTransactions(projectId, [gone.transaction_id]);
-    expect(await totals(projectId)).toEqual(sumCounters([deltaOf(kept)]));
-    expect(markersOf(await rollupItem(local.db, kept))).toEqual([]);
+    expect(await index.purgeTransactions(projectId, [gone.transaction_id])).toBe(1);
+    expect(await index.purgeTransactions(projectId, [gone.transaction_id])).toBe(0);
+    expect(await totals(projectId)).toEqual(sumCounters([deltaOf(kept), deltaOf(gone)]));
     expect((await listAll(projectId)).rows).toEqual([kept.transaction_id]);
-  });
-
-  it("subtracts nothing for a transaction whose write stopped before it was counted", async () => {
-    const projectId = `purge-uncounted-${++sequence}`;
-    const r = record(projectId);
-    const crashing = crashingAt(updateWith("ADD"));
-    await expect(crashing.index.write([r])).rejects.toThrow("simulated crash");
-    expect(await index.purgeTransactions(projectId, [r.transaction_id])).toBe(1);
-    expect(await totals(projectId)).toEqual(sumCounters([]));
   });
 });
 

@@ -85,6 +85,7 @@ const HTML_USER = `<img src=x onerror="alert(1)">`;
 let alice: { token: string; projectId: string };
 let bob: { token: string; projectId: string };
 let key: string;
+let keyId: string;
 
 beforeAll(async () => {
   stack = await startTestStack({ DMT_METERING: "on", DMT_WAREHOUSE_FLUSH_MS: "100" });
@@ -96,8 +97,9 @@ beforeAll(async () => {
   alice = await signedIn("alice");
   bob = await signedIn("bob");
   await new DynamoCredits(stack.db, tableNames(process.env)).grant(alice.projectId, 5_000_000, "test");
-  key = (await api(alice.token, "POST", `/projects/${alice.projectId}/keys`, { name: "sdk" })).body
-    .key as string;
+  const created = (await api(alice.token, "POST", `/projects/${alice.projectId}/keys`, { name: "sdk" })).body;
+  key = created.key as string;
+  keyId = (created.apiKey as { keyId: string }).keyId;
 
   const openai = new OpenAI({ apiKey: key, baseURL: `${stack.url}/openai/v1`, maxRetries: 0 });
   await openai.chat.completions.create({
@@ -152,11 +154,16 @@ describe("the interactions list", () => {
     expect(JSON.stringify(res.body)).not.toContain("count the apples");
   });
 
-  it("filters by vendor, model, user id (markup and all), status, billing mode and day", async () => {
+  it("filters by vendor, model, key, user id (markup and all), status, billing mode and day", async () => {
     const ids = async (query: string) =>
       ((await list(alice, query)).body.interactions as Row[]).map((r) => r.model);
     expect(await ids("?vendor=anthropic")).toEqual(["claude-haiku-4-5"]);
     expect(await ids("?model=gpt-4o-mini")).toEqual(["gpt-4o-mini", "gpt-4o-mini"]);
+    // Part of a model's name, in any case.
+    expect(await ids("?model=MINI")).toEqual(["gpt-4o-mini", "gpt-4o-mini"]);
+    expect(await ids("?model=haiku")).toEqual(["claude-haiku-4-5"]);
+    expect(await ids(`?key_id=${keyId}`)).toHaveLength(4);
+    expect(await ids("?key_id=aaaaaaaaaaaaaaaa")).toEqual([]);
     expect(await ids(`?user_id=${encodeURIComponent(HTML_USER)}`)).toEqual(["gpt-4o-mini"]);
     expect(await ids("?status=error")).toEqual(["no-such-model"]);
     expect(await ids("?status=404")).toEqual(["no-such-model"]);
@@ -209,6 +216,9 @@ describe("the interactions list", () => {
       ["?vendor=openai&vendor=groq", "vendor"],
       ["?sort=oldest", "sort"],
       ["?user_id=", "user_id"],
+      ["?model=%20%20", "model"],
+      ["?key_id=ABCDEFGHIJKLMNOP", "key_id"],
+      ["?key_id=dmt_abc", "key_id"],
     ]) {
       const res = await list(alice, query);
       expect(res.status, query).toBe(400);
@@ -311,8 +321,12 @@ describe("settings", () => {
       exportDestination: null,
     });
     for (const body of [
-      { url: "file:///etc" },
       { url: "gs://bucket" },
+      { url: "ftp://example.com/exports" },
+      { url: "exports/daily" },
+      { url: "/var/exports" },
+      { url: "file://exports/daily" },
+      { url: "file:///tmp/../etc" },
       { url: "s3://Bad_Bucket" },
       { url: 42 },
       {},
@@ -320,9 +334,34 @@ describe("settings", () => {
     ]) {
       const res = await api(alice.token, "PUT", path, body);
       expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body.error, JSON.stringify(body)).toMatchObject({ type: "invalid_request_error" });
     }
+    // Nothing refused changed the destination.
+    expect((await api(alice.token, "GET", path)).body).toEqual(set.body);
     expect((await api(alice.token, "DELETE", path)).body).toEqual({ exportDestination: null });
     expect((await api(alice.token, "GET", path)).body).toEqual({ exportDestination: null });
+  });
+
+  it("takes a local folder as the destination on the local stack, and clears it when saved empty", async () => {
+    const path = `/projects/${alice.projectId}/export-destination`;
+    const folder = join(stack.dataDir, "my exports");
+    const set = await api(alice.token, "PUT", path, { url: ` file://${folder} ` });
+    expect(set.status).toBe(200);
+    expect(set.body).toEqual({ exportDestination: { url: `file://${folder.replaceAll(" ", "%20")}` } });
+    expect((await api(alice.token, "GET", path)).body).toEqual(set.body);
+    const refused = await api(alice.token, "PUT", path, { url: "file:relative/folder" });
+    expect(refused.body).toEqual({
+      error: {
+        type: "invalid_request_error",
+        code: "invalid_field",
+        message: expect.stringContaining("'url'"),
+      },
+    });
+    for (const empty of ["", "   "]) {
+      const cleared = await api(alice.token, "PUT", path, { url: empty });
+      expect(cleared.body).toEqual({ exportDestination: null });
+      expect((await api(alice.token, "GET", path)).body).toEqual({ exportDestination: null });
+    }
   });
 
   it("lets only operators change a project's tier", async () => {
@@ -360,5 +399,101 @@ describe("settings", () => {
     expect(JSON.parse(empty.text)).toEqual([]);
     const bad = await api(alice.token, "POST", `/projects/${alice.projectId}/exports`, { format: "xml" });
     expect(bad.status).toBe(400);
+  });
+});
+
+interface Breakdown {
+  lines: {
+    id: string | null;
+    deleted: boolean;
+    requests: number;
+    cost_micros: number;
+    charged_micros: number;
+  }[];
+  totals: { requests: number; cost_micros: number; charged_micros: number; input_tokens: number };
+}
+
+describe("usage by key and by end user", () => {
+  const breakdown = async (query: string) => {
+    const res = await api(alice.token, "GET", `/projects/${alice.projectId}/usage/breakdown${query}`);
+    expect(res.status, query).toBe(200);
+    return res.body as unknown as Breakdown;
+  };
+  const usageTotals = async () =>
+    (await api(alice.token, "GET", `/projects/${alice.projectId}/usage`)).body.totals as Record<
+      string,
+      { requests: number; cost_micros: number }
+    >;
+
+  it("sums the period's calls per key and per user, agreeing with the usage totals", async () => {
+    const byKey = await breakdown("?by=key");
+    const usage = await usageTotals();
+    expect(byKey.lines).toEqual([
+      expect.objectContaining({
+        id: keyId,
+        deleted: false,
+        requests: 4,
+        cost_micros: usage.managed?.cost_micros,
+      }),
+    ]);
+    expect(byKey.totals.charged_micros).toBe(usage.managed?.cost_micros);
+    const byUser = await breakdown(`?by=user&from=${today()}&to=${today()}`);
+    expect(byUser.lines.map((l) => [l.id, l.requests]).sort()).toEqual([
+      [HTML_USER, 1],
+      ["u-alice", 1],
+    ]);
+    // Bob's project has its own rows: none.
+    const bobs = await api(bob.token, "GET", `/projects/${bob.projectId}/usage/breakdown?by=key`);
+    expect((bobs.body as unknown as Breakdown).lines).toEqual([]);
+  });
+
+  it("refuses a breakdown it cannot give with a 400 naming the parameter", async () => {
+    for (const [query, field, code] of [
+      ["", "by", "missing_field"],
+      ["?by=model", "by", "invalid_field"],
+      ["?by=key&by=user", "by", "invalid_field"],
+      ["?by=key&from=2026-11-20&to=2026-11-10", "from", "invalid_field"],
+      ["?by=key&from=2020-01-01&to=2026-01-01", "from", "invalid_field"],
+      ["?by=user&to=tomorrow", "to", "invalid_field"],
+      ["?by=user&vendor=openai", "vendor", "invalid_field"],
+    ]) {
+      const res = await api(alice.token, "GET", `/projects/${alice.projectId}/usage/breakdown${query}`);
+      expect(res.status, query).toBe(400);
+      expect(res.body, query).toEqual({
+        error: { type: "invalid_request_error", code, message: expect.stringContaining(`'${field}'`) },
+      });
+    }
+  });
+
+  it("keeps every total after a user's privacy deletion; the user's line is a deleted user's", async () => {
+    const before = {
+      key: await breakdown("?by=key"),
+      user: await breakdown("?by=user"),
+      usage: await usageTotals(),
+    };
+    const path = `/projects/${alice.projectId}/deletion-requests`;
+    const created = await api(alice.token, "POST", path, { reason: "erasure", user_id: "u-alice" });
+    expect(created.status).toBe(202);
+    const requestId = (created.body.request as { requestId: string }).requestId;
+    await expect
+      .poll(
+        async () =>
+          (
+            (await api(alice.token, "GET", path)).body.requests as { requestId: string; status: string }[]
+          ).find((r) => r.requestId === requestId)?.status,
+        { timeout: 120_000, interval: 250 },
+      )
+      .toBe("completed");
+    // The user's interaction is gone from the list; the figures are not.
+    expect(((await list(alice, "?user_id=u-alice")).body.interactions as Row[]).length).toBe(0);
+    expect(await usageTotals()).toEqual(before.usage);
+    expect(await breakdown("?by=key")).toEqual(before.key);
+    const after = await breakdown("?by=user");
+    expect(after.totals).toEqual(before.user.totals);
+    expect(after.lines.map((l) => [l.id, l.deleted, l.requests]).sort()).toEqual([
+      [null, true, 1],
+      [HTML_USER, false, 1],
+    ]);
+    expect(JSON.stringify(after)).not.toContain("u-alice");
   });
 });

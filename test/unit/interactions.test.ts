@@ -1,5 +1,15 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import {
+  BREAKDOWN_LINES,
+  type BreakdownRow,
+  breakdownDeltaOf,
+  breakdownKeysOf,
+  breakdownRange,
+  breakdownReport,
+  breakdownRowId,
+  parseBreakdownQuery,
+} from "../../lambda/core/breakdowns";
 import { ApiError } from "../../lambda/core/errors";
 import {
   DAY_MS,
@@ -250,11 +260,10 @@ describe("rollup arithmetic", () => {
     expect(deltaOf(record({ cost_micros: null }))).toMatchObject({ cost_micros: 0, unpriced: 1 });
   });
 
-  it("adds and subtracts back to zero", () => {
+  it("adds counters up", () => {
     const deltas = [record(), record({ input_tokens: 7, status_code: 500 })].map(deltaOf);
-    const added = sumCounters(deltas);
-    expect(added).toMatchObject({ requests: 2, errors: 1, input_tokens: 17 });
-    expect(sumCounters([added, sumCounters(deltas, -1)])).toEqual(sumCounters([]));
+    expect(sumCounters(deltas)).toMatchObject({ requests: 2, errors: 1, input_tokens: 17 });
+    expect(sumCounters([])).toMatchObject({ requests: 0, cost_micros: 0 });
   });
 
   it("keys rollups by day, vendor, billing mode and model, with long models hashed", () => {
@@ -309,5 +318,103 @@ describe("the usage report", () => {
     expect(tooLong.message).toContain(`at most ${USAGE_MAX_DAYS}`);
     expect(refusal(() => parseUsageRange({ days: ["7"] }, NOW)).message).toContain("'days'");
     expect(refusal(() => parseUsageRange({ from: ["11/01/2026"] }, NOW)).status).toBe(400);
+  });
+});
+
+describe("usage by key and by user", () => {
+  it("counts a call for its key, and for its user when it names one; managed cost is what was charged", () => {
+    const managed = record({ user_id: "u-1" });
+    expect(breakdownKeysOf(managed)).toEqual([
+      { dimension: "key", day: "2026-11-22", id: managed.key_id },
+      { dimension: "user", day: "2026-11-22", id: "u-1" },
+    ]);
+    expect(breakdownKeysOf(record({ user_id: null }))).toHaveLength(1);
+    expect(breakdownDeltaOf(managed)).toEqual({
+      requests: 1,
+      errors: 0,
+      input_tokens: 10,
+      output_tokens: 20,
+      cost_micros: 35,
+      charged_micros: 35,
+    });
+    expect(breakdownDeltaOf(record({ billing_mode: "byok", status_code: 500 }))).toMatchObject({
+      errors: 1,
+      cost_micros: 35,
+      charged_micros: 0,
+    });
+  });
+
+  it("keeps every row of a day inside the day's range, whatever the id, and no user id passes for a deleted user", () => {
+    const { low, high } = breakdownRange("user", "2026-11-22", "2026-11-22");
+    for (const id of ["a", "~~~", "\u{10FFFF}", "é", "x".repeat(5000), "!deleted"]) {
+      const rowId = breakdownRowId({ dimension: "user", day: "2026-11-22", id });
+      expect(rowId >= low && rowId <= high, id).toBe(true);
+      expect(rowId.startsWith("u#2026-11-22#=")).toBe(true);
+    }
+    expect(breakdownRowId({ dimension: "user", day: "2026-11-22", id: null }, "r1")).toBe("u#2026-11-22#!r1");
+    expect(breakdownRowId({ dimension: "user", day: "2026-11-23", id: "" }) > high).toBe(true);
+  });
+
+  it("sums each id over the days, deleted users as one line, dearest first, the rest as other", () => {
+    const row = (id: string | null, day: string, cost: number): BreakdownRow => ({
+      dimension: "user",
+      day,
+      id,
+      requests: 1,
+      errors: 0,
+      input_tokens: 1,
+      output_tokens: 1,
+      cost_micros: cost,
+      charged_micros: cost,
+    });
+    const report = breakdownReport(
+      [
+        row("a", "2026-11-21", 5),
+        row("b", "2026-11-22", 7),
+        row("a", "2026-11-22", 5),
+        row(null, "2026-11-21", 1),
+        row(null, "2026-11-22", 2),
+        row("c", "2026-11-30", 99),
+      ],
+      "user",
+      "2026-11-21",
+      "2026-11-22",
+    );
+    expect(report.lines.map((l) => [l.id, l.deleted, l.cost_micros, l.requests])).toEqual([
+      ["a", false, 10, 2],
+      ["b", false, 7, 1],
+      [null, true, 3, 2],
+    ]);
+    expect(report.totals.cost_micros).toBe(20);
+    expect(report.other).toBeUndefined();
+
+    const many = Array.from({ length: BREAKDOWN_LINES + 3 }, (_, i) => row(`u${i}`, "2026-11-22", i + 1));
+    const capped = breakdownReport(many, "user", "2026-11-22", "2026-11-22");
+    expect(capped.lines).toHaveLength(BREAKDOWN_LINES);
+    expect(capped.other).toMatchObject({ count: 3, cost_micros: 1 + 2 + 3, requests: 3 });
+    expect(capped.totals.requests).toBe(BREAKDOWN_LINES + 3);
+  });
+
+  it("refuses a query it cannot answer with a 400 naming the parameter", () => {
+    const q = (params: Record<string, string[]>) => parseBreakdownQuery(params, NOW);
+    expect(q({ by: ["key"] })).toEqual({ by: "key", from: "2026-10-24", to: "2026-11-22" });
+    for (const [params, field] of [
+      [{}, "by"],
+      [{ by: ["model"] }, "by"],
+      [{ by: ["key", "user"] }, "by"],
+      [{ by: ["key"], sort: ["cost"] }, "sort"],
+      [{ by: ["key"], from: ["2026-11-31"] }, "from"],
+      [{ by: ["user"], from: ["2026-11-22"], to: ["2026-11-01"] }, "from"],
+    ] as const) {
+      let thrown: unknown;
+      try {
+        q(params as unknown as Record<string, string[]>);
+      } catch (err) {
+        thrown = err;
+      }
+      expect(thrown, JSON.stringify(params)).toBeInstanceOf(ApiError);
+      expect((thrown as ApiError).status).toBe(400);
+      expect((thrown as ApiError).message).toContain(`'${field}'`);
+    }
   });
 });

@@ -75,9 +75,11 @@ export interface CreditBalance {
   openHolds: number;
 }
 
+import type { BreakdownDimension, BreakdownReport } from "../../lambda/core/breakdowns";
 import type { Overview } from "../../lambda/core/overview";
 import type { Statement } from "../../lambda/core/statement";
 
+export type { BreakdownDimension, BreakdownLine, BreakdownReport } from "../../lambda/core/breakdowns";
 export type { Overview, PeriodSpend } from "../../lambda/core/overview";
 // The statement and the overview are computed in lambda/core; the page reads the same shapes.
 export type { Statement, StatementLine } from "../../lambda/core/statement";
@@ -149,9 +151,12 @@ export interface Interaction extends InteractionSummary {
   store_level: "full" | "metadata" | "none" | null;
 }
 
-/** The list filters as URL parameters (`from`, `to`, `vendor`, `model`, `user_id`, `status`, `billing_mode`). */
+/**
+ * The list filters as URL parameters (`from`, `to`, `vendor`, `model` (part of a name), `key_id`,
+ * `user_id`, `status`, `billing_mode`).
+ */
 export type InteractionFilters = Partial<
-  Record<"from" | "to" | "vendor" | "model" | "user_id" | "status" | "billing_mode", string>
+  Record<"from" | "to" | "vendor" | "model" | "key_id" | "user_id" | "status" | "billing_mode", string>
 >;
 
 export interface InteractionPage {
@@ -371,6 +376,12 @@ export class Api {
     return this.call("GET", this.project(projectId, `/usage?${query}`));
   }
 
+  /** Usage by API key or by end user over the same days, dearest first. */
+  breakdown(projectId: string, by: BreakdownDimension, from: string, to: string): Promise<BreakdownReport> {
+    const query = new URLSearchParams({ by, from, to });
+    return this.call("GET", this.project(projectId, `/usage/breakdown?${query}`));
+  }
+
   async exportDestination(projectId: string): Promise<string | null> {
     const path = this.project(projectId, "/export-destination");
     return (
@@ -379,10 +390,13 @@ export class Api {
     );
   }
 
-  async setExportDestination(projectId: string, url: string): Promise<string> {
+  /** The destination as saved, or null when `url` was empty (which removes it). */
+  async setExportDestination(projectId: string, url: string): Promise<string | null> {
     const path = this.project(projectId, "/export-destination");
-    return (await this.call<{ exportDestination: { url: string } }>("PUT", path, { url })).exportDestination
-      .url;
+    return (
+      (await this.call<{ exportDestination: { url: string } | null }>("PUT", path, { url })).exportDestination
+        ?.url ?? null
+    );
   }
 
   async clearExportDestination(projectId: string): Promise<void> {

@@ -67,22 +67,21 @@ export function usdShort(micros: number): string {
   return Math.abs(micros) < 10_000 ? usd(micros) : usd(Math.round(micros / 10_000) * 10_000);
 }
 
-const clock = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" });
 const dated = new Intl.DateTimeFormat(undefined, {
   month: "short",
   day: "numeric",
   hour: "2-digit",
   minute: "2-digit",
+  second: "2-digit",
 });
 
-/** A log time: the clock time today, the date and time before; exact and relative in a tooltip. */
+/** A log time: always the date with the time (a list spans days); exact and relative in a tooltip. */
 export function logTime(ms: number, now = Date.now()): HTMLElement {
   const date = new Date(ms);
-  const sameDay = date.toDateString() === new Date(now).toDateString();
   return h(
     "time",
     { datetime: date.toISOString(), title: `${absolute.format(date)} (${relativeTime(ms, now)})` },
-    sameDay ? clock.format(date) : dated.format(date),
+    dated.format(date),
   );
 }
 

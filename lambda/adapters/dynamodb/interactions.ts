@@ -15,6 +15,7 @@ import {
   type WriteRequest,
 } from "@aws-sdk/client-dynamodb";
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
+import { breakdownKeysOf, breakdownRowId } from "../../core/breakdowns";
 import {
   DAY_MS,
   entryPosition,
@@ -23,14 +24,15 @@ import {
   type InteractionIndex,
   type InteractionListQuery,
   type InteractionSummary,
+  modelSearchOf,
   positionRange,
   statusClass,
   summaryOf,
 } from "../../core/interactions";
-import { boundedKeyPart, groupByRollup, rollupKeyOf } from "../../core/interactions-usage";
+import { boundedKeyPart, groupByRollup } from "../../core/interactions-usage";
 import type { InteractionRecord } from "../../core/record";
 import { hasBodies, type RetentionCutoffs, type RetentionIndex, withoutBodies } from "../../core/retention";
-import { DynamoUsageRollups } from "./rollups";
+import { breakdownTarget, DynamoUsageRollups, modelTarget, type RollupTarget } from "./rollups";
 import type { TableNames } from "./tables";
 
 /**
@@ -38,30 +40,31 @@ import type { TableNames } from "./tables";
  *
  * Items, per project (partition `projectId`):
  *   `e#<position>`        entry: the summary a list row shows, plus one key attribute per filter index
- *                         (`userKey`, `modelKey`, `vendorKey`, `statusKey`, `billingKey`: `<project>#<value>`;
- *                         `statusKey` on errors only, a sparse index)
+ *                         (`userKey`, `vendorKey`, `statusKey`, `billingKey`: `<project>#<value>`;
+ *                         `statusKey` on errors only, a sparse index) and `model_search`, the model
+ *                         lower-cased, that a model filter looks into
  *   `r#<transaction id>`  the whole record, bodies included, for the detail view and for purges
  * A page is one Query on the table (no filter) or on the index of the most selective filter, newest
  * first, the other filters applied by DynamoDB on the way; so its cost depends on the page, not on
- * how many interactions the project has.
+ * how many interactions the project has. The model filter (part of a name) and the key filter have no
+ * index: they are applied on the way, within the page's scan budget.
  *
  * Writing a batch, exactly once per transaction however often it is repeated (the consumer repeats a
  * batch whose write failed, and re-sends records it sees again):
  *   w1  read which entries exist: an entry exists only once its figures are in the rollups (done)
  *   w2  put the records                                   (idempotent)
- *   w3  rollups: add the figures with an `add` marker     (once per marker, rollups.ts)
+ *   w3  rollups: add the figures with an `add` marker     (once per marker, rollups.ts), to the
+ *       model rollups and the key's and the user's rows, all at once
  *   w4  put the entries                                   (idempotent; from now on w1 skips them)
  *   w5  rollups: remove the `add` markers
  * A crash before w3 leaves nothing counted; between w3 and w4 the marker says "counted", so the retry
  * skips the addition and writes the entry; after w4 the entry says it.
  *
- * Purging one transaction (deletion):
- *   p1  read the record (absent: nothing to do); p2 read its entry
- *   p3  rollups: subtract, marker `sub`, if the entry exists (counted) or an `add` marker shows it was
- *   p4  delete the entry; p5 remove the `sub` marker; p6 delete the record
- * Each step is safe to repeat: the `sub` marker or the missing entry tells a retry the subtraction is
- * done. A purge racing the consumer's write of the same transaction can leave it listed; deletion
- * stops the consumer writing deleted transactions first (tombstones), which closes that window.
+ * Purging one transaction (deletion): read the record (absent: nothing to do), delete its entry, then
+ * the record; safe to repeat. The rollups keep its figures (billing totals outlive a deletion); a
+ * user's deletion also moves the user's rows to deleted users' rows (rollups.ts `forgetUser`). A
+ * purge racing the consumer's write of the same transaction can leave it listed; deletion stops the
+ * consumer writing deleted transactions first (tombstones), which closes that window.
  */
 
 const ENTRY = "e#";
@@ -90,7 +93,6 @@ const entryKey = (record: Pick<InteractionRecord, "project_id" | "started_at" | 
 /** The filter indexes, most selective first: a page uses the first one its filters name. */
 const FILTER_INDEXES = [
   { index: "byUser", attribute: "userKey" },
-  { index: "byModel", attribute: "modelKey" },
   { index: "byStatus", attribute: "statusKey" },
   { index: "byBilling", attribute: "billingKey" },
   { index: "byVendor", attribute: "vendorKey" },
@@ -105,7 +107,7 @@ function entryItem(record: InteractionRecord): Record<string, unknown> {
     ...summaryOf(record),
     status_class: status,
     userKey: record.user_id === null ? undefined : `${project}#${boundedKeyPart(record.user_id)}`,
-    modelKey: record.model === null ? undefined : `${project}#${boundedKeyPart(record.model)}`,
+    model_search: record.model === null ? undefined : modelSearchOf(record.model),
     vendorKey: `${project}#${record.vendor}`,
     // Only errors are indexed by status: successes are most entries, so a success filter reads the
     // table itself, and each successful record is one index item (one DynamoDB write) less.
@@ -144,12 +146,12 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
       })),
     );
     const groups = rollupGroups(fresh);
-    await Promise.all(groups.map((g) => this.rollups.add(g.projectId, g.key, g.records)));
+    await Promise.all(groups.map((g) => this.rollups.add(g.projectId, g.target, g.records)));
     await this.batchWrite(fresh.map(entryItem));
-    await Promise.all(groups.map((g) => this.rollups.clear(g.projectId, g.key, ids(g.records), "add")));
+    await Promise.all(groups.map((g) => this.rollups.clear(g.projectId, g.target, ids(g.records))));
     // A repeat of a write that stopped after w4 may have left `add` markers behind.
     await Promise.all(
-      rollupGroups(stale).map((g) => this.rollups.clear(g.projectId, g.key, ids(g.records), "add")),
+      rollupGroups(stale).map((g) => this.rollups.clear(g.projectId, g.target, ids(g.records))),
     );
   }
 
@@ -157,7 +159,6 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
     const { filters, projectId } = query;
     const keyValues: Record<FilterAttribute, string | undefined> = {
       userKey: filters.userId === undefined ? undefined : `${projectId}#${boundedKeyPart(filters.userId)}`,
-      modelKey: filters.model === undefined ? undefined : `${projectId}#${boundedKeyPart(filters.model)}`,
       statusKey: statusPartition(projectId, filters.status),
       billingKey: filters.billingMode === undefined ? undefined : `${projectId}#${filters.billingMode}`,
       vendorKey: filters.vendor === undefined ? undefined : `${projectId}#${filters.vendor}`,
@@ -179,7 +180,15 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
       if (matchedBy === undefined || matchedBy !== partition?.name) filtered = true;
     };
     if (filters.userId !== undefined) check("user_id", filters.userId, "userKey");
-    if (filters.model !== undefined) check("model", filters.model, "modelKey");
+    if (filters.model !== undefined) {
+      // Entries written before `model_search` existed are matched on the model as written.
+      conditions.push(
+        "(contains(model_search, :model) OR (attribute_not_exists(model_search) AND contains(model, :model)))",
+      );
+      values[":model"] = filters.model;
+      filtered = true;
+    }
+    if (filters.keyId !== undefined) check("key_id", filters.keyId);
     if (filters.vendor !== undefined) check("vendor", filters.vendor, "vendorKey");
     if (filters.billingMode !== undefined) check("billing_mode", filters.billingMode, "billingKey");
     // The status index holds the error class: an exact code is a filter within its class.
@@ -321,7 +330,10 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
     return found;
   }
 
-  /** Deletion: the user's interactions leave the index and the rollups. Returns how many were purged. */
+  /**
+   * Deletion: the user's interactions leave the index, and the user's usage rows lose the user id
+   * (their figures stay, as a deleted user's). Returns how many interactions were purged.
+   */
   async purgeUser(projectId: string, userId: string): Promise<number> {
     const ids: string[] = [];
     let start: QueryCommandOutput["LastEvaluatedKey"];
@@ -343,10 +355,12 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
       for (const item of page.Items ?? []) ids.push(unmarshall(item).transaction_id as string);
       start = page.LastEvaluatedKey;
     } while (start);
-    return this.purgeTransactions(projectId, ids);
+    const purged = await this.purgeTransactions(projectId, ids);
+    await this.rollups.forgetUser(projectId, userId);
+    return purged;
   }
 
-  /** Deletion: these transactions leave the index and the rollups (unknown ids are ignored). */
+  /** Deletion: these transactions leave the index (unknown ids are ignored); the rollups keep them. */
   async purgeTransactions(projectId: string, transactionIds: readonly string[]): Promise<number> {
     const queue = [...new Set(transactionIds)];
     let purged = 0;
@@ -366,19 +380,10 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
     );
     if (!stored.Item) return false;
     const record = unmarshall(stored.Item).record as InteractionRecord;
-    const key = rollupKeyOf(record);
-    const entry = marshall(entryKey(record));
-    const existing = await this.db.send(
-      new GetItemCommand({
-        TableName: this.tables.interactions,
-        Key: entry,
-        ConsistentRead: true,
-        ProjectionExpression: "sk",
-      }),
+    // The entry first: while the record is there, a repeat finds the entry's key in it.
+    await this.db.send(
+      new DeleteItemCommand({ TableName: this.tables.interactions, Key: marshall(entryKey(record)) }),
     );
-    await this.rollups.subtract(projectId, record, key, existing.Item !== undefined);
-    await this.db.send(new DeleteItemCommand({ TableName: this.tables.interactions, Key: entry }));
-    await this.rollups.clear(projectId, key, [transactionId], "sub");
     await this.db.send(new DeleteItemCommand({ TableName: this.tables.interactions, Key: recordKey }));
     return true;
   }
@@ -448,7 +453,10 @@ function statusPartition(projectId: string, status: InteractionFilters["status"]
   return `${projectId}#error`;
 }
 
-/** Records grouped by project and rollup: one counter update per group. */
+/**
+ * Records grouped by project and rollup item (the model rollup, the key's row, the user's row): one
+ * counter update per group.
+ */
 function rollupGroups(records: readonly InteractionRecord[]) {
   const byProject = new Map<string, InteractionRecord[]>();
   for (const record of records) {
@@ -456,7 +464,19 @@ function rollupGroups(records: readonly InteractionRecord[]) {
     if (list) list.push(record);
     else byProject.set(record.project_id, [record]);
   }
-  return [...byProject].flatMap(([projectId, list]) =>
-    [...groupByRollup(list).values()].map((group) => ({ projectId, ...group })),
-  );
+  return [...byProject].flatMap(([projectId, list]) => {
+    const groups: { projectId: string; target: RollupTarget; records: InteractionRecord[] }[] = [
+      ...groupByRollup(list).values(),
+    ].map((group) => ({ projectId, target: modelTarget(group.key), records: group.records }));
+    const rows = new Map<string, { projectId: string; target: RollupTarget; records: InteractionRecord[] }>();
+    for (const record of list) {
+      for (const key of breakdownKeysOf(record)) {
+        const id = breakdownRowId(key);
+        const group = rows.get(id);
+        if (group) group.records.push(record);
+        else rows.set(id, { projectId, target: breakdownTarget(key), records: [record] });
+      }
+    }
+    return [...groups, ...rows.values()];
+  });
 }

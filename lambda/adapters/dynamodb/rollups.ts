@@ -1,64 +1,103 @@
+import { randomUUID } from "node:crypto";
 import {
   ConditionalCheckFailedException,
+  DeleteItemCommand,
   type DynamoDBClient,
+  PutItemCommand,
   QueryCommand,
   type QueryCommandOutput,
   UpdateItemCommand,
 } from "@aws-sdk/client-dynamodb";
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
 import {
+  BREAKDOWN_COUNTERS,
+  type BreakdownDimension,
+  type BreakdownKey,
+  type BreakdownRow,
+  breakdownDeltaOf,
+  breakdownRange,
+  breakdownRowId,
+} from "../../core/breakdowns";
+import {
   deltaOf,
   ROLLUP_COUNTERS,
   type Rollup,
-  type RollupCounters,
   type RollupKey,
   rollupId,
-  sumCounters,
   type UsageRollups,
 } from "../../core/interactions-usage";
 import type { InteractionRecord } from "../../core/record";
 import type { TableNames } from "./tables";
 
 /**
- * Daily rollups in the `usageRollups` table, one item per (project, day, vendor, billing mode, model):
- * counters, plus transient per-transaction markers `m_<transaction id>` that make each change apply
- * exactly once without transactions (dynalite has none):
+ * Daily rollups in the `usageRollups` table, items per project (partition `projectId`):
+ *   `<day>#<vendor>#<billing mode>#<model>`  the model rollups (core/interactions-usage.ts)
+ *   `k#<day>#=<key id>`, `u#<day>#=<user id>` usage by key and by end user (core/breakdowns.ts)
+ *   `u#<day>#!<random>`                     a deleted user's figures, without the user id
+ * Each holds counters, plus transient per-transaction markers `m_<transaction id>` that make each
+ * addition apply exactly once without transactions (dynalite has none):
  *
- *   add       counters += the records' sums, markers := "add"      if none of the markers exists
- *   subtract  counters -= one record's figures, marker := "sub"   if the marker says it was added
- *   clear     markers removed                                     if they still say what we set
+ *   add    counters += the records' sums, markers := "add"   if none of the markers exists
+ *   clear  markers removed                                   if they still say "add"
  *
- * A marker lives only between the change and the index write that makes it durable knowledge (see
+ * A marker lives only between the addition and the index write that makes it durable knowledge (see
  * adapters/dynamodb/interactions.ts), so an item carries at most the markers of the writes in flight.
+ * Nothing subtracts: deletion and retention keep the totals (docs/privacy.md).
+ *
+ * Forgetting a user (deletion) moves each of the user's rows to a deleted user's row, exactly once:
+ *   f1  the row gets `moveTo`, a random id, unless it has one      (a repeat moves to the same row)
+ *   f2  put the deleted user's row `u#<day>#!<moveTo>` with the row's counters   (idempotent)
+ *   f3  delete the row if its counters are still those copied; else a call was added: back to f2
  */
 
 const MARKER = "m_";
 /** Records per update: the expression stays far below DynamoDB's 4 KB expression limit. */
 export const ROLLUP_CHUNK = 25;
 
-export type MarkerState = "add" | "sub";
-
 const markerOf = (transactionId: string) => `${MARKER}${transactionId}`;
 
-function counterUpdate(sums: RollupCounters, key: RollupKey) {
+/** An item the consumer adds records to: its id, the fields that describe it, and its counters. */
+export interface RollupTarget {
+  id: string;
+  fields: Record<string, string>;
+  counters: readonly string[];
+  delta: (record: InteractionRecord) => Record<string, number>;
+}
+
+export const modelTarget = (key: RollupKey): RollupTarget => ({
+  id: rollupId(key),
+  // The key's fields ride along so that a query needs nothing but the items.
+  fields: {
+    day: key.day,
+    vendor: key.vendor,
+    billing_mode: key.billing_mode,
+    ...(key.model === null ? {} : { model: key.model }),
+  },
+  counters: ROLLUP_COUNTERS,
+  delta: deltaOf,
+});
+
+export const breakdownTarget = (key: BreakdownKey): RollupTarget => ({
+  id: breakdownRowId(key),
+  fields: { day: key.day, dimension: key.dimension, ...(key.id === null ? {} : { dim_id: key.id }) },
+  counters: BREAKDOWN_COUNTERS,
+  delta: breakdownDeltaOf,
+});
+
+function counterUpdate(target: RollupTarget, records: readonly InteractionRecord[]) {
   const names: Record<string, string> = {};
   const values: Record<string, unknown> = {};
-  const adds = ROLLUP_COUNTERS.map((c, i) => {
+  const deltas = records.map(target.delta);
+  const adds = target.counters.map((c, i) => {
     names[`#c${i}`] = c;
-    values[`:c${i}`] = sums[c];
+    values[`:c${i}`] = deltas.reduce((sum, d) => sum + (d[c] ?? 0), 0);
     return `#c${i} :c${i}`;
   });
-  // The key's fields ride along so that a query needs nothing but the items.
-  const sets = ["#day = :day", "vendor = :vendor", "billing_mode = :billing"];
-  names["#day"] = "day";
-  values[":day"] = key.day;
-  values[":vendor"] = key.vendor;
-  values[":billing"] = key.billing_mode;
-  if (key.model !== null) {
-    sets.push("#model = :model");
-    names["#model"] = "model";
-    values[":model"] = key.model;
-  }
+  const sets = Object.entries(target.fields).map(([field, value], i) => {
+    names[`#f${i}`] = field;
+    values[`:f${i}`] = value;
+    return `#f${i} = :f${i}`;
+  });
   return { adds, sets, names, values };
 }
 
@@ -68,50 +107,69 @@ export class DynamoUsageRollups implements UsageRollups {
     private readonly tables: Pick<TableNames, "usageRollups">,
   ) {}
 
-  async query(projectId: string, from: string, to: string): Promise<Rollup[]> {
-    const rollups: Rollup[] = [];
+  /** Every item of the project between two row ids, both included. */
+  private async items(projectId: string, low: string, high: string, consistent = false) {
+    const items: Record<string, unknown>[] = [];
     let start: QueryCommandOutput["LastEvaluatedKey"];
     do {
       const page: QueryCommandOutput = await this.db.send(
         new QueryCommand({
           TableName: this.tables.usageRollups,
-          KeyConditionExpression: "projectId = :p AND rollupId BETWEEN :from AND :to",
-          ExpressionAttributeValues: marshall({ ":p": projectId, ":from": `${from}#`, ":to": `${to}#~` }),
+          KeyConditionExpression: "projectId = :p AND rollupId BETWEEN :low AND :high",
+          ExpressionAttributeValues: marshall({ ":p": projectId, ":low": low, ":high": high }),
+          ConsistentRead: consistent,
           ExclusiveStartKey: start,
         }),
       );
-      for (const item of page.Items ?? []) {
-        const raw = unmarshall(item);
-        const rollup = {
-          day: raw.day,
-          vendor: raw.vendor,
-          billing_mode: raw.billing_mode,
-          model: raw.model ?? null,
-        } as Rollup;
-        for (const c of ROLLUP_COUNTERS) rollup[c] = Number(raw[c] ?? 0);
-        rollups.push(rollup);
-      }
+      for (const item of page.Items ?? []) items.push(unmarshall(item));
       start = page.LastEvaluatedKey;
     } while (start);
-    return rollups;
+    return items;
+  }
+
+  async query(projectId: string, from: string, to: string): Promise<Rollup[]> {
+    return (await this.items(projectId, `${from}#`, `${to}#~`)).map((raw) => {
+      const rollup = {
+        day: raw.day,
+        vendor: raw.vendor,
+        billing_mode: raw.billing_mode,
+        model: raw.model ?? null,
+      } as Rollup;
+      for (const c of ROLLUP_COUNTERS) rollup[c] = Number(raw[c] ?? 0);
+      return rollup;
+    });
+  }
+
+  async breakdown(
+    projectId: string,
+    dimension: BreakdownDimension,
+    from: string,
+    to: string,
+  ): Promise<BreakdownRow[]> {
+    const { low, high } = breakdownRange(dimension, from, to);
+    return (await this.items(projectId, low, high)).map((raw) => {
+      const row = { dimension, day: raw.day, id: (raw.dim_id as string | undefined) ?? null } as BreakdownRow;
+      for (const c of BREAKDOWN_COUNTERS) row[c] = Number(raw[c] ?? 0);
+      return row;
+    });
   }
 
   /**
    * Adds each record's figures once: records whose marker exists were added by an earlier attempt and
-   * are skipped. Records are of one project and one rollup key.
+   * are skipped. Records are of one project and one target.
    */
-  async add(projectId: string, key: RollupKey, records: readonly InteractionRecord[]): Promise<void> {
+  async add(projectId: string, target: RollupTarget, records: readonly InteractionRecord[]): Promise<void> {
     for (let i = 0; i < records.length; i += ROLLUP_CHUNK) {
       const chunk = records.slice(i, i + ROLLUP_CHUNK);
-      if (await this.addMarked(projectId, key, chunk)) continue;
+      if (await this.addMarked(projectId, target, chunk)) continue;
       // Some marker exists: an earlier attempt got this far. One at a time, each applies or is found.
-      for (const record of chunk) await this.addMarked(projectId, key, [record]);
+      for (const record of chunk) await this.addMarked(projectId, target, [record]);
     }
   }
 
   /** One conditional update for the chunk; false when a marker already existed (nothing changed). */
-  private async addMarked(projectId: string, key: RollupKey, chunk: readonly InteractionRecord[]) {
-    const { adds, sets, names, values } = counterUpdate(sumCounters(chunk.map(deltaOf)), key);
+  private async addMarked(projectId: string, target: RollupTarget, chunk: readonly InteractionRecord[]) {
+    const { adds, sets, names, values } = counterUpdate(target, chunk);
     const conditions: string[] = [];
     chunk.forEach((record, i) => {
       names[`#m${i}`] = markerOf(record.transaction_id);
@@ -123,7 +181,7 @@ export class DynamoUsageRollups implements UsageRollups {
       await this.db.send(
         new UpdateItemCommand({
           TableName: this.tables.usageRollups,
-          Key: marshall({ projectId, rollupId: rollupId(key) }),
+          Key: marshall({ projectId, rollupId: target.id }),
           UpdateExpression: `ADD ${adds.join(", ")} SET ${sets.join(", ")}`,
           ConditionExpression: conditions.join(" AND "),
           ExpressionAttributeNames: names,
@@ -137,42 +195,16 @@ export class DynamoUsageRollups implements UsageRollups {
     }
   }
 
-  /**
-   * Subtracts one record's figures once. `indexed`: its index entry still exists, so it was added (its
-   * marker may be gone); otherwise only an `add` marker proves it was. A `sub` marker means done.
-   */
-  async subtract(projectId: string, record: InteractionRecord, key: RollupKey, indexed: boolean) {
-    const { adds, sets, names, values } = counterUpdate(sumCounters([deltaOf(record)], -1), key);
-    names["#m"] = markerOf(record.transaction_id);
-    values[":add"] = "add";
-    values[":sub"] = "sub";
-    sets.push("#m = :sub");
-    try {
-      await this.db.send(
-        new UpdateItemCommand({
-          TableName: this.tables.usageRollups,
-          Key: marshall({ projectId, rollupId: rollupId(key) }),
-          UpdateExpression: `ADD ${adds.join(", ")} SET ${sets.join(", ")}`,
-          ConditionExpression: indexed ? "attribute_not_exists(#m) OR #m = :add" : "#m = :add",
-          ExpressionAttributeNames: names,
-          ExpressionAttributeValues: marshall(values),
-        }),
-      );
-    } catch (err) {
-      if (!(err instanceof ConditionalCheckFailedException)) throw err;
-    }
-  }
-
-  /** Removes the markers of these transactions that are still in `state`; others are left alone. */
-  async clear(projectId: string, key: RollupKey, transactionIds: readonly string[], state: MarkerState) {
+  /** Removes the `add` markers of these transactions that are still there; others are left alone. */
+  async clear(projectId: string, target: RollupTarget, transactionIds: readonly string[]) {
     for (let i = 0; i < transactionIds.length; i += ROLLUP_CHUNK) {
       const chunk = transactionIds.slice(i, i + ROLLUP_CHUNK);
-      if (await this.clearMarked(projectId, key, chunk, state)) continue;
-      for (const id of chunk) await this.clearMarked(projectId, key, [id], state);
+      if (await this.clearMarked(projectId, target, chunk)) continue;
+      for (const id of chunk) await this.clearMarked(projectId, target, [id]);
     }
   }
 
-  private async clearMarked(projectId: string, key: RollupKey, ids: readonly string[], state: MarkerState) {
+  private async clearMarked(projectId: string, target: RollupTarget, ids: readonly string[]) {
     const names: Record<string, string> = {};
     ids.forEach((id, i) => {
       names[`#m${i}`] = markerOf(id);
@@ -182,17 +214,87 @@ export class DynamoUsageRollups implements UsageRollups {
       await this.db.send(
         new UpdateItemCommand({
           TableName: this.tables.usageRollups,
-          Key: marshall({ projectId, rollupId: rollupId(key) }),
+          Key: marshall({ projectId, rollupId: target.id }),
           UpdateExpression: `REMOVE ${refs.join(", ")}`,
           ConditionExpression: refs.map((ref) => `${ref} = :state`).join(" AND "),
           ExpressionAttributeNames: names,
-          ExpressionAttributeValues: marshall({ ":state": state }),
+          ExpressionAttributeValues: marshall({ ":state": "add" }),
         }),
       );
       return true;
     } catch (err) {
       if (err instanceof ConditionalCheckFailedException) return false;
       throw err;
+    }
+  }
+
+  /**
+   * Deletion: the user's rows, of every day, move to deleted users' rows (f1-f3 above), so the
+   * totals stay and the user id is gone. Returns how many rows moved.
+   */
+  async forgetUser(projectId: string, userId: string): Promise<number> {
+    // All user rows of the project, read once per deletion: a deletion is rare, a row small.
+    const rows = (await this.items(projectId, "u#", "u$", true)).filter((raw) => raw.dim_id === userId);
+    for (const row of rows) await this.moveToDeleted(projectId, row.rollupId as string);
+    return rows.length;
+  }
+
+  private async moveToDeleted(projectId: string, rowId: string): Promise<void> {
+    const key = marshall({ projectId, rollupId: rowId });
+    for (;;) {
+      let row: Record<string, unknown>;
+      try {
+        const out = await this.db.send(
+          new UpdateItemCommand({
+            TableName: this.tables.usageRollups,
+            Key: key,
+            UpdateExpression: "SET moveTo = if_not_exists(moveTo, :random)",
+            ConditionExpression: "attribute_exists(rollupId)",
+            ExpressionAttributeValues: marshall({ ":random": randomUUID() }),
+            ReturnValues: "ALL_NEW",
+          }),
+        );
+        row = unmarshall(out.Attributes ?? {});
+      } catch (err) {
+        if (err instanceof ConditionalCheckFailedException) return; // moved by an earlier attempt
+        throw err;
+      }
+      const counters = Object.fromEntries(BREAKDOWN_COUNTERS.map((c) => [c, Number(row[c] ?? 0)]));
+      const day = String(row.day);
+      await this.db.send(
+        new PutItemCommand({
+          TableName: this.tables.usageRollups,
+          Item: marshall({
+            projectId,
+            rollupId: breakdownRowId({ dimension: "user", day, id: null }, String(row.moveTo)),
+            day,
+            dimension: "user",
+            ...counters,
+          }),
+        }),
+      );
+      const names: Record<string, string> = {};
+      const values: Record<string, number> = {};
+      const same = BREAKDOWN_COUNTERS.map((c, i) => {
+        names[`#c${i}`] = c;
+        values[`:c${i}`] = counters[c] ?? 0;
+        return `#c${i} = :c${i}`;
+      });
+      try {
+        await this.db.send(
+          new DeleteItemCommand({
+            TableName: this.tables.usageRollups,
+            Key: key,
+            ConditionExpression: same.join(" AND "),
+            ExpressionAttributeNames: names,
+            ExpressionAttributeValues: marshall(values),
+          }),
+        );
+        return;
+      } catch (err) {
+        // A call of the user was added since the copy: copy again (the put overwrites).
+        if (!(err instanceof ConditionalCheckFailedException)) throw err;
+      }
     }
   }
 }

@@ -71,15 +71,15 @@ export const TABLES: Record<TableName, TableDefinition> = {
   /**
    * The dashboard's recent-interactions index (adapters/dynamodb/interactions.ts): per project, an entry
    * per interaction under `e#<position>` (newest-first listing) and its whole record under
-   * `r#<transaction id>`. Each filter has an index keyed by project and value, sorted like the table
-   * (the status index holds errors only: a success filter reads the table).
+   * `r#<transaction id>`. The exact-value filters have an index keyed by project and value, sorted like
+   * the table (the status index holds errors only: a success filter reads the table); the model filter
+   * (part of a name) and the key filter are applied while reading.
    */
   interactions: {
     partitionKey: "projectId",
     sortKey: { name: "sk", type: "S" },
     indexes: [
       { name: "byUser", partitionKey: "userKey", sortKey: { name: "sk", type: "S" } },
-      { name: "byModel", partitionKey: "modelKey", sortKey: { name: "sk", type: "S" } },
       { name: "byVendor", partitionKey: "vendorKey", sortKey: { name: "sk", type: "S" } },
       { name: "byStatus", partitionKey: "statusKey", sortKey: { name: "sk", type: "S" } },
       { name: "byBilling", partitionKey: "billingKey", sortKey: { name: "sk", type: "S" } },

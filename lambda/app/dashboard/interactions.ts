@@ -1,3 +1,4 @@
+import { breakdownReport, parseBreakdownQuery } from "../../core/breakdowns";
 import { errors } from "../../core/errors";
 import {
   type InteractionIndex,
@@ -43,6 +44,13 @@ export function interactionRoutes(base: string, deps: InteractionRoutesDeps): Ro
       GET: async (c) => {
         const { from, to } = parseUsageRange(c.req.queries(), deps.clock());
         return c.json(usageReport(await deps.usage.query(projectOf(c), from, to), from, to));
+      },
+    },
+    // Usage by key or by end user over the same period (core/breakdowns.ts).
+    [`${base}/usage/breakdown`]: {
+      GET: async (c) => {
+        const { by, from, to } = parseBreakdownQuery(c.req.queries(), deps.clock());
+        return c.json(breakdownReport(await deps.usage.breakdown(projectOf(c), by, from, to), by, from, to));
       },
     },
   };

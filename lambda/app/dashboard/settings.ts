@@ -81,17 +81,22 @@ export function settingsRoutes(base: string, deps: SettingsRoutesDeps): RouteTab
       },
       PUT: async (c) => {
         const { url } = parseBody(destinationBody, await readJsonObject(c, BODY_LIMIT));
-        let parsed: ReturnType<typeof parseExportDestination>;
+        const projectId = projectOf(c);
+        // Saving the field empty removes the destination, as DELETE does.
+        if (url.trim() === "") {
+          await deps.exportSettings.setExportDestination(projectId, undefined);
+          return c.json({ exportDestination: null });
+        }
         try {
-          parsed = parseExportDestination(url);
+          const parsed = parseExportDestination(url.trim());
+          // The host's settings decide what it can write to: a folder (file:///path) locally, where
+          // the dashboard's user runs the server; only s3:// in AWS (DynamoExportSettings refuses it).
+          await deps.exportSettings.setExportDestination(projectId, parsed.url);
+          return c.json({ exportDestination: { url: parsed.url } });
         } catch (err) {
           if (err instanceof DestinationError) throw errors.invalidField("url", `${err.message}.`);
           throw err;
         }
-        // A folder of the server's own disk is for its operator (the CLI), not for dashboard users.
-        if (parsed.kind !== "s3") throw errors.invalidField("url", "must be s3://bucket/prefix.");
-        await deps.exportSettings.setExportDestination(projectOf(c), parsed.url);
-        return c.json({ exportDestination: { url: parsed.url } });
       },
       DELETE: async (c) => {
         await deps.exportSettings.setExportDestination(projectOf(c), undefined);

@@ -2,20 +2,20 @@ import type { BudgetInput, BudgetView } from "../api";
 import { h } from "../dom";
 import { emptyState, errorMessage, loadInto, type Page, type PageContext, pageHead } from "./page";
 
-const WINDOWS: Record<BudgetView["window"], string> = {
+export const WINDOWS: Record<BudgetView["window"], string> = {
   day: "per day",
   month: "per month",
   total: "in total",
 };
 
-function scopeLabel(budget: BudgetView): string {
+export function scopeLabel(budget: BudgetView): string {
   if (budget.scope === "project") return "Project";
   if (budget.scope === "key") return `Key ${budget.key}`;
   return budget.user === "*" ? "Each end user" : `End user ${budget.user}`;
 }
 
 /** How much of the window's limit is spent, as a bar (held amounts shown apart). */
-function spendBar(budget: BudgetView): HTMLElement {
+export function spendBar(budget: BudgetView): HTMLElement {
   if (budget.spent_usd === undefined) return h("span", { class: "muted" }, "Counted per user");
   const limit = Number(budget.limit_usd);
   const spent = Number(budget.spent_usd);

@@ -1,4 +1,10 @@
-import type { Interaction, InteractionFilters, InteractionSummary } from "../api";
+import {
+  ApiFailure,
+  type Interaction,
+  type InteractionFilters,
+  type InteractionSummary,
+  type KeyView,
+} from "../api";
 import { type Child, h, icon, replace } from "../dom";
 import { count, duration, logTime, usd } from "../format";
 import { BILLING_HINTS, BILLING_LABELS, VENDOR_LABELS, vendorLabel } from "../labels";
@@ -18,7 +24,21 @@ import {
 const RETENTION_DAYS = 90;
 /** Empty pages of a sparse filter fetched in a row before asking the user to search further. */
 const AUTO_CONTINUE = 4;
-const FILTER_NAMES = ["from", "to", "vendor", "model", "user_id", "status", "billing_mode"] as const;
+const FILTER_NAMES = [
+  "from",
+  "to",
+  "vendor",
+  "model",
+  "key_id",
+  "user_id",
+  "status",
+  "billing_mode",
+] as const;
+/** The URL parameter naming the interaction whose detail is open: a link to it opens it on load. */
+const OPEN_PARAM = "interaction";
+
+/** The project's keys by id, for their names (revoked keys included: old calls name them too). */
+type KeyNames = Map<string, string>;
 
 const STATUSES: [value: string, label: string][] = [
   ["", "Any status"],
@@ -65,6 +85,19 @@ function billingBadge(row: InteractionSummary): HTMLElement {
     { class: `badge billing-${row.billing_mode}`, title: BILLING_HINTS[row.billing_mode] },
     BILLING_LABELS[row.billing_mode],
   );
+}
+
+/** A key by its name, with its id beside it (names need not be unique) and in the tooltip. */
+function keyCell(keyId: string, names: KeyNames): HTMLElement {
+  const name = names.get(keyId);
+  return name === undefined
+    ? h("code", { class: "key-id" }, keyId)
+    : h(
+        "span",
+        { class: "key-ref", title: `Key ${keyId}` },
+        h("span", { class: "key-name" }, name),
+        h("code", { class: "key-id muted" }, keyId),
+      );
 }
 
 function costCell(row: InteractionSummary): HTMLElement {
@@ -221,7 +254,7 @@ function costBreakdownSection(interaction: Interaction): HTMLElement | null {
   );
 }
 
-function detailContent(interaction: Interaction): Child[] {
+function detailContent(interaction: Interaction, names: KeyNames): Child[] {
   const text = assembledText(interaction.response_body);
   const tokens = h(
     "div",
@@ -261,7 +294,7 @@ function detailContent(interaction: Interaction): Child[] {
         "User",
         interaction.user_id === null ? null : h("span", { class: "user-id" }, interaction.user_id),
       ),
-      ...fact("API key", h("code", {}, interaction.key_id)),
+      ...fact("API key", keyCell(interaction.key_id, names)),
       ...fact("Request ID", interaction.request_id === null ? null : h("code", {}, interaction.request_id)),
       ...fact(
         "Vendor request ID",
@@ -309,10 +342,40 @@ function missingBody(interaction: Interaction): string {
   }
 }
 
-function openDetail(ctx: PageContext, row: InteractionSummary): void {
+/** The URL of the page with `transactionId`'s detail open (or none): it survives a reload and can be shared. */
+function setOpenInUrl(transactionId: string | undefined): void {
+  const params = new URLSearchParams(location.search);
+  if (transactionId === undefined) params.delete(OPEN_PARAM);
+  else params.set(OPEN_PARAM, transactionId);
+  const query = params.toString();
+  history.replaceState(null, "", `${location.pathname}${query ? `?${query}` : ""}`);
+}
+
+function detailHeading(model: string | null, vendor: InteractionSummary["vendor"]): (string | Node)[] {
+  return [model ?? "(no model)", h("span", { class: "muted" }, ` · ${vendorLabel(vendor)}`)];
+}
+
+/**
+ * The detail of one interaction in a dialog, from a row or from a link (`?interaction=<id>`): the
+ * heading is the row's at once, or the record's once loaded. The URL names it while it is open.
+ */
+function openDetail(
+  ctx: PageContext,
+  transactionId: string,
+  names: KeyNames,
+  row?: InteractionSummary,
+): void {
   const el = modal("detail-title");
   el.classList.add("wide");
+  el.addEventListener("close", () => setOpenInUrl(undefined));
+  setOpenInUrl(transactionId);
   const body = h("div", { class: "detail-body" }, loadingState("Loading the interaction…", 6));
+  const title = h(
+    "h2",
+    { id: "detail-title" },
+    ...(row ? detailHeading(row.model, row.vendor) : ["Interaction"]),
+  );
+  const when = h("p", { class: "muted" }, row ? new Date(row.started_at).toLocaleString() : "");
   const close = h(
     "button",
     {
@@ -323,37 +386,43 @@ function openDetail(ctx: PageContext, row: InteractionSummary): void {
     },
     icon("close"),
   );
-  el.append(
-    h(
-      "div",
-      { class: "dialog-head" },
-      h(
-        "div",
-        {},
-        h(
-          "h2",
-          { id: "detail-title" },
-          row.model ?? "(no model)",
-          h("span", { class: "muted" }, ` · ${vendorLabel(row.vendor)}`),
-        ),
-        h("p", { class: "muted" }, new Date(row.started_at).toLocaleString()),
-      ),
-      close,
-    ),
-    body,
-  );
+  el.append(h("div", { class: "dialog-head" }, h("div", {}, title, when), close), body);
   el.showModal();
   close.focus();
   loadInto(
     body,
     { loading: "Loading the interaction…", failed: "The interaction", rows: 6 },
-    () => ctx.api.interaction(ctx.project.projectId, row.transaction_id),
-    detailContent,
+    async () => {
+      try {
+        return await ctx.api.interaction(ctx.project.projectId, transactionId);
+      } catch (err) {
+        if (!(err instanceof ApiFailure && err.status === 404)) throw err;
+        // A link to an interaction deleted, past the index's days, or of another project.
+        return undefined;
+      }
+    },
+    (interaction) => {
+      if (interaction === undefined) {
+        return h(
+          "div",
+          { class: "callout warning", role: "alert" },
+          icon("alert"),
+          h(
+            "p",
+            {},
+            `No interaction ${transactionId} in this project: it may have been deleted, or be older than ${RETENTION_DAYS} days (see data exports in Settings).`,
+          ),
+        );
+      }
+      title.replaceChildren(...detailHeading(interaction.model, interaction.vendor));
+      when.textContent = new Date(interaction.started_at).toLocaleString();
+      return detailContent(interaction, names);
+    },
   );
 }
 
-function rowOf(ctx: PageContext, row: InteractionSummary): HTMLTableRowElement {
-  const open = () => openDetail(ctx, row);
+function rowOf(ctx: PageContext, row: InteractionSummary, names: KeyNames): HTMLTableRowElement {
+  const open = () => openDetail(ctx, row.transaction_id, names, row);
   const tr = h(
     "tr",
     { class: "clickable", "data-transaction-id": row.transaction_id, on: { click: open } },
@@ -376,6 +445,7 @@ function rowOf(ctx: PageContext, row: InteractionSummary): HTMLTableRowElement {
       h("span", { class: "vendor" }, vendorLabel(row.vendor)),
       h("code", { class: "model" }, row.model ?? "—"),
     ),
+    h("td", {}, keyCell(row.key_id, names)),
     h(
       "td",
       {},
@@ -405,6 +475,7 @@ function rowOf(ctx: PageContext, row: InteractionSummary): HTMLTableRowElement {
 
 function filterForm(
   current: InteractionFilters,
+  keys: Promise<KeyView[]>,
   apply: (filters: InteractionFilters) => void,
 ): HTMLFormElement {
   const input = (id: string, label: string, props: Record<string, unknown>) => {
@@ -415,7 +486,7 @@ function filterForm(
   const to = input("filter-to", "To (UTC)", { type: "date", value: current.to ?? "" });
   const model = input("filter-model", "Model", {
     type: "text",
-    placeholder: "Any model",
+    placeholder: "Any model (or part of one)",
     value: current.model ?? "",
     autocomplete: "off",
   });
@@ -431,6 +502,26 @@ function filterForm(
     current.vendor,
   );
   const status = select("filter-status", STATUSES, current.status);
+  // The project's keys once they are known; a key id from a link stays choosable meanwhile.
+  const key = select(
+    "filter-key",
+    [["", "Any key"], ...(current.key_id ? ([[current.key_id, current.key_id]] as [string, string][]) : [])],
+    current.key_id,
+  );
+  void keys.then((list) => {
+    key.replaceChildren(
+      ...[
+        ["", "Any key"] as [string, string],
+        ...list.map((k): [string, string] => [k.keyId, `${k.name} (${k.keyId})`]),
+      ]
+        .concat(
+          current.key_id && !list.some((k) => k.keyId === current.key_id)
+            ? [[current.key_id, current.key_id]]
+            : [],
+        )
+        .map(([v, label]) => h("option", { value: v, selected: v === (current.key_id ?? "") }, label)),
+    );
+  });
   const billing = select(
     "filter-billing",
     [["", "Any billing"], ...Object.entries(BILLING_LABELS)],
@@ -446,6 +537,7 @@ function filterForm(
     to.field,
     labelled("filter-vendor", "Vendor", vendor),
     model.field,
+    labelled("filter-key", "Key", key),
     user.field,
     labelled("filter-status", "Status", status),
     labelled("filter-billing", "Billing", billing),
@@ -465,6 +557,7 @@ function filterForm(
     set("to", to.control.value);
     set("vendor", vendor.value);
     set("model", model.control.value);
+    set("key_id", key.value);
     set("user_id", user.control.value);
     set("status", status.value);
     set("billing_mode", billing.value);
@@ -476,7 +569,7 @@ function filterForm(
   });
   clear.addEventListener("click", () => {
     for (const control of [from.control, to.control, model.control, user.control]) control.value = "";
-    for (const control of [vendor, status, billing]) control.value = "";
+    for (const control of [vendor, key, status, billing]) control.value = "";
     apply({});
   });
   return form;
@@ -488,6 +581,12 @@ export const interactionsPage: Page = {
   icon: "list",
   render(ctx, main) {
     let filters = filtersFromUrl();
+    // Names for the key column; without them (a failed read) rows show key ids.
+    const keys = ctx.api.listKeys(ctx.project.projectId).catch((): KeyView[] => []);
+    const names: KeyNames = new Map();
+    const named = keys.then((list) => {
+      for (const k of list) names.set(k.keyId, k.name);
+    });
     const body = h("section", { class: "card", "aria-labelledby": "page-title", "aria-live": "polite" });
     const refresh = h("button", { type: "button", class: "button" }, icon("refresh"), "Refresh");
     refresh.addEventListener("click", () => void load());
@@ -506,7 +605,7 @@ export const interactionsPage: Page = {
         "Every proxied call, newest first, with its request, response, tokens, cost and latency.",
         refresh,
       ),
-      filterForm(filters, apply),
+      filterForm(filters, keys, apply),
       body,
       h(
         "p",
@@ -528,9 +627,12 @@ export const interactionsPage: Page = {
       /** Fetches pages until one has rows (a sparse filter may return a few empty ones). */
       const fetchMore = async (): Promise<void> => {
         for (let attempt = 0; ; attempt++) {
-          const page = await ctx.api.interactions(ctx.project.projectId, filters, cursor);
+          const [page] = await Promise.all([
+            ctx.api.interactions(ctx.project.projectId, filters, cursor),
+            named,
+          ]);
           if (mine !== generation) return;
-          tbody.append(...page.interactions.map((row) => rowOf(ctx, row)));
+          tbody.append(...page.interactions.map((row) => rowOf(ctx, row, names)));
           shown += page.interactions.length;
           cursor = page.cursor;
           if (page.interactions.length > 0 || cursor === undefined || attempt >= AUTO_CONTINUE) return;
@@ -579,13 +681,14 @@ export const interactionsPage: Page = {
                   ...[
                     "Time",
                     "Vendor and model",
+                    "Key",
                     "User",
                     "Status",
                     "Billing",
                     "Tokens in → out",
                     "Cost",
                     "Latency",
-                  ].map((t, i) => h("th", { scope: "col", class: i >= 5 ? "num" : "" }, t)),
+                  ].map((t, i) => h("th", { scope: "col", class: i >= 6 ? "num" : "" }, t)),
                 ),
               ),
               tbody,
@@ -642,5 +745,7 @@ export const interactionsPage: Page = {
       }
     }
     void load();
+    const linked = new URLSearchParams(location.search).get(OPEN_PARAM);
+    if (linked) void named.then(() => openDetail(ctx, linked, names));
   },
 };

@@ -8,11 +8,18 @@ import {
   PointElement,
   Tooltip,
 } from "chart.js";
-import type { Overview, PeriodSpend } from "../api";
+import type { BreakdownDimension, BudgetView, Overview, PeriodSpend } from "../api";
 import { type Child, h } from "../dom";
 import { money as cents, change, count, usd, usdShort } from "../format";
 import { vendorLabel } from "../labels";
-import { emptyState, loadInto, type Page, pageHead } from "./page";
+import { scopeLabel, spendBar, WINDOWS } from "./budgets";
+import { emptyState, loadInto, type Page, type PageContext, pageHead } from "./page";
+
+/** Keys and end users the overview ranks. */
+const TOP_SPENDERS = 5;
+
+/** Budgets the overview lists: the nearest to their limits. */
+const TOP_BUDGETS = 5;
 
 Chart.register(LineController, LineElement, PointElement, CategoryScale, LinearScale, Filler, Tooltip);
 
@@ -169,17 +176,132 @@ function topModels(overview: Overview): HTMLElement {
 }
 
 /**
- * Where the budgets issue's "budgets near their limits" and the alerts issue's "recent alerts" go once
- * they land: kept in the layout (hidden) so that each fills its own section and nothing moves.
+ * The top keys or end users by cost over the overview's last 30 days (the usage rows by key and by
+ * user, core/breakdowns.ts), loaded apart; deleted users show as one line.
  */
-function laterSections(): HTMLElement[] {
-  return [
-    h("section", { class: "card", "data-section": "budgets", hidden: true }),
-    h("section", { class: "card", "data-section": "alerts", hidden: true }),
-  ];
+function topSpenders(ctx: PageContext, overview: Overview, by: BreakdownDimension): HTMLElement {
+  const body = h("div", {}, h("p", { class: "hint padded" }, "Loading…"));
+  const keyNames =
+    by === "key"
+      ? ctx.api
+          .listKeys(ctx.project.projectId)
+          .then((keys) => new Map(keys.map((k) => [k.keyId, k.name])))
+          .catch(() => new Map<string, string>())
+      : Promise.resolve(new Map<string, string>());
+  void Promise.all([
+    ctx.api.breakdown(ctx.project.projectId, by, overview.spend.last30.from, overview.spend.last30.to),
+    keyNames,
+  ])
+    .then(([report, names]) => {
+      const lines = report.lines.slice(0, TOP_SPENDERS);
+      body.replaceChildren(
+        lines.length === 0
+          ? h(
+              "p",
+              { class: "hint padded" },
+              by === "key"
+                ? "No calls in the last 30 days."
+                : "No call named an end user in the last 30 days.",
+            )
+          : h(
+              "ol",
+              { class: "ranking" },
+              ...lines.map((line) =>
+                h(
+                  "li",
+                  {},
+                  h(
+                    "span",
+                    { class: "ranking-name" },
+                    line.deleted
+                      ? h("span", { class: "muted" }, "Deleted users")
+                      : by === "key"
+                        ? h(
+                            "span",
+                            { class: "key-name", title: line.id ?? "" },
+                            names.get(line.id ?? "") ?? line.id ?? "",
+                          )
+                        : h("span", { class: "user-id", title: line.id ?? "" }, line.id ?? ""),
+                  ),
+                  h("span", { class: "ranking-figure" }, money(line.cost_micros)),
+                  h("span", { class: "ranking-note" }, `${count(line.requests)} calls`),
+                ),
+              ),
+            ),
+      );
+    })
+    .catch(() =>
+      body.replaceChildren(h("p", { class: "hint padded" }, "Could not be loaded; the Usage page has it.")),
+    );
+  return h(
+    "section",
+    { class: "card", "data-testid": `overview-top-${by === "key" ? "keys" : "users"}` },
+    h(
+      "h2",
+      { class: "card-title" },
+      by === "key" ? "Top keys by cost" : "Top end users by cost",
+      h("span", { class: "card-sub" }, "Last 30 days"),
+    ),
+    body,
+  );
 }
 
-function draw(overview: Overview): Child[] {
+/** How much of its limit a budget has spent, 0 to 1 (a per-user budget has no single figure: 0). */
+const shareOf = (b: BudgetView) =>
+  b.spent_usd === undefined || Number(b.limit_usd) <= 0 ? 0 : Number(b.spent_usd) / Number(b.limit_usd);
+
+/**
+ * The budgets nearest to their limits, with their spend bars; hidden while the project has none (the
+ * Budgets page sets them). Loaded apart, so the overview does not wait for it.
+ */
+function budgetsSection(ctx: PageContext): HTMLElement {
+  const section = h("section", { class: "card", "data-section": "budgets", hidden: true });
+  void ctx.api
+    .budgets(ctx.project.projectId)
+    .then((budgets) => {
+      if (budgets.length === 0) return;
+      const nearest = [...budgets].sort((a, b) => shareOf(b) - shareOf(a)).slice(0, TOP_BUDGETS);
+      section.append(
+        h(
+          "h2",
+          { class: "card-title" },
+          "Budgets nearest their limits",
+          h("span", { class: "card-sub" }, `${count(budgets.length)} in all`),
+        ),
+        h(
+          "ul",
+          { class: "budget-list" },
+          ...nearest.map((b) =>
+            h(
+              "li",
+              { "data-budget": b.id },
+              h(
+                "span",
+                { class: "budget-name" },
+                `${scopeLabel(b)} · ${WINDOWS[b.window]}`,
+                b.soft ? " (soft)" : "",
+              ),
+              spendBar(b),
+            ),
+          ),
+        ),
+      );
+      section.hidden = false;
+    })
+    // The overview stands without it; the Budgets page says what went wrong.
+    .catch(() => undefined);
+  return section;
+}
+
+/**
+ * Where the alerts issue's "recent alerts" go once the dashboard can read them (Settings → Alerts &
+ * Webhooks): kept in the layout, hidden, so that it fills its own section and nothing moves.
+ */
+function laterSections(ctx: PageContext): HTMLElement[] {
+  return [budgetsSection(ctx), h("section", { class: "card", "data-section": "alerts", hidden: true })];
+}
+
+function draw(ctx: PageContext, overview: Overview): Child[] {
   const spent = overview.spend.last30.micros + overview.spend.last30.previousMicros;
   return [
     h(
@@ -190,7 +312,7 @@ function draw(overview: Overview): Child[] {
       spendTile("Last 30 days", overview.spend.last30, "the 30 before", "overview-30"),
     ),
     h("div", { class: "tiles" }, ...creditTiles(overview)),
-    ...laterSections(),
+    ...laterSections(ctx),
     spent === 0 && overview.credits.availableMicros === 0
       ? h(
           "section",
@@ -201,7 +323,14 @@ function draw(overview: Overview): Child[] {
             "Grant credits, create an API key, and the calls made with it are counted here within seconds.",
           ),
         )
-      : h("div", { class: "grid overview-grid" }, monthChart(overview), topModels(overview)),
+      : h(
+          "div",
+          { class: "grid overview-grid" },
+          monthChart(overview),
+          topModels(overview),
+          topSpenders(ctx, overview, "key"),
+          topSpenders(ctx, overview, "user"),
+        ),
     overview.listPriceUnchargedMicros > 0
       ? h(
           "p",
@@ -228,7 +357,7 @@ export const overviewPage: Page = {
       body,
       { loading: "Loading the overview…", failed: "The overview", rows: 6 },
       () => ctx.api.overview(ctx.project.projectId),
-      draw,
+      (overview) => draw(ctx, overview),
     );
   },
 };

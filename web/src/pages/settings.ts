@@ -212,8 +212,8 @@ function destinationForm(ctx: PageContext, current: string | null, reload: () =>
       "p",
       { class: "hint", id: "export-destination-hint" },
       current === null
-        ? "Not set: exports are streamed back to the caller."
-        : `Exports are written to ${current}`,
+        ? "Not set: exports are streamed back to the caller. A bucket is s3://bucket/prefix/; on a local server also a folder, file:///path."
+        : `Exports are written to ${current}. Save the field empty to remove it.`,
     ),
     h("div", { class: "dialog-actions" }, remove, save),
   );
@@ -224,7 +224,11 @@ function destinationForm(ctx: PageContext, current: string | null, reload: () =>
     save.disabled = true;
     try {
       const url = await ctx.api.setExportDestination(ctx.project.projectId, input.value.trim());
-      ctx.toast(`Exports now go to ${url}`);
+      ctx.toast(
+        url === null
+          ? "No export destination: exports are streamed back to the caller."
+          : `Exports now go to ${url}`,
+      );
       reload();
     } catch (err) {
       error.textContent = errorMessage(err);

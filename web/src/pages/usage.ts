@@ -1,11 +1,20 @@
-import { BarController, BarElement, CategoryScale, Chart, Legend, LinearScale, Tooltip } from "chart.js";
-import type { UsageReport, UsageSeries } from "../api";
+import { BarController, BarElement, CategoryScale, Chart, LinearScale, Tooltip } from "chart.js";
+import type { BreakdownDimension, BreakdownLine, BreakdownReport, UsageReport, UsageSeries } from "../api";
 import { h, replace } from "../dom";
 import { count, shortCount, usd, usdShort } from "../format";
 import { vendorLabel } from "../labels";
-import { emptyState, errorMessage, errorState, loadingState, type Page, pageHead } from "./page";
+import {
+  emptyState,
+  errorMessage,
+  errorState,
+  failureState,
+  loadingState,
+  type Page,
+  type PageContext,
+  pageHead,
+} from "./page";
 
-Chart.register(BarController, BarElement, CategoryScale, LinearScale, Tooltip, Legend);
+Chart.register(BarController, BarElement, CategoryScale, LinearScale, Tooltip);
 
 const RANGES: [days: string, label: string][] = [
   ["7", "Last 7 days"],
@@ -54,8 +63,48 @@ const formatters: Record<Metric, (v: number) => string> = {
   cost: usdShort,
 };
 
+/** Days a chart shows at least: one day of data is a bar among a week, not a sliver of a month. */
+const MIN_CHART_DAYS = 7;
+
+/**
+ * The days a chart draws: from the first day with a call (earlier days are all zero), at least a week.
+ * So a project's first day of calls shows as a visible bar, not a thin line at the edge of 90 days.
+ */
+export function chartStart(report: Pick<UsageReport, "days" | "series">): number {
+  const first = report.days.findIndex((_, i) => report.series.some((s) => (s.requests[i] ?? 0) > 0));
+  if (first === -1) return 0;
+  return Math.max(0, Math.min(first, report.days.length - MIN_CHART_DAYS));
+}
+
+/** A legend in the page, beside the chart: it wraps instead of being clipped, whatever the series. */
+function legend(lines: { label: string }[]): HTMLElement {
+  return h(
+    "ul",
+    { class: "chart-legend" },
+    ...lines.map((line, i) => {
+      const swatch = h("span", { class: "swatch", "aria-hidden": "true" });
+      // Set through the CSSOM: the CSP refuses style attributes.
+      swatch.style.background = COLOURS[i % COLOURS.length] ?? "";
+      return h("li", {}, swatch, line.label);
+    }),
+  );
+}
+
 /** A stacked bar chart, with a text summary for screen readers and tests. */
-function chartCard(report: UsageReport, metric: Metric, title: string, live: Chart[]): HTMLElement {
+function chartCard(full: UsageReport, metric: Metric, title: string, live: Chart[]): HTMLElement {
+  const start = chartStart(full);
+  const report = {
+    ...full,
+    days: full.days.slice(start),
+    series: full.series.map((s) => ({
+      ...s,
+      requests: s.requests.slice(start),
+      errors: s.errors.slice(start),
+      input_tokens: s.input_tokens.slice(start),
+      output_tokens: s.output_tokens.slice(start),
+      cost_micros: s.cost_micros.slice(start),
+    })),
+  };
   const lines = chartLines(report, metric);
   const totals = report.days.map((_, i) => sum(lines.map((l) => l.values[i] ?? 0)));
   const total = sum(totals);
@@ -68,9 +117,22 @@ function chartCard(report: UsageReport, metric: Metric, title: string, live: Cha
   const canvas = h("canvas", { role: "img", "aria-label": summary });
   const card = h(
     "section",
-    { class: "card chart-card", "data-metric": metric, "data-total": String(total) },
+    {
+      class: "card chart-card",
+      "data-metric": metric,
+      "data-total": String(total),
+      "data-days": String(report.days.length),
+    },
     h("h2", { class: "card-title" }, title, h("span", { class: "card-figure" }, format(total))),
     h("div", { class: "chart-box" }, canvas),
+    legend(lines),
+    start > 0
+      ? h(
+          "p",
+          { class: "hint chart-note" },
+          `From ${report.days[0]}: nothing was called before in this range.`,
+        )
+      : null,
     h("p", { class: "sr-only" }, summary),
   );
   const chart = new Chart(canvas, {
@@ -95,7 +157,8 @@ function chartCard(report: UsageReport, metric: Metric, title: string, live: Cha
         y: { stacked: true, beginAtZero: true, ticks: { callback: (v) => format(Number(v)), precision: 0 } },
       },
       plugins: {
-        legend: { position: "bottom", labels: { boxWidth: 10, boxHeight: 10, usePointStyle: true } },
+        // The legend is the page's own list below the chart (never clipped by the canvas).
+        legend: { display: false },
         tooltip: {
           callbacks: {
             label: (item) =>
@@ -157,52 +220,196 @@ function tiles(report: UsageReport): HTMLElement {
   );
 }
 
-function breakdown(report: UsageReport): HTMLElement {
+/** A table of figures; `charged`: with what credits paid (known per key and user, not per model). */
+function usageTable(
+  caption: string,
+  head: string,
+  rows: HTMLTableRowElement[],
+  charged: boolean,
+): HTMLElement {
+  const columns = [head, "Requests", "Failed", "Input tokens", "Output tokens", "Cost"];
+  if (charged) columns.push("Charged to credits");
   return h(
-    "section",
-    { class: "card" },
-    h("h2", { class: "card-title" }, "By vendor and model"),
+    "div",
+    { class: "table-wrap" },
     h(
-      "div",
-      { class: "table-wrap" },
+      "table",
+      { class: "table breakdown" },
+      h("caption", { class: "sr-only" }, caption),
       h(
-        "table",
-        { class: "table" },
-        h("caption", { class: "sr-only" }, `Usage from ${report.from} to ${report.to} by vendor and model`),
+        "thead",
+        {},
+        h("tr", {}, ...columns.map((t, i) => h("th", { scope: "col", class: i > 0 ? "num" : "" }, t))),
+      ),
+      h("tbody", {}, ...rows),
+    ),
+  );
+}
+
+const figures = (
+  f: { requests: number; errors: number; input_tokens: number; output_tokens: number; cost_micros: number },
+  charged?: number,
+) => [
+  h("td", { class: "num" }, count(f.requests)),
+  h("td", { class: "num" }, count(f.errors)),
+  h("td", { class: "num" }, count(f.input_tokens)),
+  h("td", { class: "num" }, count(f.output_tokens)),
+  h("td", { class: "num" }, usd(f.cost_micros)),
+  charged === undefined ? null : h("td", { class: "num" }, usd(charged)),
+];
+
+function modelTable(report: UsageReport): HTMLElement {
+  return usageTable(
+    `Usage from ${report.from} to ${report.to} by vendor and model, dearest first`,
+    "Vendor and model",
+    report.series.map((s) =>
+      h(
+        "tr",
+        {},
         h(
-          "thead",
+          "td",
           {},
-          h(
-            "tr",
-            {},
-            ...["Vendor and model", "Requests", "Failed", "Input tokens", "Output tokens", "Cost"].map(
-              (t, i) => h("th", { scope: "col", class: i > 0 ? "num" : "" }, t),
-            ),
-          ),
+          h("span", { class: "vendor" }, vendorLabel(s.vendor)),
+          h("code", { class: "model" }, s.model ?? "—"),
         ),
-        h(
-          "tbody",
-          {},
-          ...report.series.map((s) =>
-            h(
-              "tr",
-              {},
-              h(
-                "td",
-                {},
-                h("span", { class: "vendor" }, vendorLabel(s.vendor)),
-                h("code", { class: "model" }, s.model ?? "—"),
-              ),
-              h("td", { class: "num" }, count(sum(s.requests))),
-              h("td", { class: "num" }, count(sum(s.errors))),
-              h("td", { class: "num" }, count(sum(s.input_tokens))),
-              h("td", { class: "num" }, count(sum(s.output_tokens))),
-              h("td", { class: "num" }, usd(sum(s.cost_micros))),
-            ),
-          ),
-        ),
+        ...figures({
+          requests: sum(s.requests),
+          errors: sum(s.errors),
+          input_tokens: sum(s.input_tokens),
+          output_tokens: sum(s.output_tokens),
+          cost_micros: sum(s.cost_micros),
+        }),
       ),
     ),
+    false,
+  );
+}
+
+function lineName(line: BreakdownLine, by: BreakdownDimension, keyNames: Map<string, string>): HTMLElement {
+  if (line.deleted) {
+    return h(
+      "span",
+      { class: "muted", title: "Users deleted on request: their figures stay" },
+      "Deleted users",
+    );
+  }
+  const id = line.id ?? "";
+  if (by === "user") return h("span", { class: "user-id", title: id }, id);
+  const name = keyNames.get(id);
+  return name === undefined
+    ? h("code", {}, id)
+    : h(
+        "span",
+        { class: "key-ref" },
+        h("span", { class: "key-name" }, name),
+        h("code", { class: "key-id muted" }, id),
+      );
+}
+
+function dimensionTable(report: BreakdownReport, keyNames: Map<string, string>): HTMLElement {
+  const label = report.by === "key" ? "API key" : "End user";
+  if (report.lines.length === 0) {
+    return emptyState(
+      "chart",
+      report.by === "key" ? "No calls in this range" : "No call in this range named a user",
+      report.by === "key"
+        ? "Calls are counted per key a few seconds after they finish."
+        : "A call names its end user with the X-User-ID header or the vendor's user field.",
+    );
+  }
+  const rows = report.lines.map((line) =>
+    h(
+      "tr",
+      { "data-id": line.id ?? "deleted" },
+      h("td", {}, lineName(line, report.by, keyNames)),
+      ...figures(line, line.charged_micros),
+    ),
+  );
+  if (report.other) {
+    rows.push(
+      h(
+        "tr",
+        { "data-id": "other" },
+        h("td", { class: "muted" }, `Other (${count(report.other.count)})`),
+        ...figures(report.other, report.other.charged_micros),
+      ),
+    );
+  }
+  return usageTable(
+    `Usage from ${report.from} to ${report.to} by ${label.toLowerCase()}, dearest first`,
+    label,
+    rows,
+    true,
+  );
+}
+
+const VIEWS: [view: "model" | BreakdownDimension, label: string][] = [
+  ["model", "By model"],
+  ["key", "By API key"],
+  ["user", "By end user"],
+];
+
+/**
+ * The period's figures as a table, by model (from the report), by API key or by end user (each read
+ * once when first chosen), dearest first.
+ */
+function breakdownCard(ctx: PageContext, report: UsageReport): HTMLElement {
+  const holder = h("div", { "aria-live": "polite" });
+  const loaded = new Map<BreakdownDimension, Promise<BreakdownReport>>();
+  const keyNames = ctx.api
+    .listKeys(ctx.project.projectId)
+    .then((keys) => new Map(keys.map((k) => [k.keyId, k.name])))
+    .catch(() => new Map<string, string>());
+  let shown: "model" | BreakdownDimension = "model";
+  const buttons = VIEWS.map(([view, label]) =>
+    h(
+      "button",
+      {
+        type: "button",
+        class: "segment",
+        "aria-pressed": String(view === shown),
+        "data-view": view,
+        on: { click: () => void show(view) },
+      },
+      label,
+    ),
+  );
+  async function show(view: "model" | BreakdownDimension): Promise<void> {
+    shown = view;
+    for (const b of buttons) b.setAttribute("aria-pressed", String(b.dataset.view === view));
+    if (view === "model") {
+      replace(holder, modelTable(report));
+      return;
+    }
+    replace(holder, loadingState("Loading the breakdown…", 3));
+    let pending = loaded.get(view);
+    if (!pending) {
+      pending = ctx.api.breakdown(ctx.project.projectId, view, report.from, report.to);
+      loaded.set(view, pending);
+    }
+    try {
+      const [lines, names] = await Promise.all([pending, keyNames]);
+      if (shown === view) replace(holder, dimensionTable(lines, names));
+    } catch (err) {
+      loaded.delete(view);
+      if (shown === view)
+        replace(
+          holder,
+          failureState("The breakdown", err, () => void show(view)),
+        );
+    }
+  }
+  void show("model");
+  return h(
+    "section",
+    { class: "card", "data-section": "breakdown" },
+    h(
+      "div",
+      { class: "card-title with-actions" },
+      h("h2", {}, "Breakdown"),
+      h("div", { class: "segments", role: "group", "aria-label": "Break down by" }, ...buttons),
+    ),
+    holder,
   );
 }
 
@@ -223,7 +430,11 @@ export const usagePage: Page = {
     range.addEventListener("change", () => void load());
     replace(
       main,
-      pageHead("Usage", "Requests, tokens and cost per day (UTC), split by vendor and model.", range),
+      pageHead(
+        "Usage",
+        "Requests, tokens and cost per day (UTC), by vendor and model, by API key and by end user.",
+        range,
+      ),
       body,
     );
 
@@ -261,7 +472,7 @@ export const usagePage: Page = {
             chartCard(report, "tokens", "Tokens per day", live),
             chartCard(report, "cost", "Cost per day", live),
           ),
-          breakdown(report),
+          breakdownCard(ctx, report),
         );
       } catch (err) {
         replace(
