@@ -1,11 +1,14 @@
 import type { DynamoDBClient } from "../adapters/dynamodb/client";
 import { DynamoAlertRules, DynamoDeliveryLog, DynamoWebhooks } from "../adapters/dynamodb/events";
 import type { TableNames } from "../adapters/dynamodb/tables";
+import type { BudgetWatcher } from "../core/budgets";
 import type { ProxyHooks } from "../core/call";
 import type { CreditStore } from "../core/credits";
 import type { KeyWrapper } from "../core/crypto";
 import type { Logger } from "../core/logger";
-import { BalanceAlerts } from "../events/alerts";
+import type { UserIdHasher } from "../core/privacy";
+import { BalanceAlerts, CachedRules } from "../events/alerts";
+import { BudgetAlerts } from "../events/budget-alerts";
 import { createDeliveries, type Deliveries } from "../events/delivery";
 import { eventHooks } from "../events/hooks";
 import type { DeliveryQueue, EventPublisher, WebhookSender } from "../events/ports";
@@ -32,8 +35,12 @@ export interface Events {
   rules: DynamoAlertRules;
   deliveries: Deliveries;
   alerts: BalanceAlerts;
+  /** The rules as this process read them lately. */
+  cachedRules: CachedRules;
   /** The proxy's hook: usage events and balance checks. */
   hooks: ProxyHooks;
+  /** The proxy's budget watcher: threshold alerts, with user ids hashed as the records hash them. */
+  budgetAlerts(userIds: UserIdHasher): BudgetWatcher;
 }
 
 /** How long a process takes a project's alert rules as read. */
@@ -53,13 +60,14 @@ export function composeEvents(infra: EventsInfrastructure): Events {
     clock: infra.clock,
     ...(infra.retryDelaysMs ? { retryDelaysMs: infra.retryDelaysMs } : {}),
   });
+  const cachedRules = new CachedRules(rules, infra.clock, RULES_CACHE_MS);
   const alerts = new BalanceAlerts({
     rules,
+    cached: cachedRules,
     credits: infra.credits,
     publisher: infra.publisher,
     logger: infra.logger,
     clock: infra.clock,
-    cacheMs: RULES_CACHE_MS,
   });
   return {
     publisher: infra.publisher,
@@ -68,6 +76,16 @@ export function composeEvents(infra: EventsInfrastructure): Events {
     rules,
     deliveries,
     alerts,
+    cachedRules,
     hooks: eventHooks(infra.publisher, alerts, infra.logger),
+    budgetAlerts: (userIds) =>
+      new BudgetAlerts({
+        rules,
+        cached: cachedRules,
+        publisher: infra.publisher,
+        userIds,
+        logger: infra.logger,
+        clock: infra.clock,
+      }),
   };
 }

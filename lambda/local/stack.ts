@@ -150,6 +150,7 @@ async function startOnStore(
       },
     }),
     hooks: [events.hooks, ...(options.hooks ?? [])],
+    budgetWatcher: events.budgetAlerts(infra.userIds),
   });
   const { metering, pending } = proxy;
   const deletionStarter = warehouse.deletion?.runner;

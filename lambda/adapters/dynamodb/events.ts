@@ -223,6 +223,38 @@ export class DynamoAlertRules implements AlertRuleStore {
     return this.flip(projectId, ruleId, "SET armed = :to", false, {});
   }
 
+  async cross(projectId: string, counterId: string, percent: number, at: number, gcAt?: number) {
+    try {
+      await this.db.send(
+        new UpdateItemCommand({
+          TableName: this.tables.alertRules,
+          Key: marshall({ projectId: crossedPartition(projectId), ruleId: counterId }),
+          UpdateExpression: gcAt === undefined ? "SET #p = :at" : "SET #p = :at, gcAt = :gc",
+          ConditionExpression: "attribute_not_exists(#p)",
+          ExpressionAttributeNames: { "#p": `p${percent}` },
+          ExpressionAttributeValues: marshall(
+            gcAt === undefined ? { ":at": at } : { ":at": at, ":gc": gcAt },
+          ),
+        }),
+      );
+      return true;
+    } catch (err) {
+      if (err instanceof ConditionalCheckFailedException) return false;
+      throw err;
+    }
+  }
+
+  async uncross(projectId: string, counterId: string, percent: number): Promise<void> {
+    await this.db.send(
+      new UpdateItemCommand({
+        TableName: this.tables.alertRules,
+        Key: marshall({ projectId: crossedPartition(projectId), ruleId: counterId }),
+        UpdateExpression: "REMOVE #p",
+        ExpressionAttributeNames: { "#p": `p${percent}` },
+      }),
+    );
+  }
+
   /** One conditional write: succeeds only for the caller that found the rule in state `from`. */
   private async flip(
     projectId: string,
@@ -247,4 +279,9 @@ export class DynamoAlertRules implements AlertRuleStore {
       throw err;
     }
   }
+}
+
+/** Where a project's crossed budget thresholds live: a partition of their own, so rule reads skip them. */
+function crossedPartition(projectId: string): string {
+  return `${projectId}#crossed`;
 }
