@@ -3,8 +3,8 @@ import { createRemoteJWKSet } from "jose";
 import { activePriceCatalogue } from "../adapters/fs/price-catalogue";
 import { tokenVerifier } from "../app/dashboard/auth";
 import { composeDashboardApi } from "../compose/dashboard-api";
-import { athenaExports, awsHost, kmsKeyWrapper } from "./runtime/aws";
-import { parseDashboardConfig } from "./runtime/config";
+import { athenaExports, awsHost, eventBridgePublisher, kmsKeyWrapper } from "./runtime/aws";
+import { parseDashboardConfig, parseEventBusConfig } from "./runtime/config";
 import { withTelemetry } from "./runtime/telemetry";
 
 /**
@@ -26,6 +26,8 @@ const app = composeDashboardApi(
       keys: createRemoteJWKSet(new URL(`${issuer}/.well-known/jwks.json`)),
     }),
     prices: activePriceCatalogue(process.env),
+    // key.created, key.revoked, credits.granted.
+    events: eventBridgePublisher(parseEventBusConfig(process.env)),
   },
 );
 

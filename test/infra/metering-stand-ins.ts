@@ -194,3 +194,31 @@ export async function startS3StandIn(region: string): Promise<S3StandIn> {
     },
   };
 }
+
+export interface EventBridgeStandIn {
+  url: string;
+  /** Every entry put, as sent. */
+  entries: { EventBusName: string; Source: string; DetailType: string; Detail: string }[];
+  close(): Promise<void>;
+}
+
+/** EventBridge's JSON protocol for PutEvents: notes every entry and accepts it. */
+export async function startEventBridgeStandIn(): Promise<EventBridgeStandIn> {
+  const entries: EventBridgeStandIn["entries"] = [];
+  const server = await listen((req, body, res) => {
+    const reply = (status: number, answer: object) => {
+      res.writeHead(status, { "content-type": "application/x-amz-json-1.1" });
+      res.end(JSON.stringify(answer));
+    };
+    if (req.headers["x-amz-target"] !== "AWSEvents.PutEvents") {
+      return reply(400, { __type: "UnsupportedOperation", message: "PutEvents only" });
+    }
+    const input = JSON.parse(body.toString("utf8")) as { Entries: EventBridgeStandIn["entries"] };
+    entries.push(...input.Entries);
+    reply(200, {
+      FailedEntryCount: 0,
+      Entries: input.Entries.map((_, i) => ({ EventId: `e${entries.length}-${i}` })),
+    });
+  });
+  return { ...server, entries };
+}
