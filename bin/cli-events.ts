@@ -1,6 +1,6 @@
 import { decimalUsd } from "../lambda/core/credits";
 import { errors } from "../lambda/core/errors";
-import { type AlertRule, budgetThresholdsRule, lowBalanceRule, RULE_IDS } from "../lambda/events/alerts";
+import { type AlertRule, RULE_IDS, setAlertRules } from "../lambda/events/alerts";
 import type { Delivery, WebhookView } from "../lambda/events/ports";
 import { addWebhook } from "../lambda/events/webhooks";
 import type { CliEvents } from "./cli-events-open";
@@ -75,18 +75,15 @@ export function eventCommands(h: Helpers): Record<string, EventCommand> {
           throw h.usage("give --low-balance-usd <amount>, --budget-thresholds <percent,...> or both");
         }
         const { projectId, events } = await opened(values, open);
-        // Both checked before either is stored.
-        const rules: AlertRule[] = [
-          ...(typeof amount === "string" ? [lowBalanceRule(projectId, amount, Date.now())] : []),
-          ...(typeof thresholds === "string"
-            ? [budgetThresholdsRule(projectId, thresholds, Date.now())]
-            : []),
-        ];
-        for (const rule of rules) await events.rules.put(rule);
-        events.cachedRules.forget(projectId);
-        // Fires now if the balance is already below.
-        if (typeof amount === "string") await events.alerts.check(projectId);
-        return rules;
+        return setAlertRules(
+          { rules: events.rules, cached: events.cachedRules, alerts: events.alerts },
+          projectId,
+          {
+            ...(typeof amount === "string" && { lowBalanceUsd: amount }),
+            ...(typeof thresholds === "string" && { budgetThresholds: thresholds }),
+          },
+          Date.now(),
+        );
       },
       print: (r) => (r as AlertRule[]).map(describeRule).join("\n"),
     },

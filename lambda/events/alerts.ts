@@ -100,6 +100,36 @@ export function budgetThresholdsRule(projectId: string, text: string, now: numbe
   };
 }
 
+/** What a person asks of `alerts set` (CLI) or Settings -> Alerts (dashboard). */
+export interface AlertRulesInput {
+  lowBalanceUsd?: string | undefined;
+  budgetThresholds?: string | undefined;
+}
+
+/**
+ * Sets a project's rules: either or both, each checked before either is stored (a 400 naming the
+ * field); neither is a 400 too. A low-balance rule fires at once if the balance is below it already.
+ */
+export async function setAlertRules(
+  deps: { rules: Pick<AlertRuleStore, "put">; cached: CachedRules; alerts: Pick<BalanceAlerts, "check"> },
+  projectId: string,
+  input: AlertRulesInput,
+  now: number,
+): Promise<AlertRule[]> {
+  const { lowBalanceUsd, budgetThresholds } = input;
+  if (lowBalanceUsd === undefined && budgetThresholds === undefined) {
+    throw errors.missingField("low_balance_usd or budget_thresholds");
+  }
+  const rules: AlertRule[] = [
+    ...(lowBalanceUsd !== undefined ? [lowBalanceRule(projectId, lowBalanceUsd, now)] : []),
+    ...(budgetThresholds !== undefined ? [budgetThresholdsRule(projectId, budgetThresholds, now)] : []),
+  ];
+  for (const rule of rules) await deps.rules.put(rule);
+  deps.cached.forget(projectId);
+  if (lowBalanceUsd !== undefined) await deps.alerts.check(projectId);
+  return rules;
+}
+
 /**
  * A project's rules as read within `cacheMs` (they change rarely): one read per project and period,
  * shared by the balance and budget alerts of a process.
