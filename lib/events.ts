@@ -93,6 +93,12 @@ export class Events extends Construct {
       treatMissingData: TreatMissingData.NOT_BREACHING,
     });
   }
+  /** The dashboard API's webhook tests and resends: their retries go to the delivery queue. */
+  connectWebhookAdmin(fn: LambdaFunction): void {
+    fn.addEnvironment("DMT_WEBHOOK_QUEUE_URL", this.queue.queueUrl);
+    this.queue.grantSendMessages(fn);
+  }
+
   /** A function that emits events: the bus's name, and leave to put events on it (on it only). */
   connectPublisher(fn: LambdaFunction): void {
     fn.addEnvironment("DMT_EVENT_BUS_NAME", this.bus.eventBusName);

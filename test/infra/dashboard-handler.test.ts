@@ -75,6 +75,8 @@ beforeAll(async () => {
   Object.assign(process.env, {
     DMT_EVENT_BUS_NAME: "dmt-events",
     DMT_EVENTBRIDGE_ENDPOINT: bus.url,
+    // Only a failed webhook test would send a retry there; none here.
+    DMT_WEBHOOK_QUEUE_URL: "http://127.0.0.1:9/123456789012/deliveries",
     DMT_LOG_LEVEL: "silent",
     DMT_DYNAMODB_ENDPOINT: dynamo.endpoint,
     DMT_DASHBOARD_ISSUER: issuer,

@@ -176,6 +176,51 @@ describe("events", () => {
     expect(actions.sort()).toEqual(["dynamodb:Query", "dynamodb:UpdateItem"]);
   });
 
+  it("lets the dashboard API manage alert rules and webhooks, send tests and queue their retries", () => {
+    const fnId = idOf(
+      "AWS::Lambda::Function",
+      (r) => r.Properties.Description === "dmt: dashboard API (/dashboard/api)",
+    );
+    const fn = (resources[fnId] as Resources[string]).Properties as {
+      Environment: { Variables: Record<string, unknown> };
+      Role: { "Fn::GetAtt": string[] };
+    };
+    const queueId = Object.keys(resources).find((id) => /^EventsDeliveryQueue[0-9A-F]{8}$/.test(id)) ?? "";
+    expect(fn.Environment.Variables.DMT_WEBHOOK_QUEUE_URL).toEqual({ Ref: queueId });
+    const roleId = fn.Role["Fn::GetAtt"][0];
+    const statements = Object.values(resources)
+      .filter(
+        (r) =>
+          r.Type === "AWS::IAM::Policy" &&
+          JSON.stringify(r.Properties.Roles) === JSON.stringify([{ Ref: roleId }]),
+      )
+      .flatMap((p) => (p.Properties.PolicyDocument as { Statement: Record<string, unknown>[] }).Statement);
+    const actionsOn = (pattern: RegExp) =>
+      statements
+        .filter((st) => pattern.test(JSON.stringify(st.Resource)))
+        .flatMap((st) => (Array.isArray(st.Action) ? st.Action : [st.Action]))
+        .sort();
+    expect(actionsOn(/StoreAlertRules/)).toEqual([
+      "dynamodb:DeleteItem",
+      "dynamodb:PutItem",
+      "dynamodb:Query",
+      "dynamodb:UpdateItem",
+    ]);
+    expect(actionsOn(/StoreWebhooks[0-9A-F]/)).toEqual([
+      "dynamodb:DeleteItem",
+      "dynamodb:GetItem",
+      "dynamodb:PutItem",
+      "dynamodb:Query",
+    ]);
+    expect(actionsOn(/StoreWebhookDeliveries/)).toEqual([
+      "dynamodb:GetItem",
+      "dynamodb:PutItem",
+      "dynamodb:Query",
+    ]);
+    expect(actionsOn(new RegExp(queueId))).toEqual(expect.arrayContaining(["sqs:SendMessage"]));
+    expect(statements.flatMap((st) => st.Action)).toContain("kms:Decrypt");
+  });
+
   it("publishes the bus name and the queue URL, where the CLI finds them", () => {
     template.hasOutput(EVENT_BUS_OUTPUT, { Value: { Ref: Match.stringLikeRegexp("EventsBus") } });
     template.hasOutput(WEBHOOK_QUEUE_OUTPUT, {
