@@ -35,7 +35,7 @@ const { userIds } = secretUserIds(process.env, aws.logger);
 const alerts = composeAlerts({
   db: aws.store.db,
   tables: metering.tables,
-  publisher: signedEventBridgePublisher(parseEventBusConfig(process.env), aws.store.db),
+  publisher: signedEventBridgePublisher(parseEventBusConfig(process.env)),
   credits: aws.store.credits,
   logger: aws.logger,
   clock: aws.clock,

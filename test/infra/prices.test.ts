@@ -284,7 +284,7 @@ describe("a proxy function cold-started with the synthesized environment", () =>
     sqs = await startSqsStandIn();
     s3 = await startS3StandIn(REGION);
     kms = await startKmsStandIn();
-    bus = await startEventBridgeStandIn();
+    bus = await startEventBridgeStandIn({ region: REGION });
     secrets.secrets.set(ORIGIN_ARN, { AWSCURRENT: ORIGIN });
     secrets.secrets.set(KEY_ARN, { AWSCURRENT: "sk-managed-openai" });
 

@@ -78,7 +78,7 @@ beforeAll(async () => {
   sqs = await startSqsStandIn();
   s3 = await startS3StandIn(REGION);
   kms = await startKmsStandIn();
-  bus = await startEventBridgeStandIn();
+  bus = await startEventBridgeStandIn({ region: REGION });
   Object.assign(process.env, {
     DMT_VENDOR: "openai",
     DMT_EVENT_BUS_NAME: "dmt-events",

@@ -262,17 +262,19 @@ export function sqsDeliveryQueue(config: {
 
 /**
  * The proxy functions' publisher onto the stack's bus: signed requests without the EventBridge client
- * (the proxy bundle's budget), with the credentials and region its DynamoDB client resolved.
+ * (the proxy bundle's budget), with the function's credentials and region as an SDK client's default
+ * chain resolves them (the SQS client's: already in the bundle).
  */
-export function signedEventBridgePublisher(
-  config: { DMT_EVENTBRIDGE_ENDPOINT?: string | undefined; DMT_EVENT_BUS_NAME: string },
-  client: { config: Pick<SQSClient["config"], "credentials" | "region"> },
-): SignedEventBridgePublisher {
+export function signedEventBridgePublisher(config: {
+  DMT_EVENTBRIDGE_ENDPOINT?: string | undefined;
+  DMT_EVENT_BUS_NAME: string;
+}): SignedEventBridgePublisher {
+  const resolver = sqsClient();
   return new SignedEventBridgePublisher({
     busName: config.DMT_EVENT_BUS_NAME,
     ...(config.DMT_EVENTBRIDGE_ENDPOINT !== undefined && { endpoint: config.DMT_EVENTBRIDGE_ENDPOINT }),
-    credentials: client.config.credentials,
-    region: client.config.region,
+    credentials: resolver.config.credentials,
+    region: resolver.config.region,
   });
 }
 
