@@ -1,6 +1,6 @@
 import { decimalUsd } from "../lambda/core/credits";
 import { errors } from "../lambda/core/errors";
-import { LOW_BALANCE_RULE, lowBalanceRule } from "../lambda/events/alerts";
+import { type AlertRule, RULE_IDS, setAlertRules } from "../lambda/events/alerts";
 import type { Delivery, WebhookView } from "../lambda/events/ports";
 import { addWebhook } from "../lambda/events/webhooks";
 import type { CliEvents } from "./cli-events-open";
@@ -25,6 +25,19 @@ interface EventCommand {
 const json = { json: { type: "boolean" as const } };
 const project = { project: { type: "string" as const } };
 
+/** What `alerts set` says it stored. */
+function describeRule(rule: AlertRule): string {
+  if (rule.kind === "low_balance") {
+    return `Alert set: balance.low when ${rule.projectId}'s available credits fall below $${decimalUsd(rule.thresholdMicros)}.`;
+  }
+  const below = rule.thresholds.filter((p) => p < 100).map((p) => `${p}%`);
+  const parts = [
+    ...(below.length > 0 ? [`budget.threshold at ${below.join(", ")}`] : []),
+    ...(rule.thresholds.includes(100) ? ["budget.exceeded at 100%"] : []),
+  ];
+  return `Alert set: ${parts.join("; ")} of each of ${rule.projectId}'s budgets, once per window.`;
+}
+
 /** `dmt alerts ...` and `dmt webhooks ...`. */
 export function eventCommands(h: Helpers): Record<string, EventCommand> {
   /** The project (checked to exist) and the events. */
@@ -47,7 +60,8 @@ export function eventCommands(h: Helpers): Record<string, EventCommand> {
 
   return {
     "alerts set": {
-      usage: "dmt alerts set --project <id> --low-balance-usd <amount> [--json]",
+      usage:
+        "dmt alerts set --project <id> [--low-balance-usd <amount>] [--budget-thresholds <percent,...>] [--json]",
       options: {
         ...project,
         "low-balance-usd": { type: "string" },
@@ -55,21 +69,23 @@ export function eventCommands(h: Helpers): Record<string, EventCommand> {
         ...json,
       },
       run: async ({ values, open }) => {
-        if (values["budget-thresholds"] !== undefined) {
-          throw h.usage("--budget-thresholds needs budgets, which this version does not have yet");
+        const amount = values["low-balance-usd"];
+        const thresholds = values["budget-thresholds"];
+        if (typeof amount !== "string" && typeof thresholds !== "string") {
+          throw h.usage("give --low-balance-usd <amount>, --budget-thresholds <percent,...> or both");
         }
-        const amount = h.required(values, "low-balance-usd");
         const { projectId, events } = await opened(values, open);
-        const rule = lowBalanceRule(projectId, amount, Date.now());
-        await events.rules.put(rule);
-        // Fires now if the balance is already below.
-        await events.alerts.check(projectId);
-        return rule;
+        return setAlertRules(
+          { rules: events.rules, cached: events.cachedRules, alerts: events.alerts },
+          projectId,
+          {
+            ...(typeof amount === "string" && { lowBalanceUsd: amount }),
+            ...(typeof thresholds === "string" && { budgetThresholds: thresholds }),
+          },
+          Date.now(),
+        );
       },
-      print: (r) => {
-        const rule = r as { projectId: string; thresholdMicros: number };
-        return `Alert set: balance.low when ${rule.projectId}'s available credits fall below $${decimalUsd(rule.thresholdMicros)}.`;
-      },
+      print: (r) => (r as AlertRule[]).map(describeRule).join("\n"),
     },
     "alerts list": {
       usage: "dmt alerts list --project <id> [--json]",
@@ -80,26 +96,27 @@ export function eventCommands(h: Helpers): Record<string, EventCommand> {
       },
       print: (rows) =>
         h.table(
-          (
-            rows as {
-              ruleId: string;
-              kind: string;
-              thresholdMicros: number;
-              armed: boolean;
-              firedAt?: number;
-            }[]
-          ).map((r) => ({
-            rule: r.ruleId,
-            kind: r.kind,
-            threshold: `$${decimalUsd(r.thresholdMicros)}`,
-            state: r.armed ? "armed" : "fired",
-            fired: h.iso(r.firedAt),
-          })),
+          (rows as AlertRule[]).map((r) =>
+            r.kind === "low_balance"
+              ? {
+                  rule: r.ruleId,
+                  kind: r.kind,
+                  threshold: `$${decimalUsd(r.thresholdMicros)}`,
+                  state: r.armed ? "armed" : "fired",
+                  fired: h.iso(r.firedAt),
+                }
+              : {
+                  rule: r.ruleId,
+                  kind: r.kind,
+                  threshold: r.thresholds.map((p) => `${p}%`).join(","),
+                  state: "per budget window",
+                },
+          ),
           ["rule", "kind", "threshold", "state", "fired"],
         ),
     },
     "alerts delete": {
-      usage: `dmt alerts delete --project <id> <rule id: ${LOW_BALANCE_RULE}> [--json]`,
+      usage: `dmt alerts delete --project <id> <rule id: ${RULE_IDS.join(" | ")}> [--json]`,
       options: { ...project, ...json },
       positionals: 1,
       run: async ({ values, positionals, open }) => {

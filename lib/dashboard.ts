@@ -55,6 +55,7 @@ import { TABLES, type TableName } from "../lambda/adapters/dynamodb/tables";
 import { DASHBOARD_API_PREFIX } from "../lambda/app/dashboard/app";
 import { SECURITY_HEADERS } from "../lambda/app/middleware";
 import { errors } from "../lambda/core/errors";
+import { WEBHOOK_SECRET_CONTEXT } from "../lambda/events/webhooks";
 import type { DashboardConfig } from "../web/src/config";
 import { DmtFunction, type LambdaDefaults, REPO_ROOT } from "./lambda-defaults";
 import type { Store } from "./store";
@@ -174,6 +175,15 @@ export class Dashboard extends Construct {
     this.grantStore(props.store);
     this.api.function.addEnvironment("DMT_BYOK_KEY_ARN", props.byokKey.keyArn);
     props.byokKey.grant(this.api.function, "kms:GenerateDataKey");
+    // A webhook test or resend signs with the webhook's secret, unwrapped here: webhook secrets only
+    // (their encryption context), never a customer's vendor key.
+    this.api.function.addToRolePolicy(
+      new PolicyStatement({
+        actions: ["kms:Decrypt"],
+        resources: [props.byokKey.keyArn],
+        conditions: { StringLike: { "kms:EncryptionContext:dmt:context": `${WEBHOOK_SECRET_CONTEXT}*` } },
+      }),
+    );
     // Export downloads query the warehouse through Athena, as the data API's exports do.
     props.warehouse.connectExports(this.api.function);
 
@@ -335,6 +345,11 @@ export class Dashboard extends Construct {
       // The Budgets page: definitions set, listed and deleted; the current windows' spend read.
       budgets: ["PutItem", "Query", "DeleteItem"],
       budgetCounters: ["GetItem"],
+      // Settings -> Alerts and Webhooks: rules set, listed, deleted (and a low-balance one checked at
+      // once); webhooks added, listed, deleted; the delivery log read and written by tests and resends.
+      alertRules: ["PutItem", "Query", "DeleteItem", "UpdateItem"],
+      webhooks: ["PutItem", "GetItem", "Query", "DeleteItem"],
+      webhookDeliveries: ["PutItem", "GetItem", "Query"],
     };
     for (const [table, actions] of Object.entries(access) as [TableName, string[]][]) {
       store.grant(fn, table, actions);

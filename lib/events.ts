@@ -3,6 +3,7 @@ import { Alarm, ComparisonOperator, TreatMissingData } from "aws-cdk-lib/aws-clo
 import { EventBus, Rule } from "aws-cdk-lib/aws-events";
 import { SqsQueue } from "aws-cdk-lib/aws-events-targets";
 import type { IKey } from "aws-cdk-lib/aws-kms";
+import type { Function as LambdaFunction } from "aws-cdk-lib/aws-lambda";
 import { SqsEventSource } from "aws-cdk-lib/aws-lambda-event-sources";
 import { Queue, QueueEncryption } from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
@@ -91,5 +92,16 @@ export class Events extends Construct {
       comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
       treatMissingData: TreatMissingData.NOT_BREACHING,
     });
+  }
+  /** The dashboard API's webhook tests and resends: their retries go to the delivery queue. */
+  connectWebhookAdmin(fn: LambdaFunction): void {
+    fn.addEnvironment("DMT_WEBHOOK_QUEUE_URL", this.queue.queueUrl);
+    this.queue.grantSendMessages(fn);
+  }
+
+  /** A function that emits events: the bus's name, and leave to put events on it (on it only). */
+  connectPublisher(fn: LambdaFunction): void {
+    fn.addEnvironment("DMT_EVENT_BUS_NAME", this.bus.eventBusName);
+    this.bus.grantPutEventsTo(fn);
   }
 }

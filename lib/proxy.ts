@@ -15,7 +15,8 @@ export const PROXY_TIMEOUT = Duration.minutes(15);
 
 /**
  * The store access of a proxy call: the caller's key and project, credit holds and their settlement
- * in the ledger, rate-limit buckets, idempotency records, and the project's own vendor keys (BYOK).
+ * in the ledger, rate-limit buckets, idempotency records, the project's own vendor keys (BYOK), and
+ * the alert rules (read, fired once per crossing with conditional updates).
  */
 export const PROXY_TABLE_ACCESS: Partial<Record<TableName, string[]>> = {
   keys: ["GetItem"],
@@ -27,6 +28,7 @@ export const PROXY_TABLE_ACCESS: Partial<Record<TableName, string[]>> = {
   vendorKeys: ["GetItem"],
   budgets: ["Query"],
   budgetCounters: ["GetItem", "UpdateItem"],
+  alertRules: ["Query", "UpdateItem"],
 };
 
 export interface VendorProxyProps {

@@ -211,6 +211,11 @@ export class DmtStack extends Stack {
       store: this.store,
       secretsKey: this.secrets.byokKey,
     });
+    // Every function that emits events publishes them on the bus; its rule takes them to the webhooks.
+    for (const vendor of VENDORS) this.events.connectPublisher(this.proxies[vendor].fn.function);
+    this.events.connectPublisher(this.dashboard.api.function);
+    this.events.connectWebhookAdmin(this.dashboard.api.function);
+    this.events.connectPublisher(this.deletion.steps.function);
     this.observability.addFunction("EventDelivery", this.events.delivery.function);
     this.observability.alarms.push(this.events.deadLetterAlarm);
     this.retention = new Retention(this, "Retention", {

@@ -1,4 +1,4 @@
-import { createDashboardApp } from "../app/dashboard/app";
+import { createDashboardApp, type DashboardApiDeps } from "../app/dashboard/app";
 import type { TokenVerifier } from "../app/dashboard/auth";
 import type { DeletionStarter } from "../core/deletion";
 import type { PriceCatalogue } from "../core/pricing";
@@ -16,6 +16,8 @@ export interface DashboardApiSettings {
   deletionStarter?: DeletionStarter;
   /** Where key and credit events go; absent: none are sent. */
   events?: EventPublisher;
+  /** Alert rules, webhooks and their delivery log (Settings); absent: not served. */
+  alerting?: DashboardApiDeps["alerting"];
 }
 
 /**
@@ -38,6 +40,7 @@ export function composeDashboardApi(
     logger: infra.logger,
     ...(settings.onKeyRevoked && { onKeyRevoked: settings.onKeyRevoked }),
     ...(settings.events && { events: settings.events }),
+    ...(settings.alerting && { alerting: settings.alerting }),
     interactions: { interactions: store.interactions, usage: store.interactions.rollups },
     settings: {
       exportSettings: infra.exportSettings,

@@ -1,14 +1,12 @@
 import type { DynamoDBClient } from "../adapters/dynamodb/client";
-import { DynamoAlertRules, DynamoDeliveryLog, DynamoWebhooks } from "../adapters/dynamodb/events";
+import { DynamoDeliveryLog, DynamoWebhooks } from "../adapters/dynamodb/events";
 import type { TableNames } from "../adapters/dynamodb/tables";
-import type { ProxyHooks } from "../core/call";
 import type { CreditStore } from "../core/credits";
 import type { KeyWrapper } from "../core/crypto";
 import type { Logger } from "../core/logger";
-import { BalanceAlerts } from "../events/alerts";
 import { createDeliveries, type Deliveries } from "../events/delivery";
-import { eventHooks } from "../events/hooks";
 import type { DeliveryQueue, EventPublisher, WebhookSender } from "../events/ports";
+import { type Alerts, composeAlerts } from "./alerts";
 
 /** What a host gives the events: the store, the secrets' key wrapper, a queue, a sender and a publisher. */
 export interface EventsInfrastructure {
@@ -25,25 +23,16 @@ export interface EventsInfrastructure {
   retryDelaysMs?: readonly number[];
 }
 
-export interface Events {
-  publisher: EventPublisher;
+export interface Events extends Alerts {
   webhooks: DynamoWebhooks;
   log: DynamoDeliveryLog;
-  rules: DynamoAlertRules;
   deliveries: Deliveries;
-  alerts: BalanceAlerts;
-  /** The proxy's hook: usage events and balance checks. */
-  hooks: ProxyHooks;
 }
-
-/** How long a process takes a project's alert rules as read. */
-const RULES_CACHE_MS = 10_000;
 
 /** The events, assembled once for every host: the delivery function, the proxy, the dashboard, the CLI. */
 export function composeEvents(infra: EventsInfrastructure): Events {
   const webhooks = new DynamoWebhooks(infra.db, infra.tables, infra.wrapper);
   const log = new DynamoDeliveryLog(infra.db, infra.tables);
-  const rules = new DynamoAlertRules(infra.db, infra.tables);
   const deliveries = createDeliveries({
     webhooks,
     log,
@@ -53,21 +42,5 @@ export function composeEvents(infra: EventsInfrastructure): Events {
     clock: infra.clock,
     ...(infra.retryDelaysMs ? { retryDelaysMs: infra.retryDelaysMs } : {}),
   });
-  const alerts = new BalanceAlerts({
-    rules,
-    credits: infra.credits,
-    publisher: infra.publisher,
-    logger: infra.logger,
-    clock: infra.clock,
-    cacheMs: RULES_CACHE_MS,
-  });
-  return {
-    publisher: infra.publisher,
-    webhooks,
-    log,
-    rules,
-    deliveries,
-    alerts,
-    hooks: eventHooks(infra.publisher, alerts, infra.logger),
-  };
+  return { ...composeAlerts(infra), webhooks, log, deliveries };
 }

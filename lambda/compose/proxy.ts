@@ -2,6 +2,7 @@ import type { Hono, MiddlewareHandler } from "hono";
 import type { UpstreamClient } from "../adapters/undici/client";
 import type { AppEnv } from "../app/env";
 import { createProxyApp, type UpstreamState } from "../app/proxy/app";
+import type { BudgetWatcher } from "../core/budgets";
 import { combineHooks, PendingWork, type ProxyHooks } from "../core/call";
 import { CachedVendorKeys } from "../core/metering-vendor-keys";
 import type { Metrics } from "../core/metrics";
@@ -27,6 +28,8 @@ export interface ProxySettings {
   metering?: MeteringSettings;
   /** More hooks, run after metering's and the record's, which they see on the call. */
   hooks?: ProxyHooks[];
+  /** Told each budget window's spend after a call's charge: the budget-threshold alerts. */
+  budgetWatcher?: BudgetWatcher;
 }
 
 export interface ProxyPerVendor {
@@ -77,6 +80,7 @@ export function composeProxy(
         cacheMs: settings.metering.keyCacheMs,
         holdTtlMs: settings.metering.holdTtlMs,
         noteChargesMs: settings.metering.noteChargesMs,
+        ...(settings.budgetWatcher && { watcher: settings.budgetWatcher }),
       }),
     });
   const hooks = combineHooks(

@@ -289,6 +289,31 @@ export interface BudgetStore {
 }
 
 /**
+ * What a call did to a budget's window, for the alerts (events/budget-alerts.ts): reported after the
+ * call's charge, or after a hard budget refused it.
+ */
+export interface BudgetReport {
+  budget: Budget;
+  windowId: string;
+  counterId: string;
+  /** The window's spend, this call's charge included (settled and noted charges of every process). */
+  usedMicros: number;
+  /** The call's end user, or null. */
+  userId: string | null;
+  /** The call's store level is `none`: a user id may leave only as its keyed hash. */
+  hideUserId: boolean;
+  /** A hard budget refused the call: its window cannot cover calls like it. */
+  refused: boolean;
+}
+
+/** Who watches budgets' windows (the alert rules); metering/budgets.ts reports to it. */
+export interface BudgetWatcher {
+  /** Whether a report on this counter could fire anything: false spares the spend read. */
+  watching(budget: Budget, counterId: string): Promise<boolean>;
+  report(report: BudgetReport): Promise<void>;
+}
+
+/**
  * Sets a budget: a new one, or a new limit and flags for the budget of the same scope, subject and
  * window (so `set` twice changes one budget, keeping its id). A key must be one of the project's.
  */

@@ -8,11 +8,13 @@ import type { EventPublisher } from "./ports";
  * Alert rules per project. A rule fires once per crossing: firing disarms it with a conditional write
  * (only one process wins), and it re-arms when its condition clears. Kinds:
  * - `low_balance`: the available credits fell below an amount (re-arms when they are back at or above it);
- * - budget thresholds (50/80/100% of a budget's limit) slot in as another kind with a rule per budget
- *   and its thresholds, once budgets exist.
+ * - `budget_thresholds`: a budget's window reached a percentage of its limit (events/budget-alerts.ts);
+ *   each (budget window, threshold) fires once, so a new window re-arms them all.
  */
 
 export const LOW_BALANCE_RULE = "low-balance";
+export const BUDGET_THRESHOLDS_RULE = "budget-thresholds";
+export const RULE_IDS = [LOW_BALANCE_RULE, BUDGET_THRESHOLDS_RULE] as const;
 
 export interface LowBalanceRule {
   projectId: string;
@@ -25,7 +27,17 @@ export interface LowBalanceRule {
   firedAt?: number;
 }
 
-export type AlertRule = LowBalanceRule;
+/** Percentages of every budget's limit of the project; 100 is `budget.exceeded`. */
+export interface BudgetThresholdsRule {
+  projectId: string;
+  ruleId: typeof BUDGET_THRESHOLDS_RULE;
+  kind: "budget_thresholds";
+  /** Ascending, distinct, 1 to 100. */
+  thresholds: number[];
+  createdAt: number;
+}
+
+export type AlertRule = LowBalanceRule | BudgetThresholdsRule;
 
 /** The alert-rule port: single-item conditional writes. */
 export interface AlertRuleStore {
@@ -38,7 +50,117 @@ export interface AlertRuleStore {
   disarm(projectId: string, ruleId: string, at: number): Promise<boolean>;
   /** Arms a disarmed rule; true when it was disarmed. */
   rearm(projectId: string, ruleId: string): Promise<boolean>;
+  /**
+   * Marks a threshold of a budget's window (its counter id) crossed; true for the one caller that did
+   * (and so fires it). A new window is a new counter id: nothing to reset. `gcAt`: when the mark may
+   * go (after its window; never for a total window, which does not reset).
+   */
+  cross(projectId: string, counterId: string, percent: number, at: number, gcAt?: number): Promise<boolean>;
+  /** Takes the mark back (the event could not be published): the next check fires it. */
+  uncross(projectId: string, counterId: string, percent: number): Promise<void>;
 }
+
+const MAX_THRESHOLDS = 10;
+
+/**
+ * A budget-thresholds rule from a person's list (`50,80,100`): whole percentages from 1 to 100,
+ * distinct, at most 10; a 400 naming `budget_thresholds` otherwise.
+ */
+export function budgetThresholdsRule(projectId: string, text: string, now: number): BudgetThresholdsRule {
+  const parts = text.split(",").map((part) => part.trim());
+  if (parts.length === 0 || parts.some((part) => part === "")) {
+    throw errors.invalidField(
+      "budget_thresholds",
+      "give comma-separated whole percentages of the budgets' limits, like 50,80,100",
+    );
+  }
+  const thresholds = parts.map((part) => {
+    const percent = /^\d{1,3}$/.test(part) ? Number(part) : Number.NaN;
+    if (!(percent >= 1 && percent <= 100)) {
+      throw errors.invalidField(
+        "budget_thresholds",
+        `'${part.slice(0, 20)}' is not a whole percentage from 1 to 100`,
+      );
+    }
+    return percent;
+  });
+  const duplicate = thresholds.find((percent, i) => thresholds.indexOf(percent) !== i);
+  if (duplicate !== undefined) {
+    throw errors.invalidField("budget_thresholds", `${duplicate} is given twice`);
+  }
+  if (thresholds.length > MAX_THRESHOLDS) {
+    throw errors.invalidField("budget_thresholds", `give at most ${MAX_THRESHOLDS} thresholds`);
+  }
+  return {
+    projectId,
+    ruleId: BUDGET_THRESHOLDS_RULE,
+    kind: "budget_thresholds",
+    thresholds: thresholds.sort((a, b) => a - b),
+    createdAt: now,
+  };
+}
+
+/** What a person asks of `alerts set` (CLI) or Settings -> Alerts (dashboard). */
+export interface AlertRulesInput {
+  lowBalanceUsd?: string | undefined;
+  budgetThresholds?: string | undefined;
+}
+
+/**
+ * Sets a project's rules: either or both, each checked before either is stored (a 400 naming the
+ * field); neither is a 400 too. A low-balance rule fires at once if the balance is below it already.
+ */
+export async function setAlertRules(
+  deps: { rules: Pick<AlertRuleStore, "put">; cached: CachedRules; alerts: Pick<BalanceAlerts, "check"> },
+  projectId: string,
+  input: AlertRulesInput,
+  now: number,
+): Promise<AlertRule[]> {
+  const { lowBalanceUsd, budgetThresholds } = input;
+  if (lowBalanceUsd === undefined && budgetThresholds === undefined) {
+    throw errors.missingField("low_balance_usd or budget_thresholds");
+  }
+  const rules: AlertRule[] = [
+    ...(lowBalanceUsd !== undefined ? [lowBalanceRule(projectId, lowBalanceUsd, now)] : []),
+    ...(budgetThresholds !== undefined ? [budgetThresholdsRule(projectId, budgetThresholds, now)] : []),
+  ];
+  for (const rule of rules) await deps.rules.put(rule);
+  deps.cached.forget(projectId);
+  if (lowBalanceUsd !== undefined) await deps.alerts.check(projectId);
+  return rules;
+}
+
+/**
+ * A project's rules as read within `cacheMs` (they change rarely): one read per project and period,
+ * shared by the balance and budget alerts of a process.
+ */
+export class CachedRules {
+  private readonly cached = new Map<string, { at: number; rules: Promise<AlertRule[]> }>();
+
+  constructor(
+    private readonly store: Pick<AlertRuleStore, "list">,
+    private readonly clock: () => number,
+    private readonly cacheMs: number,
+  ) {}
+
+  of(projectId: string): Promise<AlertRule[]> {
+    const now = this.clock();
+    const hit = this.cached.get(projectId);
+    if (hit && now - hit.at < this.cacheMs) return hit.rules;
+    const rules = this.store.list(projectId);
+    if (this.cached.size >= MAX_CACHED_PROJECTS) this.cached.clear();
+    this.cached.set(projectId, { at: now, rules });
+    rules.catch(() => this.forget(projectId));
+    return rules;
+  }
+
+  /** Drops a project's copy (after `alerts set` or `delete` in this process, or a failed check). */
+  forget(projectId: string): void {
+    this.cached.delete(projectId);
+  }
+}
+
+const MAX_CACHED_PROJECTS = 10_000;
 
 /** A low-balance rule from a person's amount (`5`, `12.50`): negative or malformed amounts are a 400. */
 export function lowBalanceRule(projectId: string, amount: string, now: number): LowBalanceRule {
@@ -59,12 +181,12 @@ export function lowBalanceRule(projectId: string, amount: string, now: number): 
 
 export interface BalanceAlertDeps {
   rules: AlertRuleStore;
+  /** The rules as read lately (firing updates the copy). */
+  cached: CachedRules;
   credits: Pick<CreditStore, "balance">;
   publisher: EventPublisher;
   logger: Logger;
   clock: () => number;
-  /** How long a project's rules are taken as read (they change rarely; firing updates the copy). */
-  cacheMs: number;
 }
 
 /**
@@ -72,13 +194,13 @@ export interface BalanceAlertDeps {
  * grant; a project without rules costs one rules read per `cacheMs`, one with a rule a balance read.
  */
 export class BalanceAlerts {
-  private readonly cached = new Map<string, { at: number; rules: AlertRule[] }>();
-
   constructor(private readonly deps: BalanceAlertDeps) {}
 
   async check(projectId: string): Promise<void> {
     try {
-      const rule = (await this.rulesOf(projectId)).find((r) => r.kind === "low_balance");
+      const rule = (await this.deps.cached.of(projectId)).find(
+        (r): r is LowBalanceRule => r.kind === "low_balance",
+      );
       if (!rule) return;
       const { availableMicros } = await this.deps.credits.balance(projectId);
       const below = availableMicros < rule.thresholdMicros;
@@ -106,22 +228,8 @@ export class BalanceAlerts {
         await this.deps.rules.rearm(projectId, rule.ruleId);
       }
     } catch (err) {
-      this.cached.delete(projectId);
+      this.deps.cached.forget(projectId);
       this.deps.logger.error("balance alert check failed", { ...errorFields(err), projectId });
     }
-  }
-
-  /** Drops the cached rules of a project (after `alerts set` or `delete` in this process). */
-  forget(projectId: string): void {
-    this.cached.delete(projectId);
-  }
-
-  private async rulesOf(projectId: string): Promise<AlertRule[]> {
-    const now = this.deps.clock();
-    const hit = this.cached.get(projectId);
-    if (hit && now - hit.at < this.deps.cacheMs) return hit.rules;
-    const rules = await this.deps.rules.list(projectId);
-    this.cached.set(projectId, { at: now, rules });
-    return rules;
   }
 }

@@ -9,6 +9,8 @@ import { errors } from "../core/errors";
 
 export const EVENT_TYPES = [
   "balance.low",
+  "budget.threshold",
+  "budget.exceeded",
   "credits.granted",
   "key.created",
   "key.revoked",

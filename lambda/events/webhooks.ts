@@ -120,6 +120,9 @@ export async function addWebhook(
 }
 
 /** Binds a stored secret to its webhook: the ciphertext of one does not open as another. */
+/** The start of every webhook secret's encryption context (lib/dashboard.ts may unwrap those only). */
+export const WEBHOOK_SECRET_CONTEXT = "dmt webhook secret\n";
+
 export function webhookSecretContext(projectId: string, id: string): string {
-  return `dmt webhook secret\n${projectId}\n${id}`;
+  return `${WEBHOOK_SECRET_CONTEXT}${projectId}\n${id}`;
 }

@@ -1,7 +1,7 @@
 import { composeDeletionSteps } from "../compose/deletion-steps";
 import { type DeletionTaskEvent, runDeletionStep } from "../core/deletion-steps";
-import { athenaDeletion, awsHost, secretUserIds } from "./runtime/aws";
-import { parseDeletionStepsConfig } from "./runtime/config";
+import { athenaDeletion, awsHost, eventBridgePublisher, secretUserIds } from "./runtime/aws";
+import { parseDeletionStepsConfig, parseEventBusConfig } from "./runtime/config";
 import { withTelemetry } from "./runtime/telemetry";
 
 /**
@@ -15,6 +15,8 @@ const aws = awsHost(process.env, "deletion");
 const steps = composeDeletionSteps(
   { ...aws, ...athenaDeletion(config), ...secretUserIds(process.env, aws.logger) },
   [aws.store.interactions],
+  // deletion.completed.
+  eventBridgePublisher(parseEventBusConfig(process.env)),
 );
 
 export const handler = withTelemetry(aws.telemetry, (event: DeletionTaskEvent) =>

@@ -1,14 +1,27 @@
 import { activePriceCatalogue } from "../adapters/fs/price-catalogue";
+import { composeAlerts } from "../compose/alerts";
 import { composeProxy } from "../compose/proxy";
-import { awsHost, kmsKeyWrapper, secretUserIds, sqsRecordQueue } from "./runtime/aws";
-import { parseMeteringConfig, parseProxyConfig, parseRecordQueueConfig } from "./runtime/config";
+import {
+  awsHost,
+  kmsKeyWrapper,
+  secretUserIds,
+  signedEventBridgePublisher,
+  sqsRecordQueue,
+} from "./runtime/aws";
+import {
+  parseEventBusConfig,
+  parseMeteringConfig,
+  parseProxyConfig,
+  parseRecordQueueConfig,
+} from "./runtime/config";
 import { createProxyHandler } from "./runtime/proxy-stream";
 
 export { createProxyHandler };
 
 /**
  * One vendor's proxy function (`DMT_VENDOR`), streaming behind its function URL: metering over
- * DynamoDB (BYOK keys unwrapped by KMS), each call's record to SQS, its metrics to CloudWatch. A bad
+ * DynamoDB (BYOK keys unwrapped by KMS), each call's record to SQS, its metrics to CloudWatch, its
+ * events (`usage.recorded`, `balance.low`, `budget.*`) to the stack's EventBridge bus. A bad
  * price override or a missing variable fails the cold start, naming it.
  */
 const config = parseProxyConfig(process.env);
@@ -18,11 +31,20 @@ const aws = awsHost(process.env, "proxy", {
   dimensions: { vendor: config.DMT_VENDOR },
   keyWrapper: kmsKeyWrapper(metering),
 });
+const { userIds } = secretUserIds(process.env, aws.logger);
+const alerts = composeAlerts({
+  db: aws.store.db,
+  tables: metering.tables,
+  publisher: signedEventBridgePublisher(parseEventBusConfig(process.env)),
+  credits: aws.store.credits,
+  logger: aws.logger,
+  clock: aws.clock,
+});
 const proxy = composeProxy(
   {
     ...aws,
     ...sqsRecordQueue(parseRecordQueueConfig(process.env), aws.logger),
-    ...secretUserIds(process.env, aws.logger),
+    userIds,
   },
   {
     metering: {
@@ -32,6 +54,8 @@ const proxy = composeProxy(
       // A frozen container may never run again: each call's charge is noted before its invocation ends.
       noteChargesMs: 0,
     },
+    hooks: [alerts.hooks],
+    budgetWatcher: alerts.budgetAlerts(userIds),
   },
 );
 const { hooks, pending } = proxy;

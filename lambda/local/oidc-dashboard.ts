@@ -6,7 +6,7 @@ import { createWebApp } from "../../web/serve";
 import { DASHBOARD_API_PREFIX } from "../app/dashboard/app";
 import { tokenVerifier } from "../app/dashboard/auth";
 import type { AppEnv } from "../app/env";
-import { composeDashboardApi } from "../compose/dashboard-api";
+import { composeDashboardApi, type DashboardApiSettings } from "../compose/dashboard-api";
 import type { Infrastructure } from "../compose/infrastructure";
 import type { DeletionStarter } from "../core/deletion";
 import type { PriceCatalogue } from "../core/pricing";
@@ -48,6 +48,8 @@ export interface LocalDashboardDeps {
   /** The runner that processes deletion requests. */
   deletionStarter?: DeletionStarter;
   events?: EventPublisher;
+  /** Settings -> Alerts and Webhooks. */
+  alerting?: DashboardApiSettings["alerting"];
 }
 
 const under = (path: string, prefix: string) => path === prefix || path.startsWith(`${prefix}/`);
@@ -97,6 +99,7 @@ export function localDashboard(deps: LocalDashboardDeps): LocalDashboard {
           ...(deps.onKeyRevoked ? { onKeyRevoked: deps.onKeyRevoked } : {}),
           ...(deps.deletionStarter ? { deletionStarter: deps.deletionStarter } : {}),
           ...(deps.events ? { events: deps.events } : {}),
+          ...(deps.alerting ? { alerting: deps.alerting } : {}),
         });
         const web = createWebApp({
           origin,

@@ -150,6 +150,7 @@ async function startOnStore(
       },
     }),
     hooks: [events.hooks, ...(options.hooks ?? [])],
+    budgetWatcher: events.budgetAlerts(infra.userIds),
   });
   const { metering, pending } = proxy;
   const deletionStarter = warehouse.deletion?.runner;
@@ -166,6 +167,16 @@ async function startOnStore(
     onKeyRevoked: (keyId) => keys.forget(keyId),
     ...(deletionStarter && { deletionStarter }),
     events: events.publisher,
+    alerting: {
+      rules: events.rules,
+      cached: events.cachedRules,
+      alerts: events.alerts,
+      webhooks: events.webhooks,
+      log: events.log,
+      deliveries: events.deliveries,
+      // Locally a webhook may be a receiver on this machine.
+      policy: "public-or-loopback",
+    },
   });
   const fallback = createRootApp(logger);
 

@@ -1,6 +1,7 @@
 import {
   type Budget,
   type BudgetStore,
+  type BudgetWatcher,
   budgetExceededError,
   budgetHeaders,
   budgetsFor,
@@ -43,13 +44,8 @@ export interface BudgetCounters extends BudgetStore {
   ): Promise<HoldResult>;
   recordCharges(hold: Hold, charges: HoldCharges): Promise<boolean>;
   settleCharges(hold: Hold, charges: HoldCharges): Promise<Settlement>;
-}
-
-/** A soft budget's window went past its limit: what the alerts consume. */
-export interface SoftBudgetReport {
-  budget: Budget;
-  windowId: string;
-  usedMicros: number;
+  /** A counter's settled spend, and the charges noted on each of its open holds (by hold id). */
+  charges(counterId: string): Promise<{ settledMicros: number; noted: Map<string, number> }>;
 }
 
 export interface BudgetGuardDeps {
@@ -60,7 +56,8 @@ export interface BudgetGuardDeps {
   cacheMs: number;
   holdTtlMs: number;
   noteChargesMs: number;
-  onSoftBudget?: (report: SoftBudgetReport) => void;
+  /** The alert rules: told of each budget's spend after a call's charge, and of refusals. */
+  watcher?: BudgetWatcher;
 }
 
 /** What a call asks of its budgets and its key's TPM limit. */
@@ -75,15 +72,28 @@ export interface BudgetClaim {
   tpm?: { limit: number; estimate: () => number };
 }
 
+/** A budget's window a call counted against (or was refused by). */
+export interface BudgetWindowOf {
+  budget: Budget;
+  windowId: string;
+  counterId: string;
+}
+
 /** What a call took: given back by `finish`. */
 export interface BudgetHolds {
-  budgets: Reservation[];
+  budgets: (BudgetWindowOf & { reservation: Reservation })[];
   tokens?: Reservation;
+}
+
+/** Who made the call, for the reports to the watcher. */
+export interface BudgetCaller {
+  userId: string | null;
+  hideUserId: boolean;
 }
 
 export type BudgetAdmission =
   | { ok: true; holds: BudgetHolds; headers: Record<string, string> }
-  | { ok: false; error: ApiError };
+  | { ok: false; error: ApiError; refusedBy?: BudgetWindowOf };
 
 /** A soft budget is counted under a limit no call reaches: it only reports. */
 const SOFT_LIMIT = MAX_BALANCE_MICROS;
@@ -161,7 +171,7 @@ export class BudgetGuard {
       counted.map((each) => this.leases.reserve(each.counterId, each.micros)),
     );
     const holds: BudgetHolds = { budgets: [] };
-    let refusal: { error: ApiError; remaining: number } | undefined;
+    let refusal: { error: ApiError; remaining: number; by?: BudgetWindowOf } | undefined;
     let failure: unknown;
     let tightest: { remaining: number; span: WindowSpan } | undefined;
     results.forEach((result, i) => {
@@ -177,7 +187,15 @@ export class BudgetGuard {
           : tpmExceededError(claim.tpm?.limit ?? 0, each.span, now);
         // The TPM refusal first, then the budget with the least left.
         const rank = each.budget ? remaining : Number.NEGATIVE_INFINITY;
-        if (!refusal || rank < refusal.remaining) refusal = { error, remaining: rank };
+        if (!refusal || rank < refusal.remaining) {
+          refusal = {
+            error,
+            remaining: rank,
+            ...(each.budget && {
+              by: { budget: each.budget, windowId: each.span.id, counterId: each.counterId },
+            }),
+          };
+        }
         return;
       }
       const reservation = result.value.reservation;
@@ -185,16 +203,22 @@ export class BudgetGuard {
         holds.tokens = reservation;
         return;
       }
-      holds.budgets.push(reservation);
+      holds.budgets.push({
+        budget: each.budget,
+        windowId: each.span.id,
+        counterId: each.counterId,
+        reservation,
+      });
       const room = this.leases.roomOf(each.counterId) ?? 0;
       const remaining = each.budget.soft ? each.budget.limitMicros - (SOFT_LIMIT - room) : room;
-      if (each.budget.soft && remaining < 0) this.report(each, SOFT_LIMIT - room);
+      if (each.budget.soft && remaining < 0) this.logSoftExceeded(each, SOFT_LIMIT - room);
       if (!tightest || remaining < tightest.remaining) tightest = { remaining, span: each.span };
     });
     if (failure !== undefined || refusal) {
       await this.finish(holds, 0, 0);
       if (failure !== undefined) throw failure;
-      return { ok: false, error: (refusal as { error: ApiError }).error };
+      const { error, by } = refusal as { error: ApiError; by?: BudgetWindowOf };
+      return { ok: false, error, ...(by && { refusedBy: by }) };
     }
     return { ok: true, holds, headers: tightest ? budgetHeaders(tightest.remaining, tightest.span) : {} };
   }
@@ -202,9 +226,44 @@ export class BudgetGuard {
   /** The call ended: each budget hold becomes its cost, the TPM hold its real tokens. */
   async finish(holds: BudgetHolds, costMicros: number, tokens: number): Promise<void> {
     await Promise.all([
-      ...holds.budgets.map((reservation) => this.leases.finish(reservation, costMicros)),
+      ...holds.budgets.map((each) => this.leases.finish(each.reservation, costMicros)),
       holds.tokens ? this.leases.finish(holds.tokens, tokens) : undefined,
     ]);
+  }
+
+  /**
+   * Tells the watcher, once the call's charge is counted, each window's spend (or the refusal). Runs
+   * in the call's after-work; a failure is logged, never the call's. Reads a counter only when a rule
+   * watches it.
+   */
+  async report(caller: BudgetCaller, windows: readonly BudgetWindowOf[], refused: boolean): Promise<void> {
+    const watcher = this.deps.watcher;
+    if (!watcher) return;
+    await Promise.all(
+      windows.map(async (each) => {
+        try {
+          if (!(await watcher.watching(each.budget, each.counterId))) return;
+          const usedMicros = await this.spent(each.counterId);
+          await watcher.report({ ...each, ...caller, usedMicros, refused });
+        } catch (err) {
+          this.deps.logger.error("budget alert check failed", {
+            ...errorFields(err),
+            budgetId: each.budget.budgetId,
+          });
+        }
+      }),
+    );
+  }
+
+  /**
+   * A window's spend: its settled spend, plus each open hold's charges: noted on the store, or this
+   * process's own count when it is further along (its charges are noted in batches, `noteChargesMs`).
+   */
+  private async spent(counterId: string): Promise<number> {
+    const { settledMicros, noted } = await this.deps.counters.charges(counterId);
+    let used = settledMicros;
+    for (const [holdId, micros] of noted) used += Math.max(micros, this.leases.chargedOf(holdId) ?? 0);
+    return used;
   }
 
   /** Settles every lease (a clean shutdown). */
@@ -226,7 +285,8 @@ export class BudgetGuard {
     return budgets;
   }
 
-  private report(each: Counted, usedMicros: number): void {
+  /** Logged once per window and process; the alerts (`watcher`) tell the project. */
+  private logSoftExceeded(each: Counted, usedMicros: number): void {
     if (!each.budget || this.reported.has(each.counterId)) return;
     if (this.reported.size >= MAX_CACHED) this.reported.clear();
     this.reported.add(each.counterId);
@@ -237,11 +297,6 @@ export class BudgetGuard {
       usedMicros,
       limitMicros: each.budget.limitMicros,
     });
-    try {
-      this.deps.onSoftBudget?.({ budget: each.budget, windowId: each.span.id, usedMicros });
-    } catch (err) {
-      this.deps.logger.error("soft budget report failed", errorFields(err));
-    }
   }
 }
 

@@ -85,6 +85,8 @@ export class CreditLeases {
   /** Per project, the lease being taken, and for what size of call. */
   private readonly opening = new Map<string, { micros: number; done: Promise<ReserveResult | undefined> }>();
   private readonly live = new Set<Lease>();
+  /** Leases whose settlement is on its way to the store. */
+  private readonly settling = new Set<Lease>();
   private readonly demand = new Map<string, Demand>();
   private readonly work = new Set<Promise<void>>();
   private timer: NodeJS.Timeout | undefined;
@@ -111,6 +113,14 @@ export class CreditLeases {
     let room = seen;
     for (const lease of this.live) if (lease.hold.projectId === projectId) room += this.room(lease);
     return room;
+  }
+
+  /** What this process counts charged on a hold of its own (live or settling), or undefined. */
+  chargedOf(holdId: string): number | undefined {
+    for (const lease of [...this.live, ...this.settling]) {
+      if (lease.hold.holdId === holdId) return lease.charges.chargedMicros + lease.charges.uncollectedMicros;
+    }
+    return undefined;
   }
 
   /** Holds `micros` for one call: in memory from the project's lease, or from a new lease. */
@@ -311,6 +321,15 @@ export class CreditLeases {
     if (lease.taken < lease.sizedFor / 4) this.resize(lease.hold.projectId, 0.5);
     this.stopTaking(lease);
     this.live.delete(lease);
+    this.settling.add(lease);
+    try {
+      await this.settleRetried(lease);
+    } finally {
+      this.settling.delete(lease);
+    }
+  }
+
+  private async settleRetried(lease: Lease): Promise<void> {
     for (let attempt = 1; ; attempt++) {
       try {
         await this.store.settleCharges(lease.hold, lease.charges);

@@ -21,7 +21,8 @@ import { estimateTokens } from "../core/token-estimate";
 import type { Usage } from "../core/usage";
 import type { Operation } from "../core/vendor-model";
 import { callBounds } from "../vendors/bounds";
-import type { BudgetAdmission, BudgetGuard, BudgetHolds } from "./budgets";
+import { recordLevel } from "../warehouse/hooks";
+import type { BudgetAdmission, BudgetGuard, BudgetHolds, BudgetWindowOf } from "./budgets";
 import { CreditLeases, DEFAULT_LEASES, type Reservation } from "./credit-leases";
 import { checkRateLimit } from "./rate-limit";
 
@@ -54,6 +55,9 @@ interface CallState {
   price?: ModelPrice;
   reservation?: Reservation;
   budgetHolds?: BudgetHolds;
+  /** The hard budget that refused the call, for the alerts. */
+  budgetRefusal?: BudgetWindowOf;
+  userId?: string | null;
   idempotency?: { requestId: string; token: string };
 }
 
@@ -120,12 +124,13 @@ export function createMetering(deps: MeteringDeps): Metering {
 
       const { projectId, keyId } = call.auth;
       const price = state.price;
+      state.userId = resolveUserId(call.userHeader, call.body);
       const budgeted: Promise<BudgetAdmission> | null =
         deps.budgets && call.route.billing === "billable"
           ? deps.budgets.admit({
               projectId,
               keyId,
-              userId: resolveUserId(call.userHeader, call.body),
+              userId: state.userId,
               managed: mode === "managed",
               // A BYOK call counts at list price; its hold is the same bound as a managed one's.
               maxCostMicros: () =>
@@ -154,6 +159,8 @@ export function createMetering(deps: MeteringDeps): Metering {
       if (budget.status === "fulfilled" && budget.value?.ok) {
         state.budgetHolds = budget.value.holds;
         Object.assign(call.responseHeaders, budget.value.headers);
+      } else if (budget.status === "fulfilled" && budget.value && !budget.value.ok) {
+        state.budgetRefusal = budget.value.refusedBy;
       }
       if (held.status === "rejected") throw held.reason;
       if (begun.status === "rejected") throw begun.reason;
@@ -194,6 +201,13 @@ export function createMetering(deps: MeteringDeps): Metering {
           : undefined,
         finishIdempotency(call, state, outcome),
       ]);
+      // Once the charge counts: the windows' spend (or the refusal) for the alert rules.
+      if (deps.budgets && (state.budgetHolds?.budgets.length || state.budgetRefusal)) {
+        const caller = { userId: state.userId ?? null, hideUserId: recordLevel(call) === "none" };
+        await (state.budgetRefusal
+          ? deps.budgets.report(caller, [state.budgetRefusal], true)
+          : deps.budgets.report(caller, state.budgetHolds?.budgets ?? [], false));
+      }
     },
 
     quote(call, usage) {

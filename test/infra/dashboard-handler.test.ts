@@ -19,6 +19,7 @@ import { SECURITY_HEADERS } from "../../lambda/app/middleware";
 import { personalProjectId } from "../../lambda/core/members";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 import { DASHBOARD_API_SCOPE } from "../../lib/dashboard";
+import { type EventBridgeStandIn, startEventBridgeStandIn } from "./metering-stand-ins";
 
 const CLIENT_ID = "dashboard-spa-client";
 const BYOK_KEY_ARN = "arn:aws:kms:us-east-1:123456789012:key/byok-test";
@@ -31,6 +32,7 @@ const forgerKey = generateKeyPairSync("rsa", { modulusLength: 2048 });
 let dynamo: EmbeddedDynamo;
 let jwks: Server;
 let kms: Server;
+let bus: EventBridgeStandIn;
 /** The GenerateDataKey requests the KMS stand-in received. */
 const dataKeyRequests: { KeyId: string; KeySpec: string; EncryptionContext: Record<string, string> }[] = [];
 let issuer: string;
@@ -68,8 +70,13 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => kms.listen(0, "127.0.0.1", resolve));
 
+  bus = await startEventBridgeStandIn();
   // The handler reads its configuration at import, as at a Lambda cold start.
   Object.assign(process.env, {
+    DMT_EVENT_BUS_NAME: "dmt-events",
+    DMT_EVENTBRIDGE_ENDPOINT: bus.url,
+    // Only a failed webhook test would send a retry there; none here.
+    DMT_WEBHOOK_QUEUE_URL: "http://127.0.0.1:9/123456789012/deliveries",
     DMT_LOG_LEVEL: "silent",
     DMT_DYNAMODB_ENDPOINT: dynamo.endpoint,
     DMT_DASHBOARD_ISSUER: issuer,
@@ -94,6 +101,7 @@ afterAll(async () => {
   await new Promise((resolve) => jwks?.close(resolve));
   await new Promise((resolve) => kms?.close(resolve));
   await dynamo?.close();
+  await bus?.close();
   rmSync(dataDir, { recursive: true, force: true });
 });
 
@@ -234,5 +242,24 @@ describe("dashboard handler", () => {
       new ScanCommand({ TableName: "dash-vendorKeys" }),
     );
     expect(JSON.stringify(items.Items)).not.toContain(secret);
+  });
+
+  it("puts key.created on the stack's event bus when a key is created", async () => {
+    const token = await accessToken({ sub: "events-user" });
+    const project = personalProjectId("events-user");
+    await handler(event("GET", "/dashboard/api/me", bearer(token)));
+    const created = await handler(
+      event("POST", `/dashboard/api/projects/${project}/keys`, bearer(token), { name: "ci" }),
+    );
+    expect(created.statusCode).toBe(201);
+    const keyId = json(created).apiKey.keyId as string;
+    const entry = bus.entries.find((e) => e.DetailType === "key.created");
+    expect(entry).toMatchObject({ EventBusName: "dmt-events", Source: "dmt" });
+    expect(JSON.parse(entry?.Detail ?? "{}")).toMatchObject({
+      type: "key.created",
+      projectid: project,
+      data: { key_id: keyId },
+    });
+    expect(entry?.Detail).not.toContain(json(created).key);
   });
 });

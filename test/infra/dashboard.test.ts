@@ -473,6 +473,10 @@ describe("dashboard function", () => {
       // The Budgets page: definitions set and deleted, the current windows' spend read.
       [table("budgets")]: ["DeleteItem", "PutItem", "Query"],
       [table("budgetCounters")]: ["GetItem"],
+      // Settings -> Alerts and Webhooks.
+      [table("alertRules")]: ["DeleteItem", "PutItem", "Query", "UpdateItem"],
+      [table("webhooks")]: ["DeleteItem", "GetItem", "PutItem", "Query"],
+      [table("webhookDeliveries")]: ["GetItem", "PutItem", "Query"],
       [table("vendorKeys")]: ["DeleteItem", "Query", "UpdateItem"],
       [table("interactions")]: ["GetItem", "Query"],
       ...Object.fromEntries(
@@ -488,11 +492,18 @@ describe("dashboard function", () => {
     });
   });
 
-  it("may make data keys with the BYOK key, never unwrap them, and reads no secret", () => {
+  it("may make data keys with the BYOK key, unwrap webhook secrets only, and reads no secret", () => {
     const statements = statementsOf(dashboard().api.function.role as never);
     const kms = statements.filter((s) => actionsOf(s).some((a) => a.startsWith("kms:")));
     expect(kms).toEqual([
       { Action: "kms:GenerateDataKey", Effect: "Allow", Resource: getAtt(stack.secrets.byokKey, "Arn") },
+      {
+        Action: "kms:Decrypt",
+        Effect: "Allow",
+        Resource: getAtt(stack.secrets.byokKey, "Arn"),
+        // Never a vendor key: their context is another.
+        Condition: { StringLike: { "kms:EncryptionContext:dmt:context": "dmt webhook secret\n*" } },
+      },
     ]);
     expect(statements.flatMap(actionsOf).filter((a) => a.startsWith("secretsmanager:"))).toEqual([]);
     const env = (

@@ -122,6 +122,105 @@ describe("events", () => {
     expect(actions).not.toContain("dynamodb:*");
   });
 
+  it("gives every function that emits events the bus's name and leave to put events on it", () => {
+    const busId = idOf("AWS::Events::EventBus", () => true);
+    const publishers = [
+      ...["groq", "openai", "anthropic", "gemini"].map((v) => `dmt: ${v} proxy (streaming, behind the API)`),
+      "dmt: dashboard API (/dashboard/api)",
+      "dmt: deletion workflow steps (record, find, rewrite, purge, verify, fail)",
+    ];
+    for (const description of publishers) {
+      const fnId = idOf("AWS::Lambda::Function", (r) => r.Properties.Description === description);
+      const fn = resources[fnId]?.Properties as {
+        Environment: { Variables: Record<string, unknown> };
+        Role: { "Fn::GetAtt": string[] };
+      };
+      expect(fn.Environment.Variables.DMT_EVENT_BUS_NAME, description).toEqual({ Ref: busId });
+      const roleId = fn.Role["Fn::GetAtt"][0];
+      const statements = Object.values(resources)
+        .filter(
+          (r) =>
+            r.Type === "AWS::IAM::Policy" &&
+            JSON.stringify(r.Properties.Roles) === JSON.stringify([{ Ref: roleId }]),
+        )
+        .flatMap((p) => (p.Properties.PolicyDocument as { Statement: Record<string, unknown>[] }).Statement);
+      // Put on the stack's bus, and on nothing else.
+      expect(statements, description).toContainEqual(
+        expect.objectContaining({
+          Action: "events:PutEvents",
+          Effect: "Allow",
+          Resource: { "Fn::GetAtt": [busId, "Arn"] },
+        }),
+      );
+    }
+  });
+
+  it("lets the proxies read and fire alert rules, with conditional updates only", () => {
+    const fnId = idOf(
+      "AWS::Lambda::Function",
+      (r) => r.Properties.Description === "dmt: openai proxy (streaming, behind the API)",
+    );
+    const role = (resources[fnId] as Resources[string]).Properties.Role as { "Fn::GetAtt": string[] };
+    const roleId = role["Fn::GetAtt"][0];
+    const alertRules = Object.keys(resources).find((id) => /^StoreAlertRules[0-9A-F]{8}$/.test(id)) ?? "";
+    expect(resources[alertRules]?.Type).toBe("AWS::DynamoDB::Table");
+    const statements = Object.values(resources)
+      .filter(
+        (r) =>
+          r.Type === "AWS::IAM::Policy" &&
+          JSON.stringify(r.Properties.Roles) === JSON.stringify([{ Ref: roleId }]),
+      )
+      .flatMap((p) => (p.Properties.PolicyDocument as { Statement: Record<string, unknown>[] }).Statement)
+      .filter((st) => JSON.stringify(st.Resource).includes(alertRules));
+    const actions = statements.flatMap((st) => (Array.isArray(st.Action) ? st.Action : [st.Action]));
+    expect(actions.sort()).toEqual(["dynamodb:Query", "dynamodb:UpdateItem"]);
+  });
+
+  it("lets the dashboard API manage alert rules and webhooks, send tests and queue their retries", () => {
+    const fnId = idOf(
+      "AWS::Lambda::Function",
+      (r) => r.Properties.Description === "dmt: dashboard API (/dashboard/api)",
+    );
+    const fn = (resources[fnId] as Resources[string]).Properties as {
+      Environment: { Variables: Record<string, unknown> };
+      Role: { "Fn::GetAtt": string[] };
+    };
+    const queueId = Object.keys(resources).find((id) => /^EventsDeliveryQueue[0-9A-F]{8}$/.test(id)) ?? "";
+    expect(fn.Environment.Variables.DMT_WEBHOOK_QUEUE_URL).toEqual({ Ref: queueId });
+    const roleId = fn.Role["Fn::GetAtt"][0];
+    const statements = Object.values(resources)
+      .filter(
+        (r) =>
+          r.Type === "AWS::IAM::Policy" &&
+          JSON.stringify(r.Properties.Roles) === JSON.stringify([{ Ref: roleId }]),
+      )
+      .flatMap((p) => (p.Properties.PolicyDocument as { Statement: Record<string, unknown>[] }).Statement);
+    const actionsOn = (pattern: RegExp) =>
+      statements
+        .filter((st) => pattern.test(JSON.stringify(st.Resource)))
+        .flatMap((st) => (Array.isArray(st.Action) ? st.Action : [st.Action]))
+        .sort();
+    expect(actionsOn(/StoreAlertRules/)).toEqual([
+      "dynamodb:DeleteItem",
+      "dynamodb:PutItem",
+      "dynamodb:Query",
+      "dynamodb:UpdateItem",
+    ]);
+    expect(actionsOn(/StoreWebhooks[0-9A-F]/)).toEqual([
+      "dynamodb:DeleteItem",
+      "dynamodb:GetItem",
+      "dynamodb:PutItem",
+      "dynamodb:Query",
+    ]);
+    expect(actionsOn(/StoreWebhookDeliveries/)).toEqual([
+      "dynamodb:GetItem",
+      "dynamodb:PutItem",
+      "dynamodb:Query",
+    ]);
+    expect(actionsOn(new RegExp(queueId))).toEqual(expect.arrayContaining(["sqs:SendMessage"]));
+    expect(statements.flatMap((st) => st.Action)).toContain("kms:Decrypt");
+  });
+
   it("publishes the bus name and the queue URL, where the CLI finds them", () => {
     template.hasOutput(EVENT_BUS_OUTPUT, { Value: { Ref: Match.stringLikeRegexp("EventsBus") } });
     template.hasOutput(WEBHOOK_QUEUE_OUTPUT, {

@@ -194,3 +194,65 @@ export async function startS3StandIn(region: string): Promise<S3StandIn> {
     },
   };
 }
+
+export interface EventBridgeStandIn {
+  url: string;
+  /** Every entry put, as sent. */
+  entries: { EventBusName: string; Source: string; DetailType: string; Detail: string }[];
+  close(): Promise<void>;
+}
+
+/**
+ * EventBridge's JSON protocol for PutEvents: notes every entry and accepts it. Given a region, it also
+ * checks each request's SigV4 signature (service `events`, TEST_CREDENTIALS) with the SDK's own
+ * signer, refusing a bad one as EventBridge does.
+ */
+export async function startEventBridgeStandIn(verify?: { region: string }): Promise<EventBridgeStandIn> {
+  const entries: EventBridgeStandIn["entries"] = [];
+  const server = await listen(async (req, body, res) => {
+    const reply = (status: number, answer: object) => {
+      res.writeHead(status, { "content-type": "application/x-amz-json-1.1" });
+      res.end(JSON.stringify(answer));
+    };
+    if (req.headers["x-amz-target"] !== "AWSEvents.PutEvents") {
+      return reply(400, { __type: "UnsupportedOperation", message: "PutEvents only" });
+    }
+    if (verify) {
+      const authorization = String(req.headers.authorization ?? "");
+      const signedNames = /SignedHeaders=([^,]+)/.exec(authorization)?.[1]?.split(";") ?? [];
+      const stamp = String(req.headers["x-amz-date"]);
+      const signingDate = new Date(
+        `${stamp.slice(0, 4)}-${stamp.slice(4, 6)}-${stamp.slice(6, 8)}T${stamp.slice(9, 11)}:${stamp.slice(11, 13)}:${stamp.slice(13, 15)}Z`,
+      );
+      const url = new URL(req.url ?? "/", `http://${req.headers.host}`);
+      const expected = await new SignatureV4({
+        service: "events",
+        region: verify.region,
+        credentials: TEST_CREDENTIALS,
+        sha256: Sha256,
+      }).sign(
+        {
+          method: "POST",
+          protocol: "http:",
+          hostname: url.hostname,
+          port: Number(url.port),
+          path: url.pathname,
+          query: {},
+          headers: Object.fromEntries(signedNames.map((name) => [name, String(req.headers[name])])),
+          body: body.toString("utf8"),
+        },
+        { signingDate },
+      );
+      if (expected.headers.authorization !== authorization) {
+        return reply(403, { __type: "InvalidSignatureException", message: "The signature does not match." });
+      }
+    }
+    const input = JSON.parse(body.toString("utf8")) as { Entries: EventBridgeStandIn["entries"] };
+    entries.push(...input.Entries);
+    reply(200, {
+      FailedEntryCount: 0,
+      Entries: input.Entries.map((_, i) => ({ EventId: `e${entries.length}-${i}` })),
+    });
+  });
+  return { ...server, entries };
+}

@@ -41,8 +41,10 @@ import {
   startSecretsEndpoint,
 } from "./lambda-runtime";
 import {
+  type EventBridgeStandIn,
   type KmsStandIn,
   type S3StandIn,
+  startEventBridgeStandIn,
   startKmsStandIn,
   startS3StandIn,
   TEST_CREDENTIALS,
@@ -270,6 +272,7 @@ describe("a proxy function cold-started with the synthesized environment", () =>
   let sqs: SqsStandIn;
   let s3: S3StandIn;
   let kms: KmsStandIn;
+  let bus: EventBridgeStandIn;
   let credits: DynamoCredits;
   let handler: StreamingHandler;
 
@@ -281,6 +284,7 @@ describe("a proxy function cold-started with the synthesized environment", () =>
     sqs = await startSqsStandIn();
     s3 = await startS3StandIn(REGION);
     kms = await startKmsStandIn();
+    bus = await startEventBridgeStandIn({ region: REGION });
     secrets.secrets.set(ORIGIN_ARN, { AWSCURRENT: ORIGIN });
     secrets.secrets.set(KEY_ARN, { AWSCURRENT: "sk-managed-openai" });
 
@@ -296,6 +300,7 @@ describe("a proxy function cold-started with the synthesized environment", () =>
       DMT_BYOK_KEY_ARN: "arn:aws:kms:eu-west-1:123456789012:key/0f0e0d0c-0b0a-0908-0706-050403020100",
       DMT_QUEUE_URL: `${sqs.url}/123456789012/records`,
       DMT_WAREHOUSE_BUCKET: "dmt-warehouse-data",
+      DMT_EVENT_BUS_NAME: "dmt-events",
     };
     const fromTemplate = Object.entries(env).map(([name, value]) => {
       if (typeof value === "string") return [name, value];
@@ -313,6 +318,7 @@ describe("a proxy function cold-started with the synthesized environment", () =>
       DMT_KMS_ENDPOINT: kms.url,
       DMT_SQS_ENDPOINT: sqs.url,
       DMT_S3_ENDPOINT: s3.url,
+      DMT_EVENTBRIDGE_ENDPOINT: bus.url,
       AWS_REGION: REGION,
       AWS_ACCESS_KEY_ID: TEST_CREDENTIALS.accessKeyId,
       AWS_SECRET_ACCESS_KEY: TEST_CREDENTIALS.secretAccessKey,
@@ -331,6 +337,7 @@ describe("a proxy function cold-started with the synthesized environment", () =>
     await sqs?.close();
     await s3?.close();
     await kms?.close();
+    await bus?.close();
     await dynamo?.close();
   });
 

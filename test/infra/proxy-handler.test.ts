@@ -38,8 +38,10 @@ import {
   type UrlRequest,
 } from "./lambda-runtime";
 import {
+  type EventBridgeStandIn,
   type KmsStandIn,
   type S3StandIn,
+  startEventBridgeStandIn,
   startKmsStandIn,
   startS3StandIn,
   TEST_CREDENTIALS,
@@ -62,6 +64,7 @@ let dynamo: EmbeddedDynamo;
 let sqs: SqsStandIn;
 let s3: S3StandIn;
 let kms: KmsStandIn;
+let bus: EventBridgeStandIn;
 let credits: DynamoCredits;
 let vendorKeys: DynamoVendorKeys;
 let handler: StreamingHandler;
@@ -75,8 +78,11 @@ beforeAll(async () => {
   sqs = await startSqsStandIn();
   s3 = await startS3StandIn(REGION);
   kms = await startKmsStandIn();
+  bus = await startEventBridgeStandIn({ region: REGION });
   Object.assign(process.env, {
     DMT_VENDOR: "openai",
+    DMT_EVENT_BUS_NAME: "dmt-events",
+    DMT_EVENTBRIDGE_ENDPOINT: bus.url,
     DMT_UPSTREAM_URL: simulator.origins.openai,
     DMT_SECRETS_ENDPOINT: secrets.url,
     DMT_ORIGIN_SECRET_ARN: ORIGIN_ARN,
@@ -123,6 +129,7 @@ afterAll(async () => {
   await sqs?.close();
   await s3?.close();
   await kms?.close();
+  await bus?.close();
   await dynamo?.close();
   rmSync(dataDir, { recursive: true, force: true });
 });
@@ -385,6 +392,7 @@ describe("proxy handler: metering, records and metrics, as deployed", () => {
   beforeEach(() => {
     sqs.accepted.length = 0;
     kms.calls.length = 0;
+    bus.entries.length = 0;
   });
 
   it("charges a managed call to the project's credits, queues its record and counts it", async () => {
@@ -406,6 +414,15 @@ describe("proxy handler: metering, records and metrics, as deployed", () => {
     const unspent = (b: CreditBalance) => b.availableMicros + b.heldMicros;
     expect(unspent(before) - unspent(after)).toBe(record?.cost_micros);
     expect(after.openHolds).toBe(1);
+    // Its usage.recorded event was on the stack's bus before the invocation ended.
+    expect(bus.entries).toEqual([
+      expect.objectContaining({ EventBusName: "dmt-events", Source: "dmt", DetailType: "usage.recorded" }),
+    ]);
+    expect(JSON.parse(bus.entries[0]?.Detail ?? "{}")).toMatchObject({
+      type: "usage.recorded",
+      projectid: "acme",
+      data: { transaction_id: record?.transaction_id, billing_mode: "managed" },
+    });
 
     expect(metrics).toHaveLength(1);
     const [line] = metrics;

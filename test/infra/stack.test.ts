@@ -518,6 +518,8 @@ describe("proxy functions", () => {
         },
         // The project's budget definitions, read per key-cache period.
         { Action: "dynamodb:Query", Effect: "Allow", Resource: arn("budgets") },
+        // The alert rules: read, fired once per crossing with conditional updates.
+        { Action: ["dynamodb:Query", "dynamodb:UpdateItem"], Effect: "Allow", Resource: arn("alertRules") },
         {
           Action: "kms:Decrypt",
           Effect: "Allow",
@@ -538,6 +540,12 @@ describe("proxy functions", () => {
               [{ "Fn::GetAtt": [logicalId(stack.warehouse.dataBucket), "Arn"] }, "/queue-spool/*"],
             ],
           },
+        },
+        // Its events (usage, balance and budget alerts), on the stack's bus only.
+        {
+          Action: "events:PutEvents",
+          Effect: "Allow",
+          Resource: { "Fn::GetAtt": [logicalId(stack.events.bus), "Arn"] },
         },
       ]);
     }

@@ -62,7 +62,7 @@ describe("low-balance alert", () => {
     const { projectId, received } = await watchedProject("10");
     await stack.events.rules.put(lowBalanceRule(projectId, "5", Date.now()));
     const alerts = stack.events.alerts;
-    alerts.forget(projectId);
+    stack.events.cachedRules.forget(projectId);
 
     await spend(projectId, "4");
     await alerts.check(projectId); // $6 left: above
@@ -80,7 +80,7 @@ describe("low-balance alert", () => {
 
     await credits.grant(projectId, parseUsd("10"), "test");
     await alerts.check(projectId); // $13: re-armed
-    expect((await stack.events.rules.list(projectId))[0]?.armed).toBe(true);
+    expect((await stack.events.rules.list(projectId))[0]).toMatchObject({ armed: true });
     await spend(projectId, "9");
     await alerts.check(projectId); // $4 again: fires again
     await expect.poll(() => received().length, WAIT).toBe(2);
@@ -90,7 +90,7 @@ describe("low-balance alert", () => {
   it("only one of several processes that see the crossing fires it", async () => {
     const { projectId, received } = await watchedProject("3");
     await stack.events.rules.put(lowBalanceRule(projectId, "5", Date.now()));
-    stack.events.alerts.forget(projectId);
+    stack.events.cachedRules.forget(projectId);
     const disarmed = await Promise.all(
       Array.from({ length: 5 }, () => stack.events.rules.disarm(projectId, "low-balance", Date.now())),
     );

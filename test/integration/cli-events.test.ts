@@ -166,10 +166,33 @@ describe("dmt alerts", SLOW, () => {
     const negative = await runDmt(["alerts", "set", "--project", "alerted", "--low-balance-usd=-5"], dir);
     expect(negative).toMatchObject({ code: 1, stderr: expect.stringContaining("must not be negative") });
     const budgets = await runDmt(
-      ["alerts", "set", "--project", "alerted", "--budget-thresholds", "50,80,100"],
+      ["alerts", "set", "--project", "alerted", "--budget-thresholds", "80,50,100"],
       dir,
     );
-    expect(budgets).toMatchObject({ code: 2, stderr: expect.stringContaining("budgets") });
+    expect(budgets).toMatchObject({
+      code: 0,
+      stdout: expect.stringContaining("budget.threshold at 50%, 80%; budget.exceeded at 100%"),
+    });
+    const both = await dmtJson<{ ruleId: string; thresholds?: number[] }[]>(
+      ["alerts", "list", "--project", "alerted"],
+      dir,
+    );
+    expect(both).toEqual([
+      expect.objectContaining({ ruleId: "budget-thresholds", thresholds: [50, 80, 100] }),
+      expect.objectContaining({ ruleId: "low-balance" }),
+    ]);
+    for (const bad of ["50,50", "0", "150", "5O", ""]) {
+      const refused = await runDmt(
+        ["alerts", "set", "--project", "alerted", `--budget-thresholds=${bad}`],
+        dir,
+      );
+      expect(refused).toMatchObject({ code: 1, stderr: expect.stringContaining("budget_thresholds") });
+    }
+    const neither = await runDmt(["alerts", "set", "--project", "alerted"], dir);
+    expect(neither).toMatchObject({ code: 2, stderr: expect.stringContaining("--budget-thresholds") });
+    expect((await runDmt(["alerts", "delete", "--project", "alerted", "budget-thresholds"], dir)).code).toBe(
+      0,
+    );
     const noProject = await runDmt(["alerts", "list", "--project", "nobody-here"], dir);
     expect(noProject).toMatchObject({ code: 1, stderr: expect.stringContaining("does not exist") });
 

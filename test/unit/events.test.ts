@@ -3,7 +3,7 @@ import { undiciWebhookSender } from "../../lambda/adapters/undici/webhook-sender
 import { decimalUsd as usd } from "../../lambda/core/credits";
 import { ApiError } from "../../lambda/core/errors";
 import { silentLogger } from "../../lambda/core/logger";
-import { lowBalanceRule } from "../../lambda/events/alerts";
+import { budgetThresholdsRule, lowBalanceRule } from "../../lambda/events/alerts";
 import { buildEvent, DEFAULT_EVENT_TYPES, parseEventTypes } from "../../lambda/events/cloudevent";
 import { createDeliveries, eventMessage } from "../../lambda/events/delivery";
 import type { Delivery, WebhookStore } from "../../lambda/events/ports";
@@ -174,5 +174,35 @@ describe("event fan-out", () => {
     // Every event of the project still fans out to its webhook.
     expect(begun).toHaveLength(3);
     expect(sent).toHaveLength(3);
+  });
+});
+
+describe("budget-threshold rules", () => {
+  it("takes distinct whole percentages from 1 to 100, sorted", () => {
+    expect(budgetThresholdsRule("acme", "100, 50,80", 0)).toMatchObject({
+      ruleId: "budget-thresholds",
+      kind: "budget_thresholds",
+      thresholds: [50, 80, 100],
+    });
+    expect(budgetThresholdsRule("acme", "1", 0).thresholds).toEqual([1]);
+  });
+
+  it("refuses empty lists, non-integers, out-of-range values and duplicates, naming the field", () => {
+    for (const [text, why] of [
+      ["", "comma-separated whole percentages"],
+      ["50,,80", "comma-separated whole percentages"],
+      ["50.5", "'50.5' is not a whole percentage from 1 to 100"],
+      ["0,50", "'0' is not a whole percentage"],
+      ["101", "'101' is not a whole percentage"],
+      ["-10", "'-10' is not a whole percentage"],
+      ["half", "'half' is not a whole percentage"],
+      ["50,80,50", "50 is given twice"],
+      ["1,2,3,4,5,6,7,8,9,10,11", "at most 10"],
+    ] as const) {
+      const refused = refusal(() => budgetThresholdsRule("acme", text, 0));
+      expect(refused).toMatchObject({ status: 400, code: "invalid_field" });
+      expect(refused.message).toContain("budget_thresholds");
+      expect(refused.message).toContain(why);
+    }
   });
 });

@@ -237,6 +237,30 @@ export interface PrivacyView {
   bodyRetentionDays: number | null;
 }
 
+/** An alert rule (lambda/events/alerts.ts). */
+export type AlertRuleView =
+  | { ruleId: "low-balance"; kind: "low_balance"; thresholdMicros: number; armed: boolean; firedAt?: number }
+  | { ruleId: "budget-thresholds"; kind: "budget_thresholds"; thresholds: number[] };
+
+export interface WebhookView {
+  webhookId: string;
+  url: string;
+  events: string[];
+  createdAt: number;
+}
+
+/** One event's delivery to one webhook, as the delivery log keeps it. */
+export interface DeliveryView {
+  eventId: string;
+  eventType: string;
+  status: "pending" | "retrying" | "delivered" | "dead";
+  attempts: number;
+  lastStatusCode?: number;
+  lastError?: string;
+  lastAttemptAt?: number;
+  nextRetryAt?: number;
+}
+
 export class ApiFailure extends Error {
   constructor(
     message: string,
@@ -454,6 +478,56 @@ export class Api {
 
   async deleteBudget(projectId: string, budgetId: string): Promise<void> {
     await this.send("DELETE", this.project(projectId, `/budgets/${encodeURIComponent(budgetId)}`));
+  }
+
+  async alertRules(projectId: string): Promise<AlertRuleView[]> {
+    return (await this.call<{ rules: AlertRuleView[] }>("GET", this.project(projectId, "/alerts"))).rules;
+  }
+
+  async setAlertRules(
+    projectId: string,
+    input: { lowBalanceUsd?: string; budgetThresholds?: string },
+  ): Promise<AlertRuleView[]> {
+    return (await this.call<{ rules: AlertRuleView[] }>("PUT", this.project(projectId, "/alerts"), input))
+      .rules;
+  }
+
+  async deleteAlertRule(projectId: string, ruleId: string): Promise<void> {
+    await this.send("DELETE", this.project(projectId, `/alerts/${encodeURIComponent(ruleId)}`));
+  }
+
+  async webhooks(projectId: string): Promise<WebhookView[]> {
+    return (await this.call<{ webhooks: WebhookView[] }>("GET", this.project(projectId, "/webhooks")))
+      .webhooks;
+  }
+
+  addWebhook(
+    projectId: string,
+    input: { url: string; events?: string },
+  ): Promise<{ webhook: WebhookView; secret: string }> {
+    return this.call("POST", this.project(projectId, "/webhooks"), input);
+  }
+
+  async deleteWebhook(projectId: string, webhookId: string): Promise<void> {
+    await this.send("DELETE", this.project(projectId, `/webhooks/${encodeURIComponent(webhookId)}`));
+  }
+
+  async testWebhook(projectId: string, webhookId: string): Promise<DeliveryView> {
+    const path = this.project(projectId, `/webhooks/${encodeURIComponent(webhookId)}/test`);
+    return (await this.call<{ delivery: DeliveryView }>("POST", path)).delivery;
+  }
+
+  async deliveries(projectId: string, webhookId: string): Promise<DeliveryView[]> {
+    const path = this.project(projectId, `/webhooks/${encodeURIComponent(webhookId)}/deliveries`);
+    return (await this.call<{ deliveries: DeliveryView[] }>("GET", path)).deliveries;
+  }
+
+  async resendDelivery(projectId: string, webhookId: string, eventId: string): Promise<DeliveryView> {
+    const path = this.project(
+      projectId,
+      `/webhooks/${encodeURIComponent(webhookId)}/deliveries/${encodeURIComponent(eventId)}/resend`,
+    );
+    return (await this.call<{ delivery: DeliveryView }>("POST", path)).delivery;
   }
 
   async revokeKey(projectId: string, keyId: string): Promise<KeyView> {

@@ -133,6 +133,15 @@ export class DynamoBudgets implements BudgetStore {
     return { spentMicros: spent, heldMicros: (item?.used ?? 0) - spent };
   }
 
+  async charges(counterId: string): Promise<{ settledMicros: number; noted: Map<string, number> }> {
+    const item = await this.readCounter(counterId);
+    const noted = new Map<string, number>();
+    for (const [name, marker] of item ? markers(item) : []) {
+      noted.set(name.slice(MARKER.length), (marker.c ?? 0) + (marker.u ?? 0));
+    }
+    return { settledMicros: item?.spent ?? 0, noted };
+  }
+
   /** h1: holds `micros` of the counter's room under `limitMicros`, or says how much room is left. */
   async hold(
     counterId: string,

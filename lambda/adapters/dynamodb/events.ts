@@ -5,11 +5,9 @@ import {
   GetItemCommand,
   PutItemCommand,
   QueryCommand,
-  UpdateItemCommand,
 } from "@aws-sdk/client-dynamodb";
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
 import { type KeyWrapper, openSecret, sealSecret } from "../../core/crypto";
-import type { AlertRule, AlertRuleStore } from "../../events/alerts";
 import type { Delivery, DeliveryLog, WebhookStore, WebhookView } from "../../events/ports";
 import { webhookSecretContext } from "../../events/webhooks";
 import type { TableNames } from "./tables";
@@ -175,76 +173,4 @@ function fromItem(item: Parameters<typeof unmarshall>[0]): Delivery {
     expiresAt: number;
   };
   return { ...rest, event: JSON.parse(eventJson) };
-}
-
-export class DynamoAlertRules implements AlertRuleStore {
-  constructor(
-    private readonly db: DynamoDBClient,
-    private readonly tables: Pick<TableNames, "alertRules">,
-  ) {}
-
-  async put(rule: AlertRule): Promise<void> {
-    await this.db.send(
-      new PutItemCommand({
-        TableName: this.tables.alertRules,
-        Item: marshall(rule, { removeUndefinedValues: true }),
-      }),
-    );
-  }
-
-  async list(projectId: string): Promise<AlertRule[]> {
-    const out = await this.db.send(
-      new QueryCommand({
-        TableName: this.tables.alertRules,
-        KeyConditionExpression: "projectId = :p",
-        ExpressionAttributeValues: marshall({ ":p": projectId }),
-        ConsistentRead: true,
-      }),
-    );
-    return (out.Items ?? []).map((item) => unmarshall(item) as AlertRule);
-  }
-
-  async delete(projectId: string, ruleId: string): Promise<boolean> {
-    const out = await this.db.send(
-      new DeleteItemCommand({
-        TableName: this.tables.alertRules,
-        Key: marshall({ projectId, ruleId }),
-        ReturnValues: "ALL_OLD",
-      }),
-    );
-    return out.Attributes !== undefined;
-  }
-
-  disarm(projectId: string, ruleId: string, at: number): Promise<boolean> {
-    return this.flip(projectId, ruleId, "SET armed = :to, firedAt = :at", true, { ":at": at });
-  }
-
-  rearm(projectId: string, ruleId: string): Promise<boolean> {
-    return this.flip(projectId, ruleId, "SET armed = :to", false, {});
-  }
-
-  /** One conditional write: succeeds only for the caller that found the rule in state `from`. */
-  private async flip(
-    projectId: string,
-    ruleId: string,
-    update: string,
-    from: boolean,
-    values: Record<string, unknown>,
-  ): Promise<boolean> {
-    try {
-      await this.db.send(
-        new UpdateItemCommand({
-          TableName: this.tables.alertRules,
-          Key: marshall({ projectId, ruleId }),
-          UpdateExpression: update,
-          ConditionExpression: "armed = :from",
-          ExpressionAttributeValues: marshall({ ":from": from, ":to": !from, ...values }),
-        }),
-      );
-      return true;
-    } catch (err) {
-      if (err instanceof ConditionalCheckFailedException) return false;
-      throw err;
-    }
-  }
 }

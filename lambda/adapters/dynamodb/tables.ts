@@ -116,8 +116,11 @@ export const TABLES: Record<TableName, TableDefinition> = {
     sortKey: { name: "eventId", type: "S" },
     ttlAttribute: "expiresAt",
   },
-  /** Alert rules per project (events/alerts.ts), armed until they fire. */
-  alertRules: { partitionKey: "projectId", sortKey: { name: "ruleId", type: "S" } },
+  /**
+   * Alert rules per project (events/alerts.ts), armed until they fire; and under `<projectId>#crossed`
+   * one item per budget window (its counter id) with the thresholds it crossed, kept past the window.
+   */
+  alertRules: { partitionKey: "projectId", sortKey: { name: "ruleId", type: "S" }, ttlAttribute: "gcAt" },
 };
 export type TableNames = Record<TableName, string>;
 

@@ -19,23 +19,24 @@ export class EventBridgePublisher implements EventPublisher {
 
   async publish(input: Parameters<EventPublisher["publish"]>[0]): Promise<CloudEvent> {
     const event = buildEvent(input, this.clock());
+    const entry = busEntry(this.busName, event);
     const out = await this.client.send(
-      new PutEventsCommand({
-        Entries: [
-          {
-            EventBusName: this.busName,
-            Source: BUS_SOURCE,
-            DetailType: event.type,
-            Detail: JSON.stringify(event),
-            Time: new Date(event.time),
-          },
-        ],
-      }),
+      new PutEventsCommand({ Entries: [{ ...entry, Time: new Date(event.time) }] }),
     );
-    const failed = out.Entries?.find((entry) => entry.ErrorCode);
-    if ((out.FailedEntryCount ?? 0) > 0 || failed) {
-      throw new Error(`the event bus refused the event: ${failed?.ErrorCode ?? "unknown"}`);
-    }
+    checkPut(out);
     return event;
+  }
+}
+
+/** The bus entry of an event: `detail-type` its type, `detail` the whole CloudEvent. */
+export function busEntry(busName: string, event: CloudEvent) {
+  return { EventBusName: busName, Source: BUS_SOURCE, DetailType: event.type, Detail: JSON.stringify(event) };
+}
+
+/** PutEvents answers 200 with failed entries: those are a failure too. */
+export function checkPut(out: { FailedEntryCount?: number; Entries?: { ErrorCode?: string }[] }): void {
+  const failed = out.Entries?.find((entry) => entry.ErrorCode);
+  if ((out.FailedEntryCount ?? 0) > 0 || failed) {
+    throw new Error(`the event bus refused the event: ${failed?.ErrorCode ?? "unknown"}`);
   }
 }

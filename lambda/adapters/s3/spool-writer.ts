@@ -1,7 +1,8 @@
-import { createHash, createHmac } from "node:crypto";
+import { createHash } from "node:crypto";
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import { SignatureV4 } from "@smithy/signature-v4";
 import { assertObjectKey, type ObjectBody, type ObjectStore } from "../../core/object-store";
+import { Sha256 } from "../sigv4-sha256";
 
 export interface S3SpoolWriterOptions {
   bucket: string;
@@ -60,29 +61,4 @@ export class S3SpoolWriter implements Pick<ObjectStore, "put"> {
       throw new Error(`S3 refused the spool object: ${response.status} ${code}`);
     }
   }
-}
-
-type SourceData = string | ArrayBuffer | ArrayBufferView;
-
-/** SHA-256, or HMAC-SHA-256 given a secret, for the signer, from node:crypto. */
-class Sha256 {
-  private readonly hash;
-
-  constructor(secret?: SourceData) {
-    this.hash = secret === undefined ? createHash("sha256") : createHmac("sha256", toBytes(secret));
-  }
-
-  update(data: SourceData): void {
-    this.hash.update(toBytes(data));
-  }
-
-  async digest(): Promise<Uint8Array> {
-    return this.hash.digest();
-  }
-}
-
-function toBytes(data: SourceData): Uint8Array {
-  if (typeof data === "string") return Buffer.from(data, "utf8");
-  if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-  return new Uint8Array(data);
 }

@@ -12,6 +12,7 @@ import type { EventPublisher } from "../../events/ports";
 import type { AppEnv } from "../env";
 import { mountRoutes } from "../routing";
 import { appShell } from "../shell";
+import { type AlertRoutesDeps, alertRoutes } from "./alerts";
 import { requireUser, type TokenVerifier } from "./auth";
 import { billingRoutes } from "./billing";
 import { budgetRoutes } from "./budgets";
@@ -43,6 +44,8 @@ export interface DashboardApiDeps {
   budgets?: { store: BudgetStore; catalogueModels: readonly string[] };
   /** The project's privacy settings (store level, retention); absent: not served. */
   privacy?: { settings: PrivacySettingsStore };
+  /** Settings -> Alerts and Webhooks, with the delivery log; absent: not served. */
+  alerting?: Omit<AlertRoutesDeps, "clock">;
   /** Deletion requests (the data API's `POST /api/v1/data`, from Settings); absent: not served. */
   deletion?: Pick<DeletionRoutesDeps, "requests" | "starter">;
 }
@@ -107,6 +110,7 @@ export function createDashboardApp(deps: DashboardApiDeps): Hono<AppEnv> {
     ...(deps.privacy
       ? privacyRoutes(PROJECT, { projects: deps.store, settings: deps.privacy.settings })
       : {}),
+    ...(deps.alerting ? alertRoutes(PROJECT, { ...deps.alerting, clock }) : {}),
     ...(deps.deletion
       ? deletionRoutes(PROJECT, { ...deps.deletion, log: deps.requests, logger: deps.logger, clock })
       : {}),

@@ -10,6 +10,7 @@ import { DynamoDeliveryLedger } from "../../adapters/dynamodb/ledger";
 import { DynamoPorts } from "../../adapters/dynamodb/ports";
 import { tableNames } from "../../adapters/dynamodb/tables";
 import { EventBridgePublisher } from "../../adapters/eventbridge/bus";
+import { SignedEventBridgePublisher } from "../../adapters/eventbridge/signed-publisher";
 import { createKmsClient, KmsKeyWrapper } from "../../adapters/kms/key-wrapper";
 import { S3WarehouseFiles } from "../../adapters/s3/deletion-files";
 import { S3ObjectStore } from "../../adapters/s3/object-store";
@@ -259,6 +260,24 @@ export function sqsDeliveryQueue(config: {
     new SQSClient(config.DMT_SQS_ENDPOINT ? { endpoint: config.DMT_SQS_ENDPOINT } : {}),
     config.DMT_WEBHOOK_QUEUE_URL,
   );
+}
+
+/**
+ * The proxy functions' publisher onto the stack's bus: signed requests without the EventBridge client
+ * (the proxy bundle's budget), with the function's credentials and region as an SDK client's default
+ * chain resolves them (the SQS client's: already in the bundle).
+ */
+export function signedEventBridgePublisher(config: {
+  DMT_EVENTBRIDGE_ENDPOINT?: string | undefined;
+  DMT_EVENT_BUS_NAME: string;
+}): SignedEventBridgePublisher {
+  const resolver = sqsClient();
+  return new SignedEventBridgePublisher({
+    busName: config.DMT_EVENT_BUS_NAME,
+    ...(config.DMT_EVENTBRIDGE_ENDPOINT !== undefined && { endpoint: config.DMT_EVENTBRIDGE_ENDPOINT }),
+    credentials: resolver.config.credentials,
+    region: resolver.config.region,
+  });
 }
 
 /** The stack's event bus, where events go for the user's own rules. */

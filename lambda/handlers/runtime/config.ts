@@ -114,16 +114,21 @@ const dataApi = z.extend(base, {
   ...awsEndpoints,
 });
 
+/** The stack's event bus: every function that emits events publishes there (lib/events.ts). */
+const eventBus = z.object({
+  DMT_EVENT_BUS_NAME: text,
+  /** Another EventBridge endpoint (tests); unset in AWS. */
+  DMT_EVENTBRIDGE_ENDPOINT: z.optional(httpUrl),
+});
+
 /**
  * Events: the store (webhooks, deliveries, alert rules, balances), the KMS key that wraps webhook
  * secrets, the stack's bus and the webhook delivery queue.
  */
-const events = z.extend(metering, {
-  DMT_EVENT_BUS_NAME: text,
+const events = z.extend(z.extend(metering, eventBus.shape), {
   DMT_WEBHOOK_QUEUE_URL: httpUrl,
   /** The waits before webhook retries in ms, comma-separated (tests); default over an hour. */
   DMT_WEBHOOK_RETRY_DELAYS_MS: z.optional(z.string().check(z.regex(/^\d+(,\d+)*$/))),
-  DMT_EVENTBRIDGE_ENDPOINT: z.optional(httpUrl),
   DMT_SQS_ENDPOINT: z.optional(httpUrl),
 });
 
@@ -135,6 +140,7 @@ export type RecordQueueConfig = z.infer<typeof recordQueue>;
 export type ConsumerConfig = z.infer<typeof consumer>;
 export type DataApiConfig = z.infer<typeof dataApi>;
 export type EventsConfig = z.infer<typeof events> & { tables: TableNames };
+export type EventBusConfig = z.infer<typeof eventBus>;
 
 export function parseBaseConfig(env: Record<string, string | undefined>): BaseConfig {
   return parseEnv(base, env);
@@ -227,4 +233,9 @@ export function parseDashboardConfig(env: Record<string, string | undefined>): D
 /** For the events: the delivery function, and what publishes events in other functions. */
 export function parseEventsConfig(env: Record<string, string | undefined>): EventsConfig {
   return { ...parseEnv(events, env), tables: tableNames(env) };
+}
+
+/** For the functions that publish events: the proxies, the dashboard API, the deletion steps. */
+export function parseEventBusConfig(env: Record<string, string | undefined>): EventBusConfig {
+  return parseEnv(eventBus, env);
 }

@@ -2,6 +2,7 @@ import type { PrivacyView, StoreLevel, Vendor, VendorKeyView } from "../api";
 import { type Child, h, icon, replace } from "../dom";
 import { timeCell } from "../format";
 import { errorMessage, loadInto, modal, type Page, type PageContext, pageHead } from "./page";
+import { alertsSection, webhooksSection } from "./settings-alerts";
 import { deletionSection } from "./settings-deletion";
 
 const VENDORS: [vendor: Vendor, label: string][] = [
@@ -511,7 +512,10 @@ export const settingsPage: Page = {
     const vendorBody = h("div", {});
     replace(
       main,
-      pageHead("Settings", "Vendor keys, exports, privacy, deletion requests and the project's details."),
+      pageHead(
+        "Settings",
+        "Vendor keys, alerts and webhooks, exports, privacy, deletion requests and the project's details.",
+      ),
       section(
         "Vendor keys (BYOK)",
         h(
@@ -521,6 +525,8 @@ export const settingsPage: Page = {
         ),
         vendorBody,
       ),
+      alertsSection(ctx),
+      webhooksSection(ctx),
       destinationSection(ctx),
       exportSection(ctx),
       privacySection(ctx),

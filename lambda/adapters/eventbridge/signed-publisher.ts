@@ -1,0 +1,65 @@
+import type { SQSClient } from "@aws-sdk/client-sqs";
+import { SignatureV4 } from "@smithy/signature-v4";
+import { buildEvent, type CloudEvent } from "../../events/cloudevent";
+import type { EventPublisher } from "../../events/ports";
+import { Sha256 } from "../sigv4-sha256";
+import { busEntry, checkPut } from "./bus";
+
+export interface SignedPublisherOptions {
+  busName: string;
+  /** Another EventBridge endpoint (tests); unset in AWS. */
+  endpoint?: string;
+  /** The function's credentials and region, as one of its SDK clients resolved them. */
+  credentials: SQSClient["config"]["credentials"];
+  region: SQSClient["config"]["region"];
+  clock?: () => number;
+}
+
+/**
+ * The proxy functions' publisher: each event is one SigV4-signed PutEvents request (EventBridge's JSON
+ * protocol), the same entry as `EventBridgePublisher` puts, without the EventBridge client, which
+ * would take the proxy bundle past its 1 MB budget (docs/aws.md "Bundle"), as `S3SpoolWriter` does
+ * for S3.
+ */
+export class SignedEventBridgePublisher implements EventPublisher {
+  constructor(private readonly options: SignedPublisherOptions) {}
+
+  async publish(input: Parameters<EventPublisher["publish"]>[0]): Promise<CloudEvent> {
+    const event = buildEvent(input, (this.options.clock ?? Date.now)());
+    const region = await this.options.region();
+    const url = new URL(this.options.endpoint ?? `https://events.${region}.amazonaws.com/`);
+    const body = JSON.stringify({
+      Entries: [{ ...busEntry(this.options.busName, event), Time: Date.parse(event.time) / 1000 }],
+    });
+    const signer = new SignatureV4({
+      service: "events",
+      region,
+      credentials: this.options.credentials,
+      sha256: Sha256,
+    });
+    const signed = await signer.sign({
+      method: "POST",
+      protocol: url.protocol,
+      hostname: url.hostname,
+      ...(url.port && { port: Number(url.port) }),
+      path: url.pathname,
+      query: {},
+      headers: {
+        host: url.host,
+        "content-type": "application/x-amz-json-1.1",
+        "x-amz-target": "AWSEvents.PutEvents",
+      },
+      body,
+    });
+    // fetch sets Host from the URL itself (the same value as signed).
+    const { host: _host, ...headers } = signed.headers;
+    const response = await fetch(url, { method: "POST", headers, body });
+    const answer = await response.text();
+    if (!response.ok) {
+      const type = response.headers.get("x-amzn-errortype") ?? /"__type":"([^"]+)"/.exec(answer)?.[1];
+      throw new Error(`the event bus refused the event: ${response.status} ${type ?? "no error type"}`);
+    }
+    checkPut(JSON.parse(answer) as Parameters<typeof checkPut>[0]);
+    return event;
+  }
+}

@@ -1,0 +1,164 @@
+import { mkdirSync } from "node:fs";
+import type { Browser, Page } from "playwright-core";
+import { Webhook } from "standardwebhooks";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { DynamoMemberStore } from "../../lambda/adapters/dynamodb/members";
+import { tableNames } from "../../lambda/adapters/dynamodb/tables";
+import { addMember } from "../../lambda/core/members";
+import { localUserDirectory } from "../../lambda/local/oidc";
+import { launchBrowser } from "../support/browser";
+import { startTestStack, type TestStack } from "../support/stack";
+import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver";
+
+/**
+ * Settings -> Alerts and Webhooks in a real browser, over the real local stack: an admin adds a
+ * webhook and sees its secret once, sends a test that a local receiver gets signed, sees it in the
+ * delivery log, sets budget thresholds; the page fits 390 px.
+ */
+
+const SHOTS = "test-results";
+const PROJECT = "alerts-demo";
+/** Generous: the machine may be busy. */
+const STEP_MS = 180_000;
+const SLOW = { timeout: 60_000, interval: 500 };
+
+let stack: TestStack;
+let receiver: WebhookReceiver;
+let browser: Browser;
+let page: Page;
+let secret = "";
+const problems: string[] = [];
+
+beforeAll(async () => {
+  stack = await startTestStack();
+  receiver = await startWebhookReceiver();
+  await stack.newKey({ projectId: PROJECT, name: "laptop" });
+  await addMember(
+    stack.store,
+    new DynamoMemberStore(stack.db, tableNames(process.env)),
+    localUserDirectory(stack.dataDir),
+    { projectId: PROJECT, email: stack.dashboard.email, role: "admin" },
+    Date.now(),
+  );
+  browser = await launchBrowser();
+  page = await (await browser.newContext({ viewport: { width: 1366, height: 900 } })).newPage();
+  page.setDefaultTimeout(60_000);
+  page.on("console", (message) => {
+    if (message.type() !== "error") return;
+    if (message.location().url.startsWith(`${stack.url}/dashboard/api/`)) return;
+    problems.push(message.text());
+  });
+  page.on("pageerror", (error) => problems.push(error.message));
+}, STEP_MS);
+
+afterAll(async () => {
+  await browser?.close();
+  await receiver?.close();
+  await stack?.stop();
+});
+
+beforeEach(({ task, onTestFailed }) => {
+  onTestFailed(async () => {
+    mkdirSync(SHOTS, { recursive: true });
+    await page.screenshot({ path: `${SHOTS}/alerts-${task.name.replace(/\W+/g, "-")}.png`, fullPage: true });
+  });
+});
+
+/** Elements wider than the viewport, or reaching past its right edge: none may exist. */
+const tooWide = () =>
+  page.evaluate(() =>
+    [...document.querySelectorAll("body *")]
+      .filter((el) => {
+        const box = el.getBoundingClientRect();
+        return box.width > 0 && (box.width > window.innerWidth || box.right > window.innerWidth + 0.5);
+      })
+      .map((el) => `${el.tagName.toLowerCase()}.${el.className}`),
+  );
+
+async function openSettings(): Promise<void> {
+  await page.goto(`${stack.url}/dashboard/settings`);
+  await page.waitForURL(`${stack.url}/dashboard/settings`);
+  await page.locator("#webhook-url").waitFor({ state: "visible", timeout: 60_000 });
+}
+
+describe.sequential("alerts and webhooks in a browser", () => {
+  it(
+    "adds a webhook and shows its signing secret once",
+    async () => {
+      await page.goto(`${stack.url}/dashboard/`);
+      await page.getByRole("button", { name: "Sign in" }).click();
+      await page.waitForURL(/\/oidc\/interaction\//);
+      await page.getByLabel("Email").fill(stack.dashboard.email);
+      await page.getByLabel("Password").fill(stack.dashboard.password);
+      await page.getByRole("button", { name: "Sign in" }).click();
+      await page.waitForURL(`${stack.url}/dashboard/overview`);
+      await page.selectOption("#project", PROJECT);
+      await openSettings();
+      await page.locator("#webhook-url").fill(receiver.url);
+      await page.getByRole("button", { name: "Add webhook" }).click();
+      await page.locator("#webhook-secret").waitFor({ state: "visible" });
+      secret = (await page.locator("#webhook-secret").textContent()) ?? "";
+      expect(secret).toMatch(/^whsec_/);
+      await expect.poll(() => page.locator("li.webhook").count(), SLOW).toBe(1);
+      expect(await page.locator("li.webhook code").first().textContent()).toBe(receiver.url);
+
+      // Shown once: after a reload only the webhook is listed, never its secret.
+      await openSettings();
+      await expect.poll(() => page.locator("li.webhook").count(), SLOW).toBe(1);
+      expect(await page.locator("#webhook-secret").count()).toBe(0);
+      expect(await page.content()).not.toContain(secret);
+    },
+    STEP_MS,
+  );
+
+  it(
+    "sends a test, which the receiver gets signed, and shows it in the delivery log",
+    async () => {
+      await page.getByRole("button", { name: "Send test" }).click();
+      await expect.poll(() => page.locator(".toasts").textContent(), SLOW).toContain("Test delivered");
+      const row = page.locator("table.deliveries tbody tr").first();
+      await row.waitFor({ state: "visible" });
+      expect(await row.textContent()).toContain("webhook.test");
+      expect(await row.textContent()).toContain("Delivered");
+      expect(await row.locator("td").nth(2).textContent()).toBe("200");
+      expect(receiver.received).toHaveLength(1);
+      const [got] = receiver.received;
+      expect(
+        new Webhook(secret).verify(got?.body ?? "", got?.headers as Record<string, string>),
+      ).toMatchObject({
+        type: "webhook.test",
+      });
+    },
+    STEP_MS,
+  );
+
+  it(
+    "sets budget thresholds, and shows the API's message for a bad list",
+    async () => {
+      await page.locator("#alert-thresholds").fill("50,50");
+      await page.getByRole("button", { name: "Save alerts" }).click();
+      const alert = page.locator("form:has(#alert-thresholds) .form-error");
+      await expect.poll(() => alert.textContent(), SLOW).toContain("50 is given twice");
+      await page.locator("#alert-thresholds").fill("50,80,100");
+      await page.getByRole("button", { name: "Save alerts" }).click();
+      await expect.poll(() => page.locator(".toasts").textContent(), SLOW).toContain("Alerts saved");
+      await expect.poll(() => page.locator(".alert-rules").textContent(), SLOW).toContain("50%, 80%, 100%");
+    },
+    STEP_MS,
+  );
+
+  it(
+    "fits 390 px with the delivery log open: nothing wider than the screen",
+    async () => {
+      await page.setViewportSize({ width: 390, height: 844 });
+      await openSettings();
+      await page.getByRole("button", { name: "Deliveries" }).click();
+      await page.locator("table.deliveries tbody tr").first().waitFor({ state: "visible" });
+      expect(await tooWide()).toEqual([]);
+      await page.getByRole("button", { name: "Add webhook" }).scrollIntoViewIfNeeded();
+      expect(await page.getByRole("button", { name: "Add webhook" }).isVisible()).toBe(true);
+      expect(problems).toEqual([]);
+    },
+    STEP_MS,
+  );
+});

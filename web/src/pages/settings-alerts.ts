@@ -1,0 +1,308 @@
+import type { AlertRuleView, DeliveryView, WebhookView } from "../api";
+import { h, replace } from "../dom";
+import { timeCell } from "../format";
+import { emptyState, errorMessage, loadInto, type PageContext } from "./page";
+
+/** Settings -> Alerts and Webhooks: the same rules and webhooks as `dmt alerts` and `dmt webhooks`. */
+
+const readOnlyOf = (ctx: PageContext) => String(ctx.project.role) === "viewer";
+
+function card(title: string, intro: string, ...children: (Node | null)[]): HTMLElement {
+  return h(
+    "section",
+    { class: "card" },
+    h("h2", { class: "card-title" }, title),
+    h("p", { class: "card-intro muted" }, intro),
+    ...children,
+  );
+}
+
+function ruleText(rule: AlertRuleView): string {
+  if (rule.kind === "low_balance") {
+    const usd = (rule.thresholdMicros / 1_000_000).toFixed(2);
+    return `balance.low below $${usd}${rule.armed ? "" : " (fired; re-arms above it)"}`;
+  }
+  return `budget.threshold / budget.exceeded at ${rule.thresholds.map((p) => `${p}%`).join(", ")}`;
+}
+
+export function alertsSection(ctx: PageContext): HTMLElement {
+  const projectId = ctx.project.projectId;
+  const list = h("div", { class: "padded" });
+  const load = () =>
+    loadInto(
+      list,
+      { loading: "Loading alert rules…", failed: "The alert rules", rows: 2 },
+      () => ctx.api.alertRules(projectId),
+      (rules, reload) =>
+        rules.length === 0
+          ? h("p", { class: "muted" }, "No alert rules yet.")
+          : h(
+              "ul",
+              { class: "alert-rules" },
+              ...rules.map((rule) => {
+                const remove = h("button", { type: "button", class: "button small" }, "Delete");
+                remove.hidden = readOnlyOf(ctx);
+                remove.addEventListener("click", async () => {
+                  remove.disabled = true;
+                  try {
+                    await ctx.api.deleteAlertRule(projectId, rule.ruleId);
+                    ctx.toast("Alert rule deleted.", "success");
+                    reload();
+                  } catch (err) {
+                    ctx.toast(errorMessage(err), "error");
+                    remove.disabled = false;
+                  }
+                });
+                return h("li", {}, h("span", {}, ruleText(rule)), remove);
+              }),
+            ),
+    );
+  const lowBalance = h("input", {
+    id: "alert-low-balance",
+    type: "text",
+    inputmode: "decimal",
+    autocomplete: "off",
+    placeholder: "5.00",
+  });
+  const thresholds = h("input", {
+    id: "alert-thresholds",
+    type: "text",
+    autocomplete: "off",
+    placeholder: "50,80,100",
+  });
+  const error = h("div", { class: "form-error", role: "alert" });
+  const submit = h("button", { type: "submit", class: "button primary" }, "Save alerts");
+  const form = h(
+    "form",
+    { class: "form padded", novalidate: true },
+    error,
+    h("label", { for: "alert-low-balance", class: "field-label" }, "Low balance below (USD)"),
+    lowBalance,
+    h("label", { for: "alert-thresholds", class: "field-label" }, "Budget thresholds (% of each budget)"),
+    thresholds,
+    h("div", { class: "dialog-actions" }, submit),
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (submit.disabled) return;
+    error.replaceChildren();
+    const input = {
+      ...(lowBalance.value.trim() !== "" && { lowBalanceUsd: lowBalance.value.trim() }),
+      ...(thresholds.value.trim() !== "" && { budgetThresholds: thresholds.value.trim() }),
+    };
+    submit.disabled = true;
+    try {
+      await ctx.api.setAlertRules(projectId, input);
+      ctx.toast("Alerts saved.", "success");
+      load();
+    } catch (err) {
+      error.textContent = errorMessage(err);
+    } finally {
+      submit.disabled = false;
+    }
+  });
+  load();
+  return card(
+    "Alerts",
+    "Events sent once per crossing: balance.low when the credits fall below an amount; budget.threshold and budget.exceeded (100%) when a budget's window reaches a share of its limit.",
+    list,
+    readOnlyOf(ctx) ? null : form,
+  );
+}
+
+const STATUS: Record<DeliveryView["status"], string> = {
+  pending: "Pending",
+  retrying: "Retrying",
+  delivered: "Delivered",
+  dead: "Failed",
+};
+
+/** The last deliveries of one webhook: status, code, attempts, next retry; a resend for the others. */
+function deliveryLog(ctx: PageContext, webhook: WebhookView): HTMLElement {
+  const body = h("div", { class: "delivery-log" });
+  const load = () =>
+    loadInto(
+      body,
+      { loading: "Loading deliveries…", failed: "The delivery log", rows: 2 },
+      () => ctx.api.deliveries(ctx.project.projectId, webhook.webhookId),
+      (deliveries, reload) => {
+        if (deliveries.length === 0) return h("p", { class: "muted" }, "Nothing delivered yet.");
+        const header = ["Event", "Status", "Code", "Attempts", "Last attempt", "Next retry", ""];
+        return h(
+          "div",
+          { class: "table-wrap" },
+          h(
+            "table",
+            { class: "table deliveries" },
+            h("caption", { class: "sr-only" }, `Deliveries to ${webhook.url}, newest first`),
+            h("thead", {}, h("tr", {}, ...header.map((t) => h("th", { scope: "col" }, t)))),
+            h(
+              "tbody",
+              {},
+              ...deliveries.map((d) => {
+                const resend = h("button", { type: "button", class: "button small" }, "Resend");
+                resend.hidden = d.status === "delivered" || readOnlyOf(ctx);
+                resend.addEventListener("click", async () => {
+                  resend.disabled = true;
+                  try {
+                    const done = await ctx.api.resendDelivery(
+                      ctx.project.projectId,
+                      webhook.webhookId,
+                      d.eventId,
+                    );
+                    ctx.toast(`Resent: ${STATUS[done.status].toLowerCase()}.`, "success");
+                    reload();
+                  } catch (err) {
+                    ctx.toast(errorMessage(err), "error");
+                    resend.disabled = false;
+                  }
+                });
+                return h(
+                  "tr",
+                  { "data-event": d.eventId },
+                  h("td", {}, h("code", {}, d.eventType)),
+                  h("td", {}, h("span", { class: `badge delivery-${d.status}` }, STATUS[d.status])),
+                  h(
+                    "td",
+                    {},
+                    d.lastStatusCode === undefined ? (d.lastError ?? "") : String(d.lastStatusCode),
+                  ),
+                  h("td", {}, String(d.attempts)),
+                  h("td", {}, timeCell(d.lastAttemptAt, "")),
+                  h("td", {}, timeCell(d.nextRetryAt, "")),
+                  h("td", {}, resend),
+                );
+              }),
+            ),
+          ),
+        );
+      },
+    );
+  load();
+  return body;
+}
+
+function webhookItem(ctx: PageContext, webhook: WebhookView, reload: () => void): HTMLElement {
+  const log = h("div", {});
+  const show = h("button", { type: "button", class: "button small" }, "Deliveries");
+  const test = h("button", { type: "button", class: "button small" }, "Send test");
+  const remove = h("button", { type: "button", class: "button small danger" }, "Delete");
+  test.hidden = remove.hidden = readOnlyOf(ctx);
+  show.addEventListener("click", () => replace(log, deliveryLog(ctx, webhook)));
+  test.addEventListener("click", async () => {
+    test.disabled = true;
+    try {
+      const delivery = await ctx.api.testWebhook(ctx.project.projectId, webhook.webhookId);
+      ctx.toast(
+        `Test ${STATUS[delivery.status].toLowerCase()}.`,
+        delivery.status === "delivered" ? "success" : "error",
+      );
+      replace(log, deliveryLog(ctx, webhook));
+    } catch (err) {
+      ctx.toast(errorMessage(err), "error");
+    } finally {
+      test.disabled = false;
+    }
+  });
+  remove.addEventListener("click", async () => {
+    remove.disabled = true;
+    try {
+      await ctx.api.deleteWebhook(ctx.project.projectId, webhook.webhookId);
+      ctx.toast("Webhook deleted.", "success");
+      reload();
+    } catch (err) {
+      ctx.toast(errorMessage(err), "error");
+      remove.disabled = false;
+    }
+  });
+  return h(
+    "li",
+    { class: "webhook", "data-webhook": webhook.webhookId },
+    h("div", { class: "webhook-url" }, h("code", {}, webhook.url)),
+    h("div", { class: "muted webhook-events" }, webhook.events.join(", ")),
+    h("div", { class: "inline" }, show, test, remove),
+    log,
+  );
+}
+
+export function webhooksSection(ctx: PageContext): HTMLElement {
+  const projectId = ctx.project.projectId;
+  const list = h("div", { class: "padded" });
+  const secretBox = h("div", { id: "webhook-secret-box" });
+  const load = () =>
+    loadInto(
+      list,
+      { loading: "Loading webhooks…", failed: "The webhooks", rows: 2 },
+      () => ctx.api.webhooks(projectId),
+      (webhooks, reload) =>
+        webhooks.length === 0
+          ? emptyState("alert", "No webhooks", "Add a URL to receive this project's events, signed.")
+          : h("ul", { class: "webhooks" }, ...webhooks.map((w) => webhookItem(ctx, w, reload))),
+    );
+  const url = h("input", {
+    id: "webhook-url",
+    type: "url",
+    autocomplete: "off",
+    placeholder: "https://example.com/hooks/dmt",
+    required: true,
+  });
+  const events = h("input", {
+    id: "webhook-events",
+    type: "text",
+    autocomplete: "off",
+    placeholder: "every type but usage.recorded",
+  });
+  const error = h("div", { class: "form-error", role: "alert" });
+  const submit = h("button", { type: "submit", class: "button primary" }, "Add webhook");
+  const form = h(
+    "form",
+    { class: "form padded", novalidate: true },
+    error,
+    h("label", { for: "webhook-url", class: "field-label" }, "URL"),
+    url,
+    h("label", { for: "webhook-events", class: "field-label" }, "Event types (comma-separated, optional)"),
+    events,
+    h("div", { class: "dialog-actions" }, submit),
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (submit.disabled) return;
+    error.replaceChildren();
+    submit.disabled = true;
+    try {
+      const added = await ctx.api.addWebhook(projectId, {
+        url: url.value.trim(),
+        ...(events.value.trim() !== "" && { events: events.value.trim() }),
+      });
+      url.value = "";
+      events.value = "";
+      // Shown this once: the service keeps it encrypted and never shows it again.
+      replace(
+        secretBox,
+        h(
+          "div",
+          { class: "secret-once padded", role: "status" },
+          h(
+            "p",
+            {},
+            "Signing secret of the new webhook, shown only now: verify each webhook-signature with it.",
+          ),
+          h("code", { id: "webhook-secret", class: "secret" }, added.secret),
+        ),
+      );
+      load();
+    } catch (err) {
+      error.textContent = errorMessage(err);
+    } finally {
+      submit.disabled = false;
+    }
+  });
+  load();
+  return card(
+    "Webhooks",
+    "Each event is POSTed signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature), retried for over an hour; receivers deduplicate by webhook-id.",
+    secretBox,
+    list,
+    readOnlyOf(ctx) ? null : form,
+  );
+}
