@@ -1,24 +1,26 @@
-import { DynamoBudgets } from "../lambda/adapters/dynamodb/budgets";
-import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
-import { DynamoMemberStore } from "../lambda/adapters/dynamodb/members";
-import { DynamoPrivacySettings } from "../lambda/adapters/dynamodb/privacy-settings";
-import { tableNames } from "../lambda/adapters/dynamodb/tables";
-import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
-import { LocalMasterKey } from "../lambda/adapters/fs/master-key";
-import { jsonLogger } from "../lambda/core/logger";
-import { localUserDirectory } from "../lambda/local/oidc";
-import { runLocalRetention } from "../lambda/local/retention";
+import type { UserDirectory } from "../lambda/core/members";
 import { openLocalStore } from "../lambda/local/store";
-import { localExportSettings } from "../lambda/local/warehouse";
 import type { RetentionOptions } from "../lambda/warehouse/retention";
 
 /**
  * What the store commands of the CLI use, over a local data dir (the running server's store, or one
  * opened here). The counterpart of aws-target.ts; imported only by commands that need a store.
+ *
+ * Start time: the adapters load while the store opens (the embedded store's worker starts first), and
+ * what few commands use (the identity provider's state, the export settings, the retention run with
+ * its Parquet code) loads when called.
  */
 export async function openLocalTarget(dataDir: string, endpoint: string | undefined) {
-  const local = await openLocalStore(dataDir, endpoint);
+  const [local, adapters] = await Promise.all([openLocalStore(dataDir, endpoint), loadAdapters()]);
+  const { DynamoBudgets, DynamoCredits, DynamoMemberStore, DynamoPrivacySettings, DynamoVendorKeys } =
+    adapters;
+  const { LocalMasterKey, tableNames } = adapters;
   const names = tableNames(process.env);
+  const users: UserDirectory = {
+    async findUserId(email) {
+      return (await import("../lambda/local/oidc")).localUserDirectory(dataDir).findUserId(email);
+    },
+  };
   return {
     close: () => local.close(),
     db: local.db,
@@ -28,16 +30,47 @@ export async function openLocalTarget(dataDir: string, endpoint: string | undefi
       credits: new DynamoCredits(local.db, names),
       budgets: new DynamoBudgets(local.db, names),
       vendorKeys: new DynamoVendorKeys(local.db, names, LocalMasterKey.inDataDir(dataDir)),
-      exportSettings: localExportSettings(dataDir),
+      exportSettings: {
+        async setExportDestination(projectId: string, url: string | undefined) {
+          const { localExportSettings } = await import("../lambda/local/warehouse");
+          await localExportSettings(dataDir).setExportDestination(projectId, url);
+        },
+      },
       members: new DynamoMemberStore(local.db, names),
-      users: localUserDirectory(dataDir),
+      users,
       privacy: new DynamoPrivacySettings(local.db, names),
-      retention: (options: RetentionOptions) =>
-        runLocalRetention(
+      retention: async (options: RetentionOptions) => {
+        const [{ runLocalRetention }, { jsonLogger }] = await Promise.all([
+          import("../lambda/local/retention"),
+          import("../lambda/core/logger"),
+        ]);
+        return runLocalRetention(
           { dataDir, store: local.store, db: local.db, tables: names },
           jsonLogger("warn"),
           options,
-        ),
+        );
+      },
     },
+  };
+}
+
+async function loadAdapters() {
+  const [budgets, credits, members, privacy, tables, vendorKeys, masterKey] = await Promise.all([
+    import("../lambda/adapters/dynamodb/budgets"),
+    import("../lambda/adapters/dynamodb/credits"),
+    import("../lambda/adapters/dynamodb/members"),
+    import("../lambda/adapters/dynamodb/privacy-settings"),
+    import("../lambda/adapters/dynamodb/tables"),
+    import("../lambda/adapters/dynamodb/vendor-keys"),
+    import("../lambda/adapters/fs/master-key"),
+  ]);
+  return {
+    DynamoBudgets: budgets.DynamoBudgets,
+    DynamoCredits: credits.DynamoCredits,
+    DynamoMemberStore: members.DynamoMemberStore,
+    DynamoPrivacySettings: privacy.DynamoPrivacySettings,
+    tableNames: tables.tableNames,
+    DynamoVendorKeys: vendorKeys.DynamoVendorKeys,
+    LocalMasterKey: masterKey.LocalMasterKey,
   };
 }

@@ -1,7 +1,6 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Worker } from "node:worker_threads";
-import { createDynamoClient, probeStore } from "../adapters/dynamodb/client";
 
 /**
  * dynalite, persisted under `<dataDir>/dynamodb`, spoken to over the real DynamoDB wire protocol.
@@ -10,6 +9,8 @@ import { createDynamoClient, probeStore } from "../adapters/dynamodb/client";
  */
 export interface EmbeddedDynamo {
   endpoint: string;
+  /** The tables the store had when it opened (its first ListTables page), or undefined past one page. */
+  tablesAtOpen: string[] | undefined;
   close(): Promise<void>;
 }
 
@@ -21,13 +22,18 @@ export async function startEmbeddedDynamo(dataDir: string): Promise<EmbeddedDyna
   const worker = new Worker(new URL("./dynamo-worker.mjs", import.meta.url), {
     workerData: { path: join(dataDir, "dynamodb") },
   });
-  const port = await new Promise<number>((resolve, reject) => {
+  const listening = new Promise<number>((resolve, reject) => {
     worker.once("error", reject);
     worker.once("message", (message: { type: string; port?: number; message?: string }) => {
       if (message.type === "listening" && message.port !== undefined) resolve(message.port);
       else reject(new Error(`dynalite did not start: ${message.message ?? message.type}`));
     });
   });
+  // The AWS SDK loads while the worker starts (a CLI command's start: they overlap).
+  const [port, { createDynamoClient, probeStore }] = await Promise.all([
+    listening,
+    import("../adapters/dynamodb/client"),
+  ]);
   const endpoint = `http://127.0.0.1:${port}`;
   let closing: Promise<void> | undefined;
   // Idempotent: dynalite closes LevelDB on server close; wait for it, so no write is lost.
@@ -39,8 +45,9 @@ export async function startEmbeddedDynamo(dataDir: string): Promise<EmbeddedDyna
     }).then(() => worker.terminate().then(() => undefined)));
   // LevelDB opens lazily: a first request tells whether another process holds the folder's lock.
   const probe = createDynamoClient({ endpoint });
+  let tablesAtOpen: string[] | undefined;
   try {
-    await probeStore(probe);
+    tablesAtOpen = await probeStore(probe);
   } catch (err) {
     await close();
     throw new Error(
@@ -52,6 +59,7 @@ export async function startEmbeddedDynamo(dataDir: string): Promise<EmbeddedDyna
   writeFileSync(join(dataDir, DISCOVERY), JSON.stringify({ endpoint, pid: process.pid }));
   return {
     endpoint,
+    tablesAtOpen,
     async close() {
       rmSync(join(dataDir, DISCOVERY), { force: true });
       await close();

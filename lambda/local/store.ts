@@ -1,11 +1,12 @@
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import type { DynamoDBClient } from "../adapters/dynamodb/client";
-import { createDynamoClient, ensureTables } from "../adapters/dynamodb/client";
-import { DynamoStore } from "../adapters/dynamodb/store";
-import { type TableNames, tableNames } from "../adapters/dynamodb/tables";
+import { TABLES, type TableNames, tableNames } from "../adapters/dynamodb/tables";
 import type { Store } from "../core/ports";
-import { type EmbeddedDynamo, runningStoreEndpoint, startEmbeddedDynamo } from "./embedded-dynamo";
+import { runningStoreEndpoint, startEmbeddedDynamo } from "./embedded-dynamo";
 
-// Apart from stack.ts so that the CLI opens a store without loading the whole server.
+// Apart from stack.ts so that the CLI opens a store without loading the whole server. The AWS SDK is
+// imported once the embedded store's worker is starting, so that the two overlap.
 
 /** The store of a data dir: the embedded dynalite, or the endpoint of the process that already serves it. */
 export interface LocalStore {
@@ -16,14 +17,43 @@ export interface LocalStore {
   close(): Promise<void>;
 }
 
+/**
+ * Beside LevelDB's files in the embedded store's folder (LevelDB ignores names it does not know): the
+ * table definitions ensureTables last found complete there. A store that has every table and was
+ * checked against these same definitions is not checked again (20 DescribeTable requests, most of a
+ * short CLI command's work): one ListTables tells that every table is there (the embedded store's
+ * first request, which it makes anyway). Moving the folder aside moves this file with it. A store at
+ * DMT_DYNAMODB_ENDPOINT is always checked.
+ */
+const CHECKED_TABLES = "dmt-tables.json";
+
+function checkedTablesFile(dataDir: string): string {
+  return join(dataDir, "dynamodb", CHECKED_TABLES);
+}
+
 export async function openLocalStore(dataDir: string, endpoint?: string): Promise<LocalStore> {
   const shared = endpoint ?? runningStoreEndpoint(dataDir);
-  const embedded: EmbeddedDynamo | undefined = shared ? undefined : await startEmbeddedDynamo(dataDir);
-  const url = shared ?? (embedded as EmbeddedDynamo).endpoint;
+  const [embedded, { createDynamoClient, ensureTables, probeStore }, { DynamoStore }] = await Promise.all([
+    shared ? undefined : startEmbeddedDynamo(dataDir),
+    import("../adapters/dynamodb/client"),
+    import("../adapters/dynamodb/store"),
+  ]);
+  const url = shared ?? (embedded?.endpoint as string);
   const db = createDynamoClient({ endpoint: url });
   const names = tableNames(process.env);
+  const definitions = JSON.stringify({ names, tables: TABLES });
+  // The data dir's own store (opened here, or served by the process that opened it), not an endpoint
+  // named by DMT_DYNAMODB_ENDPOINT: its tables were checked on these definitions if the file says so.
+  const ownStore = endpoint === undefined;
   try {
-    await ensureTables(db, names);
+    const checked =
+      ownStore &&
+      checkedOn(dataDir, definitions) &&
+      hasEvery(embedded ? embedded.tablesAtOpen : await probeStore(db), names);
+    if (!checked) {
+      await ensureTables(db, names);
+      if (ownStore) recordCheckedTables(dataDir, definitions);
+    }
   } catch (err) {
     // The embedded store runs in a worker thread: left open, it would keep the process alive.
     db.destroy();
@@ -40,4 +70,26 @@ export async function openLocalStore(dataDir: string, endpoint?: string): Promis
       await embedded?.close();
     },
   };
+}
+
+/** Best effort: without the file, the next open checks again. */
+function recordCheckedTables(dataDir: string, definitions: string): void {
+  try {
+    writeFileSync(checkedTablesFile(dataDir), definitions);
+  } catch {
+    // The folder is the store's own (LevelDB's); it may not be there when another process serves it.
+  }
+}
+
+/** Whether ensureTables last passed on this store with these same definitions. */
+function checkedOn(dataDir: string, definitions: string): boolean {
+  try {
+    return readFileSync(checkedTablesFile(dataDir), "utf8") === definitions;
+  } catch {
+    return false;
+  }
+}
+
+function hasEvery(present: string[] | undefined, names: TableNames): boolean {
+  return present !== undefined && Object.values(names).every((name) => present.includes(name));
 }

@@ -111,9 +111,13 @@ async function createTable(db: DynamoDBClient, tableName: string, def: TableDefi
   }
 }
 
-/** One request that any store answers: whether it is there and ours to use. */
-export async function probeStore(db: DynamoDBClient): Promise<void> {
-  await db.send(new ListTablesCommand({}));
+/**
+ * One request that any store answers: whether it is there and ours to use. Returns its tables when
+ * they fit one page of ListTables (100), else undefined.
+ */
+export async function probeStore(db: DynamoDBClient): Promise<string[] | undefined> {
+  const listed = await db.send(new ListTablesCommand({}));
+  return listed.LastEvaluatedTableName === undefined ? (listed.TableNames ?? []) : undefined;
 }
 
 /** The client type, for the modules that pass a store client along without calling it. */
