@@ -1,4 +1,4 @@
-import { Aws, type CfnElement, Duration, RemovalPolicy, Stack, Validations } from "aws-cdk-lib";
+import { Aws, type CfnElement, Duration, RemovalPolicy, Stack, Token, Validations } from "aws-cdk-lib";
 import type { CfnTable } from "aws-cdk-lib/aws-dynamodb";
 import { type IGrantable, PolicyStatement, Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
 import type { Function as LambdaFunctionResource } from "aws-cdk-lib/aws-lambda";
@@ -493,8 +493,12 @@ export class DeletionWorkflow extends Construct {
         "The Distributed Map reads the manifest FindFiles wrote for the request and round, named at run time under deletion-manifests/.",
     });
     // CDK's grant to the Distributed Map: start, watch and stop its own child executions.
-    const machineId = Stack.of(this).getLogicalId(this.stateMachine.node.defaultChild as CfnElement);
-    const executions = `arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{"Fn::Select":[6,{"Fn::Split":[":",{"Ref":"${machineId}"}]}]}`;
+    const stack = Stack.of(this);
+    const machineId = stack.getLogicalId(this.stateMachine.node.defaultChild as CfnElement);
+    // cdk-nag names the ARN as synthesized: a known region, partition or account is literal in it.
+    const part = (value: string, pseudo: string) => (Token.isUnresolved(value) ? `<AWS::${pseudo}>` : value);
+    const arn = `arn:${part(stack.partition, "Partition")}:states:${part(stack.region, "Region")}:${part(stack.account, "AccountId")}`;
+    const executions = `${arn}:execution:{"Fn::Select":[6,{"Fn::Split":[":",{"Ref":"${machineId}"}]}]}`;
     const mapPolicy = this.stateMachine.node.findChild("DistributedMapPolicy");
     for (const resource of [`${executions}:*`, `${executions}/RewriteFiles:*`]) {
       Validations.of(mapPolicy).acknowledge({
