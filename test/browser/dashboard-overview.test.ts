@@ -148,9 +148,32 @@ describe.sequential("overview and statement in a browser", () => {
       expect(
         await page.getByRole("img", { name: /^Spend this month: \$0\.\d+ charged to credits/ }).count(),
       ).toBe(1);
-      // The places the budgets and alerts issues fill are there, and empty until then.
-      expect(await page.locator('[data-section="budgets"]').count()).toBe(1);
-      expect(await page.locator('[data-section="alerts"]').count()).toBe(1);
+      // No budget yet: its section stays hidden. No alert rule: the section says what one would do.
+      expect(await page.locator('[data-section="budgets"]').isHidden()).toBe(true);
+      await expect
+        .poll(() => page.locator('[data-section="alerts"]').textContent())
+        .toContain("No alerts set.");
+    },
+    STEP_MS,
+  );
+
+  it(
+    "lists the alert rules on the overview, and says when the low-balance one fired",
+    async () => {
+      // Set in Settings, as a user does: a low balance above the project's $10 fires at once.
+      await page.goto(`${stack.url}/dashboard/settings`);
+      await page.locator("#alert-low-balance").fill("1000");
+      await page.locator("#alert-thresholds").fill("50,80,100");
+      await page.getByRole("button", { name: "Save alerts" }).click();
+      await expect.poll(() => page.locator(".toasts").textContent(), SLOW).toContain("Alerts saved");
+
+      await page.goto(`${stack.url}/dashboard/overview`);
+      const alerts = page.locator('[data-section="alerts"]');
+      await expect.poll(() => alerts.textContent(), SLOW).toContain("Low balance: under $1,000.00");
+      expect(await alerts.locator('[data-rule="low-balance"]').textContent()).toMatch(/Fired (just now|\d)/);
+      expect(await alerts.locator('[data-rule="budget-thresholds"]').textContent()).toContain(
+        "50%, 80%, 100% of each budget",
+      );
     },
     STEP_MS,
   );

@@ -8,9 +8,9 @@ import {
   PointElement,
   Tooltip,
 } from "chart.js";
-import type { BreakdownDimension, BudgetView, Overview, PeriodSpend } from "../api";
+import type { AlertRuleView, BreakdownDimension, BudgetView, Overview, PeriodSpend } from "../api";
 import { type Child, h } from "../dom";
-import { money as cents, change, count, usd, usdShort } from "../format";
+import { money as cents, change, count, relativeTime, usd, usdShort } from "../format";
 import { vendorLabel } from "../labels";
 import { scopeLabel, spendBar, WINDOWS } from "./budgets";
 import { emptyState, loadInto, type Page, type PageContext, pageHead } from "./page";
@@ -293,12 +293,56 @@ function budgetsSection(ctx: PageContext): HTMLElement {
   return section;
 }
 
+/** One alert rule as a line: what it watches, and whether it has fired in its current crossing. */
+function alertLine(rule: AlertRuleView): HTMLElement {
+  if (rule.kind === "budget_thresholds") {
+    return h(
+      "li",
+      { "data-rule": rule.ruleId },
+      h("span", { class: "budget-name" }, "Budget thresholds"),
+      h("span", {}, `${rule.thresholds.map((t) => `${t}%`).join(", ")} of each budget`),
+    );
+  }
+  return h(
+    "li",
+    { "data-rule": rule.ruleId },
+    h("span", { class: "budget-name" }, `Low balance: under ${usd(rule.thresholdMicros)}`),
+    // Fired once per crossing; it re-arms when the balance is back above the amount.
+    rule.armed || rule.firedAt === undefined
+      ? h("span", { class: "muted" }, "Watching")
+      : h("span", { class: "alert-fired" }, `Fired ${relativeTime(rule.firedAt)}`),
+  );
+}
+
 /**
- * Where the alerts issue's "recent alerts" go once the dashboard can read them (Settings → Alerts &
- * Webhooks): kept in the layout, hidden, so that it fills its own section and nothing moves.
+ * The project's alert rules (Settings → Alerts and Webhooks sets them) and whether the low-balance
+ * one has fired; without rules, where to set one. Loaded apart, so the overview does not wait for it.
  */
+function alertsSection(ctx: PageContext): HTMLElement {
+  const section = h("section", { class: "card", "data-section": "alerts", hidden: true });
+  void ctx.api
+    .alertRules(ctx.project.projectId)
+    .then((rules) => {
+      section.append(
+        h("h2", { class: "card-title" }, "Alerts", h("span", { class: "card-sub" }, "Settings → Alerts")),
+        rules.length === 0
+          ? h(
+              "p",
+              { class: "card-note" },
+              "No alerts set. An alert sends an event (and your webhooks a signed request) when credits run low or a budget passes a share of its limit.",
+            )
+          : h("ul", { class: "budget-list" }, ...rules.map(alertLine)),
+      );
+      section.hidden = false;
+    })
+    // The overview stands without it; Settings says what went wrong.
+    .catch(() => undefined);
+  return section;
+}
+
+/** The sections loaded apart from the overview's figures. */
 function laterSections(ctx: PageContext): HTMLElement[] {
-  return [budgetsSection(ctx), h("section", { class: "card", "data-section": "alerts", hidden: true })];
+  return [budgetsSection(ctx), alertsSection(ctx)];
 }
 
 function draw(ctx: PageContext, overview: Overview): Child[] {
