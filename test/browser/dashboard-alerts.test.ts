@@ -6,7 +6,7 @@ import { DynamoMemberStore } from "../../lambda/adapters/dynamodb/members";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { addMember } from "../../lambda/core/members";
 import { localUserDirectory } from "../../lambda/local/oidc";
-import { launchBrowser } from "../support/browser";
+import { dashboardPage, launchBrowser, signIn, tooWide } from "../support/browser";
 import { startTestStack, type TestStack } from "../support/stack";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver";
 
@@ -41,14 +41,7 @@ beforeAll(async () => {
     Date.now(),
   );
   browser = await launchBrowser();
-  page = await (await browser.newContext({ viewport: { width: 1366, height: 900 } })).newPage();
-  page.setDefaultTimeout(60_000);
-  page.on("console", (message) => {
-    if (message.type() !== "error") return;
-    if (message.location().url.startsWith(`${stack.url}/dashboard/api/`)) return;
-    problems.push(message.text());
-  });
-  page.on("pageerror", (error) => problems.push(error.message));
+  page = await dashboardPage(browser, stack, problems);
 }, STEP_MS);
 
 afterAll(async () => {
@@ -64,17 +57,6 @@ beforeEach(({ task, onTestFailed }) => {
   });
 });
 
-/** Elements wider than the viewport, or reaching past its right edge: none may exist. */
-const tooWide = () =>
-  page.evaluate(() =>
-    [...document.querySelectorAll("body *")]
-      .filter((el) => {
-        const box = el.getBoundingClientRect();
-        return box.width > 0 && (box.width > window.innerWidth || box.right > window.innerWidth + 0.5);
-      })
-      .map((el) => `${el.tagName.toLowerCase()}.${el.className}`),
-  );
-
 async function openSettings(): Promise<void> {
   await page.goto(`${stack.url}/dashboard/settings`);
   await page.waitForURL(`${stack.url}/dashboard/settings`);
@@ -86,12 +68,7 @@ describe.sequential("alerts and webhooks in a browser", () => {
     "adds a webhook and shows its signing secret once",
     async () => {
       await page.goto(`${stack.url}/dashboard/`);
-      await page.getByRole("button", { name: "Sign in" }).click();
-      await page.waitForURL(/\/oidc\/interaction\//);
-      await page.getByLabel("Email").fill(stack.dashboard.email);
-      await page.getByLabel("Password").fill(stack.dashboard.password);
-      await page.getByRole("button", { name: "Sign in" }).click();
-      await page.waitForURL(`${stack.url}/dashboard/overview`);
+      await signIn(page, stack);
       await page.selectOption("#project", PROJECT);
       await openSettings();
       await page.locator("#webhook-url").fill(receiver.url);
@@ -154,7 +131,7 @@ describe.sequential("alerts and webhooks in a browser", () => {
       await openSettings();
       await page.getByRole("button", { name: "Deliveries" }).click();
       await page.locator("table.deliveries tbody tr").first().waitFor({ state: "visible" });
-      expect(await tooWide()).toEqual([]);
+      expect(await tooWide(page)).toEqual([]);
       await page.getByRole("button", { name: "Add webhook" }).scrollIntoViewIfNeeded();
       expect(await page.getByRole("button", { name: "Add webhook" }).isVisible()).toBe(true);
       expect(problems).toEqual([]);

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { activePriceCatalogue } from "../../lambda/adapters/fs/price-catalogue";
 import { costMicros } from "../../lambda/core/pricing";
 import { usd } from "../../web/src/format";
-import { launchBrowser, STEP_TIMEOUT_MS } from "../support/browser";
+import { launchBrowser, STEP_TIMEOUT_MS, signIn } from "../support/browser";
 import { startTestStack, type TestStack } from "../support/stack";
 
 /**
@@ -97,13 +97,8 @@ async function openPage(name: string, path = name.toLowerCase()): Promise<void> 
 describe.sequential("the dashboard end to end", () => {
   it("signs in through the local identity provider", async () => {
     await page.goto(`${stack.url}/dashboard/`);
-    await page.getByRole("button", { name: "Sign in" }).click();
-    await page.waitForURL(/\/oidc\/interaction\//);
-    await page.getByLabel("Email").fill(stack.dashboard.email);
-    await page.getByLabel("Password").fill(stack.dashboard.password);
-    await page.getByRole("button", { name: "Sign in" }).click();
     // The overview is the landing page.
-    await page.waitForURL(`${stack.url}/dashboard/overview`);
+    await signIn(page, stack);
     await openPage("API keys", "keys");
     await expect.poll(() => page.getByText("No API keys yet").isVisible()).toBe(true);
   });

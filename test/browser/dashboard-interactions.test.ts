@@ -6,7 +6,7 @@ import { DynamoMemberStore } from "../../lambda/adapters/dynamodb/members";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { addMember } from "../../lambda/core/members";
 import { localUserDirectory } from "../../lambda/local/oidc";
-import { launchBrowser } from "../support/browser";
+import { dashboardPage, launchBrowser, signIn, tooWide } from "../support/browser";
 import { startTestStack, type TestStack } from "../support/stack";
 
 /**
@@ -41,14 +41,7 @@ beforeAll(async () => {
     Date.now(),
   );
   browser = await launchBrowser();
-  page = await (await browser.newContext({ viewport: { width: 1366, height: 900 } })).newPage();
-  page.setDefaultTimeout(60_000);
-  page.on("console", (message) => {
-    if (message.type() !== "error") return;
-    if (message.location().url.startsWith(`${stack.url}/dashboard/api/`)) return;
-    problems.push(message.text());
-  });
-  page.on("pageerror", (error) => problems.push(error.message));
+  page = await dashboardPage(browser, stack, problems);
 }, STEP_MS);
 
 afterAll(async () => {
@@ -80,17 +73,6 @@ async function call(key: string, model: string, user?: string): Promise<void> {
   await res.arrayBuffer();
 }
 
-/** Elements wider than the viewport, or reaching past its right edge: none may exist. */
-const tooWide = () =>
-  page.evaluate(() =>
-    [...document.querySelectorAll("body *")]
-      .filter((el) => {
-        const box = el.getBoundingClientRect();
-        return box.width > 0 && (box.width > window.innerWidth || box.right > window.innerWidth + 0.5);
-      })
-      .map((el) => `${el.tagName.toLowerCase()}.${el.className}`),
-  );
-
 const rows = () => page.locator("table.interactions tbody tr");
 /** The list once drawn: its rows' text, or [] for an empty state. */
 async function shownRows(): Promise<string[]> {
@@ -107,11 +89,7 @@ describe.sequential("the Interactions page in a browser", () => {
       await call(keys.ci.key, "gpt-4o", "user-ada");
       await stack.drain();
       await page.goto(`${stack.url}/dashboard/interactions`);
-      await page.getByRole("button", { name: "Sign in" }).click();
-      await page.getByLabel("Email").fill(stack.dashboard.email);
-      await page.getByLabel("Password").fill(stack.dashboard.password);
-      await page.getByRole("button", { name: "Sign in" }).click();
-      await page.waitForURL(`${stack.url}/dashboard/interactions`);
+      await signIn(page, stack, "/dashboard/interactions");
       await page.selectOption("#project", PROJECT);
       await expect
         .poll(async () => {
@@ -189,10 +167,10 @@ describe.sequential("the Interactions page in a browser", () => {
       await page.goto(`${stack.url}/dashboard/interactions`);
       await expect.poll(async () => (await shownRows()).length).toBe(3);
       await page.waitForLoadState("networkidle");
-      expect(await tooWide()).toEqual([]);
+      expect(await tooWide(page)).toEqual([]);
       await rows().first().getByRole("button").click();
       await expect.poll(() => page.getByRole("dialog").textContent()).toContain("Transaction ID");
-      expect(await tooWide()).toEqual([]);
+      expect(await tooWide(page)).toEqual([]);
       // The transaction id reads on one or two lines, not three characters a line.
       const idBox = await page.locator(".detail-facts dd code").first().boundingBox();
       expect(idBox?.height ?? 0).toBeLessThan(60);
@@ -251,7 +229,7 @@ describe.sequential("the Interactions page in a browser", () => {
 
       await page.setViewportSize({ width: 390, height: 844 });
       await page.waitForLoadState("networkidle");
-      expect(await tooWide()).toEqual([]);
+      expect(await tooWide(page)).toEqual([]);
       if (process.env.DMT_SHOTS) {
         await page.screenshot({ path: `${process.env.DMT_SHOTS}/usage-390.png`, fullPage: true });
         await page.setViewportSize({ width: 1366, height: 900 });
@@ -293,7 +271,7 @@ describe.sequential("the Interactions page in a browser", () => {
         .toEqual([expect.stringMatching(/^user-ada\$0\.\d+2 calls$/)]);
       await page.setViewportSize({ width: 390, height: 844 });
       await page.waitForLoadState("networkidle");
-      expect(await tooWide()).toEqual([]);
+      expect(await tooWide(page)).toEqual([]);
       if (process.env.DMT_SHOTS) {
         await page.screenshot({ path: `${process.env.DMT_SHOTS}/overview-390.png`, fullPage: true });
         await page.setViewportSize({ width: 1366, height: 900 });

@@ -1,12 +1,12 @@
 import { mkdirSync } from "node:fs";
-import chromiumBinary from "@sparticuz/chromium";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { DynamoMemberStore } from "../../lambda/adapters/dynamodb/members";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { addMember } from "../../lambda/core/members";
 import { localUserDirectory } from "../../lambda/local/oidc";
+import { dashboardPage, launchBrowser, signIn, tooWide } from "../support/browser";
 import { startTestStack, type TestStack } from "../support/stack";
 
 /**
@@ -38,20 +38,8 @@ beforeAll(async () => {
     { projectId: PROJECT, email: stack.dashboard.email, role: "admin" },
     Date.now(),
   );
-  // Minimal launch; the shared browser helper of the test suite replaces it.
-  browser = await chromium.launch({
-    executablePath: await chromiumBinary.executablePath(),
-    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-    headless: true,
-  });
-  page = await (await browser.newContext({ viewport: { width: 1366, height: 900 } })).newPage();
-  page.setDefaultTimeout(60_000);
-  page.on("console", (message) => {
-    if (message.type() !== "error") return;
-    if (message.location().url.startsWith(`${stack.url}/dashboard/api/`)) return;
-    problems.push(message.text());
-  });
-  page.on("pageerror", (error) => problems.push(error.message));
+  browser = await launchBrowser();
+  page = await dashboardPage(browser, stack, problems);
 }, STEP_MS);
 
 afterAll(async () => {
@@ -79,17 +67,6 @@ async function call(content: string): Promise<void> {
   await res.arrayBuffer();
 }
 
-/** Elements wider than the viewport, or reaching past its right edge: none may exist. */
-const tooWide = () =>
-  page.evaluate(() =>
-    [...document.querySelectorAll("body *")]
-      .filter((el) => {
-        const box = el.getBoundingClientRect();
-        return box.width > 0 && (box.width > window.innerWidth || box.right > window.innerWidth + 0.5);
-      })
-      .map((el) => `${el.tagName.toLowerCase()}.${el.className}`),
-  );
-
 async function open(path: string): Promise<void> {
   await page.goto(`${stack.url}/dashboard/${path}`);
   await page.waitForURL(`${stack.url}/dashboard/${path}`);
@@ -116,12 +93,7 @@ describe.sequential("overview and statement in a browser", () => {
       // The root of the service sends a person to the dashboard.
       await page.goto(`${stack.url}/`);
       await page.waitForURL(`${stack.url}/dashboard/`);
-      await page.getByRole("button", { name: "Sign in" }).click();
-      await page.waitForURL(/\/oidc\/interaction\//);
-      await page.getByLabel("Email").fill(stack.dashboard.email);
-      await page.getByLabel("Password").fill(stack.dashboard.password);
-      await page.getByRole("button", { name: "Sign in" }).click();
-      await page.waitForURL(`${stack.url}/dashboard/overview`);
+      await signIn(page, stack);
       expect(await page.locator("#project option").allTextContents()).toContain(PROJECT);
       await page.selectOption("#project", PROJECT);
       await expect.poll(() => page.getByTestId("overview-available").textContent()).toContain("Available");
@@ -226,7 +198,7 @@ describe.sequential("overview and statement in a browser", () => {
         await open(path);
         await page.locator(".loading").first().waitFor({ state: "detached" });
         await page.waitForLoadState("networkidle");
-        expect(await tooWide(), path).toEqual([]);
+        expect(await tooWide(page), path).toEqual([]);
         expect(await page.evaluate(() => document.documentElement.scrollWidth), path).toBeLessThanOrEqual(
           390,
         );

@@ -5,7 +5,7 @@ import { DynamoMemberStore } from "../../lambda/adapters/dynamodb/members";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { addMember } from "../../lambda/core/members";
 import { localUserDirectory } from "../../lambda/local/oidc";
-import { launchBrowser } from "../support/browser";
+import { dashboardPage, launchBrowser, signIn, tooWide } from "../support/browser";
 import { startTestStack, type TestStack } from "../support/stack";
 
 /**
@@ -36,14 +36,7 @@ beforeAll(async () => {
     Date.now(),
   );
   browser = await launchBrowser();
-  page = await (await browser.newContext({ viewport: { width: 1366, height: 900 } })).newPage();
-  page.setDefaultTimeout(60_000);
-  page.on("console", (message) => {
-    if (message.type() !== "error") return;
-    if (message.location().url.startsWith(`${stack.url}/dashboard/api/`)) return;
-    problems.push(message.text());
-  });
-  page.on("pageerror", (error) => problems.push(error.message));
+  page = await dashboardPage(browser, stack, problems);
 }, STEP_MS);
 
 afterAll(async () => {
@@ -58,17 +51,6 @@ beforeEach(({ task, onTestFailed }) => {
   });
 });
 
-/** Elements wider than the viewport, or reaching past its right edge: none may exist. */
-const tooWide = () =>
-  page.evaluate(() =>
-    [...document.querySelectorAll("body *")]
-      .filter((el) => {
-        const box = el.getBoundingClientRect();
-        return box.width > 0 && (box.width > window.innerWidth || box.right > window.innerWidth + 0.5);
-      })
-      .map((el) => `${el.tagName.toLowerCase()}.${el.className}`),
-  );
-
 /** Opens Settings afresh and waits for the Privacy card's form. */
 async function openSettings(): Promise<void> {
   await page.goto(`${stack.url}/dashboard/settings`);
@@ -81,12 +63,7 @@ describe.sequential("privacy settings in a browser", () => {
     "signs in and shows the defaults: full, kept until deleted",
     async () => {
       await page.goto(`${stack.url}/dashboard/`);
-      await page.getByRole("button", { name: "Sign in" }).click();
-      await page.waitForURL(/\/oidc\/interaction\//);
-      await page.getByLabel("Email").fill(stack.dashboard.email);
-      await page.getByLabel("Password").fill(stack.dashboard.password);
-      await page.getByRole("button", { name: "Sign in" }).click();
-      await page.waitForURL(`${stack.url}/dashboard/overview`);
+      await signIn(page, stack);
       await page.selectOption("#project", PROJECT);
       await openSettings();
       expect(await page.locator("#privacy-store").inputValue()).toBe("full");
@@ -141,7 +118,7 @@ describe.sequential("privacy settings in a browser", () => {
     async () => {
       await page.setViewportSize({ width: 390, height: 844 });
       await openSettings();
-      expect(await tooWide()).toEqual([]);
+      expect(await tooWide(page)).toEqual([]);
       await page.locator("#privacy-store").scrollIntoViewIfNeeded();
       expect(await page.getByRole("button", { name: "Save privacy" }).isVisible()).toBe(true);
       expect(problems).toEqual([]);

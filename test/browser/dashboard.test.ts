@@ -1,7 +1,7 @@
 import { mkdirSync } from "node:fs";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { launchBrowser, STEP_TIMEOUT_MS } from "../support/browser";
+import { launchBrowser, STEP_TIMEOUT_MS, signIn } from "../support/browser";
 import { startTestStack, type TestStack } from "../support/stack";
 
 /**
@@ -60,13 +60,8 @@ async function status(key: string): Promise<number> {
 describe.sequential("the dashboard in a browser", () => {
   it("signs in through the local identity provider", async () => {
     await page.goto(`${stack.url}/dashboard/`);
-    await page.getByRole("button", { name: "Sign in" }).click();
-    await page.waitForURL(/\/oidc\/interaction\//);
-    await page.getByLabel("Email").fill(stack.dashboard.email);
-    await page.getByLabel("Password").fill(stack.dashboard.password);
-    await page.getByRole("button", { name: "Sign in" }).click();
     // The overview is the landing page.
-    await page.waitForURL(`${stack.url}/dashboard/overview`);
+    await signIn(page, stack);
     await page.getByRole("link", { name: "API keys", exact: true }).click();
     await page.waitForURL(`${stack.url}/dashboard/keys`);
     await expect.poll(() => page.getByText("No API keys yet").isVisible()).toBe(true);

@@ -13,7 +13,7 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { pipeline } from "node:stream/promises";
 import { brotliDecompressSync, createBrotliDecompress } from "node:zlib";
-import { type Browser, chromium } from "playwright-core";
+import { type Browser, chromium, type Page } from "playwright-core";
 
 /**
  * The browser that the browser tests (and the benchmark report's charts) drive: the headless Chromium
@@ -88,4 +88,59 @@ export async function launchBrowser(): Promise<Browser> {
     args: FLAGS,
     env: { ...process.env, LD_LIBRARY_PATH: join(dir, "lib"), FONTCONFIG_FILE: join(dir, "fonts.conf") },
   });
+}
+
+/** What the dashboard helpers need of a test stack. */
+interface DashboardStack {
+  url: string;
+  dashboard: { email: string; password: string };
+}
+
+/**
+ * A desktop-sized page for the dashboard, collecting into `problems` what a user would see go wrong:
+ * uncaught errors and console errors, except the API's own 4xx/5xx answers (tests provoke those).
+ */
+export async function dashboardPage(
+  browser: Browser,
+  stack: DashboardStack,
+  problems: string[],
+): Promise<Page> {
+  const page = await (await browser.newContext({ viewport: { width: 1366, height: 900 } })).newPage();
+  page.setDefaultTimeout(60_000);
+  page.on("console", (message) => {
+    if (message.type() !== "error") return;
+    if (message.location().url.startsWith(`${stack.url}/dashboard/api/`)) return;
+    problems.push(message.text());
+  });
+  page.on("pageerror", (error) => problems.push(error.message));
+  return page;
+}
+
+/**
+ * From the dashboard's sign-in screen: the development user signs in at the local identity provider,
+ * and the page is back on `returnTo` (the overview, or the page the sign-in started from).
+ */
+export async function signIn(
+  page: Page,
+  stack: DashboardStack,
+  returnTo = "/dashboard/overview",
+): Promise<void> {
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.waitForURL(/\/oidc\/interaction\//);
+  await page.getByLabel("Email").fill(stack.dashboard.email);
+  await page.getByLabel("Password").fill(stack.dashboard.password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.waitForURL(`${stack.url}${returnTo}`);
+}
+
+/** Elements wider than the viewport, or reaching past its right edge: none may exist. */
+export function tooWide(page: Page): Promise<string[]> {
+  return page.evaluate(() =>
+    [...document.querySelectorAll("body *")]
+      .filter((el) => {
+        const box = el.getBoundingClientRect();
+        return box.width > 0 && (box.width > window.innerWidth || box.right > window.innerWidth + 0.5);
+      })
+      .map((el) => `${el.tagName.toLowerCase()}.${el.className}`),
+  );
 }
