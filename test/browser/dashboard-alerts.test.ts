@@ -1,12 +1,14 @@
-import { mkdirSync } from "node:fs";
 import type { Browser, Page } from "playwright-core";
 import { Webhook } from "standardwebhooks";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { DynamoMemberStore } from "../../lambda/adapters/dynamodb/members";
-import { tableNames } from "../../lambda/adapters/dynamodb/tables";
-import { addMember } from "../../lambda/core/members";
-import { localUserDirectory } from "../../lambda/local/oidc";
-import { dashboardPage, launchBrowser, signIn, tooWide } from "../support/browser";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  addDevMember,
+  dashboardPage,
+  launchBrowser,
+  screenshotOnFailure,
+  signIn,
+  tooWide,
+} from "../support/browser";
 import { startTestStack, type TestStack } from "../support/stack";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver";
 
@@ -16,7 +18,6 @@ import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-r
  * delivery log, sets budget thresholds; the page fits 390 px.
  */
 
-const SHOTS = "test-results";
 const PROJECT = "alerts-demo";
 /** Generous: the machine may be busy. */
 const STEP_MS = 180_000;
@@ -33,13 +34,7 @@ beforeAll(async () => {
   stack = await startTestStack();
   receiver = await startWebhookReceiver();
   await stack.newKey({ projectId: PROJECT, name: "laptop" });
-  await addMember(
-    stack.store,
-    new DynamoMemberStore(stack.db, tableNames(process.env)),
-    localUserDirectory(stack.dataDir),
-    { projectId: PROJECT, email: stack.dashboard.email, role: "admin" },
-    Date.now(),
-  );
+  await addDevMember(stack, PROJECT);
   browser = await launchBrowser();
   page = await dashboardPage(browser, stack, problems);
 }, STEP_MS);
@@ -50,12 +45,7 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-beforeEach(({ task, onTestFailed }) => {
-  onTestFailed(async () => {
-    mkdirSync(SHOTS, { recursive: true });
-    await page.screenshot({ path: `${SHOTS}/alerts-${task.name.replace(/\W+/g, "-")}.png`, fullPage: true });
-  });
-});
+screenshotOnFailure(() => page, "alerts");
 
 async function openSettings(): Promise<void> {
   await page.goto(`${stack.url}/dashboard/settings`);

@@ -1,11 +1,10 @@
-import { mkdirSync } from "node:fs";
 import OpenAI from "openai";
 import type { Browser, Page } from "playwright-core";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { activePriceCatalogue } from "../../lambda/adapters/fs/price-catalogue";
 import { costMicros } from "../../lambda/core/pricing";
 import { usd } from "../../web/src/format";
-import { launchBrowser, STEP_TIMEOUT_MS, signIn } from "../support/browser";
+import { launchBrowser, STEP_TIMEOUT_MS, screenshotOnFailure, signIn } from "../support/browser";
 import { startTestStack, type TestStack } from "../support/stack";
 
 /**
@@ -17,7 +16,6 @@ import { startTestStack, type TestStack } from "../support/stack";
  * in test-results/.
  */
 
-const SHOTS = "test-results";
 /** A user id a caller may well send: shown as text everywhere, never as markup. */
 const HTML_USER = `<img src=x onerror="alert('xss')">`;
 
@@ -52,12 +50,7 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-beforeEach(({ task, onTestFailed }) => {
-  onTestFailed(async () => {
-    mkdirSync(SHOTS, { recursive: true });
-    await page.screenshot({ path: `${SHOTS}/e2e-${task.name.replace(/\W+/g, "-")}.png`, fullPage: true });
-  });
-});
+screenshotOnFailure(() => page, "e2e");
 
 async function chat(content: string, user?: string) {
   const completion = await client.chat.completions.create(

@@ -1,12 +1,15 @@
-import { mkdirSync } from "node:fs";
 import type { Browser, Page } from "playwright-core";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
-import { DynamoMemberStore } from "../../lambda/adapters/dynamodb/members";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
-import { addMember } from "../../lambda/core/members";
-import { localUserDirectory } from "../../lambda/local/oidc";
-import { dashboardPage, launchBrowser, signIn, tooWide } from "../support/browser";
+import {
+  addDevMember,
+  dashboardPage,
+  launchBrowser,
+  screenshotOnFailure,
+  signIn,
+  tooWide,
+} from "../support/browser";
 import { startTestStack, type TestStack } from "../support/stack";
 
 /**
@@ -15,7 +18,6 @@ import { startTestStack, type TestStack } from "../support/stack";
  * found by part of its name, and a detail whose link opens it again after a reload, also at 390 px.
  */
 
-const SHOTS = "test-results";
 const PROJECT = "interactions-demo";
 /** Generous: the machine may be busy, and the steps wait on the warehouse. */
 const STEP_MS = 180_000;
@@ -33,13 +35,7 @@ beforeAll(async () => {
   keys.laptop = await stack.newKey({ projectId: PROJECT, name: "laptop" });
   keys.ci = await stack.newKey({ projectId: PROJECT, name: "ci-runner" });
   await new DynamoCredits(stack.db, tableNames(process.env)).grant(PROJECT, 10_000_000, "invoice");
-  await addMember(
-    stack.store,
-    new DynamoMemberStore(stack.db, tableNames(process.env)),
-    localUserDirectory(stack.dataDir),
-    { projectId: PROJECT, email: stack.dashboard.email, role: "admin" },
-    Date.now(),
-  );
+  await addDevMember(stack, PROJECT);
   browser = await launchBrowser();
   page = await dashboardPage(browser, stack, problems);
 }, STEP_MS);
@@ -49,15 +45,7 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-beforeEach(({ task, onTestFailed }) => {
-  onTestFailed(async () => {
-    mkdirSync(SHOTS, { recursive: true });
-    await page.screenshot({
-      path: `${SHOTS}/interactions-${task.name.replace(/\W+/g, "-")}.png`,
-      fullPage: true,
-    });
-  });
-});
+screenshotOnFailure(() => page, "interactions");
 
 async function call(key: string, model: string, user?: string): Promise<void> {
   const res = await fetch(`${stack.url}/openai/v1/chat/completions`, {

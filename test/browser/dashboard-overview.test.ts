@@ -1,12 +1,15 @@
-import { mkdirSync } from "node:fs";
 import type { Browser, Page } from "playwright-core";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
-import { DynamoMemberStore } from "../../lambda/adapters/dynamodb/members";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
-import { addMember } from "../../lambda/core/members";
-import { localUserDirectory } from "../../lambda/local/oidc";
-import { dashboardPage, launchBrowser, signIn, tooWide } from "../support/browser";
+import {
+  addDevMember,
+  dashboardPage,
+  launchBrowser,
+  screenshotOnFailure,
+  signIn,
+  tooWide,
+} from "../support/browser";
 import { startTestStack, type TestStack } from "../support/stack";
 
 /**
@@ -16,7 +19,6 @@ import { startTestStack, type TestStack } from "../support/stack";
  * runs; then the figures on the overview and the statement, and every page at 390 px wide.
  */
 
-const SHOTS = "test-results";
 const PROJECT = "overview-demo";
 /** Generous: the machine may be busy, and the steps wait on the warehouse and lease settlement. */
 const STEP_MS = 180_000;
@@ -31,13 +33,7 @@ beforeAll(async () => {
   stack = await startTestStack({ DMT_METERING: "on", DMT_WAREHOUSE_FLUSH_MS: "100" });
   ({ key } = await stack.newKey({ projectId: PROJECT, name: "laptop" }));
   await new DynamoCredits(stack.db, tableNames(process.env)).grant(PROJECT, 10_000_000, "invoice", "INV-1");
-  await addMember(
-    stack.store,
-    new DynamoMemberStore(stack.db, tableNames(process.env)),
-    localUserDirectory(stack.dataDir),
-    { projectId: PROJECT, email: stack.dashboard.email, role: "admin" },
-    Date.now(),
-  );
+  await addDevMember(stack, PROJECT);
   browser = await launchBrowser();
   page = await dashboardPage(browser, stack, problems);
 }, STEP_MS);
@@ -47,15 +43,7 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-beforeEach(({ task, onTestFailed }) => {
-  onTestFailed(async () => {
-    mkdirSync(SHOTS, { recursive: true });
-    await page.screenshot({
-      path: `${SHOTS}/overview-${task.name.replace(/\W+/g, "-")}.png`,
-      fullPage: true,
-    });
-  });
-});
+screenshotOnFailure(() => page, "overview");
 
 async function call(content: string): Promise<void> {
   const res = await fetch(`${stack.url}/openai/v1/chat/completions`, {

@@ -1,11 +1,13 @@
-import { mkdirSync } from "node:fs";
 import type { Browser, Page } from "playwright-core";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { DynamoMemberStore } from "../../lambda/adapters/dynamodb/members";
-import { tableNames } from "../../lambda/adapters/dynamodb/tables";
-import { addMember } from "../../lambda/core/members";
-import { localUserDirectory } from "../../lambda/local/oidc";
-import { dashboardPage, launchBrowser, signIn, tooWide } from "../support/browser";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  addDevMember,
+  dashboardPage,
+  launchBrowser,
+  screenshotOnFailure,
+  signIn,
+  tooWide,
+} from "../support/browser";
 import { startTestStack, type TestStack } from "../support/stack";
 
 /**
@@ -14,7 +16,6 @@ import { startTestStack, type TestStack } from "../support/stack";
  * page fits 390 px.
  */
 
-const SHOTS = "test-results";
 const PROJECT = "privacy-demo";
 /** Generous: the machine may be busy. */
 const STEP_MS = 180_000;
@@ -28,13 +29,7 @@ const problems: string[] = [];
 beforeAll(async () => {
   stack = await startTestStack();
   await stack.newKey({ projectId: PROJECT, name: "laptop" });
-  await addMember(
-    stack.store,
-    new DynamoMemberStore(stack.db, tableNames(process.env)),
-    localUserDirectory(stack.dataDir),
-    { projectId: PROJECT, email: stack.dashboard.email, role: "admin" },
-    Date.now(),
-  );
+  await addDevMember(stack, PROJECT);
   browser = await launchBrowser();
   page = await dashboardPage(browser, stack, problems);
 }, STEP_MS);
@@ -44,12 +39,7 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-beforeEach(({ task, onTestFailed }) => {
-  onTestFailed(async () => {
-    mkdirSync(SHOTS, { recursive: true });
-    await page.screenshot({ path: `${SHOTS}/privacy-${task.name.replace(/\W+/g, "-")}.png`, fullPage: true });
-  });
-});
+screenshotOnFailure(() => page, "privacy");
 
 /** Opens Settings afresh and waits for the Privacy card's form. */
 async function openSettings(): Promise<void> {

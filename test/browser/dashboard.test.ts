@@ -1,7 +1,6 @@
-import { mkdirSync } from "node:fs";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { launchBrowser, STEP_TIMEOUT_MS, signIn } from "../support/browser";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { launchBrowser, STEP_TIMEOUT_MS, screenshotOnFailure, signIn } from "../support/browser";
 import { startTestStack, type TestStack } from "../support/stack";
 
 /**
@@ -9,8 +8,6 @@ import { startTestStack, type TestStack } from "../support/stack";
  * local provider, create a key, copy it, use it, revoke it, sign out. One browser for the file; the
  * steps share one page and run in order. A failing step leaves a screenshot in test-results/.
  */
-
-const SHOTS = "test-results";
 
 let stack: TestStack;
 let browser: Browser;
@@ -40,15 +37,7 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-beforeEach(({ task, onTestFailed }) => {
-  onTestFailed(async () => {
-    mkdirSync(SHOTS, { recursive: true });
-    await page.screenshot({
-      path: `${SHOTS}/dashboard-${task.name.replace(/\W+/g, "-")}.png`,
-      fullPage: true,
-    });
-  });
-});
+screenshotOnFailure(() => page, "dashboard");
 
 const KEY_NAME = "<b>bold</b> & <script>alert(1)</script>";
 let copiedKey = "";

@@ -14,6 +14,12 @@ import { dirname, join } from "node:path";
 import { pipeline } from "node:stream/promises";
 import { brotliDecompressSync, createBrotliDecompress } from "node:zlib";
 import { type Browser, chromium, type Page } from "playwright-core";
+import { beforeEach } from "vitest";
+import { DynamoMemberStore } from "../../lambda/adapters/dynamodb/members";
+import { tableNames } from "../../lambda/adapters/dynamodb/tables";
+import { addMember, type GrantedRole } from "../../lambda/core/members";
+import { localUserDirectory } from "../../lambda/local/oidc";
+import type { TestStack } from "./stack";
 
 /**
  * The browser that the browser tests (and the benchmark report's charts) drive: the headless Chromium
@@ -142,5 +148,36 @@ export function tooWide(page: Page): Promise<string[]> {
         return box.width > 0 && (box.width > window.innerWidth || box.right > window.innerWidth + 0.5);
       })
       .map((el) => `${el.tagName.toLowerCase()}.${el.className}`),
+  );
+}
+
+/** Where a failed browser test leaves its screenshot. */
+const SHOTS = "test-results";
+
+/** Each failed test of the file saves a full-page screenshot, `test-results/<prefix>-<test name>.png`. */
+export function screenshotOnFailure(page: () => Page | undefined, prefix: string): void {
+  beforeEach(({ task, onTestFailed }) => {
+    onTestFailed(async () => {
+      mkdirSync(SHOTS, { recursive: true });
+      await page()?.screenshot({
+        path: `${SHOTS}/${prefix}-${task.name.replace(/\W+/g, "-")}.png`,
+        fullPage: true,
+      });
+    });
+  });
+}
+
+/** The development user made a member of `projectId`, with the code `dmt members add` runs. */
+export async function addDevMember(
+  stack: TestStack,
+  projectId: string,
+  role: GrantedRole = "admin",
+): Promise<void> {
+  await addMember(
+    stack.store,
+    new DynamoMemberStore(stack.db, tableNames(process.env)),
+    localUserDirectory(stack.dataDir),
+    { projectId, email: stack.dashboard.email, role },
+    Date.now(),
   );
 }
