@@ -59,11 +59,15 @@ const result = await build({
   metafile: true,
   logLevel: "warning",
 });
-// The embedded store's worker is loaded by path beside the code that starts it.
-copyFileSync(join(root, "lambda/local/dynamo-worker.mjs"), join(outdir, "dynamo-worker.mjs"));
+// The embedded store's worker is loaded by path beside the code that starts it, with the module it imports.
+const copied = ["lambda/local/dynamo-worker.mjs", "lambda/local/dynalite-iterators.mjs"];
+for (const path of copied) copyFileSync(join(root, path), join(outdir, path.split("/").pop()));
 // Files of this repository only (not node_modules, nor the SDK's one-line modules, which have no file).
-const inputs = Object.keys(result.metafile.inputs).filter(
-  (path) => !path.startsWith("node_modules/") && !path.startsWith("aws-sdk-require:"),
-);
+const inputs = [
+  ...Object.keys(result.metafile.inputs).filter(
+    (path) => !path.startsWith("node_modules/") && !path.startsWith("aws-sdk-require:"),
+  ),
+  ...copied,
+];
 writeFileSync(join(outdir, "inputs.json"), JSON.stringify({ builtAt: Date.now(), inputs }));
 process.stdout.write(`Bundled the dmt CLI into ${relative(root, outdir)}/ (${inputs.length} sources).\n`);

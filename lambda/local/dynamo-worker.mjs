@@ -2,6 +2,10 @@
 // server's event loop instead of inside it. Plain JavaScript, so the worker needs no TypeScript loader.
 import { parentPort, workerData } from "node:worker_threads";
 import dynalite from "dynalite";
+import { closeDynaliteIterators } from "./dynalite-iterators.mjs";
+
+// Without it every query, scan and table listing left a LevelDB iterator open (see the module).
+closeDynaliteIterators();
 
 const server = dynalite({ path: workerData.path, createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
 server.once("error", (err) => parentPort.postMessage({ type: "error", message: err.message }));
