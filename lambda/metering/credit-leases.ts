@@ -151,20 +151,25 @@ export class CreditLeases {
       const pending = this.opening.get(projectId);
       if (pending) {
         const refused = await pending.done;
-        // The balance could not cover a call as large: it cannot cover this one either.
-        if (refused && micros >= pending.micros) return refused;
+        // The balance could not cover a call as large: it cannot cover this one either, but for
+        // what the live leases have left.
+        if (refused && micros >= pending.micros) return this.spare(projectId, micros) ?? refused;
         continue;
       }
       const refused = await this.open(projectId, micros);
-      if (refused) {
-        // Near the end of a balance, what is left may be room in leases that take no new calls but
-        // whose calls still run.
-        const spare = [...this.live].find(
-          (l) => l.hold.projectId === projectId && this.young(l) && this.room(l) >= micros,
-        );
-        return spare ? { ok: true, reservation: this.take(spare, micros) } : refused;
-      }
+      if (refused) return this.spare(projectId, micros) ?? refused;
     }
+  }
+
+  /**
+   * Near the end of a balance, what is left may be room in leases that take no new calls but whose
+   * calls still run: a reservation from one of them, if any has room for `micros`.
+   */
+  private spare(projectId: string, micros: number): ReserveResult | undefined {
+    const lease = [...this.live].find(
+      (l) => l.hold.projectId === projectId && this.young(l) && this.room(l) >= micros,
+    );
+    return lease ? { ok: true, reservation: this.take(lease, micros) } : undefined;
   }
 
   private take(lease: Lease, micros: number): Reservation {
