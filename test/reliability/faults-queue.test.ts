@@ -168,6 +168,8 @@ describe("queue send failures (the AWS producer: SQS, retries, spool)", () => {
 describe("the local queue's journal", () => {
   it("keeps records in memory when the journal cannot be written, says so, and still lands them", async () => {
     const { projectId, key } = await newProject();
+    // Delivered first, so no segment is open: an open file would take appends after its folder went.
+    await stack.drain();
     const journal = join(dataDir, "warehouse-queue");
     rmSync(journal, { recursive: true, force: true });
     writeFileSync(journal, ""); // a file where the folder was: every append fails
