@@ -32,7 +32,9 @@
  *   - the ledger keeps entries longer than records are redelivered (15 days in DynamoDB, SQS keeps
  *     messages 14; the file ledger 1-2 days, the local queue redelivers within seconds);
  *   - a file disappears only when a deletion removed all its rows, and the deletion's tombstones
- *     (kept longer than SQS keeps messages) drop those records should they come again.
+ *     (kept longer than SQS keeps messages) drop those records should they come again; or when
+ *     compaction moved its rows into a merged file, having committed it first (a consumer that finds
+ *     a claimed file gone reads its claims again: lambda/warehouse/consumer.ts).
  * Why: a row of id x is only in a file F that x was claimed on before F's put (d2 before d3). x's claim
  * leaves F only in d2, after d1 found F missing with its writer ended: then F never lands, so x's row
  * is in no file. d2 is a compare-and-set, so of consumers that saw the same state one moves x's claim.

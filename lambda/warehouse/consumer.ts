@@ -136,6 +136,13 @@ export function createWarehouseConsumer(deps: ConsumerDeps): BatchHandler {
     let dropped = 0;
     const deliveries = await deps.ledger.lookup([...byTransaction.keys()]);
     const landed = await landedFiles(deliveries);
+    // A claim on a file found gone: compaction moves a file's rows and commits the file before it
+    // removes it, so a commit made after our lookup is read again now that the file was seen gone.
+    const gone = [...deliveries]
+      .filter(([, d]) => d.state === "claimed" && !d.live && !landed.has(d.file))
+      .map(([id]) => id);
+    if (gone.length > 0)
+      for (const [id, delivery] of await deps.ledger.lookup(gone)) deliveries.set(id, delivery);
     const partitions = new Map<string, ToWrite[]>();
     const again: Accepted[] = [];
     const claimedElsewhere: string[] = [];

@@ -119,9 +119,16 @@ describe("AthenaWarehouseQuery", () => {
       "'proj-a'",
       "''' OR 1=1 --'",
       "200",
+      // The subquery that counts each row once while a compaction swaps files: the same partitions.
+      "'proj-a'",
+      "'2026-01-01'",
+      "'2026-01-02'",
     ]);
     expect(start?.body.QueryString).toMatch(
       /^SELECT "schema_version", .* FROM "dmt"\."interactions" WHERE "project" = \? AND/,
+    );
+    expect(start?.body.QueryString).toMatch(
+      / AND NOT \("\$path" LIKE '%\/compact-%' AND "transaction_id" IN \(SELECT "transaction_id" FROM "dmt"\."interactions" WHERE "project" = \? AND "dt" BETWEEN \? AND \? AND "\$path" NOT LIKE '%\/compact-%'\)\)$/,
     );
     expect(start?.body.QueryString).not.toContain("proj-a");
     expect(fake.calls.filter((c) => c.action === "GetQueryExecution")).toHaveLength(3);

@@ -9,7 +9,12 @@ import { csvLine, EXPORT_COLUMNS, type ExportValue, jsonRow } from "../../core/e
 import type { InteractionQuery, WarehouseQuery } from "../../core/export-query";
 import type { ExportFormat } from "../../core/export-request";
 import { type ColumnKind, RECORD_COLUMNS } from "../../core/record";
-import { buildInteractionQuery, type QueryParam } from "../sql/export-query";
+import {
+  buildInteractionQuery,
+  consumerFile,
+  onceAcrossCompaction,
+  type QueryParam,
+} from "../sql/export-query";
 
 export interface AthenaOptions {
   /** The workgroup holds the result location, its encryption and the per-query scan limit. */
@@ -70,10 +75,12 @@ export class AthenaWarehouseQuery implements WarehouseQuery {
   async *rows(query: InteractionQuery, format: ExportFormat): AsyncIterable<string[]> {
     const encode = format === "json" ? jsonRow : csvLine;
     const built = buildInteractionQuery(query);
+    // Each row once while a compaction swaps files: the ids in the consumer files of the same days.
+    const consumerIds = `SELECT "transaction_id" FROM ${this.table} WHERE ${built.partition.where} AND ${consumerFile('"$path"')}`;
     const started = await this.client.send(
       new StartQueryExecutionCommand({
-        QueryString: `SELECT ${built.columns} FROM ${this.table} WHERE ${built.where}`,
-        ExecutionParameters: built.params.map(athenaLiteral),
+        QueryString: `SELECT ${built.columns} FROM ${this.table} WHERE ${built.where} AND ${onceAcrossCompaction('"$path"', consumerIds)}`,
+        ExecutionParameters: [...built.params, ...built.partition.params].map(athenaLiteral),
         WorkGroup: this.options.workGroup,
         QueryExecutionContext: { Database: this.options.database, Catalog: this.options.catalog },
       }),

@@ -1,6 +1,6 @@
 import type { Dirent } from "node:fs";
 import { readdir } from "node:fs/promises";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import {
   type DuckDBDataChunk,
   DuckDBInstance,
@@ -12,11 +12,12 @@ import {
   VARCHAR,
 } from "@duckdb/node-api";
 import duckdb from "@duckdb/node-bindings";
+import { isCompactedFile } from "../../core/compaction";
 import type { InteractionQuery, WarehouseQuery } from "../../core/export-query";
 import type { ExportFormat } from "../../core/export-request";
 import { PROJECT_ID_PATTERN } from "../../core/model";
 import { type ColumnKind, INTERACTIONS_PREFIX, RECORD_COLUMNS } from "../../core/record";
-import { buildInteractionQuery } from "../sql/export-query";
+import { buildInteractionQuery, onceAcrossCompaction } from "../sql/export-query";
 
 export interface DuckDBOptions {
   /** Worker threads DuckDB may use (default 1: exports are I/O and serialisation, not joins). */
@@ -155,14 +156,25 @@ export class DuckDBWarehouseQuery implements WarehouseQuery {
     const files = await this.partitionFiles(query);
     if (files.length === 0) return;
     const built = buildInteractionQuery(query);
+    // Only days where a compaction is swapping files pay for counting rows once (usually none).
+    const swapping = consumerFilesBesideCompacted(files);
+    const once =
+      swapping.length > 0
+        ? ` AND ${onceAcrossCompaction("filename", "SELECT transaction_id FROM read_parquet(?)")}`
+        : "";
     const sql =
       `SELECT ${encoding.row} FROM (SELECT ${encoding.cells} FROM (FROM dmt_interactions UNION ALL BY NAME ` +
       `FROM read_parquet(?, hive_partitioning = true, hive_types = {'project': VARCHAR, 'dt': VARCHAR}, ` +
-      `union_by_name = true)) WHERE ${built.where})`;
-    const values: DuckDBValue[] = [listValue(files), ...built.params.map((p) => p.value)];
+      `union_by_name = true${swapping.length > 0 ? ", filename = true" : ""})) WHERE ${built.where}${once})`;
+    const values: DuckDBValue[] = [
+      listValue(files),
+      ...built.params.map((p) => p.value),
+      ...(swapping.length > 0 ? [listValue(swapping)] : []),
+    ];
     const types: DuckDBType[] = [
       LIST(VARCHAR),
       ...built.params.map((p) => (p.type === "string" ? VARCHAR : INTEGER)),
+      ...(swapping.length > 0 ? [LIST(VARCHAR)] : []),
     ];
     const connection = await this.instance.connect();
     let next: Promise<DuckDBDataChunk | null> | undefined;
@@ -214,6 +226,13 @@ export class DuckDBWarehouseQuery implements WarehouseQuery {
   close(): void {
     this.instance.closeSync();
   }
+}
+
+/** The consumer files of day folders that also hold a compacted file: a compaction between c2 and c4. */
+function consumerFilesBesideCompacted(files: readonly string[]): string[] {
+  const folderOf = (file: string) => dirname(file);
+  const compactedIn = new Set(files.filter(isCompactedFile).map(folderOf));
+  return files.filter((file) => !isCompactedFile(file) && compactedIn.has(folderOf(file)));
 }
 
 async function listDir(path: string): Promise<Dirent[]> {

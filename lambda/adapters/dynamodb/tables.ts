@@ -23,6 +23,7 @@ export type TableName =
   | "idempotency"
   | "vendorKeys"
   | "warehouseDeliveries"
+  | "warehouseLeases"
   | "projectSettings"
   | "interactions"
   | "usageRollups"
@@ -66,6 +67,11 @@ export const TABLES: Record<TableName, TableDefinition> = {
   vendorKeys: { partitionKey: "projectId", sortKey: { name: "vendor", type: "S" } },
   /** Transaction ids the warehouse consumer already wrote (adapters/dynamodb/ledger.ts). */
   warehouseDeliveries: { partitionKey: "transactionId", ttlAttribute: "expiresAt" },
+  /**
+   * One lease per warehouse partition a compaction run holds, with the merge it has in progress
+   * (adapters/dynamodb/partition-leases.ts); gone once released, reclaimed a day after it ends.
+   */
+  warehouseLeases: { partitionKey: "partition", ttlAttribute: "gcAt" },
   /** Per-project settings the operator sets with the CLI: the bucket-export destination (export-settings.ts). */
   projectSettings: { partitionKey: "projectId" },
   /**

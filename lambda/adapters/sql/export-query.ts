@@ -3,6 +3,7 @@
  * record schema, and every value (project, days, filter values) is a positional `?` parameter.
  */
 
+import { COMPACTED_FILE_PREFIX } from "../../core/compaction";
 import type { InteractionQuery } from "../../core/export-query";
 import type { ExportFilters } from "../../core/export-request";
 import { type ColumnKind, RECORD_COLUMNS } from "../../core/record";
@@ -15,6 +16,8 @@ export interface BuiltQuery {
   /** The condition, with `?` placeholders in the order of `params`. */
   where: string;
   params: QueryParam[];
+  /** Its first part alone: the project and days (the partitions read), and their parameters. */
+  partition: { where: string; params: QueryParam[] };
 }
 
 /** Filter keys are record columns of the same name; their kinds decide the parameter type. */
@@ -41,6 +44,8 @@ export function buildInteractionQuery(query: InteractionQuery): BuiltQuery {
     { type: "string", value: query.end },
     { type: "string", value: query.projectId },
   ];
+  // The partition columns alone: what a subquery over the same partitions needs.
+  const partition = { where: conditions.slice(0, 2).join(" AND "), params: params.slice(0, 3) };
   for (const key of Object.keys(FILTER_COLUMNS) as (keyof ExportFilters)[]) {
     const value = query.filters[key];
     if (value === undefined) continue;
@@ -55,5 +60,20 @@ export function buildInteractionQuery(query: InteractionQuery): BuiltQuery {
     columns: RECORD_COLUMNS.map((c) => quote(c.name)).join(", "),
     where: conditions.join(" AND "),
     params,
+    partition,
   };
+}
+
+/**
+ * The condition that counts each row once while a compaction swaps files (core/compaction.ts): a
+ * compacted file's row is left out where a consumer file still holds its transaction. `path` is the
+ * engine's file-name column; `consumerIds` a subquery of the transaction ids in the consumer files.
+ */
+export function onceAcrossCompaction(path: string, consumerIds: string): string {
+  return `NOT (${path} LIKE '%/${COMPACTED_FILE_PREFIX}%' AND ${quote("transaction_id")} IN (${consumerIds}))`;
+}
+
+/** A file name column's condition: not a compacted file. */
+export function consumerFile(path: string): string {
+  return `${path} NOT LIKE '%/${COMPACTED_FILE_PREFIX}%'`;
 }

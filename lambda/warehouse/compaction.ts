@@ -1,0 +1,291 @@
+import { randomBytes } from "node:crypto";
+import {
+  COMPACTION_LOOKBACK_DAYS,
+  type CompactionReport,
+  compactedFileKey,
+  type MergeJournal,
+  PARTITION_LEASE_MS,
+  type PartitionLeases,
+  planMerges,
+} from "../core/compaction";
+import {
+  FileChangedError,
+  type TombstoneReader,
+  tombstoneMatcher,
+  type WarehouseFiles,
+} from "../core/deletion";
+import type { DeliveryLedger } from "../core/delivery-ledger";
+import { errorFields, type Logger } from "../core/logger";
+import type { Project } from "../core/model";
+import type { ObjectInfo, ObjectStore } from "../core/object-store";
+import { type InteractionRecord, partitionPrefix } from "../core/record";
+import type { RecordCodec } from "../core/record-codec";
+import { bodiesExpired, recordsExpired, retentionCutoffs, withoutBodies } from "../core/retention";
+
+/**
+ * The compaction run (docs/warehouse.md, "Compaction"): for each project and closed day of the last
+ * COMPACTION_LOOKBACK_DAYS, merges the consumer's small files into files of up to about 32 MB. The
+ * scheduled function in AWS and `dmt compaction run` locally call it with their own adapters.
+ *
+ * One merge, under the partition's lease:
+ *   c1 journal  the output's name and the inputs, on the lease
+ *   c2 merge    read the inputs; drop repeated transaction ids, rows a deletion's tombstone covers and
+ *               bodies past the project's body retention; put the output (`compact-<hash>.parquet`)
+ *   c3 recheck  tombstones again: a deletion that began during c2 may have looked for the user's rows
+ *               before the output existed, so the output is written again without them
+ *   c4 swap     commit each input in the delivery ledger (its records stay "written" once it is gone),
+ *               then remove it; clear the journal
+ * Readers see every row once throughout: between c2 and the end of c4 a row may be in an input and the
+ * output, and the export queries take a compacted file's row only where no consumer file holds it.
+ * A run killed anywhere leaves either its inputs alone (before c2's put: the next run merges them
+ * again, under the same name) or a journal whose output exists: the next holder finishes c4 first.
+ */
+export interface CompactionDeps {
+  /** The projects, with their retention settings. */
+  projects: { listProjects(): Promise<Project[]> };
+  /** The warehouse bucket (folder locally): listing, and writing the merged files. */
+  objects: Pick<ObjectStore, "list" | "put" | "delete" | "exists">;
+  /** Reads inputs with their version and removes them with every older version (deletion's adapters). */
+  files: WarehouseFiles;
+  codec: RecordCodec;
+  ledger: Pick<DeliveryLedger, "commit">;
+  leases: PartitionLeases;
+  tombstones: TombstoneReader;
+  logger: Logger;
+  clock: () => number;
+}
+
+export interface CompactionOptions {
+  /** Only this project. */
+  projectId?: string;
+  /** Closed days looked at, before today (default COMPACTION_LOOKBACK_DAYS). */
+  lookbackDays?: number;
+  /** No partition is started after this time (epoch ms): the function's timeout. */
+  stopAt?: number;
+}
+
+const DAY_MS = 86_400_000;
+/** Inputs committed and removed at once: a few S3 and DynamoDB calls each, ~3,000 in a day's merge. */
+const SWAP_CONCURRENCY = 16;
+const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+
+/** A merge left with nothing to do: its inputs went meanwhile, or a deletion covers all its rows. */
+class NothingToMerge extends Error {}
+
+export async function runCompaction(
+  deps: CompactionDeps,
+  options: CompactionOptions = {},
+): Promise<CompactionReport> {
+  const now = deps.clock();
+  const report: CompactionReport = { runId: `cmp_${randomBytes(8).toString("hex")}`, partitions: [] };
+  const projects = (await deps.projects.listProjects()).filter(
+    (p) => options.projectId === undefined || p.projectId === options.projectId,
+  );
+  const lookback = options.lookbackDays ?? COMPACTION_LOOKBACK_DAYS;
+  // Closed days only, newest first: a late record most likely belongs to yesterday.
+  const days = Array.from({ length: lookback }, (_, i) => dayOf(now - (i + 1) * DAY_MS));
+  for (const project of projects) {
+    const cutoffs = retentionCutoffs(project, now);
+    for (const day of days) {
+      if (options.stopAt !== undefined && deps.clock() >= options.stopAt) return report;
+      // An expired day is the retention run's to remove, not to write again.
+      if (recordsExpired(cutoffs, day)) continue;
+      const partition = { projectId: project.projectId, day, dropBodies: bodiesExpired(cutoffs, day) };
+      const files = await listPartition(deps, partitionPrefix(project.projectId, day));
+      if (files.length < 2) continue;
+      try {
+        const done = await compactPartition(deps, report.runId, partition, files);
+        if (done) report.partitions.push(done);
+      } catch (err) {
+        deps.logger.error("compaction of a partition failed; the next run finishes it", {
+          metric: "compaction.failed",
+          projectId: project.projectId,
+          day,
+          ...errorFields(err),
+        });
+        report.partitions.push({
+          projectId: project.projectId,
+          day,
+          outcome: "failed",
+          filesBefore: files.length,
+          filesAfter: files.length,
+          rows: 0,
+        });
+      }
+    }
+  }
+  return report;
+}
+
+async function listPartition(deps: CompactionDeps, prefix: string): Promise<ObjectInfo[]> {
+  const files: ObjectInfo[] = [];
+  for await (const object of deps.objects.list(prefix)) {
+    if (object.key.endsWith(".parquet") && !object.key.slice(prefix.length).includes("/")) files.push(object);
+  }
+  return files;
+}
+
+async function compactPartition(
+  deps: CompactionDeps,
+  holder: string,
+  partition: { projectId: string; day: string; dropBodies: boolean },
+  listed: ObjectInfo[],
+): Promise<CompactionReport["partitions"][number] | undefined> {
+  const { projectId, day } = partition;
+  const prefix = partitionPrefix(projectId, day);
+  const leaseId = `${projectId}/${day}`;
+  const lease = await deps.leases.acquire(leaseId, holder, deps.clock() + PARTITION_LEASE_MS);
+  if (!lease.acquired) {
+    deps.logger.info("compaction: another run holds the partition", { projectId, day });
+    return {
+      projectId,
+      day,
+      outcome: "busy",
+      filesBefore: listed.length,
+      filesAfter: listed.length,
+      rows: 0,
+    };
+  }
+  try {
+    if (lease.journal) {
+      deps.logger.warn("compaction: finishing the merge of a run that ended", { projectId, day });
+      await swap(deps, leaseId, holder, prefix, lease.journal);
+    }
+    // Listed again under the lease: another run may have merged the day meanwhile.
+    const files = await listPartition(deps, prefix);
+    const merges = planMerges(files);
+    if (merges.length === 0) return undefined;
+    let rows = 0;
+    for (const inputs of merges) {
+      try {
+        rows += await merge(deps, leaseId, holder, partition, prefix, inputs);
+      } catch (err) {
+        if (!(err instanceof NothingToMerge)) throw err;
+      }
+    }
+    const after = await listPartition(deps, prefix);
+    deps.logger.info("compaction: partition compacted", {
+      metric: "compaction.partition",
+      projectId,
+      day,
+      filesBefore: files.length,
+      filesAfter: after.length,
+      rows,
+    });
+    return {
+      projectId,
+      day,
+      outcome: "compacted",
+      filesBefore: files.length,
+      filesAfter: after.length,
+      rows,
+    };
+  } finally {
+    await deps.leases.release(leaseId, holder);
+  }
+}
+
+/** One merge (c1–c4); the rows written. */
+async function merge(
+  deps: CompactionDeps,
+  leaseId: string,
+  holder: string,
+  partition: { projectId: string; dropBodies: boolean },
+  prefix: string,
+  inputs: string[],
+): Promise<number> {
+  const seenTombstones = await deps.tombstones.forProjects([partition.projectId]);
+  const covered = tombstoneMatcher(seenTombstones);
+  const byTransaction = new Map<string, InteractionRecord>();
+  const versions = new Map<string, string>();
+  for (const key of inputs) {
+    const file = await deps.files.read(key);
+    // Removed since listed: a deletion took all its rows.
+    if (!file) continue;
+    versions.set(key, file.version);
+    for (const record of await deps.codec.decode(file.bytes)) {
+      if (byTransaction.has(record.transaction_id) || covered(record)) continue;
+      byTransaction.set(record.transaction_id, partition.dropBodies ? withoutBodies(record) : record);
+    }
+  }
+  // What is left for a merge: a deletion's rows stay in their files, for the deletion to remove.
+  const present = [...versions.keys()];
+  if (present.length < 2 || byTransaction.size === 0) throw new NothingToMerge();
+  let records = [...byTransaction.values()];
+  const output = compactedFileKey(prefix, present);
+  const name = (key: string) => key.slice(prefix.length);
+  const journal: MergeJournal = { output: name(output), inputs: present.map(name) };
+  await deps.leases.journal(leaseId, holder, journal); // c1
+  await deps.objects.put(output, deps.codec.encode(records)); // c2
+
+  // c3: a tombstone that appeared during c2.
+  const now = await deps.tombstones.forProjects([partition.projectId]);
+  const known = new Set(seenTombstones.map((t) => t.requestId));
+  if (now.some((t) => !known.has(t.requestId))) {
+    const stillCovered = tombstoneMatcher(now);
+    const kept = records.filter((r) => !stillCovered(r));
+    if (kept.length < records.length) {
+      if (kept.length === 0) {
+        // Every row is a deletion's: the output goes, the inputs stay for the deletion to remove.
+        await deps.objects.delete(output);
+        await deps.leases.journal(leaseId, holder, undefined);
+        throw new NothingToMerge();
+      }
+      records = kept;
+      await deps.objects.put(output, deps.codec.encode(records));
+    }
+  }
+  await swap(deps, leaseId, holder, prefix, journal, versions); // c4
+  return records.length;
+}
+
+/**
+ * c4: the output holds every input's rows; each input is committed, then removed with its old
+ * versions. `versions`: what the merge read (a journal taken over reads them again).
+ */
+async function swap(
+  deps: CompactionDeps,
+  leaseId: string,
+  holder: string,
+  prefix: string,
+  journal: MergeJournal,
+  versions = new Map<string, string>(),
+): Promise<void> {
+  // A journal without its output: the run ended before its put, and the inputs are untouched.
+  if (await deps.objects.exists(prefix + journal.output)) {
+    const inputs = journal.inputs.map((name) => prefix + name);
+    let failed = false;
+    const next = async (): Promise<void> => {
+      // After a failure no input is started: the journal stays, and the next holder finishes.
+      for (let input = inputs.shift(); input !== undefined && !failed; input = inputs.shift()) {
+        try {
+          await deps.ledger.commit(input);
+          await removeInput(deps.files, input, versions.get(input));
+        } catch (err) {
+          failed = true;
+          throw err;
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: SWAP_CONCURRENCY }, next));
+  }
+  await deps.leases.journal(leaseId, holder, undefined);
+}
+
+/**
+ * Removes an input whatever version it is at now: a deletion or the retention run may have rewritten
+ * it since the merge read it, and its rows (fewer, or without bodies) are in the output either way.
+ */
+async function removeInput(files: WarehouseFiles, key: string, version: string | undefined): Promise<void> {
+  for (let known = version; ; ) {
+    known ??= (await files.read(key))?.version;
+    if (known === undefined) return;
+    try {
+      await files.remove(key, known);
+      return;
+    } catch (err) {
+      if (!(err instanceof FileChangedError)) throw err;
+      known = undefined;
+    }
+  }
+}
