@@ -148,6 +148,11 @@ export function awsServices(target: AwsTarget) {
         "in AWS the stack's retention function runs every day; to run it now: aws lambda invoke --function-name <RetentionFunction output> out.json",
       );
     },
+    async compaction(): Promise<never> {
+      throw new Error(
+        "in AWS the stack's compaction function runs every day; to run it now: aws lambda invoke --function-name <the stack's Compaction function> out.json",
+      );
+    },
   };
 }
 

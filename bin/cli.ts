@@ -13,6 +13,7 @@ import {
   updateKey,
 } from "../lambda/core/accounts";
 import { type BudgetView, budgetView, budgetViews, parseModels, setBudget } from "../lambda/core/budgets";
+import type { CompactionReport } from "../lambda/core/compaction";
 import { type CreditStore, formatUsd, parseUsd } from "../lambda/core/credits";
 import { ApiError, errors } from "../lambda/core/errors";
 import { DestinationError, parseExportDestination } from "../lambda/core/export-destination";
@@ -35,6 +36,7 @@ import { parseStatementQuery, readStatement, type Statement } from "../lambda/co
 import type { VendorKeyStore } from "../lambda/core/vendor-keys";
 import { creditsGranted, keyCreated, keyRevoked } from "../lambda/events/account-events";
 import { DEFAULT_DATA_DIR, parseLocalConfig, vendorSettings } from "../lambda/local/config";
+import type { CompactionOptions } from "../lambda/warehouse/compaction";
 import type { RetentionOptions } from "../lambda/warehouse/retention";
 import { eventCommands } from "./cli-events";
 import type { CliEvents } from "./cli-events-open";
@@ -65,6 +67,8 @@ interface Services {
   privacy: DynamoPrivacySettings;
   /** The retention run over the local data dir (in AWS a scheduled function runs it). */
   retention(options: RetentionOptions): Promise<RetentionAudit>;
+  /** The compaction run over the local data dir (in AWS a scheduled function runs it). */
+  compaction(options: CompactionOptions): Promise<CompactionReport>;
   /** The project, or a not-found error naming it. */
   project(projectId: string): Promise<string>;
   /** Alert rules, webhooks and the events commands publish, opened on first use. */
@@ -670,6 +674,31 @@ const commands: Record<string, Command> = {
         ? "Dry run: nothing was changed; this is what a run would remove."
         : `Retention run ${audit.runId} ${audit.status} (audit entry under retention-audit/).`;
       return `${head}\n${table(rows, ["project", "days", "bodyDays", "partitionsRemoved", "rowsRemoved", "bodiesDropped", "indexRemoved"])}`;
+    },
+  },
+  "compaction run": {
+    usage: "dmt compaction run [--project <id>] [--json]",
+    summary: "merges each closed day's small warehouse files now (AWS runs it daily)",
+    options: { project: { type: "string" }, ...json },
+    run: async ({ values, open }) => {
+      const services = await open();
+      const projectId =
+        typeof values.project === "string" ? await services.project(values.project) : undefined;
+      return services.compaction({ ...(projectId !== undefined && { projectId }) });
+    },
+    print: (r) => {
+      const report = r as CompactionReport;
+      const rows = report.partitions.map((p) => ({
+        project: p.projectId,
+        day: p.day,
+        outcome: p.outcome,
+        filesBefore: p.filesBefore,
+        filesAfter: p.filesAfter,
+        rows: p.rows,
+      }));
+      return rows.length === 0
+        ? `Compaction run ${report.runId}: no closed day had files to merge.`
+        : `Compaction run ${report.runId}:\n${table(rows, ["project", "day", "outcome", "filesBefore", "filesAfter", "rows"])}`;
     },
   },
   "prices list": {

@@ -1,5 +1,6 @@
 import type { UserDirectory } from "../lambda/core/members";
 import { openLocalStore } from "../lambda/local/store";
+import type { CompactionOptions } from "../lambda/warehouse/compaction";
 import type { RetentionOptions } from "../lambda/warehouse/retention";
 
 /**
@@ -45,6 +46,17 @@ export async function openLocalTarget(dataDir: string, endpoint: string | undefi
           import("../lambda/core/logger"),
         ]);
         return runLocalRetention(
+          { dataDir, store: local.store, db: local.db, tables: names },
+          jsonLogger("warn"),
+          options,
+        );
+      },
+      compaction: async (options: CompactionOptions) => {
+        const [{ runLocalCompaction }, { jsonLogger }] = await Promise.all([
+          import("../lambda/local/compaction"),
+          import("../lambda/core/logger"),
+        ]);
+        return runLocalCompaction(
           { dataDir, store: local.store, db: local.db, tables: names },
           jsonLogger("warn"),
           options,

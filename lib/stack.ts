@@ -4,6 +4,7 @@ import type { Construct } from "constructs";
 import { TABLES, type TableName } from "../lambda/adapters/dynamodb/tables";
 import type { LogLevel } from "../lambda/core/logger";
 import { Api, type CustomDomain } from "./api";
+import { Compaction } from "./compaction";
 import { Dashboard } from "./dashboard";
 import { DeletionWorkflow } from "./deletion";
 import { Events } from "./events";
@@ -68,6 +69,7 @@ export class DmtStack extends Stack {
   readonly deletion: DeletionWorkflow;
   readonly metering: Metering;
   readonly retention: Retention;
+  readonly compaction: Compaction;
   readonly dashboard: Dashboard;
   readonly prices: StackPrices;
   readonly events: Events;
@@ -225,6 +227,13 @@ export class DmtStack extends Stack {
       observability: this.observability,
     });
     this.observability.addFunction("Retention", this.retention.fn.function);
+    this.compaction = new Compaction(this, "Compaction", {
+      defaults,
+      store: this.store,
+      warehouse: this.warehouse,
+      observability: this.observability,
+    });
+    this.observability.addFunction("Compaction", this.compaction.fn.function);
     this.observability.addAlarmOverview();
 
     this.addOutputs();

@@ -700,6 +700,33 @@ describe("privacy", () => {
     ).toBe(true);
   });
 
+  it("compacts the warehouse every day, under leases, committing in the delivery ledger what it merges", () => {
+    const fn = stack.compaction.fn.function;
+    template.hasResourceProperties("AWS::Events::Rule", {
+      ScheduleExpression: "cron(45 0 * * ? *)",
+      Targets: [Match.objectLike({ Arn: { "Fn::GetAtt": [logicalId(fn), "Arn"] } })],
+    });
+    expect(resources[logicalId(fn)]?.Properties).toMatchObject({ Timeout: 900, MemorySize: 4096 });
+    expect(environmentOf(fn).DMT_WAREHOUSE_BUCKET).toEqual({ Ref: logicalId(stack.warehouse.dataBucket) });
+    const statements = policyOf(logicalId(fn.role as never));
+    const onTable = (table: { node: unknown }) =>
+      statements
+        .filter((s) => JSON.stringify(s.Resource).includes(logicalId(table as never)))
+        .flatMap((s) => [s.Action].flat())
+        .sort();
+    expect(onTable(stack.store.tables.warehouseLeases)).toEqual([
+      "dynamodb:DeleteItem",
+      "dynamodb:UpdateItem",
+    ]);
+    expect(onTable(stack.store.tables.warehouseDeliveries)).toEqual(["dynamodb:PutItem"]);
+    expect(onTable(stack.store.tables.deletionTombstones)).toEqual(["dynamodb:Query"]);
+    expect(onTable(stack.store.tables.interactions)).toEqual([]);
+    // Objects under interactions/ only.
+    const objects = statements.filter((s) => JSON.stringify(s.Action).includes("s3:DeleteObject"));
+    expect(JSON.stringify(objects.map((s) => s.Resource))).toContain("/interactions/*");
+    expect(JSON.stringify(objects.map((s) => s.Resource))).not.toContain("retention-");
+  });
+
   it("generates the user-id hashing key, read by the proxy functions and the deletion steps", () => {
     const key = logicalId(stack.secrets.userIdKey);
     expect(resources[key]?.Properties.GenerateSecretString).toMatchObject({ PasswordLength: 64 });

@@ -8,7 +8,7 @@ import { createDynamoClient } from "../../adapters/dynamodb/client";
 import { DynamoExportSettings } from "../../adapters/dynamodb/export-settings";
 import { DynamoDeliveryLedger } from "../../adapters/dynamodb/ledger";
 import { DynamoPorts } from "../../adapters/dynamodb/ports";
-import { tableNames } from "../../adapters/dynamodb/tables";
+import { type TableNames, tableNames } from "../../adapters/dynamodb/tables";
 import { EventBridgePublisher } from "../../adapters/eventbridge/bus";
 import { SignedEventBridgePublisher } from "../../adapters/eventbridge/signed-publisher";
 import { createKmsClient, KmsKeyWrapper } from "../../adapters/kms/key-wrapper";
@@ -248,6 +248,19 @@ export function s3WarehouseFiles(config: {
   return {
     warehouse: new S3ObjectStore(s3, config.DMT_WAREHOUSE_BUCKET),
     warehouseFiles: new S3WarehouseFiles(s3, config.DMT_WAREHOUSE_BUCKET),
+  };
+}
+
+/** The delivery ledger alone: compaction commits the files it merged before it removes them. */
+export function dynamoDeliveryLedger(config: {
+  DMT_DYNAMODB_ENDPOINT?: string | undefined;
+  tables: TableNames;
+}): Pick<Infrastructure, "deliveries"> {
+  return {
+    deliveries: new DynamoDeliveryLedger(
+      dynamoClient(config.DMT_DYNAMODB_ENDPOINT),
+      config.tables.warehouseDeliveries,
+    ),
   };
 }
 

@@ -214,6 +214,9 @@ export function parseRetentionConfig(env: Record<string, string | undefined>) {
   return { ...parseEnv(retention, env), tables: tableNames(env) };
 }
 
+/** The compaction function needs what retention's does: the store (its ledger table too) and the bucket. */
+export const parseCompactionConfig = parseRetentionConfig;
+
 /** For the functions that write or delete records of level `none`. */
 export function parseUserIdKeyConfig(env: Record<string, string | undefined>): UserIdKeyConfig {
   return parseEnv(userIdKey, env);
