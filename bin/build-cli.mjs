@@ -10,19 +10,49 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const outdir = join(root, "dist", "cli");
 const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
 
+/**
+ * The local configuration (`lambda/local/config.ts`, read by every command) is bundled on its own, into
+ * `config.js`, which the chunks import. zod/mini and the full zod (the price catalogue's schema) share
+ * most of zod's files, and esbuild puts a file that two chunks reach into a chunk both load, with all
+ * that either uses: in one bundle, every command loaded the whole of zod with its locales (~400 KB).
+ * On its own, the configuration and what it uses of zod/mini are ~25 KB.
+ */
+const CONFIG = join(root, "lambda", "local", "config.ts");
+const configOnItsOwn = {
+  name: "config-on-its-own",
+  setup(build) {
+    build.onResolve({ filter: /config$/ }, async (args) => {
+      if (args.pluginData === "config-on-its-own") return undefined;
+      const resolved = await build.resolve(args.path, {
+        kind: args.kind,
+        resolveDir: args.resolveDir,
+        pluginData: "config-on-its-own",
+      });
+      return resolved.path === CONFIG ? { path: "./config.js", external: true } : undefined;
+    });
+  },
+};
+
 rmSync(outdir, { recursive: true, force: true });
-const result = await build({
+const common = {
   absWorkingDir: root,
+  bundle: true,
+  format: "esm",
+  platform: "node",
+  target: "node20",
+  minify: true,
+  metafile: true,
+  logLevel: "warning",
+};
+const config = await build({ ...common, entryPoints: [CONFIG], outfile: join(outdir, "config.js") });
+const result = await build({
+  ...common,
   entryPoints: ["bin/cli.ts"],
   outdir,
   entryNames: "dmt",
   // Each command's modules in chunks of their own, loaded when it runs: --version reads one small file.
   splitting: true,
-  bundle: true,
-  format: "esm",
   define: { DMT_VERSION: JSON.stringify(pkg.version) },
-  platform: "node",
-  target: "node20",
   // The AWS SDK's ES module builds, bundled as the Lambda functions bundle them (lib/lambda-defaults.ts):
   // esbuild keeps what the commands use, where its CommonJS builds load whole packages (a store command
   // compiled and ran ~0.9 MB of them). Their classes survive the split into chunks; the CommonJS builds'
@@ -30,20 +60,22 @@ const result = await build({
   mainFields: ["module", "main"],
   // Native or self-loading packages stay in node_modules.
   external: ["@duckdb/*", "dynalite", "oidc-provider", "esbuild", "tsx"],
+  plugins: [configOnItsOwn],
   // CommonJS dependencies call require(): give the ES module one.
   banner: {
     js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);",
   },
-  minify: true,
-  metafile: true,
-  logLevel: "warning",
 });
 // The embedded store's worker is loaded by path beside the code that starts it, with the module it imports.
 const copied = ["lambda/local/dynamo-worker.mjs", "lambda/local/dynalite-iterators.mjs"];
 for (const path of copied) copyFileSync(join(root, path), join(outdir, path.split("/").pop()));
 // Files of this repository only (not node_modules).
 const inputs = [
-  ...Object.keys(result.metafile.inputs).filter((path) => !path.startsWith("node_modules/")),
+  ...new Set(
+    [config, result]
+      .flatMap(({ metafile }) => Object.keys(metafile.inputs))
+      .filter((path) => !path.startsWith("node_modules/")),
+  ),
   ...copied,
 ];
 writeFileSync(join(outdir, "inputs.json"), JSON.stringify({ builtAt: Date.now(), inputs }));
