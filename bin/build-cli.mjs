@@ -66,8 +66,12 @@ const result = await build({
     js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);",
   },
 });
-// The embedded store's worker is loaded by path beside the code that starts it, with the module it imports.
-const copied = ["lambda/local/dynamo-worker.mjs", "lambda/local/dynalite-iterators.mjs"];
+// The embedded store's worker is loaded by path beside the code that starts it, with the modules it imports.
+const copied = [
+  "lambda/local/dynamo-worker.mjs",
+  "lambda/local/dynalite-server.mjs",
+  "lambda/local/dynalite-iterators.mjs",
+];
 for (const path of copied) copyFileSync(join(root, path), join(outdir, path.split("/").pop()));
 // Files of this repository only (not node_modules).
 const inputs = [

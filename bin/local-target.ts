@@ -6,12 +6,16 @@ import type { RetentionOptions } from "../lambda/warehouse/retention";
  * What the store commands of the CLI use, over a local data dir (the running server's store, or one
  * opened here). The counterpart of aws-target.ts; imported only by commands that need a store.
  *
- * Start time: the adapters load while the store opens (the embedded store's worker starts first), and
+ * Start time: the adapters load while the store opens (on this thread, without a worker), and
  * what few commands use (the identity provider's state, the export settings, the retention run with
  * its Parquet code) loads when called.
  */
 export async function openLocalTarget(dataDir: string, endpoint: string | undefined) {
-  const [local, adapters] = await Promise.all([openLocalStore(dataDir, endpoint), loadAdapters()]);
+  // A command is short: an embedded store it opens runs on its thread, without a worker's start.
+  const [local, adapters] = await Promise.all([
+    openLocalStore(dataDir, endpoint, { worker: false }),
+    loadAdapters(),
+  ]);
   const { DynamoBudgets, DynamoCredits, DynamoMemberStore, DynamoPrivacySettings, DynamoVendorKeys } =
     adapters;
   const { LocalMasterKey, tableNames } = adapters;
