@@ -47,7 +47,7 @@ const common = {
 const config = await build({ ...common, entryPoints: [CONFIG], outfile: join(outdir, "config.js") });
 const result = await build({
   ...common,
-  entryPoints: ["bin/cli.ts"],
+  entryPoints: ["bin/cli-entry.ts"],
   outdir,
   entryNames: "dmt",
   // Each command's modules in chunks of their own, loaded when it runs: --version reads one small file.
