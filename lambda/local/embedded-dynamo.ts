@@ -27,7 +27,7 @@ export async function startEmbeddedDynamo(
 ): Promise<EmbeddedDynamo> {
   mkdirSync(dataDir, { recursive: true });
   const path = join(dataDir, "dynamodb");
-  // The AWS SDK loads while the worker starts (a CLI command's start: they overlap).
+  // The AWS SDK loads while a worker starts: they overlap.
   const [server, { createDynamoClient, probeStore }] = await Promise.all([
     options.worker === false ? onThisThread(path) : inWorker(path),
     import("../adapters/dynamodb/client"),
