@@ -11,61 +11,74 @@ const outdir = join(root, "dist", "cli");
 const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
 
 /**
- * The AWS SDK is CommonJS. Imported as ES modules, Node runs its CommonJS lexer over every file of the
- * SDK to find their named exports (most of a store command's start); required, it does not. Each
- * `@aws-sdk/*` or `@smithy/*` import becomes a CommonJS module of one line, `require(<the package>)`,
- * through the banner's require, and the package itself stays in node_modules (see `external`).
+ * The local configuration (`lambda/local/config.ts`, read by every command) is bundled on its own, into
+ * `config.js`, which the chunks import. zod/mini and the full zod (the price catalogue's schema) share
+ * most of zod's files, and esbuild puts a file that two chunks reach into a chunk both load, with all
+ * that either uses: in one bundle, every command loaded the whole of zod with its locales (~400 KB).
+ * On its own, the configuration and what it uses of zod/mini are ~25 KB.
  */
-const requireAwsSdk = {
-  name: "require-aws-sdk",
+const CONFIG = join(root, "lambda", "local", "config.ts");
+const configOnItsOwn = {
+  name: "config-on-its-own",
   setup(build) {
-    const sdk = /^@(aws-sdk|smithy)\//;
-    // A dynamic import() stays one: esbuild's chunk for a CommonJS module only exports `default`.
-    build.onResolve({ filter: sdk }, (args) =>
-      args.namespace === "aws-sdk-require" || args.kind === "dynamic-import"
-        ? { path: args.path, external: true }
-        : { path: args.path, namespace: "aws-sdk-require" },
-    );
-    build.onLoad({ filter: /.*/, namespace: "aws-sdk-require" }, (args) => ({
-      contents: `module.exports = require(${JSON.stringify(args.path)});`,
-      loader: "js",
-    }));
+    build.onResolve({ filter: /config$/ }, async (args) => {
+      if (args.pluginData === "config-on-its-own") return undefined;
+      const resolved = await build.resolve(args.path, {
+        kind: args.kind,
+        resolveDir: args.resolveDir,
+        pluginData: "config-on-its-own",
+      });
+      return resolved.path === CONFIG ? { path: "./config.js", external: true } : undefined;
+    });
   },
 };
 
 rmSync(outdir, { recursive: true, force: true });
-const result = await build({
+const common = {
   absWorkingDir: root,
-  entryPoints: ["bin/cli.ts"],
+  bundle: true,
+  format: "esm",
+  platform: "node",
+  target: "node20",
+  minify: true,
+  metafile: true,
+  logLevel: "warning",
+};
+const config = await build({ ...common, entryPoints: [CONFIG], outfile: join(outdir, "config.js") });
+const result = await build({
+  ...common,
+  entryPoints: ["bin/cli-entry.ts"],
   outdir,
   entryNames: "dmt",
   // Each command's modules in chunks of their own, loaded when it runs: --version reads one small file.
   splitting: true,
-  bundle: true,
-  format: "esm",
   define: { DMT_VERSION: JSON.stringify(pkg.version) },
-  platform: "node",
-  target: "node20",
-  // Native or self-loading packages stay in node_modules, and so does the AWS SDK: bundled and split
-  // into chunks, its clients lost their classes ("is not a constructor") under --stack.
-  // (They are required, not imported: requireAwsSdk.)
+  // The AWS SDK's ES module builds, bundled as the Lambda functions bundle them (lib/lambda-defaults.ts):
+  // esbuild keeps what the commands use, where its CommonJS builds load whole packages (a store command
+  // compiled and ran ~0.9 MB of them). Their classes survive the split into chunks; the CommonJS builds'
+  // did not ("is not a constructor" under --stack).
+  mainFields: ["module", "main"],
+  // Native or self-loading packages stay in node_modules.
   external: ["@duckdb/*", "dynalite", "oidc-provider", "esbuild", "tsx"],
-  plugins: [requireAwsSdk],
+  plugins: [configOnItsOwn],
   // CommonJS dependencies call require(): give the ES module one.
   banner: {
     js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);",
   },
-  minify: true,
-  metafile: true,
-  logLevel: "warning",
 });
-// The embedded store's worker is loaded by path beside the code that starts it, with the module it imports.
-const copied = ["lambda/local/dynamo-worker.mjs", "lambda/local/dynalite-iterators.mjs"];
+// The embedded store's worker is loaded by path beside the code that starts it, with the modules it imports.
+const copied = [
+  "lambda/local/dynamo-worker.mjs",
+  "lambda/local/dynalite-server.mjs",
+  "lambda/local/dynalite-iterators.mjs",
+];
 for (const path of copied) copyFileSync(join(root, path), join(outdir, path.split("/").pop()));
-// Files of this repository only (not node_modules, nor the SDK's one-line modules, which have no file).
+// Files of this repository only (not node_modules).
 const inputs = [
-  ...Object.keys(result.metafile.inputs).filter(
-    (path) => !path.startsWith("node_modules/") && !path.startsWith("aws-sdk-require:"),
+  ...new Set(
+    [config, result]
+      .flatMap(({ metafile }) => Object.keys(metafile.inputs))
+      .filter((path) => !path.startsWith("node_modules/")),
   ),
   ...copied,
 ];

@@ -47,7 +47,8 @@ import type { CliEvents } from "./cli-events-open";
  * (2 for a usage error).
  *
  * Start time: only light modules are imported here; a command loads what it needs when it runs (the
- * store's adapters, the price catalogue, the server), so `--help` and `--version` load almost nothing.
+ * store's adapters, the price catalogue, the server), so `--help` loads almost nothing. `--version` is
+ * answered before this module loads (cli-entry.ts).
  */
 
 class UsageError extends Error {}
@@ -862,19 +863,6 @@ const commands: Record<string, Command> = {
   ...eventCommands({ required, table, iso, usage: (message: string) => new UsageError(message) }),
 };
 
-/** Set by the bundle (bin/build-cli.mjs); under tsx, package.json is read. */
-declare const DMT_VERSION: string | undefined;
-
-/** The package's version, read only when asked. */
-async function version(): Promise<string> {
-  if (typeof DMT_VERSION === "string") return DMT_VERSION;
-  const { readFile } = await import("node:fs/promises");
-  const pkg = JSON.parse(await readFile(new URL("../package.json", import.meta.url), "utf8")) as {
-    version: string;
-  };
-  return pkg.version;
-}
-
 const signed = (n: number) => (n > 0 ? `+${n}` : String(n));
 
 /** A path as a POSIX shell word. */
@@ -1019,10 +1007,6 @@ async function main(argv: string[]): Promise<number> {
   if (first === undefined || HELP.has(first)) {
     process.stdout.write(`${help()}\n`);
     return first === undefined ? 2 : 0;
-  }
-  if (first === "--version" || first === "-v") {
-    process.stdout.write(`dmt ${await version()}\n`);
-    return 0;
   }
   if (first === "serve") {
     if (argv.slice(1).some((a) => HELP.has(a))) {

@@ -24,5 +24,5 @@ if (process.argv[2] !== "serve" && process.env.DMT_CLI_FROM_SOURCE !== "1" && bu
 } else {
   const { register } = await import("tsx/esm/api");
   register();
-  await import("./cli.ts");
+  await import("./cli-entry.ts");
 }

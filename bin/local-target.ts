@@ -1,3 +1,10 @@
+import { DynamoBudgets } from "../lambda/adapters/dynamodb/budgets";
+import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
+import { DynamoMemberStore } from "../lambda/adapters/dynamodb/members";
+import { DynamoPrivacySettings } from "../lambda/adapters/dynamodb/privacy-settings";
+import { tableNames } from "../lambda/adapters/dynamodb/tables";
+import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
+import { LocalMasterKey } from "../lambda/adapters/fs/master-key";
 import type { UserDirectory } from "../lambda/core/members";
 import { openLocalStore } from "../lambda/local/store";
 import type { CompactionOptions } from "../lambda/warehouse/compaction";
@@ -7,15 +14,13 @@ import type { RetentionOptions } from "../lambda/warehouse/retention";
  * What the store commands of the CLI use, over a local data dir (the running server's store, or one
  * opened here). The counterpart of aws-target.ts; imported only by commands that need a store.
  *
- * Start time: the adapters load while the store opens (the embedded store's worker starts first), and
- * what few commands use (the identity provider's state, the export settings, the retention run with
- * its Parquet code) loads when called.
+ * Start time: the adapters are imported with this module (in the bundle, one chunk rather than one per
+ * adapter: each ES module Node loads costs), and what few commands use (the identity provider's state,
+ * the export settings, the retention run with its Parquet code) loads when called.
  */
 export async function openLocalTarget(dataDir: string, endpoint: string | undefined) {
-  const [local, adapters] = await Promise.all([openLocalStore(dataDir, endpoint), loadAdapters()]);
-  const { DynamoBudgets, DynamoCredits, DynamoMemberStore, DynamoPrivacySettings, DynamoVendorKeys } =
-    adapters;
-  const { LocalMasterKey, tableNames } = adapters;
+  // A command is short: an embedded store it opens runs on its thread, without a worker's start.
+  const local = await openLocalStore(dataDir, endpoint, { worker: false });
   const names = tableNames(process.env);
   const users: UserDirectory = {
     async findUserId(email) {
@@ -63,26 +68,5 @@ export async function openLocalTarget(dataDir: string, endpoint: string | undefi
         );
       },
     },
-  };
-}
-
-async function loadAdapters() {
-  const [budgets, credits, members, privacy, tables, vendorKeys, masterKey] = await Promise.all([
-    import("../lambda/adapters/dynamodb/budgets"),
-    import("../lambda/adapters/dynamodb/credits"),
-    import("../lambda/adapters/dynamodb/members"),
-    import("../lambda/adapters/dynamodb/privacy-settings"),
-    import("../lambda/adapters/dynamodb/tables"),
-    import("../lambda/adapters/dynamodb/vendor-keys"),
-    import("../lambda/adapters/fs/master-key"),
-  ]);
-  return {
-    DynamoBudgets: budgets.DynamoBudgets,
-    DynamoCredits: credits.DynamoCredits,
-    DynamoMemberStore: members.DynamoMemberStore,
-    DynamoPrivacySettings: privacy.DynamoPrivacySettings,
-    tableNames: tables.tableNames,
-    DynamoVendorKeys: vendorKeys.DynamoVendorKeys,
-    LocalMasterKey: masterKey.LocalMasterKey,
   };
 }

@@ -16,33 +16,26 @@ export interface EmbeddedDynamo {
 
 const DISCOVERY = "store.json";
 
-export async function startEmbeddedDynamo(dataDir: string): Promise<EmbeddedDynamo> {
+/**
+ * `worker: false` runs dynalite on the calling thread instead of a worker's: for a short command (the
+ * CLI's), which has no event loop to keep free, and to which a worker's start (a Node environment of its
+ * own) added a tenth of its CPU.
+ */
+export async function startEmbeddedDynamo(
+  dataDir: string,
+  options: { worker?: boolean } = {},
+): Promise<EmbeddedDynamo> {
   mkdirSync(dataDir, { recursive: true });
-  // A worker thread: dynalite's CPU work must not stall the server's event loop.
-  const worker = new Worker(new URL("./dynamo-worker.mjs", import.meta.url), {
-    workerData: { path: join(dataDir, "dynamodb") },
-  });
-  const listening = new Promise<number>((resolve, reject) => {
-    worker.once("error", reject);
-    worker.once("message", (message: { type: string; port?: number; message?: string }) => {
-      if (message.type === "listening" && message.port !== undefined) resolve(message.port);
-      else reject(new Error(`dynalite did not start: ${message.message ?? message.type}`));
-    });
-  });
-  // The AWS SDK loads while the worker starts (a CLI command's start: they overlap).
-  const [port, { createDynamoClient, probeStore }] = await Promise.all([
-    listening,
+  const path = join(dataDir, "dynamodb");
+  // The AWS SDK loads while a worker starts: they overlap.
+  const [server, { createDynamoClient, probeStore }] = await Promise.all([
+    options.worker === false ? onThisThread(path) : inWorker(path),
     import("../adapters/dynamodb/client"),
   ]);
-  const endpoint = `http://127.0.0.1:${port}`;
+  const endpoint = `http://127.0.0.1:${server.port}`;
   let closing: Promise<void> | undefined;
   // Idempotent: dynalite closes LevelDB on server close; wait for it, so no write is lost.
-  const close = () =>
-    (closing ??= new Promise<void>((resolve) => {
-      worker.once("message", () => resolve());
-      worker.once("exit", () => resolve());
-      worker.postMessage("close");
-    }).then(() => worker.terminate().then(() => undefined)));
+  const close = () => (closing ??= server.close());
   // LevelDB opens lazily: a first request tells whether another process holds the folder's lock.
   const probe = createDynamoClient({ endpoint });
   let tablesAtOpen: string[] | undefined;
@@ -65,6 +58,43 @@ export async function startEmbeddedDynamo(dataDir: string): Promise<EmbeddedDyna
       await close();
     },
   };
+}
+
+interface DynaliteServer {
+  port: number;
+  close(): Promise<void>;
+}
+
+/** A worker thread: dynalite's CPU work must not stall the server's event loop. */
+async function inWorker(path: string): Promise<DynaliteServer> {
+  const worker = new Worker(new URL("./dynamo-worker.mjs", import.meta.url), { workerData: { path } });
+  const port = await new Promise<number>((resolve, reject) => {
+    worker.once("error", reject);
+    worker.once("message", (message: { type: string; port?: number; message?: string }) => {
+      if (message.type === "listening" && message.port !== undefined) resolve(message.port);
+      else reject(new Error(`dynalite did not start: ${message.message ?? message.type}`));
+    });
+  });
+  return {
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        worker.once("message", () => resolve());
+        worker.once("exit", () => resolve());
+        worker.postMessage("close");
+      }).then(() => worker.terminate().then(() => undefined)),
+  };
+}
+
+async function onThisThread(path: string): Promise<DynaliteServer> {
+  const { startDynalite } = await import("./dynalite-server.mjs");
+  let server: ReturnType<typeof startDynalite> | undefined;
+  const port = await new Promise<number>((resolve, reject) => {
+    server = startDynalite(path, resolve, (err) =>
+      reject(new Error(`dynalite did not start: ${err.message}`)),
+    );
+  });
+  return { port, close: () => new Promise<void>((resolve) => server?.close(() => resolve())) };
 }
 
 /** The endpoint of a live process that serves this data dir's store, if any. */

@@ -31,10 +31,15 @@ function checkedTablesFile(dataDir: string): string {
   return join(dataDir, "dynamodb", CHECKED_TABLES);
 }
 
-export async function openLocalStore(dataDir: string, endpoint?: string): Promise<LocalStore> {
+/** `worker: false`: an embedded store opened here runs on this thread (startEmbeddedDynamo). */
+export async function openLocalStore(
+  dataDir: string,
+  endpoint?: string,
+  options: { worker?: boolean } = {},
+): Promise<LocalStore> {
   const shared = endpoint ?? runningStoreEndpoint(dataDir);
   const [embedded, { createDynamoClient, ensureTables, probeStore }, { DynamoStore }] = await Promise.all([
-    shared ? undefined : startEmbeddedDynamo(dataDir),
+    shared ? undefined : startEmbeddedDynamo(dataDir, options),
     import("../adapters/dynamodb/client"),
     import("../adapters/dynamodb/store"),
   ]);
@@ -55,7 +60,7 @@ export async function openLocalStore(dataDir: string, endpoint?: string): Promis
       if (ownStore) recordCheckedTables(dataDir, definitions);
     }
   } catch (err) {
-    // The embedded store runs in a worker thread: left open, it would keep the process alive.
+    // The embedded store (in a worker thread, or on this one) left open would keep the process alive.
     db.destroy();
     await embedded?.close();
     throw err;
