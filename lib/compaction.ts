@@ -1,10 +1,8 @@
 import { type CfnElement, Duration, Stack, Validations } from "aws-cdk-lib";
-import { Alarm, ComparisonOperator, TreatMissingData } from "aws-cdk-lib/aws-cloudwatch";
-import { Rule, Schedule } from "aws-cdk-lib/aws-events";
-import { LambdaFunction } from "aws-cdk-lib/aws-events-targets";
 import { PolicyStatement } from "aws-cdk-lib/aws-iam";
 import { Construct } from "constructs";
 import { INTERACTIONS_PREFIX } from "../lambda/core/record";
+import { runDaily } from "./daily-run";
 import { DmtFunction, type LambdaDefaults } from "./lambda-defaults";
 import type { Observability } from "./observability";
 import type { Store } from "./store";
@@ -66,21 +64,12 @@ export class Compaction extends Construct {
         "Compaction reads a day's Parquet files, writes their merge and removes them (with their old versions); the names are known only at run time.",
     });
 
-    new Rule(this, "Schedule", {
+    runDaily(this, fn, {
+      hour: "0",
+      minute: "45",
       description: "dmt: daily warehouse compaction",
-      schedule: Schedule.cron({ hour: "0", minute: "45" }),
-      // A failed run is finished by the next one.
-      targets: [new LambdaFunction(fn, { retryAttempts: 1 })],
+      whenFailing: "The daily compaction run failed: small files pile up until a run succeeds.",
+      observability: props.observability,
     });
-    props.observability.alarms.push(
-      new Alarm(this, "Failing", {
-        metric: fn.metricErrors({ statistic: "Sum", period: Duration.days(1) }),
-        alarmDescription: "The daily compaction run failed: small files pile up until a run succeeds.",
-        threshold: 1,
-        evaluationPeriods: 1,
-        comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treatMissingData: TreatMissingData.NOT_BREACHING,
-      }),
-    );
   }
 }

@@ -1,11 +1,9 @@
 import { type CfnElement, Duration, Stack, Validations } from "aws-cdk-lib";
-import { Alarm, ComparisonOperator, TreatMissingData } from "aws-cdk-lib/aws-cloudwatch";
-import { Rule, Schedule } from "aws-cdk-lib/aws-events";
-import { LambdaFunction } from "aws-cdk-lib/aws-events-targets";
 import { PolicyStatement } from "aws-cdk-lib/aws-iam";
 import { Construct } from "constructs";
 import { INTERACTIONS_PREFIX } from "../lambda/core/record";
 import { RETENTION_AUDIT_PREFIX } from "../lambda/warehouse/retention";
+import { runDaily } from "./daily-run";
 import { DmtFunction, type LambdaDefaults } from "./lambda-defaults";
 import type { Observability } from "./observability";
 import type { Store } from "./store";
@@ -68,21 +66,12 @@ export class Retention extends Construct {
       });
     }
 
-    new Rule(this, "Schedule", {
+    runDaily(this, fn, {
+      hour: "3",
+      minute: "15",
       description: "dmt: daily retention run",
-      schedule: Schedule.cron({ hour: "3", minute: "15" }),
-      // A failed run is finished by the next one.
-      targets: [new LambdaFunction(fn, { retryAttempts: 1 })],
+      whenFailing: "The daily retention run failed: expired data stays until a run succeeds.",
+      observability: props.observability,
     });
-    props.observability.alarms.push(
-      new Alarm(this, "Failing", {
-        metric: fn.metricErrors({ statistic: "Sum", period: Duration.days(1) }),
-        alarmDescription: "The daily retention run failed: expired data stays until a run succeeds.",
-        threshold: 1,
-        evaluationPeriods: 1,
-        comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treatMissingData: TreatMissingData.NOT_BREACHING,
-      }),
-    );
   }
 }

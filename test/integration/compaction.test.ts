@@ -138,6 +138,14 @@ async function deps(overrides: Partial<CompactionDeps> = {}, clock = () => NOW):
   };
 }
 
+/** The warehouse folder with its `put` replaced (which calls the folder's own when it should). */
+const onPut = (put: CompactionDeps["objects"]["put"]): CompactionDeps["objects"] => ({
+  list: (prefix) => objects.list(prefix),
+  exists: (key) => objects.exists(key),
+  delete: (key) => objects.delete(key),
+  put,
+});
+
 const privacy = () => new DynamoPrivacySettings(local.db, local.tables);
 const run = () => runLocalCompaction({ dataDir, ...local }, silentLogger, {}, () => NOW);
 const outcome = (report: CompactionReport, day: string) => report.partitions.find((p) => p.day === day);
@@ -285,18 +293,13 @@ describe("compaction", () => {
     let first = true;
     const report = await runCompaction({
       ...base,
-      objects: {
-        list: (p) => objects.list(p),
-        exists: (k) => objects.exists(k),
-        delete: (k) => objects.delete(k),
-        async put(key, body) {
-          await objects.put(key, body);
-          if (first) {
-            first = false;
-            await tombstone("del-late", "u-late");
-          }
-        },
-      },
+      objects: onPut(async (key, body) => {
+        await objects.put(key, body);
+        if (first) {
+          first = false;
+          await tombstone("del-late", "u-late");
+        }
+      }),
     });
     expect(outcome(report, YESTERDAY)).toMatchObject({ outcome: "compacted", filesAfter: 1, rows: 4 });
     const [merged] = await filesOf(YESTERDAY);
@@ -336,17 +339,12 @@ describe("compaction", () => {
     const base = await deps();
     const firstReport = await runCompaction({
       ...base,
-      objects: {
-        list: (p) => objects.list(p),
-        exists: (k) => objects.exists(k),
-        delete: (k) => objects.delete(k),
-        async put(key, body) {
-          // The second run starts, and ends, while the first holds the partition mid-merge.
-          second ??= runCompaction(await deps());
-          await second;
-          await objects.put(key, body);
-        },
-      },
+      objects: onPut(async (key, body) => {
+        // The second run starts, and ends, while the first holds the partition mid-merge.
+        second ??= runCompaction(await deps());
+        await second;
+        await objects.put(key, body);
+      }),
     });
     const secondReport = await (second as Promise<CompactionReport>);
     expect(outcome(secondReport, YESTERDAY)?.outcome).toBe("busy");
