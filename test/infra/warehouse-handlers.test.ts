@@ -18,8 +18,11 @@ import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb
 import { DynamoExportSettings } from "../../lambda/adapters/dynamodb/export-settings";
 import { DynamoInteractionIndex } from "../../lambda/adapters/dynamodb/interactions";
 import { DynamoDeliveryLedger } from "../../lambda/adapters/dynamodb/ledger";
+import { DynamoStore } from "../../lambda/adapters/dynamodb/store";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { DynamoTombstones } from "../../lambda/adapters/dynamodb/tombstones";
+import { createProject } from "../../lambda/core/accounts";
+import type { CompactionReport } from "../../lambda/core/compaction";
 import { DestinationError } from "../../lambda/core/export-destination";
 import { TIER_LIMITS } from "../../lambda/core/model";
 import { type InteractionRecord, RECORD_COLUMNS } from "../../lambda/core/record";
@@ -181,6 +184,7 @@ const servers: Server[] = [];
 let dynamo: EmbeddedDynamo;
 let consumer: (event: SQSEvent) => Promise<SQSBatchResponse>;
 let resendSpool: () => Promise<void>;
+let compact: (event: unknown) => Promise<CompactionReport>;
 let api: (event: APIGatewayProxyEvent) => Promise<APIGatewayProxyResult>;
 const savedEnv = { ...process.env };
 
@@ -218,12 +222,17 @@ beforeAll(async () => {
     DMT_TABLE_USAGEROLLUPS: tables.usageRollups,
     DMT_TABLE_BUDGETS: tables.budgets,
     DMT_TABLE_BUDGETCOUNTERS: tables.budgetCounters,
+    // Every table, as the stack sets them (the compaction function's configuration asks for all).
+    ...Object.fromEntries(
+      Object.entries(tables).map(([name, table]) => [`DMT_TABLE_${name.toUpperCase()}`, table]),
+    ),
     DMT_ATHENA_WORKGROUP: "Dmt-warehouse",
     DMT_WAREHOUSE_DATABASE: "dmt_warehouse",
     DMT_WAREHOUSE_TABLE: "interactions",
   });
   consumer = (await import("../../lambda/handlers/consumer")).handler;
   resendSpool = (await import("../../lambda/handlers/spool")).handler;
+  compact = (await import("../../lambda/handlers/compaction")).handler;
   const apiHandler = (await import("../../lambda/handlers/api")).handler;
   api = (event) =>
     apiHandler(event as unknown as Parameters<typeof apiHandler>[0]) as Promise<APIGatewayProxyResult>;
@@ -380,6 +389,47 @@ describe("consumer handler", () => {
   });
 });
 
+describe("compaction handler", () => {
+  it("merges yesterday's consumer files into one; a record delivered again is not written twice", async () => {
+    const db = createDynamoClient({ endpoint: dynamo.endpoint });
+    await createProject(new DynamoStore(db, tables), "wh-compact", "free", Date.now());
+    db.destroy();
+    const yesterday = new Date(Date.now() - 86_400_000).toISOString().slice(0, 10);
+    const noon = Date.parse(`${yesterday}T12:00:00Z`);
+    const batches = [0, 1, 2].map((b) =>
+      Array.from({ length: 3 }, (_, i) =>
+        syntheticRecord(b * 3 + i, { projectId: "wh-compact", startMs: noon + b * 60_000 }),
+      ),
+    );
+    for (const batch of batches) {
+      expect(await consumer(sqsEvent(batch.map((r) => JSON.stringify(r))))).toEqual({
+        batchItemFailures: [],
+      });
+    }
+    const day = `${WAREHOUSE_BUCKET}/interactions/project=wh-compact/dt=${yesterday}/`;
+    expect(s3.keys(day)).toHaveLength(3);
+
+    const report = await compact({ projectId: "wh-compact" });
+    expect(report.partitions).toEqual([
+      {
+        projectId: "wh-compact",
+        day: yesterday,
+        outcome: "compacted",
+        filesBefore: 3,
+        filesAfter: 1,
+        rows: 9,
+      },
+    ]);
+    const [merged, ...rest] = s3.keys(day);
+    expect(rest).toEqual([]);
+    expect(merged).toMatch(/\/compact-[0-9a-f]{24}\.parquet$/);
+    expect(await storedIds(`interactions/project=wh-compact/`)).toEqual(ids(batches.flat()));
+
+    expect(await consumer(sqsEvent([JSON.stringify(batches[0]?.[0])]))).toEqual({ batchItemFailures: [] });
+    expect(s3.keys(day)).toEqual([merged]);
+  });
+});
+
 describe("spool re-sender", () => {
   it("sends every spooled record to the queue and empties the spool", async () => {
     const spooled = records("wh-spool", 3).map((r) => JSON.stringify(r));
@@ -492,6 +542,10 @@ describe("data API exports", () => {
       "'2026-01-15'",
       "'wh-x'",
       "'gpt-4o-mini'",
+      // Each row once while a compaction swaps files: the same partitions again.
+      "'wh-x'",
+      "'2026-01-15'",
+      "'2026-01-15'",
     ]);
   });
 
