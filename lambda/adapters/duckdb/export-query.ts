@@ -156,11 +156,12 @@ export class DuckDBWarehouseQuery implements WarehouseQuery {
     const files = await this.partitionFiles(query);
     if (files.length === 0) return;
     const built = buildInteractionQuery(query);
-    // Only days where a compaction is swapping files pay for counting rows once (usually none).
+    // Only days with a compacted file beside consumer files (a swap under way, or late records) pay
+    // for counting rows once.
     const swapping = consumerFilesBesideCompacted(files);
     const once =
       swapping.length > 0
-        ? ` AND ${onceAcrossCompaction("filename", "SELECT transaction_id FROM read_parquet(?)")}`
+        ? ` AND ${onceAcrossCompaction("filename", "SELECT transaction_id FROM read_parquet(?, union_by_name = true)")}`
         : "";
     const sql =
       `SELECT ${encoding.row} FROM (SELECT ${encoding.cells} FROM (FROM dmt_interactions UNION ALL BY NAME ` +
@@ -228,7 +229,7 @@ export class DuckDBWarehouseQuery implements WarehouseQuery {
   }
 }
 
-/** The consumer files of day folders that also hold a compacted file: a compaction between c2 and c4. */
+/** The consumer files of day folders that also hold a compacted file: a swap under way, or late records. */
 function consumerFilesBesideCompacted(files: readonly string[]): string[] {
   const folderOf = (file: string) => dirname(file);
   const compactedIn = new Set(files.filter(isCompactedFile).map(folderOf));
