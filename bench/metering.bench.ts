@@ -18,22 +18,14 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { GetItemCommand } from "@aws-sdk/client-dynamodb";
-import autocannon from "autocannon";
 import { Pool } from "undici";
 import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
 import { createKey, createProject } from "../lambda/core/accounts";
 import { openLocalStore } from "../lambda/local/stack";
 import { type ServeProcess, startDmtServe } from "../test/support/cli";
+import { CHAT, type ChatTarget, chatLoad, type LoadFigures } from "./lib/chat-load";
 import { median, percentile } from "./lib/stats";
 import { formatTable } from "./lib/table";
-
-declare module "autocannon" {
-  interface Options {
-    method?: string;
-    body?: string;
-    requests?: { setupRequest?(request: { headers: Record<string, string> }): unknown }[];
-  }
-}
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
@@ -46,30 +38,7 @@ const VENDOR_KEY = "sk-bench-vendor-key";
 const ROOT = new URL("..", import.meta.url).pathname;
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
 
-const CHAT = JSON.stringify({
-  model: "gpt-4o-mini",
-  messages: [{ role: "user", content: "Write one short sentence about benchmarks." }],
-  max_tokens: 32,
-});
-
-interface Target {
-  name: string;
-  url: string;
-  headers: Record<string, string>;
-  /** A fresh X-Request-ID on every request. */
-  requestIds: boolean;
-}
-
-interface LoadFigures {
-  target: string;
-  connections: number;
-  round: number;
-  requests: number;
-  requestsPerSecond: number;
-  p50Ms: number;
-  p99Ms: number;
-  failures: number;
-}
+type Target = ChatTarget;
 
 /**
  * Calls one at a time with a pause after each, so that none waits for the store work of the one before
@@ -106,52 +75,6 @@ async function isolated(target: Target, round: number): Promise<LoadFigures> {
     p99Ms: percentile(sorted, 0.99),
     failures,
   };
-}
-
-/** autocannon on one target; latencies from every response at hrtime resolution. */
-function load(target: Target, connections: number, seconds: number, round: number): Promise<LoadFigures> {
-  const latencies: number[] = [];
-  return new Promise((resolve, reject) => {
-    const instance = autocannon(
-      {
-        url: target.url,
-        connections,
-        duration: seconds,
-        method: "POST",
-        body: CHAT,
-        headers: { "content-type": "application/json", ...target.headers },
-        ...(target.requestIds
-          ? {
-              requests: [
-                {
-                  setupRequest: (request) => ({
-                    ...request,
-                    headers: { ...request.headers, "x-request-id": randomUUID() },
-                  }),
-                },
-              ],
-            }
-          : {}),
-      },
-      (err, result) => {
-        if (err) return reject(err);
-        const sorted = Float64Array.from(latencies).sort();
-        resolve({
-          target: target.name,
-          connections,
-          round,
-          requests: result["2xx"],
-          requestsPerSecond: result["2xx"] / result.duration,
-          p50Ms: percentile(sorted, 0.5),
-          p99Ms: percentile(sorted, 0.99),
-          failures: result.errors + result.timeouts + result.non2xx,
-        });
-      },
-    );
-    instance.on("response", (_client: unknown, status: number, _bytes: number, ms: number) => {
-      if (status >= 200 && status < 300) latencies.push(ms);
-    });
-  });
 }
 
 /** A TypeScript child that prints `{"url": ...}` once listening. */
@@ -268,7 +191,7 @@ async function main(): Promise<void> {
       if (check.status !== 200)
         throw new Error(`${target.name} answered ${check.status}: ${await check.text()}`);
       process.stdout.write(`${target.name}: warm-up...\n`);
-      await load(target, 10, WARMUP_SECONDS, 0);
+      await chatLoad(target, 10, WARMUP_SECONDS, 0);
     }
     for (let round = 1; round <= ROUNDS; round++) {
       for (const target of targets) {
@@ -278,7 +201,7 @@ async function main(): Promise<void> {
       for (const connections of CONCURRENCY) {
         for (const target of targets) {
           process.stdout.write(`round ${round}/${ROUNDS}: ${target.name}, ${connections} connections...\n`);
-          loads.push(await load(target, connections, SECONDS, round));
+          loads.push(await chatLoad(target, connections, SECONDS, round));
         }
       }
     }

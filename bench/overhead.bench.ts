@@ -17,26 +17,17 @@
  * delay and GC pauses. Prints tables and writes bench/results/overhead.json.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { randomUUID } from "node:crypto";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import autocannon from "autocannon";
 import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
 import { createKey, createProject } from "../lambda/core/accounts";
 import { openLocalStore } from "../lambda/local/stack";
 import { type ServeProcess, startDmtServe } from "../test/support/cli";
-import { median, percentile } from "./lib/stats";
+import { CHAT, type ChatTarget, chatLoad, type LoadFigures } from "./lib/chat-load";
+import { median } from "./lib/stats";
 import { formatTable } from "./lib/table";
-
-declare module "autocannon" {
-  interface Options {
-    method?: string;
-    body?: string;
-    requests?: { setupRequest?(request: { headers: Record<string, string> }): unknown }[];
-  }
-}
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
@@ -51,22 +42,11 @@ const ROOT = new URL("..", import.meta.url).pathname;
 const RESULTS = join(ROOT, "bench/results");
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
 
-const CHAT = JSON.stringify({
-  model: "gpt-4o-mini",
-  messages: [{ role: "user", content: "Write one short sentence about benchmarks." }],
-  max_tokens: 32,
-});
-
 const BARE = "node:http pipe";
 const METERED = "dmt, metered";
 const WITH_ID = "dmt, metered + X-Request-ID";
 
-interface Target {
-  name: string;
-  url: string;
-  headers: Record<string, string>;
-  /** A fresh X-Request-ID on every request. */
-  requestIds: boolean;
+interface Target extends ChatTarget {
   /** The dmt server behind it, whose threads are measured. */
   server?: Server;
 }
@@ -84,62 +64,8 @@ interface ServerFigures {
   heapUsedMb: number;
 }
 
-interface LoadFigures {
-  target: string;
-  connections: number;
-  round: number;
-  requests: number;
-  requestsPerSecond: number;
-  p50Ms: number;
-  p99Ms: number;
-  failures: number;
+interface PhaseFigures extends LoadFigures {
   server?: ServerFigures;
-}
-
-function load(target: Target, connections: number, seconds: number, round: number): Promise<LoadFigures> {
-  const latencies: number[] = [];
-  return new Promise((resolve, reject) => {
-    const instance = autocannon(
-      {
-        url: target.url,
-        connections,
-        duration: seconds,
-        method: "POST",
-        body: CHAT,
-        headers: { "content-type": "application/json", ...target.headers },
-        ...(target.requestIds
-          ? {
-              requests: [
-                {
-                  setupRequest: (request) => ({
-                    ...request,
-                    headers: { ...request.headers, "x-request-id": randomUUID() },
-                  }),
-                },
-              ],
-            }
-          : {}),
-      },
-      (err, result) => {
-        if (err) return reject(err);
-        const sorted = Float64Array.from(latencies).sort();
-        resolve({
-          target: target.name,
-          connections,
-          round,
-          requests: result["2xx"],
-          requestsPerSecond: result["2xx"] / result.duration,
-          p50Ms: percentile(sorted, 0.5),
-          p99Ms: percentile(sorted, 0.99),
-          failures: result.errors + result.timeouts + result.non2xx,
-        });
-      },
-    );
-    // Latencies from every response at hrtime resolution (autocannon's histogram keeps whole ms).
-    instance.on("response", (_client: unknown, status: number, _bytes: number, ms: number) => {
-      if (status >= 200 && status < 300) latencies.push(ms);
-    });
-  });
 }
 
 /** A child that prints `{"url": ...}` once listening. */
@@ -265,7 +191,7 @@ async function main(): Promise<void> {
   const profileDir = join(RESULTS, "profiles");
   const children: ChildProcess[] = [];
   const servers: Server[] = [];
-  const loads: LoadFigures[] = [];
+  const loads: PhaseFigures[] = [];
   try {
     const sim = await startChild(["--import", "tsx", "bench/proxy-simulator.ts"]);
     children.push(sim.child);
@@ -320,14 +246,14 @@ async function main(): Promise<void> {
       if (check.status !== 200)
         throw new Error(`${target.name} answered ${check.status}: ${await check.text()}`);
       process.stdout.write(`${target.name}: warm-up...\n`);
-      await load(target, 10, WARMUP_SECONDS, 0);
+      await chatLoad(target, 10, WARMUP_SECONDS, 0);
     }
     for (let round = 1; round <= ROUNDS; round++) {
       for (const connections of CONCURRENCY) {
         for (const target of targets) {
           process.stdout.write(`round ${round}/${ROUNDS}: ${target.name}, ${connections} connections...\n`);
           await target.server?.probe.start();
-          const figures = await load(target, connections, SECONDS, round);
+          const figures: PhaseFigures = await chatLoad(target, connections, SECONDS, round);
           if (target.server) figures.server = await target.server.probe.stop();
           loads.push(figures);
         }
