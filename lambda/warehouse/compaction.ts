@@ -58,8 +58,6 @@ export interface CompactionDeps {
 export interface CompactionOptions {
   /** Only this project. */
   projectId?: string;
-  /** Closed days looked at, before today (default COMPACTION_LOOKBACK_DAYS). */
-  lookbackDays?: number;
   /** No partition is started after this time (epoch ms): the function's timeout. */
   stopAt?: number;
 }
@@ -81,9 +79,8 @@ export async function runCompaction(
   const projects = (await deps.projects.listProjects()).filter(
     (p) => options.projectId === undefined || p.projectId === options.projectId,
   );
-  const lookback = options.lookbackDays ?? COMPACTION_LOOKBACK_DAYS;
   // Closed days only, newest first: a late record most likely belongs to yesterday.
-  const days = Array.from({ length: lookback }, (_, i) => dayOf(now - (i + 1) * DAY_MS));
+  const days = Array.from({ length: COMPACTION_LOOKBACK_DAYS }, (_, i) => dayOf(now - (i + 1) * DAY_MS));
   for (const project of projects) {
     const cutoffs = retentionCutoffs(project, now);
     for (const day of days) {
