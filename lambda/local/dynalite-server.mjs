@@ -9,6 +9,9 @@ export function startDynalite(path, listening, failed) {
   // Without it every query, scan and table listing left a LevelDB iterator open (see the module).
   closeDynaliteIterators();
   const server = dynalite({ path, createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
+  // Longer than any client keeps an idle connection (dynalite-client.ts: 10 s; the SDK's agent keeps
+  // them until the server closes), so the client closes first and never writes on a closing one.
+  server.keepAliveTimeout = 65_000;
   server.once("error", failed);
   server.listen(0, "127.0.0.1", () => listening(server.address().port));
   return server;

@@ -56,6 +56,11 @@ export interface LocalStackOptions {
   hooks?: ProxyHooks[];
   /** Webhook delivery: the waits before retries (the default spans over an hour) and the receiver's time. */
   webhooks?: Pick<LocalEventsOptions, "retryDelaysMs" | "webhookTimeoutMs">;
+  /**
+   * The server's store client is the AWS SDK's, as in Lambda, not the lean one (dynalite-client.ts):
+   * for tests that act inside the SDK's request pipeline, such as store faults inside its retry loop.
+   */
+  sdkStoreClient?: boolean;
 }
 
 /** The whole service in one process: the same apps the Lambda handlers wrap, over embedded parts. */
@@ -69,7 +74,9 @@ export async function startLocalStack(
     DMT_PRICES_OVERRIDE: config.DMT_PRICES_OVERRIDE,
     DMT_PRICE_MARKUP: config.DMT_PRICE_MARKUP,
   });
-  const local = await openLocalStore(config.dataDir, config.DMT_DYNAMODB_ENDPOINT);
+  const local = await openLocalStore(config.dataDir, config.DMT_DYNAMODB_ENDPOINT, {
+    sdkClient: options.sdkStoreClient,
+  });
   // What the start opens is closed again, newest first, if a later step fails: the store's and the
   // warehouse's worker threads and the simulator's server would otherwise keep the process alive.
   const opened: (() => Promise<unknown>)[] = [() => local.close()];

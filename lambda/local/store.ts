@@ -14,6 +14,8 @@ export interface LocalStore {
   db: DynamoDBClient;
   tables: TableNames;
   endpoint: string;
+  /** Whether the store is the data dir's own dynalite, not DMT_DYNAMODB_ENDPOINT's (which gets the SDK's client). */
+  dynalite: boolean;
   close(): Promise<void>;
 }
 
@@ -31,25 +33,30 @@ function checkedTablesFile(dataDir: string): string {
   return join(dataDir, "dynamodb", CHECKED_TABLES);
 }
 
-/** `worker: false`: an embedded store opened here runs on this thread (startEmbeddedDynamo). */
+/**
+ * `worker: false`: an embedded store opened here runs on this thread (startEmbeddedDynamo).
+ * `sdkClient`: the AWS SDK's client even for the data dir's own dynalite (LocalStackOptions.sdkStoreClient).
+ */
 export async function openLocalStore(
   dataDir: string,
   endpoint?: string,
-  options: { worker?: boolean } = {},
+  options: { worker?: boolean; sdkClient?: boolean } = {},
 ): Promise<LocalStore> {
   const shared = endpoint ?? runningStoreEndpoint(dataDir);
-  const [embedded, { createDynamoClient, ensureTables, probeStore }, { DynamoStore }] = await Promise.all([
+  const [embedded, { ensureTables, probeStore }, { DynamoStore }, { storeClient }] = await Promise.all([
     shared ? undefined : startEmbeddedDynamo(dataDir, options),
     import("../adapters/dynamodb/client"),
     import("../adapters/dynamodb/store"),
+    import("./dynalite-client"),
   ]);
   const url = shared ?? (embedded?.endpoint as string);
-  const db = createDynamoClient({ endpoint: url });
+  // The data dir's own store (opened here, or served by the process that opened it), not an endpoint
+  // named by DMT_DYNAMODB_ENDPOINT: dynalite, and its tables were checked on these definitions if the
+  // file says so.
+  const ownStore = endpoint === undefined;
+  const db = storeClient(url, ownStore && !options.sdkClient);
   const names = tableNames(process.env);
   const definitions = JSON.stringify({ names, tables: TABLES });
-  // The data dir's own store (opened here, or served by the process that opened it), not an endpoint
-  // named by DMT_DYNAMODB_ENDPOINT: its tables were checked on these definitions if the file says so.
-  const ownStore = endpoint === undefined;
   try {
     const checked =
       ownStore &&
@@ -70,6 +77,7 @@ export async function openLocalStore(
     db,
     tables: names,
     endpoint: url,
+    dynalite: ownStore,
     async close() {
       db.destroy();
       await embedded?.close();

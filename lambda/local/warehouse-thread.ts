@@ -13,6 +13,8 @@ export interface WarehouseWorkerData {
   dataDir: string;
   /** The store the worker writes the dashboard's index and rollups to, and reads tombstones from. */
   endpoint: string;
+  /** Whether that store is the data dir's own dynalite (LocalStore.dynalite). */
+  dynalite: boolean;
   tables: TableNames;
   flushIntervalMs: number;
 }
@@ -186,7 +188,7 @@ export interface ThreadedWarehouseOptions {
   logger: Logger;
   flushIntervalMs: number;
   /** The local store: the worker reaches it at `endpoint`, deletion requests run here through `db`. */
-  store: { endpoint: string; db: DynamoDBClient; tables: TableNames };
+  store: { endpoint: string; dynalite: boolean; db: DynamoDBClient; tables: TableNames };
   /** More copies a deletion purges (the dashboard's interaction index and rollups). */
   purgers: CopyPurger[];
   /** Where a finished deletion's `deletion.completed` goes. */
@@ -202,9 +204,9 @@ export interface ThreadedWarehouse extends WarehouseReads {
 
 /** The local stack's warehouse: the writing side in the worker, exports and deletion in this thread. */
 export async function startThreadedWarehouse(options: ThreadedWarehouseOptions): Promise<ThreadedWarehouse> {
-  const { endpoint, db, tables } = options.store;
+  const { endpoint, dynalite, db, tables } = options.store;
   const queue = new WarehouseThread(
-    { dataDir: options.dataDir, endpoint, tables, flushIntervalMs: options.flushIntervalMs },
+    { dataDir: options.dataDir, endpoint, dynalite, tables, flushIntervalMs: options.flushIntervalMs },
     options.logger,
   );
   // The worker starts while DuckDB opens here.

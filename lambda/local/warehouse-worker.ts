@@ -2,10 +2,10 @@
 // in-process queue with its journal, the consumer Lambda runs (Parquet files, the delivery ledger, dead
 // letters), and the dashboard's index and rollups, written through a store client of its own.
 import { parentPort, workerData } from "node:worker_threads";
-import { createDynamoClient } from "../adapters/dynamodb/client";
 import { DynamoPorts } from "../adapters/dynamodb/ports";
 import { storeCopies } from "../compose/consumer";
 import { loggerOver } from "../core/logger";
+import { storeClient } from "./dynalite-client";
 import { startWarehouseQueue } from "./warehouse";
 import type { WarehouseWorkerData, WorkerReport, WorkerRequest } from "./warehouse-thread";
 
@@ -19,7 +19,7 @@ const logger = loggerOver((level, message, fields) =>
   report({ type: "log", level, message, ...(fields ? { fields } : {}) }),
 );
 
-const db = createDynamoClient({ endpoint: data.endpoint });
+const db = storeClient(data.endpoint, data.dynalite);
 // The consumer's copies in the store, as in AWS: tombstones, the dashboard's index and rollups.
 const store = new DynamoPorts(db, data.tables, () => {
   throw new Error("the warehouse worker unwraps no vendor keys");

@@ -83,21 +83,20 @@ beforeAll(async () => {
     ...env,
   });
   stack = await startLocalStack(config, silentLogger, { hooks: [recorder] });
-  stack.db.middlewareStack.add(
-    (next, context) => async (args) => {
-      const name = context.commandName ?? "?";
-      // The sweeper's scans run on their own schedule, not on any request's path.
-      const noted = recording && name !== "ScanCommand";
-      if (noted) events.push(`start ${name}`);
-      try {
-        await storeGate;
-        return await next(args);
-      } finally {
-        if (noted) events.push(`end ${name}`);
-      }
-    },
-    { step: "initialize", name: "countStoreRoundTrips" },
-  );
+  // Every store command the server sends, whichever client it has (the lean one for dynalite).
+  const send = stack.db.send.bind(stack.db);
+  stack.db.send = (async (command: { constructor: { name: string } }, ...rest: unknown[]) => {
+    const name = command.constructor.name;
+    // The sweeper's scans run on their own schedule, not on any request's path.
+    const noted = recording && name !== "ScanCommand";
+    if (noted) events.push(`start ${name}`);
+    try {
+      await storeGate;
+      return await (send as (...args: unknown[]) => Promise<unknown>)(command, ...rest);
+    } finally {
+      if (noted) events.push(`end ${name}`);
+    }
+  }) as typeof stack.db.send;
   credits = new DynamoCredits(stack.db, tableNames(process.env));
 });
 afterAll(async () => {

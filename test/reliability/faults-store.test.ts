@@ -35,12 +35,17 @@ let faults: StoreFaults;
 
 beforeAll(async () => {
   sim = await startSimulator();
-  stack = await startTestStack({
-    ...simulatorEnv(sim.origins),
-    DMT_METERING: "on",
-    DMT_WAREHOUSE_FLUSH_MS: "100",
-    DMT_HOLD_TTL_MS: String(HOLD_TTL_MS),
-  });
+  stack = await startTestStack(
+    {
+      ...simulatorEnv(sim.origins),
+      DMT_METERING: "on",
+      DMT_WAREHOUSE_FLUSH_MS: "100",
+      DMT_HOLD_TTL_MS: String(HOLD_TTL_MS),
+    },
+    undefined,
+    // The faults go inside the SDK's retry loop, as DynamoDB's own would in Lambda.
+    { sdkStoreClient: true },
+  );
   credits = new DynamoCredits(stack.db, tableNames(process.env));
   budgets = new DynamoBudgets(stack.db, tableNames(process.env));
   faults = injectStoreFaults(stack.db);

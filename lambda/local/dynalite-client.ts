@@ -1,0 +1,166 @@
+import { Agent, request } from "node:http";
+import {
+  BatchGetItemCommand,
+  BatchWriteItemCommand,
+  ConditionalCheckFailedException,
+  DeleteItemCommand,
+  DynamoDBClient,
+  DynamoDBServiceException,
+  GetItemCommand,
+  PutItemCommand,
+  QueryCommand,
+  ResourceInUseException,
+  ResourceNotFoundException,
+  ScanCommand,
+  UpdateItemCommand,
+} from "@aws-sdk/client-dynamodb";
+import { createDynamoClient } from "../adapters/dynamodb/client";
+
+/**
+ * The store client of the embedded dynalite: the same DynamoDB client the adapters are written for,
+ * whose item operations skip the AWS SDK's request pipeline: DynamoDB's JSON protocol, one keep-alive
+ * node:http request each (undici would add 0.15 s of loading to every CLI command). On this loopback link
+ * the SDK's middleware, schema serde and SigV4 signing cost 1.3–3 ms of CPU per operation here, the
+ * plain request 0.3–0.5 ms, and dynalite answers it with half the CPU (docs/architecture.md). Table
+ * operations (ensureTables) go through the SDK.
+ *
+ * Only for our own dynalite: it checks that a request looks signed, not its signature. A store named by
+ * DMT_DYNAMODB_ENDPOINT, and every store in AWS, gets the SDK's client (adapters/dynamodb/client.ts).
+ */
+export class DynaliteClient extends DynamoDBClient {
+  private readonly url: URL;
+  // dynalite's server keeps an idle connection 65 s (dynalite-server.mjs): we always close first, so a
+  // request never goes out on a connection the server is closing.
+  private readonly agent = new Agent({ keepAlive: true, maxSockets: 64, timeout: 10_000 });
+
+  constructor(endpoint: string) {
+    super({
+      region: "local",
+      endpoint,
+      credentials: { accessKeyId: "local", secretAccessKey: "local" },
+    });
+    this.url = new URL(endpoint);
+  }
+
+  // The SDK's overloads (promise, callback) in one signature; a callback goes to the SDK.
+  // biome-ignore lint/suspicious/noExplicitAny: overrides the SDK's overloaded send.
+  override send(command: any, ...rest: any[]): any {
+    const operation = ITEM_OPERATIONS.get(command.constructor);
+    if (operation === undefined || rest.length > 0) return super.send(command, ...rest);
+    return this.call(operation, command.input);
+  }
+
+  override destroy(): void {
+    this.agent.destroy();
+    super.destroy();
+  }
+
+  private async call(operation: string, input: unknown): Promise<unknown> {
+    const body = JSON.stringify(input, binaryAsBase64);
+    const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const req = request(
+        {
+          host: this.url.hostname,
+          port: this.url.port,
+          path: "/",
+          method: "POST",
+          agent: this.agent,
+          headers: {
+            "content-type": "application/x-amz-json-1.0",
+            "content-length": Buffer.byteLength(body),
+            "x-amz-target": `DynamoDB_20120810.${operation}`,
+            "x-amz-date": LOOKS_SIGNED.date,
+            authorization: LOOKS_SIGNED.authorization,
+          },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on("data", (chunk: Buffer) => chunks.push(chunk));
+          res.on("end", () =>
+            resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString() }),
+          );
+          res.on("error", reject);
+        },
+      );
+      req.on("error", reject);
+      req.end(body);
+    });
+    const $metadata = { httpStatusCode: status };
+    if (status !== 200) throw storeError(text, $metadata);
+    // Binary attribute values come back base64-encoded; the SDK hands them out as bytes.
+    const output = JSON.parse(text, text.includes('"B') ? base64AsBinary : undefined);
+    return Object.assign(output, { $metadata });
+  }
+}
+
+/** The operations taken off the SDK's path: the ones the adapters make while serving. */
+const ITEM_OPERATIONS = new Map<unknown, string>([
+  [GetItemCommand, "GetItem"],
+  [PutItemCommand, "PutItem"],
+  [UpdateItemCommand, "UpdateItem"],
+  [DeleteItemCommand, "DeleteItem"],
+  [QueryCommand, "Query"],
+  [ScanCommand, "Scan"],
+  [BatchGetItemCommand, "BatchGetItem"],
+  [BatchWriteItemCommand, "BatchWriteItem"],
+]);
+
+/** dynalite wants an Authorization header's shape and a date; it verifies neither. */
+const LOOKS_SIGNED = {
+  date: "20200101T000000Z",
+  authorization:
+    "AWS4-HMAC-SHA256 Credential=local/20200101/local/dynamodb/aws4_request, SignedHeaders=host, Signature=0",
+};
+
+/** The exceptions the adapters tell apart, as the SDK would have thrown them. */
+const MODELLED = new Map<string, new (options: ErrorOptions) => DynamoDBServiceException>([
+  ["ConditionalCheckFailedException", ConditionalCheckFailedException],
+  ["ResourceNotFoundException", ResourceNotFoundException],
+  ["ResourceInUseException", ResourceInUseException],
+]);
+
+interface ErrorOptions {
+  message: string;
+  $metadata: { httpStatusCode?: number };
+}
+
+function storeError(text: string, $metadata: { httpStatusCode?: number }): DynamoDBServiceException {
+  let body: { __type?: string; message?: string; Message?: string } = {};
+  try {
+    body = JSON.parse(text);
+  } catch {
+    // not JSON: reported by its status below
+  }
+  const name = body.__type?.slice(body.__type.lastIndexOf("#") + 1) ?? "UnknownError";
+  const message = body.message ?? body.Message ?? `dynalite answered ${$metadata.httpStatusCode}`;
+  const modelled = MODELLED.get(name);
+  if (modelled) return new modelled({ message, $metadata });
+  const fault = ($metadata.httpStatusCode ?? 500) >= 500 ? "server" : "client";
+  return new DynamoDBServiceException({ name, $fault: fault, message, $metadata });
+}
+
+/** JSON.stringify's replacer: bytes (Buffer's toJSON already ran, so read the holder) as base64. */
+function binaryAsBase64(this: Record<string, unknown>, key: string, value: unknown): unknown {
+  const raw = this[key];
+  return raw instanceof Uint8Array
+    ? Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength).toString("base64")
+    : value;
+}
+
+/** JSON.parse's reviver: a `B` or `BS` attribute value (a string, never an item) as bytes. */
+function base64AsBinary(key: string, value: unknown): unknown {
+  if (key === "B" && typeof value === "string") return bytes(value);
+  if (key === "BS" && Array.isArray(value) && value.every((v) => typeof v === "string"))
+    return value.map(bytes);
+  return value;
+}
+
+function bytes(base64: string): Uint8Array {
+  const buffer = Buffer.from(base64, "base64");
+  return new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength);
+}
+
+/** The client for a local store: the lean one for the data dir's own dynalite, else the SDK's. */
+export function storeClient(endpoint: string, dynalite: boolean): DynamoDBClient {
+  return dynalite ? new DynaliteClient(endpoint) : createDynamoClient({ endpoint });
+}
