@@ -71,6 +71,7 @@ const copied = [
   "lambda/local/dynamo-worker.mjs",
   "lambda/local/dynalite-server.mjs",
   "lambda/local/dynalite-iterators.mjs",
+  "lambda/local/dynalite-caches.mjs",
 ];
 for (const path of copied) copyFileSync(join(root, path), join(outdir, path.split("/").pop()));
 // Files of this repository only (not node_modules).

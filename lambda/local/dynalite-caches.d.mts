@@ -1,0 +1,7 @@
+// Types of dynalite-caches.mjs.
+
+/** Reuses dynalite's parse of an expression for the same expression, names and value types. */
+export function cacheDynaliteParses(): void;
+
+/** Keeps dynalite's table definitions in memory until a table is written again. */
+export function cacheDynaliteTables(): void;

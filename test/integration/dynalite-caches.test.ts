@@ -1,0 +1,333 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import {
+  ConditionalCheckFailedException,
+  CreateTableCommand,
+  DeleteItemCommand,
+  DeleteTableCommand,
+  DescribeTableCommand,
+  GetItemCommand,
+  PutItemCommand,
+  QueryCommand,
+  ResourceNotFoundException,
+  UpdateItemCommand,
+} from "@aws-sdk/client-dynamodb";
+import { marshall } from "@aws-sdk/util-dynamodb";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DynaliteClient } from "../../lambda/local/dynalite-client";
+import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
+
+/**
+ * The caches inside the embedded dynalite (lambda/local/dynalite-caches.mjs) change no answer: a
+ * cached parse is the tree a fresh parse gives, with the request's own values, and marks the same names
+ * and values used; a table's definition is never read stale. The store runs on this thread here, so its
+ * parsers can be called beside the originals.
+ */
+type Context = {
+  attrNames?: Record<string, string>;
+  attrVals?: Record<string, Record<string, unknown>>;
+  unusedAttrNames: Record<string, true>;
+  unusedAttrVals: Record<string, true>;
+  isReserved?: unknown;
+  compare?: unknown;
+};
+type Parser = { parse(input: string, options: { context: Context }): unknown };
+
+const fromDynalite = createRequire(createRequire(import.meta.url).resolve("dynalite"));
+type ParserName = "conditionParser" | "updateParser" | "projectionParser";
+const parser = (name: ParserName) => fromDynalite(`./db/${name}`) as Parser;
+const parse = (name: ParserName): Parser["parse"] => parser(name).parse.bind(parser(name));
+// The parsers as dynalite ships them, taken before the store starts and puts its caches in.
+const originals: Record<ParserName, Parser["parse"]> = {
+  conditionParser: parse("conditionParser"),
+  updateParser: parse("updateParser"),
+  projectionParser: parse("projectionParser"),
+};
+const validations = fromDynalite("./validations") as {
+  validateExpressions(data: Record<string, unknown>): string | undefined;
+};
+
+let dir: string;
+let dynamo: EmbeddedDynamo;
+let db: DynaliteClient;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "dmt-dynalite-caches-"));
+  dynamo = await startEmbeddedDynamo(dir, { worker: false });
+  db = new DynaliteClient(dynamo.endpoint);
+});
+afterAll(async () => {
+  db?.destroy();
+  await dynamo?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** A context as dynalite's validateExpressions makes it: every name and value unused at first. */
+function context(
+  attrNames: Record<string, string> | undefined,
+  attrVals: Record<string, unknown> | undefined,
+) {
+  const vals = attrVals && (marshall(attrVals) as unknown as Context["attrVals"]);
+  const reference = fromDynalite("./db") as { compare: unknown };
+  return {
+    ...(attrNames && { attrNames }),
+    ...(vals && { attrVals: vals }),
+    unusedAttrNames: Object.fromEntries(Object.keys(attrNames ?? {}).map((k) => [k, true as const])),
+    unusedAttrVals: Object.fromEntries(Object.keys(vals ?? {}).map((k) => [k, true as const])),
+    isReserved: (name: string) => ["SIZE", "NAME", "STATUS"].includes(name.toUpperCase()),
+    compare: reference.compare,
+  } as Context;
+}
+
+function outcome(
+  parse: (input: string, options: { context: Context }) => unknown,
+  input: string,
+  ctx: Context,
+) {
+  try {
+    const tree = parse(input, { context: ctx });
+    return {
+      tree,
+      unusedNames: Object.keys(ctx.unusedAttrNames),
+      unusedVals: Object.keys(ctx.unusedAttrVals),
+    };
+  } catch (err) {
+    return { threw: (err as Error).message };
+  }
+}
+
+const IDEMPOTENCY_BEGIN =
+  "attribute_not_exists(recordId) OR expiresAt <= :now OR (phase = :running AND leaseUntil <= :now AND fingerprint = :fp)";
+
+describe("a cached parse", () => {
+  it.each([
+    [
+      "conditionParser",
+      IDEMPOTENCY_BEGIN,
+      undefined,
+      [
+        { ":now": 1, ":running": "running", ":fp": "a" },
+        { ":now": 99, ":running": "running", ":fp": "b" },
+      ],
+    ],
+    [
+      "conditionParser",
+      "#t >= :from AND begins_with(#s, :prefix)",
+      { "#t": "at", "#s": "sk" },
+      [
+        { ":from": 1, ":prefix": "x" },
+        { ":from": 7, ":prefix": "y#" },
+      ],
+    ],
+    [
+      "conditionParser",
+      "size(#l) < :n AND contains(tags, :tag)",
+      { "#l": "list" },
+      [
+        { ":n": 3, ":tag": "a" },
+        { ":n": 0, ":tag": "b" },
+      ],
+    ],
+    [
+      "conditionParser",
+      "#status IN (:a, :b) AND NOT attribute_exists(gone)",
+      { "#status": "status" },
+      [
+        { ":a": "x", ":b": "y" },
+        { ":a": "p", ":b": "q" },
+      ],
+    ],
+    [
+      "updateParser",
+      "SET phase = :done, body = :body, lengths = :lengths ADD n :one REMOVE #h",
+      { "#h": "hold" },
+      [
+        { ":done": "completed", ":body": new Uint8Array([1]), ":lengths": [1, 2], ":one": 1 },
+        { ":done": "x", ":body": new Uint8Array([9, 9]), ":lengths": [], ":one": 5 },
+      ],
+    ],
+    [
+      "updateParser",
+      "SET a = if_not_exists(a, :zero) + :inc, l = list_append(l, :more)",
+      undefined,
+      [
+        { ":zero": 0, ":inc": 1, ":more": ["a"] },
+        { ":zero": 0, ":inc": 8, ":more": [] },
+      ],
+    ],
+    ["projectionParser", "#a, b.c[1], d", { "#a": "name" }, [undefined, undefined]],
+  ] as const)("%s: %s is what a fresh parse gives, values swapped", (name, input, names, valueSets) => {
+    for (const values of valueSets) {
+      const cached = outcome(parse(name), input, context(names, values));
+      const fresh = outcome(originals[name], input, context(names, values));
+      expect(cached).toEqual(fresh);
+      expect(cached).toHaveProperty("tree");
+    }
+  });
+
+  it("marks the values an expression uses, whatever the request's other expressions used", () => {
+    // dynalite parses the update expression before the condition: both use :v.
+    const both = validations.validateExpressions({
+      UpdateExpression: "SET a = :v",
+      ConditionExpression: "a <> :v",
+      ExpressionAttributeValues: marshall({ ":v": 1 }),
+    });
+    expect(both).toBeUndefined();
+    // The same condition alone, with the same value names: still every value used.
+    const alone = validations.validateExpressions({
+      ConditionExpression: "a <> :v",
+      ExpressionAttributeValues: marshall({ ":v": 2 }),
+    });
+    expect(alone).toBeUndefined();
+    // A condition that uses no value, parsed after an update that used :w ...
+    const after = validations.validateExpressions({
+      UpdateExpression: "SET a = :w",
+      ConditionExpression: "attribute_exists(a)",
+      ExpressionAttributeValues: marshall({ ":w": 1 }),
+    });
+    expect(after).toBeUndefined();
+    // ... leaves :w unused when it comes alone.
+    const unused = validations.validateExpressions({
+      ConditionExpression: "attribute_exists(a)",
+      ExpressionAttributeValues: marshall({ ":w": 1 }),
+    });
+    expect(unused).toContain("unused in expressions: keys: {:w}");
+  });
+
+  it.each([
+    [
+      "a value nothing uses",
+      { ConditionExpression: "a = :a", ExpressionAttributeValues: marshall({ ":a": 1, ":b": 2 }) },
+      "unused in expressions: keys: {:b}",
+    ],
+    [
+      "a value of another type",
+      { ConditionExpression: "size(:a) > :n", ExpressionAttributeValues: marshall({ ":a": 1, ":n": 2 }) },
+      "Incorrect operand type",
+    ],
+    [
+      "a syntax error",
+      { ConditionExpression: "a = = :a", ExpressionAttributeValues: marshall({ ":a": 1 }) },
+      "Syntax error",
+    ],
+    [
+      "BETWEEN bounds the wrong way round",
+      {
+        ConditionExpression: "a BETWEEN :hi AND :lo",
+        ExpressionAttributeValues: marshall({ ":hi": 9, ":lo": 1 }),
+      },
+      "upper bound to be greater",
+    ],
+  ])("refuses %s every time, after the same expression was accepted", (_name, data, message) => {
+    const valid = {
+      ...data,
+      ExpressionAttributeValues: marshall(
+        _name === "a value of another type"
+          ? { ":a": "text", ":n": 2 }
+          : _name === "a value nothing uses"
+            ? { ":a": 1 }
+            : _name === "BETWEEN bounds the wrong way round"
+              ? { ":hi": 1, ":lo": 9 }
+              : { ":a": 1 },
+      ),
+      ...(_name === "a syntax error" && { ConditionExpression: "a = :a" }),
+    };
+    expect(validations.validateExpressions(valid)).toBeUndefined();
+    for (let i = 0; i < 2; i++) expect(validations.validateExpressions(data)).toContain(message);
+  });
+});
+
+/** As in DynamoDB, a table takes item requests once ACTIVE (dynalite makes it so just after answering). */
+async function active(tableName: string): Promise<void> {
+  for (;;) {
+    const { Table } = await db.send(new DescribeTableCommand({ TableName: tableName }));
+    if (Table?.TableStatus === "ACTIVE") return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/** Until a deleted table is gone (DELETING, then nothing). */
+async function gone(tableName: string): Promise<void> {
+  for (;;) {
+    try {
+      await db.send(new DescribeTableCommand({ TableName: tableName }));
+    } catch (err) {
+      if (err instanceof ResourceNotFoundException) return;
+      throw err;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+describe("through the store", () => {
+  it("evaluates a cached condition on each request's own values", async () => {
+    await db.send(
+      new CreateTableCommand({
+        TableName: "values",
+        BillingMode: "PAY_PER_REQUEST",
+        AttributeDefinitions: [{ AttributeName: "pk", AttributeType: "S" }],
+        KeySchema: [{ AttributeName: "pk", KeyType: "HASH" }],
+      }),
+    );
+    await active("values");
+    await db.send(new PutItemCommand({ TableName: "values", Item: marshall({ pk: "a", n: 3 }) }));
+    const bump = (max: number) =>
+      db.send(
+        new UpdateItemCommand({
+          TableName: "values",
+          Key: marshall({ pk: "a" }),
+          UpdateExpression: "ADD n :one",
+          ConditionExpression: "n < :max",
+          ExpressionAttributeValues: marshall({ ":one": 1, ":max": max }),
+        }),
+      );
+    await bump(5); // 3 < 5: n becomes 4
+    await expect(bump(4)).rejects.toBeInstanceOf(ConditionalCheckFailedException); // 4 < 4 fails
+    await bump(10); // n becomes 5
+    const item = await db.send(new GetItemCommand({ TableName: "values", Key: marshall({ pk: "a" }) }));
+    expect(item.Item?.n).toEqual({ N: "5" });
+  });
+
+  it("never answers from a table definition that was deleted or made again", async () => {
+    const define = async (sortKey: boolean) => {
+      await db.send(
+        new CreateTableCommand({
+          TableName: "remade",
+          BillingMode: "PAY_PER_REQUEST",
+          AttributeDefinitions: [
+            { AttributeName: "pk", AttributeType: "S" },
+            ...(sortKey ? [{ AttributeName: "sk", AttributeType: "N" as const }] : []),
+          ],
+          KeySchema: [
+            { AttributeName: "pk", KeyType: "HASH" },
+            ...(sortKey ? [{ AttributeName: "sk", KeyType: "RANGE" as const }] : []),
+          ],
+        }),
+      );
+      await active("remade");
+    };
+    await define(false);
+    await db.send(new PutItemCommand({ TableName: "remade", Item: marshall({ pk: "x" }) }));
+    await db.send(new DeleteTableCommand({ TableName: "remade" }));
+    await expect(
+      db.send(new GetItemCommand({ TableName: "remade", Key: marshall({ pk: "x" }) })),
+    ).rejects.toBeInstanceOf(ResourceNotFoundException);
+    await gone("remade");
+    // Made again with a sort key: a key without it is refused by the new definition.
+    await define(true);
+    await expect(
+      db.send(new DeleteItemCommand({ TableName: "remade", Key: marshall({ pk: "x" }) })),
+    ).rejects.toThrow(/key element does not match the schema/);
+    await db.send(new PutItemCommand({ TableName: "remade", Item: marshall({ pk: "x", sk: 1 }) }));
+    const page = await db.send(
+      new QueryCommand({
+        TableName: "remade",
+        KeyConditionExpression: "pk = :p",
+        ExpressionAttributeValues: marshall({ ":p": "x" }),
+      }),
+    );
+    expect(page.Items).toEqual([{ pk: { S: "x" }, sk: { N: "1" } }]);
+  });
+});
