@@ -9,7 +9,10 @@ import { createRequire } from "node:module";
 
 const fromDynalite = () => createRequire(createRequire(import.meta.url).resolve("dynalite"));
 
-/** Most distinct expressions a process keeps parsed; a full cache starts over. */
+/**
+ * Most parses kept; the least recently used goes first. Expressions that name one attribute per record
+ * (the rollups' markers) are never used twice, and must not push out the ones every call repeats.
+ */
 const MAX_PARSES = 2000;
 
 /**
@@ -34,7 +37,11 @@ function cachedParse(parse) {
     if (/between|attribute_type/i.test(input)) return parse(input, options);
     const key = `${input}\0${JSON.stringify(context.attrNames ?? null)}\0${valueTypes(context.attrVals)}`;
     let entry = parsed.get(key);
-    if (entry === undefined) {
+    if (entry !== undefined) {
+      // Most recently used last: the Map's order is the eviction order.
+      parsed.delete(key);
+      parsed.set(key, entry);
+    } else {
       // Parsed on a context of its own, where every name and value starts unused: what the expression
       // uses, whatever other expressions of the request used before it.
       const probe = {
@@ -51,7 +58,7 @@ function cachedParse(parse) {
         names: Object.keys(context.attrNames ?? {}).filter((k) => !(k in probe.unusedAttrNames)),
         vals: Object.keys(context.attrVals ?? {}).filter((k) => !(k in probe.unusedAttrVals)),
       };
-      if (parsed.size >= MAX_PARSES) parsed.clear();
+      if (parsed.size >= MAX_PARSES) parsed.delete(parsed.keys().next().value);
       parsed.set(key, entry);
     }
     for (const name of entry.names) delete context.unusedAttrNames?.[name];
