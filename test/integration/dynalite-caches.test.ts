@@ -196,46 +196,33 @@ describe("a cached parse", () => {
     expect(unused).toContain("unused in expressions: keys: {:w}");
   });
 
+  const condition = (expression: string, values: Record<string, unknown>) => ({
+    ConditionExpression: expression,
+    ExpressionAttributeValues: marshall(values),
+  });
   it.each([
     [
       "a value nothing uses",
-      { ConditionExpression: "a = :a", ExpressionAttributeValues: marshall({ ":a": 1, ":b": 2 }) },
+      condition("a = :a", { ":a": 1 }),
+      condition("a = :a", { ":a": 1, ":b": 2 }),
       "unused in expressions: keys: {:b}",
     ],
     [
       "a value of another type",
-      { ConditionExpression: "size(:a) > :n", ExpressionAttributeValues: marshall({ ":a": 1, ":n": 2 }) },
+      condition("size(:a) > :n", { ":a": "text", ":n": 2 }),
+      condition("size(:a) > :n", { ":a": 1, ":n": 2 }),
       "Incorrect operand type",
     ],
-    [
-      "a syntax error",
-      { ConditionExpression: "a = = :a", ExpressionAttributeValues: marshall({ ":a": 1 }) },
-      "Syntax error",
-    ],
+    ["a syntax error", condition("a = :a", { ":a": 1 }), condition("a = = :a", { ":a": 1 }), "Syntax error"],
     [
       "BETWEEN bounds the wrong way round",
-      {
-        ConditionExpression: "a BETWEEN :hi AND :lo",
-        ExpressionAttributeValues: marshall({ ":hi": 9, ":lo": 1 }),
-      },
+      condition("a BETWEEN :hi AND :lo", { ":hi": 1, ":lo": 9 }),
+      condition("a BETWEEN :hi AND :lo", { ":hi": 9, ":lo": 1 }),
       "upper bound to be greater",
     ],
-  ])("refuses %s every time, after the same expression was accepted", (_name, data, message) => {
-    const valid = {
-      ...data,
-      ExpressionAttributeValues: marshall(
-        _name === "a value of another type"
-          ? { ":a": "text", ":n": 2 }
-          : _name === "a value nothing uses"
-            ? { ":a": 1 }
-            : _name === "BETWEEN bounds the wrong way round"
-              ? { ":hi": 1, ":lo": 9 }
-              : { ":a": 1 },
-      ),
-      ...(_name === "a syntax error" && { ConditionExpression: "a = :a" }),
-    };
-    expect(validations.validateExpressions(valid)).toBeUndefined();
-    for (let i = 0; i < 2; i++) expect(validations.validateExpressions(data)).toContain(message);
+  ])("refuses %s every time, after a request like it was accepted", (_name, accepted, refused, message) => {
+    expect(validations.validateExpressions(accepted)).toBeUndefined();
+    for (let i = 0; i < 2; i++) expect(validations.validateExpressions(refused)).toContain(message);
   });
 });
 
