@@ -5,3 +5,6 @@ export function cacheDynaliteParses(): void;
 
 /** Keeps dynalite's table definitions in memory until a table is written again. */
 export function cacheDynaliteTables(): void;
+
+/** Makes dynalite's LevelDB reads run on the store's thread, without a snapshot. */
+export function readDynaliteInline(): void;

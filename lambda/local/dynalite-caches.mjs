@@ -1,13 +1,32 @@
-// Two caches inside dynalite, for the work it repeated on every request (a profile of the store's
-// worker under proxied calls with X-Request-ID: 44% of its busy time parsing expressions, 24% reading
-// the table's definition; docs/architecture.md):
-// - an expression's parse, kept per expression, names and value *types*, and reused with the request's
-//   own values in place of the ones it was parsed with;
-// - a table's definition, kept as JSON until the table is written again.
+// Work dynalite repeated on every request (a profile of the store's worker under proxied calls with
+// X-Request-ID: 44% of its busy time parsing expressions, 24% reading the table's definition, and its
+// LevelDB reads waiting for a lock; docs/architecture.md):
+// - an expression's parse is kept per expression, names and value *types*, and reused with the
+//   request's own values in place of the ones it was parsed with;
+// - a table's definition is kept as JSON until the table is written again;
+// - a LevelDB read runs on the store's own thread.
 // Plain JavaScript: the store's worker (dynamo-worker.mjs) loads it without a TypeScript loader.
 import { createRequire } from "node:module";
 
 const fromDynalite = () => createRequire(createRequire(import.meta.url).resolve("dynalite"));
+
+/**
+ * classic-level (dynalite's LevelDB) reads on libuv's pool, after taking a snapshot on the calling
+ * thread, which waits for LevelDB's lock whenever a write or a compaction holds it (12% of the store
+ * thread's time under X-Request-ID calls at c=50). The store has a thread of its own (or is a short
+ * command's), so the read runs there instead: the same read of the latest data, without the snapshot
+ * and the two thread hops. Idempotent.
+ */
+export function readDynaliteInline() {
+  const fromLevel = createRequire(fromDynalite().resolve("level"));
+  const { ClassicLevel } = createRequire(fromLevel.resolve("classic-level"))("classic-level");
+  if (ClassicLevel.prototype._get.inline) return;
+  const inline = async function (key, options) {
+    return this._getSync(key, options);
+  };
+  inline.inline = true;
+  ClassicLevel.prototype._get = inline;
+}
 
 /**
  * Most parses kept; the least recently used goes first. Expressions that name one attribute per record
