@@ -48,7 +48,10 @@ export class InProcessQueue implements RecordQueue {
   private readonly held = new Map<string, Held>();
   private readonly clock: () => number;
   private timer: NodeJS.Timeout | undefined;
+  /** The delivery in progress. */
   private delivering: Promise<void> | undefined;
+  /** The one that follows it, for the records handed over since it began; shared by its callers. */
+  private nextDelivery: Promise<void> | undefined;
   private closed = false;
   private stopped = false;
 
@@ -94,13 +97,32 @@ export class InProcessQueue implements RecordQueue {
     return this.held.size;
   }
 
-  /** Delivers every message visible now, batch after batch; resolves when none is left visible. */
+  /**
+   * Delivers every message handed over until now that is visible, batch after batch. A delivery takes
+   * the messages held when it begins: those handed over meanwhile wait for the next one (the next tick,
+   * or the one a call made meanwhile queues), as SQS's batching window gathers them, rather than
+   * following one by one in batches of whatever arrived during the last write.
+   */
   deliver(): Promise<void> {
     if (this.stopped) return Promise.resolve();
-    this.delivering ??= this.deliverVisible().finally(() => {
+    if (!this.delivering) return this.startDelivery();
+    this.nextDelivery ??= this.delivering.then(() => {
+      this.nextDelivery = undefined;
+      return this.startDelivery();
+    });
+    return this.nextDelivery;
+  }
+
+  private startDelivery(): Promise<void> {
+    this.delivering = this.deliverHeld().finally(() => {
       this.delivering = undefined;
     });
     return this.delivering;
+  }
+
+  /** Resolves once no delivery is in progress or queued. */
+  private async settled(): Promise<void> {
+    await (this.nextDelivery ?? this.delivering);
   }
 
   /**
@@ -112,7 +134,7 @@ export class InProcessQueue implements RecordQueue {
     clearInterval(this.timer);
     this.timer = undefined;
     for (let pass = 0; pass <= this.options.maxReceives && this.held.size > 0; pass++) {
-      await this.delivering;
+      await this.settled();
       for (const message of this.held.values()) message.visibleAt = 0;
       await this.deliver();
     }
@@ -134,7 +156,7 @@ export class InProcessQueue implements RecordQueue {
     clearInterval(this.timer);
     this.timer = undefined;
     this.stopped = true;
-    await this.delivering;
+    await this.settled();
     await this.options.journal?.close();
   }
 
@@ -157,7 +179,7 @@ export class InProcessQueue implements RecordQueue {
     if (message.segment) this.options.journal?.delivered(message.segment);
   }
 
-  private async deliverVisible(): Promise<void> {
+  private async deliverHeld(): Promise<void> {
     // Records handed over from now on go to a new journal segment: this one empties as they land.
     this.options.journal?.seal();
     if (this.options.adoptOthers && this.options.journal) {
@@ -167,10 +189,17 @@ export class InProcessQueue implements RecordQueue {
         this.options.logger.warn("journal segments of other processes could not be read", errorFields(err));
       }
     }
+    // Those held now; a message that fails and is visible again (no visibility timeout) comes again.
+    const due = new Set(this.held.keys());
     for (;;) {
       const now = this.clock();
       const batch: Held[] = [];
-      for (const message of this.held.values()) {
+      for (const messageId of due) {
+        const message = this.held.get(messageId);
+        if (!message) {
+          due.delete(messageId);
+          continue;
+        }
         if (message.visibleAt > now) continue;
         batch.push(message);
         if (batch.length >= this.options.batchSize) break;
