@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { FsObjectStore } from "../../lambda/adapters/fs/object-store";
 import { FolderDeadLetters } from "../../lambda/adapters/in-process/dead-letters";
-import { InProcessQueue } from "../../lambda/adapters/in-process/queue";
+import { InProcessQueue, type InProcessQueueOptions } from "../../lambda/adapters/in-process/queue";
 import { silentLogger } from "../../lambda/core/logger";
 
 /**
@@ -19,21 +19,26 @@ let gate: Promise<void> | undefined;
 let open: () => void = () => {};
 let queue: InProcessQueue;
 
-beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), "dmt-in-process-queue-"));
-  batches = [];
-  queue = new InProcessQueue({
-    handler: async (batch) => {
-      batches.push(batch.Records.map((r) => r.body));
-      await gate;
-      return { batchItemFailures: [] };
-    },
+/** A queue whose timer never fires here: only `deliver()` delivers. */
+function queueWith(handler: InProcessQueueOptions["handler"]): InProcessQueue {
+  return new InProcessQueue({
+    handler,
     deadLetters: new FolderDeadLetters(new FsObjectStore(dir)),
     logger: silentLogger,
     flushIntervalMs: 60_000,
     batchSize: 100,
     visibilityTimeoutMs: 0,
     maxReceives: 3,
+  });
+}
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), "dmt-in-process-queue-"));
+  batches = [];
+  queue = queueWith(async (batch) => {
+    batches.push(batch.Records.map((r) => r.body));
+    await gate;
+    return { batchItemFailures: [] };
   });
 });
 afterEach(async () => {
@@ -84,17 +89,9 @@ describe("the in-process queue's batches", () => {
   });
 
   it("still retries a failed message within the delivery when it is visible again at once", async () => {
-    const failing = new InProcessQueue({
-      handler: async (batch) => ({
-        batchItemFailures: batch.Records.map((r) => ({ itemIdentifier: r.messageId })),
-      }),
-      deadLetters: new FolderDeadLetters(new FsObjectStore(dir)),
-      logger: silentLogger,
-      flushIntervalMs: 60_000,
-      batchSize: 100,
-      visibilityTimeoutMs: 0,
-      maxReceives: 3,
-    });
+    const failing = queueWith(async (batch) => ({
+      batchItemFailures: batch.Records.map((r) => ({ itemIdentifier: r.messageId })),
+    }));
     await failing.enqueue(body(1));
     await failing.deliver();
     // Three receives, then the dead letters: nothing left waiting.
