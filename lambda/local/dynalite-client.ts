@@ -88,10 +88,13 @@ export class DynaliteClient extends DynamoDBClient {
     const $metadata = { httpStatusCode: status };
     if (status !== 200) throw storeError(text, $metadata);
     // Binary attribute values come back base64-encoded; the SDK hands them out as bytes.
-    const output = JSON.parse(text, text.includes('"B') ? base64AsBinary : undefined);
+    const output = JSON.parse(text, BINARY_VALUE.test(text) ? base64AsBinary : undefined);
     return Object.assign(output, { $metadata });
   }
 }
+
+/** A `B` or `BS` key in DynamoDB JSON (not `BOOL`): only then is the reviver worth its cost. */
+const BINARY_VALUE = /"BS?":/;
 
 /** The operations taken off the SDK's path: the ones the adapters make while serving. */
 const ITEM_OPERATIONS = new Map<unknown, string>([
