@@ -16,6 +16,7 @@ import {
 } from "@aws-sdk/client-dynamodb";
 import { marshall } from "@aws-sdk/util-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { untilActive } from "../../lambda/adapters/dynamodb/client";
 import { DynaliteClient } from "../../lambda/local/dynalite-client";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 
@@ -226,15 +227,6 @@ describe("a cached parse", () => {
   });
 });
 
-/** As in DynamoDB, a table takes item requests once ACTIVE (dynalite makes it so just after answering). */
-async function active(tableName: string): Promise<void> {
-  for (;;) {
-    const { Table } = await db.send(new DescribeTableCommand({ TableName: tableName }));
-    if (Table?.TableStatus === "ACTIVE") return;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
 /** Until a deleted table is gone (DELETING, then nothing). */
 async function gone(tableName: string): Promise<void> {
   for (;;) {
@@ -258,7 +250,7 @@ describe("through the store", () => {
         KeySchema: [{ AttributeName: "pk", KeyType: "HASH" }],
       }),
     );
-    await active("values");
+    await untilActive(db, "values");
   });
 
   it("evaluates a cached condition on each request's own values", async () => {
@@ -317,7 +309,7 @@ describe("through the store", () => {
           ],
         }),
       );
-      await active("remade");
+      await untilActive(db, "remade");
     };
     await define(false);
     await db.send(new PutItemCommand({ TableName: "remade", Item: marshall({ pk: "x" }) }));

@@ -18,7 +18,7 @@ import {
 } from "@aws-sdk/client-dynamodb";
 import { marshall } from "@aws-sdk/util-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createDynamoClient } from "../../lambda/adapters/dynamodb/client";
+import { createDynamoClient, untilActive } from "../../lambda/adapters/dynamodb/client";
 import { DynaliteClient } from "../../lambda/local/dynalite-client";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 
@@ -52,6 +52,7 @@ beforeAll(async () => {
       ],
     }),
   );
+  await untilActive(lean, TABLE);
 });
 afterAll(async () => {
   sdk?.destroy();

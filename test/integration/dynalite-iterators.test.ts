@@ -11,7 +11,7 @@ import {
   ScanCommand,
 } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createDynamoClient } from "../../lambda/adapters/dynamodb/client";
+import { createDynamoClient, untilActive } from "../../lambda/adapters/dynamodb/client";
 import { closeDynaliteIterators, dynaliteAbstractLevel } from "../../lambda/local/dynalite-iterators.mjs";
 
 /**
@@ -73,6 +73,7 @@ describe("dynalite's iterators", () => {
           BillingMode: "PAY_PER_REQUEST",
         }),
       );
+      await untilActive(client, "things");
       for (let i = 0; i < 20; i++) {
         await client.send(
           new PutItemCommand({

@@ -1,4 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
+import type { Server } from "node:http";
+import { createRequire } from "node:module";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -8,7 +11,7 @@ import {
   UpdateTableCommand,
 } from "@aws-sdk/client-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb/client";
+import { createDynamoClient, ensureTables, untilActive } from "../../lambda/adapters/dynamodb/client";
 import { DynamoDeletionRequests } from "../../lambda/adapters/dynamodb/deletion-requests";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { newDeletionRequest } from "../../lambda/core/deletion";
@@ -19,6 +22,9 @@ import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/emb
  * get every index, and a table made before an index was added (a data dir from an older version)
  * stops the start with what to do instead of failing the queries that need the index.
  */
+
+/** dynalite itself, in memory, to set how long it takes to make a table ACTIVE. */
+const dynalite = createRequire(import.meta.url)("dynalite") as (options: { createTableMs: number }) => Server;
 
 let dir: string;
 let dynamo: EmbeddedDynamo;
@@ -51,6 +57,7 @@ async function createDeletionRequestsWithoutIndex(tableName: string): Promise<vo
       ],
     }),
   );
+  await untilActive(db, tableName);
 }
 
 async function indexNames(tableName: string): Promise<(string | undefined)[]> {
@@ -89,6 +96,26 @@ describe("ensureTables", () => {
     // The tables after it were still created: the check reports, it does not stop half-way.
     expect(await indexNames(names.deletionTombstones)).toEqual([]);
     expect(await indexNames(names.keys)).toEqual(["byProject"]);
+  });
+
+  it("returns once the tables it created take item requests, however long the store takes to make them", async () => {
+    // DynamoDB takes seconds to make a table ACTIVE; the embedded store does it just after answering.
+    const slow = dynalite({ createTableMs: 1_000 });
+    await new Promise<void>((resolve) => slow.listen(0, "127.0.0.1", resolve));
+    const slowDb = createDynamoClient({
+      endpoint: `http://127.0.0.1:${(slow.address() as AddressInfo).port}`,
+    });
+    try {
+      const names = tableNames({}, "slow-");
+      await ensureTables(slowDb, names);
+      const requests = new DynamoDeletionRequests(slowDb, names.deletionRequests);
+      const request = newDeletionRequest("proj-slow", { reason: "erasure", userId: "u-1" }, 1_000);
+      await requests.create(request);
+      expect((await requests.get("proj-slow", request.requestId))?.reason).toBe("erasure");
+    } finally {
+      slowDb.destroy();
+      await new Promise((resolve) => slow.close(resolve));
+    }
   });
 
   // Why ensureTables refuses rather than adding the index: should dynalite learn it, this fails.

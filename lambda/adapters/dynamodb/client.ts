@@ -40,10 +40,12 @@ export function createDynamoClient(options: { endpoint?: string; region?: string
  */
 export async function ensureTables(db: DynamoDBClient, names: TableNames): Promise<void> {
   const missing: string[] = [];
+  const created: string[] = [];
   for (const [name, def] of Object.entries(TABLES) as [TableName, TableDefinition][]) {
     const existing = await describeTable(db, names[name]);
     if (!existing) {
       await createTable(db, names[name], def);
+      created.push(names[name]);
       continue;
     }
     const present = new Set(existing.GlobalSecondaryIndexes?.map((index) => index.IndexName));
@@ -51,6 +53,7 @@ export async function ensureTables(db: DynamoDBClient, names: TableNames): Promi
       if (!present.has(index.name)) missing.push(`table '${names[name]}' has no index '${index.name}'`);
     }
   }
+  for (const tableName of created) await untilActive(db, tableName);
   if (missing.length > 0) {
     throw new Error(
       `The store was made before some indexes were added: ${missing.join("; ")}. The local store ` +
@@ -66,6 +69,19 @@ async function describeTable(db: DynamoDBClient, tableName: string): Promise<Tab
   } catch (err) {
     if (err instanceof ResourceNotFoundException) return undefined;
     throw err;
+  }
+}
+
+/**
+ * A new table refuses item requests until it is ACTIVE, in DynamoDB as in dynalite (which makes it so
+ * just after answering CreateTable): the first request of a fresh data dir must not race it.
+ */
+export async function untilActive(db: DynamoDBClient, tableName: string): Promise<void> {
+  for (;;) {
+    const table = await describeTable(db, tableName);
+    if (!table) throw new Error(`table '${tableName}' was deleted while it was being created`);
+    if (table.TableStatus === "ACTIVE") return;
+    await new Promise((resolve) => setTimeout(resolve, 5));
   }
 }
 
