@@ -8,3 +8,6 @@ export function cacheDynaliteTables(): void;
 
 /** Makes dynalite's LevelDB reads run on the store's thread, without a snapshot. */
 export function readDynaliteInline(): void;
+
+/** Sends the LevelDB writes dynalite makes in one turn of its event loop as one batch. */
+export function batchDynaliteWrites(): void;

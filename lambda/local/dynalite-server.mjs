@@ -2,7 +2,12 @@
 // (dynamo-worker.mjs), and what a short command runs on its own thread (embedded-dynamo.ts). Plain
 // JavaScript, so the worker needs no TypeScript loader.
 import dynalite from "dynalite";
-import { cacheDynaliteParses, cacheDynaliteTables, readDynaliteInline } from "./dynalite-caches.mjs";
+import {
+  batchDynaliteWrites,
+  cacheDynaliteParses,
+  cacheDynaliteTables,
+  readDynaliteInline,
+} from "./dynalite-caches.mjs";
 import { closeDynaliteIterators } from "./dynalite-iterators.mjs";
 
 /** Calls `listening` with the port once the server listens, `failed` with the server's first error. */
@@ -12,6 +17,7 @@ export function startDynalite(path, listening, failed) {
   cacheDynaliteParses();
   cacheDynaliteTables();
   readDynaliteInline();
+  batchDynaliteWrites();
   const server = dynalite({ path, createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
   // Longer than any client keeps an idle connection (dynalite-client.ts: 10 s; the SDK's agent keeps
   // them until the server closes), so the client closes first and never writes on a closing one.

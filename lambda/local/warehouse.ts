@@ -81,7 +81,10 @@ export async function startWarehouseQueue(options: WarehouseQueueOptions): Promi
     visibilityTimeoutMs: options.visibilityTimeoutMs ?? 2000,
     maxReceives: options.maxReceives ?? 5,
     clock,
-    journal: await QueueJournal.open(join(options.dataDir, "warehouse-queue"), options.logger),
+    // It runs on the warehouse worker's own thread (warehouse-worker.ts): journal writes are made there.
+    journal: await QueueJournal.open(join(options.dataDir, "warehouse-queue"), options.logger, {
+      inline: true,
+    }),
   }).start();
 }
 

@@ -3,6 +3,7 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
+  BatchWriteItemCommand,
   ConditionalCheckFailedException,
   CreateTableCommand,
   DeleteItemCommand,
@@ -23,8 +24,9 @@ import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/emb
 /**
  * The caches inside the embedded dynalite (lambda/local/dynalite-caches.mjs) change no answer: a
  * cached parse is the tree a fresh parse gives, with the request's own values, and marks the same names
- * and values used; a table's definition is never read stale. The store runs on this thread here, so its
- * parsers can be called beside the originals.
+ * and values used; a table's definition is never read stale; writes gathered in a batch are all in
+ * LevelDB before the answer. The store runs on this thread here, so its parsers can be called beside
+ * the originals and its LevelDB watched.
  */
 type Context = {
   attrNames?: Record<string, string>;
@@ -46,6 +48,9 @@ const originals: Record<ParserName, Parser["parse"]> = {
   updateParser: parse("updateParser"),
   projectionParser: parse("projectionParser"),
 };
+const { ClassicLevel } = createRequire(createRequire(fromDynalite.resolve("level")).resolve("classic-level"))(
+  "classic-level",
+) as { ClassicLevel: { prototype: { _batch(operations: unknown[], options: unknown): Promise<void> } } };
 const validations = fromDynalite("./validations") as {
   validateExpressions(data: Record<string, unknown>): string | undefined;
 };
@@ -291,6 +296,56 @@ describe("through the store", () => {
       new GetItemCommand({ TableName: "values", Key: marshall({ pk: "never" }) }),
     );
     expect(missing.Item).toBeUndefined();
+  });
+
+  it("writes a request's items and index entries in a few LevelDB batches, all there before the answer", async () => {
+    await db.send(
+      new CreateTableCommand({
+        TableName: "indexed",
+        BillingMode: "PAY_PER_REQUEST",
+        AttributeDefinitions: [
+          { AttributeName: "pk", AttributeType: "S" },
+          { AttributeName: "g", AttributeType: "S" },
+        ],
+        KeySchema: [{ AttributeName: "pk", KeyType: "HASH" }],
+        GlobalSecondaryIndexes: [
+          {
+            IndexName: "byG",
+            KeySchema: [{ AttributeName: "g", KeyType: "HASH" }],
+            Projection: { ProjectionType: "ALL" },
+          },
+        ],
+      }),
+    );
+    await untilActive(db, "indexed");
+    const batch = ClassicLevel.prototype._batch;
+    const batches: number[] = [];
+    ClassicLevel.prototype._batch = function (operations, options) {
+      batches.push(operations.length);
+      return batch.call(this, operations, options);
+    };
+    try {
+      const items = Array.from({ length: 25 }, (_, i) => marshall({ pk: `i${i}`, g: "group" }));
+      await db.send(
+        new BatchWriteItemCommand({
+          RequestItems: { indexed: items.map((Item) => ({ PutRequest: { Item } })) },
+        }),
+      );
+      // 25 items and 25 index entries: one task on libuv's pool each, before.
+      expect(batches.reduce((a, b) => a + b, 0)).toBe(50);
+      expect(batches.length).toBeLessThanOrEqual(4);
+    } finally {
+      ClassicLevel.prototype._batch = batch;
+    }
+    const listed = await db.send(
+      new QueryCommand({
+        TableName: "indexed",
+        IndexName: "byG",
+        KeyConditionExpression: "g = :g",
+        ExpressionAttributeValues: marshall({ ":g": "group" }),
+      }),
+    );
+    expect(listed.Count).toBe(25);
   });
 
   it("never answers from a table definition that was deleted or made again", async () => {

@@ -11,6 +11,16 @@ afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
+/** The journal's files this process holds open. */
+const openIn = (dir: string) =>
+  readdirSync("/proc/self/fd").filter((fd) => {
+    try {
+      return readlinkSync(`/proc/self/fd/${fd}`).startsWith(dir);
+    } catch {
+      return false; // closed while listing
+    }
+  });
+
 describe("queue journal", () => {
   it("a writer restarted in the same process appends past the segments it took over", async () => {
     const dir = mkdtempSync(join(tmpdir(), "dmt-journal-"));
@@ -42,21 +52,34 @@ describe("queue journal", () => {
   it("a writer that closes with records pending (the CLI) leaves them on disk and no file open", async () => {
     const dir = mkdtempSync(join(tmpdir(), "dmt-journal-"));
     dirs.push(dir);
-    const openIn = () =>
-      readdirSync("/proc/self/fd").filter((fd) => {
-        try {
-          return readlinkSync(`/proc/self/fd/${fd}`).startsWith(dir);
-        } catch {
-          return false; // closed while listing
-        }
-      });
     const journal = await QueueJournal.open(dir, silentLogger);
     await journal.append('{"event":"key.created"}');
-    expect(openIn()).toHaveLength(1);
+    expect(openIn(dir)).toHaveLength(1);
     await journal.close();
     // A handle left open would be closed by the garbage collector, with a warning on stderr.
-    expect(openIn()).toEqual([]);
+    expect(openIn(dir)).toEqual([]);
     const [segment] = readdirSync(dir);
     expect(readFileSync(join(dir, segment as string), "utf8")).toBe('{"event":"key.created"}\n');
+  });
+
+  it("inline (the warehouse worker's own thread): records are on disk when append resolves, no file held open", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "dmt-journal-"));
+    dirs.push(dir);
+    const journal = await QueueJournal.open(dir, silentLogger, { inline: true });
+    // Records of one tick share a segment and a write.
+    const [first, second] = await Promise.all([journal.append('{"n":1}'), journal.append('{"n":2}')]);
+    expect(first).toBe(second);
+    expect(openIn(dir)).toEqual([]);
+    await journal.append('{"n":3}');
+    const [segment] = readdirSync(dir);
+    expect(readFileSync(join(dir, segment as string), "utf8")).toBe('{"n":1}\n{"n":2}\n{"n":3}\n');
+
+    // A successor (the worker restarted) takes them over; delivered, the segment goes.
+    const successor = await QueueJournal.open(dir, silentLogger, { inline: true });
+    const recovered = successor.takeRecovered();
+    expect(recovered.map((r) => r.body)).toEqual(['{"n":1}', '{"n":2}', '{"n":3}']);
+    for (const record of recovered) successor.delivered(record.segment);
+    await successor.close();
+    expect(readdirSync(dir)).toEqual([]);
   });
 });

@@ -1,3 +1,4 @@
+import { appendFileSync } from "node:fs";
 import { type FileHandle, mkdir, open, readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { errorFields, type Logger } from "../../core/logger";
@@ -90,12 +91,17 @@ export class QueueJournal {
     /** The next segment's number: past those recovered, which a writer of the same pid (a restarted
      * worker thread) left behind and which are removed on their own schedule. */
     private next: number,
+    private readonly inline: boolean,
   ) {
     this.recovered = recovered;
   }
 
-  /** Opens the journal in `dir`, taking over the segments of processes that are gone. */
-  static async open(dir: string, logger: Logger): Promise<QueueJournal> {
+  /**
+   * Opens the journal in `dir`, taking over the segments of processes that are gone. `inline`: appends
+   * are written on the calling thread, for a thread of its own (the warehouse worker), where a short
+   * write blocks nobody and saves the two thread hops through libuv's pool of an asynchronous one.
+   */
+  static async open(dir: string, logger: Logger, options: { inline?: boolean } = {}): Promise<QueueJournal> {
     await mkdir(dir, { recursive: true });
     const { recovered, next } = await takeOver(dir, () => true);
     if (recovered.length > 0) {
@@ -104,7 +110,7 @@ export class QueueJournal {
         count: recovered.length,
       });
     }
-    const journal = new QueueJournal(dir, logger, recovered, next);
+    const journal = new QueueJournal(dir, logger, recovered, next, options.inline ?? false);
     for (const { segment } of recovered) journal.adopted.add(segment.path);
     return journal;
   }
@@ -176,8 +182,10 @@ export class QueueJournal {
       const lines: string[] = [];
       const written = segment.tail.then(async () => {
         segment.open = undefined; // records from now on wait for the next write
+        const text = `${lines.join("\n")}\n`;
+        if (this.inline) return appendFileSync(segment.path, text);
         segment.file ??= open(segment.path, "a");
-        await (await segment.file).appendFile(`${lines.join("\n")}\n`);
+        await (await segment.file).appendFile(text);
       });
       segment.open = { lines, written };
       segment.tail = written.catch(() => {});
