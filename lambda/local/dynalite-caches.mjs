@@ -111,7 +111,9 @@ function cachedParse(parse) {
   const cached = (input, options) => {
     const context = options.context;
     if (/between|attribute_type/i.test(input)) return parse(input, options);
-    const key = `${input}\0${JSON.stringify(context.attrNames ?? null)}\0${valueTypes(context.attrVals)}`;
+    const names = context.attrNames;
+    const stand = standIns(input, names);
+    const key = `${input}\0${stand ? `#${Object.keys(names).join("\0")}` : JSON.stringify(names ?? null)}\0${valueTypes(context.attrVals)}`;
     let entry = parsed.get(key);
     if (entry !== undefined) {
       // Most recently used last: the Map's order is the eviction order.
@@ -122,7 +124,8 @@ function cachedParse(parse) {
       // uses, whatever other expressions of the request used before it.
       const probe = {
         ...context,
-        unusedAttrNames: Object.fromEntries(Object.keys(context.attrNames ?? {}).map((k) => [k, true])),
+        ...(stand && { attrNames: stand }),
+        unusedAttrNames: Object.fromEntries(Object.keys(names ?? {}).map((k) => [k, true])),
         unusedAttrVals: Object.fromEntries(Object.keys(context.attrVals ?? {}).map((k) => [k, true])),
       };
       const tree = parse(input, { context: probe }); // a syntax error throws, as before: never kept
@@ -131,7 +134,8 @@ function cachedParse(parse) {
       entry = {
         tree,
         values: context.attrVals ?? {},
-        names: Object.keys(context.attrNames ?? {}).filter((k) => !(k in probe.unusedAttrNames)),
+        standIns: stand,
+        names: Object.keys(names ?? {}).filter((k) => !(k in probe.unusedAttrNames)),
         vals: Object.keys(context.attrVals ?? {}).filter((k) => !(k in probe.unusedAttrVals)),
       };
       if (parsed.size >= MAX_PARSES) parsed.delete(parsed.keys().next().value);
@@ -140,10 +144,30 @@ function cachedParse(parse) {
     for (const name of entry.names) delete context.unusedAttrNames?.[name];
     for (const val of entry.vals) delete context.unusedAttrVals?.[val];
     const swap = new Map(Object.keys(entry.values).map((k) => [entry.values[k], context.attrVals[k]]));
-    return withValues(entry.tree, swap);
+    const named =
+      entry.standIns && new Map(Object.keys(entry.standIns).map((k) => [entry.standIns[k], names[k]]));
+    return withValues(entry.tree, swap, named);
   };
   cached.cached = true;
   return cached;
+}
+
+/**
+ * A parse depends on its attribute names only through which path pieces are equal (the overlap and
+ * conflict checks), and on whether each is defined (a name must not be empty). When the request's
+ * names are all different, none is empty and none is also written literally in the expression, the
+ * expression is parsed with a stand-in for each name (a string no expression can hold) and the parse
+ * is reused for other such names: the rollups' markers name one attribute per record. Otherwise
+ * (undefined) the names are part of the cache key.
+ */
+function standIns(input, names) {
+  if (!names) return undefined;
+  const values = Object.values(names);
+  if (values.some((v) => typeof v !== "string" || v === "")) return undefined;
+  if (new Set(values).size !== values.length) return undefined;
+  const literals = new Set(input.match(/(?<![#:\w])[A-Za-z_][A-Za-z0-9_]*/g));
+  if (values.some((v) => literals.has(v))) return undefined;
+  return Object.fromEntries(Object.keys(names).map((k, i) => [k, `\0${i}`]));
 }
 
 /** Each value's name and type (an attribute value has one key, its type), in the request's order. */
@@ -154,14 +178,19 @@ function valueTypes(values) {
   return out;
 }
 
-/** A copy of a parse tree whose value objects are swapped for the request's (the tree holds them as is). */
-function withValues(node, swap) {
+/**
+ * A copy of a parse tree whose value objects are swapped for the request's (the tree holds them as is),
+ * and its names' stand-ins for the request's names (as path pieces, and as the keys of the parse's
+ * `nestedPaths` and `pathHeads`).
+ */
+function withValues(node, swap, named) {
+  if (typeof node === "string") return named?.get(node) ?? node;
   if (node === null || typeof node !== "object") return node;
   const value = swap.get(node);
   if (value !== undefined) return value;
-  if (Array.isArray(node)) return node.map((child) => withValues(child, swap));
-  const copy = {};
-  for (const key of Object.keys(node)) copy[key] = withValues(node[key], swap);
+  if (Array.isArray(node)) return node.map((child) => withValues(child, swap, named));
+  const copy = Object.getPrototypeOf(node) === null ? Object.create(null) : {};
+  for (const key of Object.keys(node)) copy[named?.get(key) ?? key] = withValues(node[key], swap, named);
   return copy;
 }
 

@@ -173,6 +173,59 @@ describe("a cached parse", () => {
     }
   });
 
+  // The rollups' markers name one attribute per record: such parses are kept once, for any names.
+  it.each([
+    [
+      "updateParser",
+      "ADD calls :one, cost :c SET #m0 = :add, #m1 = :add",
+      { ":one": 1, ":c": 5, ":add": "add" },
+    ],
+    ["conditionParser", "attribute_not_exists(#m0) AND attribute_not_exists(#m1)", undefined],
+    ["conditionParser", "#m0.#m1 = :add AND size(#m1) > :one", { ":add": "add", ":one": 1 }],
+    ["projectionParser", "#m0, #m1.c[2]", undefined],
+  ] as const)("%s: %s, with other names each time, is what a fresh parse gives", (name, input, values) => {
+    for (const names of [
+      { "#m0": "add#tx-1", "#m1": "add#tx-2" },
+      { "#m0": "add#tx-3", "#m1": "add#tx-4" },
+      { "#m0": "SIZE", "#m1": "x.y" },
+    ]) {
+      const cached = outcome(parse(name), input, context(names, values));
+      const fresh = outcome(originals[name], input, context(names, values));
+      expect(cached).toEqual(fresh);
+      expect(cached).toHaveProperty("tree");
+      expect(JSON.stringify(cached)).toContain(names["#m1"]);
+    }
+  });
+
+  const update = (expression: string, names: Record<string, string>) => ({
+    UpdateExpression: expression,
+    ExpressionAttributeNames: names,
+    ExpressionAttributeValues: marshall({ ":v": 1, ":w": 2 }),
+  });
+  it.each([
+    [
+      "two names for one attribute",
+      update("SET #a = :v, #b = :w", { "#a": "x", "#b": "y" }),
+      update("SET #a = :v, #b = :w", { "#a": "x", "#b": "x" }),
+      "Two document paths overlap",
+    ],
+    [
+      "a name for an attribute the expression also names itself",
+      update("SET #a = :v, b = :w", { "#a": "c" }),
+      update("SET #a = :v, b = :w", { "#a": "b" }),
+      "Two document paths overlap",
+    ],
+    [
+      "a name nested under itself",
+      update("SET #a.#b = :v, #b = :w", { "#a": "x", "#b": "y" }),
+      update("SET #a.#b = :v, #b = :w", { "#a": "x", "#b": "x" }),
+      "Two document paths overlap",
+    ],
+  ])("refuses %s every time, after other names were accepted", (_name, accepted, refused, message) => {
+    expect(validations.validateExpressions(accepted)).toBeUndefined();
+    for (let i = 0; i < 2; i++) expect(validations.validateExpressions(refused)).toContain(message);
+  });
+
   it("marks the values an expression uses, whatever the request's other expressions used", () => {
     // dynalite parses the update expression before the condition: both use :v.
     const both = validations.validateExpressions({
