@@ -1,8 +1,8 @@
 // Work dynalite repeated on every request (a profile of the store's worker under proxied calls with
 // X-Request-ID: 44% of its busy time parsing expressions, 24% reading the table's definition, and its
 // LevelDB reads waiting for a lock; docs/architecture.md):
-// - an expression's parse is kept per expression, names and value *types*, and reused with the
-//   request's own values in place of the ones it was parsed with;
+// - an expression's parse is kept per expression, names (or only which names, when they can be stood
+//   in for) and value *types*, and reused with the request's own names and values;
 // - a table's definition is kept as JSON until the table is written again;
 // - a LevelDB read runs on the store's own thread;
 // - the LevelDB writes of one turn of the store's event loop go to LevelDB as one batch.
@@ -30,8 +30,8 @@ export function readDynaliteInline() {
 
 /**
  * Each LevelDB write is a task of its own on libuv's pool: queueing it was the largest single item of
- * the store thread's time under proxied calls (classic-level's `_put`, 7%), and the writes' promises
- * kept V8's helper threads waking. One item written by dynalite is several writes (the item and an
+ * the store thread's time under proxied calls (classic-level's `_put`, 7%), and V8's four helper
+ * threads woke about twice per proxied call each (context switches, from /proc). One item written by dynalite is several writes (the item and an
  * entry per index), and a BatchWriteItem dozens. So the puts and deletes made in one turn of the event
  * loop go to LevelDB as one batch, in the order they were made. Each resolves once the batch is
  * written: an answer is still sent only after its writes are in LevelDB, and a read made after it sees
@@ -47,21 +47,20 @@ export function batchDynaliteWrites() {
     new Promise((resolve, reject) => {
       let batch = gathering.get(db);
       if (batch === undefined) {
-        const waiting = [];
-        batch = { operations: [], waiting };
-        gathering.set(db, batch);
-        const { operations } = batch;
+        const gathered = { operations: [], waiting: [] };
+        gathering.set(db, gathered);
         setImmediate(() => {
           gathering.delete(db);
-          db._batch(operations, {}).then(
+          db._batch(gathered.operations, {}).then(
             () => {
-              for (const w of waiting) w.resolve();
+              for (const w of gathered.waiting) w.resolve();
             },
             (err) => {
-              for (const w of waiting) w.reject(err);
+              for (const w of gathered.waiting) w.reject(err);
             },
           );
         });
+        batch = gathered;
       }
       batch.operations.push(operation);
       batch.waiting.push({ resolve, reject });
@@ -86,8 +85,8 @@ function classicLevel() {
 }
 
 /**
- * Most parses kept; the least recently used goes first. Expressions that name one attribute per record
- * (the rollups' markers) are never used twice, and must not push out the ones every call repeats.
+ * Most parses kept; the least recently used goes first, so that expressions kept per names (those
+ * `standIns` cannot stand in for) do not push out the ones every call repeats.
  */
 const MAX_PARSES = 2000;
 
