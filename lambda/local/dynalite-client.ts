@@ -1,4 +1,5 @@
 import { Agent, request } from "node:http";
+import type { MessagePort } from "node:worker_threads";
 import {
   BatchGetItemCommand,
   BatchWriteItemCommand,
@@ -24,6 +25,10 @@ import { createDynamoClient } from "../adapters/dynamodb/client";
  * plain request 0.3–0.5 ms, and dynalite answers it with half the CPU (docs/architecture.md). Table
  * operations (ensureTables) go through the SDK.
  *
+ * Given a message port to the store's worker (EmbeddedDynamo.connect), a thread of the process that
+ * runs the store sends its item operations over the port instead: the same request to the same
+ * handler, without the loopback socket.
+ *
  * Only for our own dynalite: it checks that a request looks signed, not its signature. A store named by
  * DMT_DYNAMODB_ENDPOINT, and every store in AWS, gets the SDK's client (adapters/dynamodb/client.ts).
  */
@@ -32,14 +37,16 @@ export class DynaliteClient extends DynamoDBClient {
   // dynalite's server keeps an idle connection 65 s (dynalite-server.mjs): we always close first, so a
   // request never goes out on a connection the server is closing.
   private readonly agent = new Agent({ keepAlive: true, maxSockets: 64, timeout: 10_000 });
+  private readonly port: PortTransport | undefined;
 
-  constructor(endpoint: string) {
+  constructor(endpoint: string, port?: MessagePort) {
     super({
       region: "local",
       endpoint,
       credentials: { accessKeyId: "local", secretAccessKey: "local" },
     });
     this.url = new URL(endpoint);
+    this.port = port && new PortTransport(port);
   }
 
   // The SDK's overloads (promise, callback) in one signature; a callback goes to the SDK.
@@ -51,13 +58,24 @@ export class DynaliteClient extends DynamoDBClient {
   }
 
   override destroy(): void {
+    this.port?.close();
     this.agent.destroy();
     super.destroy();
   }
 
   private async call(operation: string, input: unknown): Promise<unknown> {
     const body = JSON.stringify(input, binaryAsBase64);
-    const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+    const target = `DynamoDB_20120810.${operation}`;
+    const { status, text } = await (this.port?.exchange(target, body) ?? this.overHttp(target, body));
+    const $metadata = { httpStatusCode: status };
+    if (status !== 200) throw storeError(text, $metadata);
+    // Binary attribute values come back base64-encoded; the SDK hands them out as bytes.
+    const output = JSON.parse(text, BINARY_VALUE.test(text) ? base64AsBinary : undefined);
+    return Object.assign(output, { $metadata });
+  }
+
+  private overHttp(target: string, body: string): Promise<Answer> {
+    return new Promise<Answer>((resolve, reject) => {
       const req = request(
         {
           host: this.url.hostname,
@@ -68,7 +86,7 @@ export class DynaliteClient extends DynamoDBClient {
           headers: {
             "content-type": "application/x-amz-json-1.0",
             "content-length": Buffer.byteLength(body),
-            "x-amz-target": `DynamoDB_20120810.${operation}`,
+            "x-amz-target": target,
             "x-amz-date": LOOKS_SIGNED.date,
             authorization: LOOKS_SIGNED.authorization,
           },
@@ -85,11 +103,55 @@ export class DynaliteClient extends DynamoDBClient {
       req.on("error", reject);
       req.end(body);
     });
-    const $metadata = { httpStatusCode: status };
-    if (status !== 200) throw storeError(text, $metadata);
-    // Binary attribute values come back base64-encoded; the SDK hands them out as bytes.
-    const output = JSON.parse(text, BINARY_VALUE.test(text) ? base64AsBinary : undefined);
-    return Object.assign(output, { $metadata });
+  }
+}
+
+/** The store's answer to one request: its HTTP status and body. */
+interface Answer {
+  status: number;
+  text: string;
+}
+
+/**
+ * Requests over a message port to the store's worker (dynalite-server.mjs `serveOnPort`), answered by
+ * id. The port holds the process open only while answers are awaited; if it closes (the store closed,
+ * or its worker ended), the requests still waiting fail.
+ */
+class PortTransport {
+  private readonly waiting = new Map<
+    number,
+    { resolve: (answer: Answer) => void; reject: (err: Error) => void }
+  >();
+  private nextId = 0;
+  private closed = false;
+
+  constructor(private readonly port: MessagePort) {
+    port.on("message", ({ id, status, text }: Answer & { id: number }) => {
+      const waiter = this.waiting.get(id);
+      this.waiting.delete(id);
+      if (this.waiting.size === 0) port.unref();
+      waiter?.resolve({ status, text });
+    });
+    port.once("close", () => {
+      this.closed = true;
+      for (const waiter of this.waiting.values()) waiter.reject(new Error("the store closed"));
+      this.waiting.clear();
+    });
+    port.unref();
+  }
+
+  exchange(target: string, body: string): Promise<Answer> {
+    if (this.closed) return Promise.reject(new Error("the store closed"));
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.waiting.set(id, { resolve, reject });
+      if (this.waiting.size === 1) this.port.ref();
+      this.port.postMessage({ id, target, body });
+    });
+  }
+
+  close(): void {
+    this.port.close();
   }
 }
 
@@ -163,7 +225,10 @@ function bytes(base64: string): Uint8Array {
   return new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength);
 }
 
-/** The client for a local store: the lean one for the data dir's own dynalite, else the SDK's. */
-export function storeClient(endpoint: string, dynalite: boolean): DynamoDBClient {
-  return dynalite ? new DynaliteClient(endpoint) : createDynamoClient({ endpoint });
+/**
+ * The client for a local store: the lean one for the data dir's own dynalite (over `port` when given),
+ * else the SDK's.
+ */
+export function storeClient(endpoint: string, dynalite: boolean, port?: MessagePort): DynamoDBClient {
+  return dynalite ? new DynaliteClient(endpoint, port) : createDynamoClient({ endpoint });
 }

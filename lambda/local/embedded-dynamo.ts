@@ -1,6 +1,6 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { Worker } from "node:worker_threads";
+import { MessageChannel, type MessagePort, Worker } from "node:worker_threads";
 
 /**
  * dynalite, persisted under `<dataDir>/dynamodb`, spoken to over the real DynamoDB wire protocol.
@@ -11,6 +11,11 @@ export interface EmbeddedDynamo {
   endpoint: string;
   /** The tables the store had when it opened (its first ListTables page), or undefined past one page. */
   tablesAtOpen: string[] | undefined;
+  /**
+   * A message port to the store, for a thread of this process (dynalite-client.ts), when the store runs
+   * in a worker: its requests skip the loopback socket. Each call makes a new one.
+   */
+  connect?: () => MessagePort;
   close(): Promise<void>;
 }
 
@@ -53,6 +58,7 @@ export async function startEmbeddedDynamo(
   return {
     endpoint,
     tablesAtOpen,
+    ...(server.connect ? { connect: server.connect } : {}),
     async close() {
       rmSync(join(dataDir, DISCOVERY), { force: true });
       await close();
@@ -62,6 +68,7 @@ export async function startEmbeddedDynamo(
 
 interface DynaliteServer {
   port: number;
+  connect?: () => MessagePort;
   close(): Promise<void>;
 }
 
@@ -77,6 +84,11 @@ async function inWorker(path: string): Promise<DynaliteServer> {
   });
   return {
     port,
+    connect() {
+      const { port1, port2 } = new MessageChannel();
+      worker.postMessage({ type: "connect", port: port2 }, [port2]);
+      return port1;
+    },
     close: () =>
       new Promise<void>((resolve) => {
         worker.once("message", () => resolve());

@@ -1,5 +1,6 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import type { MessagePort } from "node:worker_threads";
 import type { DynamoDBClient } from "../adapters/dynamodb/client";
 import { TABLES, type TableNames, tableNames } from "../adapters/dynamodb/tables";
 import type { Store } from "../core/ports";
@@ -16,6 +17,11 @@ export interface LocalStore {
   endpoint: string;
   /** Whether the store is the data dir's own dynalite, not DMT_DYNAMODB_ENDPOINT's (which gets the SDK's client). */
   dynalite: boolean;
+  /**
+   * A message port to the store, for another thread of this process (the warehouse worker), when this
+   * process runs the store in a worker (EmbeddedDynamo.connect) and speaks to it with the lean client.
+   */
+  connect?: () => MessagePort;
   close(): Promise<void>;
 }
 
@@ -54,7 +60,9 @@ export async function openLocalStore(
   // named by DMT_DYNAMODB_ENDPOINT: dynalite, and its tables were checked on these definitions if the
   // file says so.
   const ownStore = endpoint === undefined;
-  const db = storeClient(url, ownStore && !options.sdkClient);
+  const lean = ownStore && !options.sdkClient;
+  const connect = lean ? embedded?.connect : undefined;
+  const db = storeClient(url, lean, connect?.());
   const names = tableNames(process.env);
   const definitions = JSON.stringify({ names, tables: TABLES });
   try {
@@ -78,6 +86,7 @@ export async function openLocalStore(
     tables: names,
     endpoint: url,
     dynalite: ownStore,
+    ...(connect ? { connect } : {}),
     async close() {
       db.destroy();
       await embedded?.close();

@@ -1,4 +1,4 @@
-import { Worker } from "node:worker_threads";
+import { type MessagePort, Worker } from "node:worker_threads";
 import type { DynamoDBClient } from "../adapters/dynamodb/client";
 import type { TableNames } from "../adapters/dynamodb/tables";
 import type { CopyPurger } from "../core/deletion";
@@ -15,6 +15,8 @@ export interface WarehouseWorkerData {
   endpoint: string;
   /** Whether that store is the data dir's own dynalite (LocalStore.dynalite). */
   dynalite: boolean;
+  /** A message port to that store, if this process runs it (LocalStore.connect): used instead of `endpoint`. */
+  storePort?: MessagePort;
   tables: TableNames;
   flushIntervalMs: number;
 }
@@ -61,9 +63,11 @@ export class WarehouseThread implements RecordQueue {
   private stopped = false;
   private failedStartsWhileClosing = 0;
 
+  /** `connect` gives each worker started a message port to the store (LocalStore.connect). */
   constructor(
-    private readonly data: WarehouseWorkerData,
+    private readonly data: Omit<WarehouseWorkerData, "storePort">,
     private readonly logger: Logger,
+    private readonly connect?: () => MessagePort,
   ) {
     this.ready = this.spawn().then(
       () => {
@@ -137,7 +141,11 @@ export class WarehouseThread implements RecordQueue {
 
   /** A new worker, handed the unanswered requests; resolves once it is ready. */
   private spawn(): Promise<void> {
-    const worker = new Worker(new URL("./warehouse-worker.mjs", import.meta.url), { workerData: this.data });
+    const storePort = this.connect?.();
+    const worker = new Worker(new URL("./warehouse-worker.mjs", import.meta.url), {
+      workerData: { ...this.data, ...(storePort ? { storePort } : {}) } satisfies WarehouseWorkerData,
+      ...(storePort ? { transferList: [storePort] } : {}),
+    });
     this.worker = worker;
     for (const { request } of this.unanswered.values()) worker.postMessage(request);
     let ready = false;
@@ -187,8 +195,17 @@ export interface ThreadedWarehouseOptions {
   dataDir: string;
   logger: Logger;
   flushIntervalMs: number;
-  /** The local store: the worker reaches it at `endpoint`, deletion requests run here through `db`. */
-  store: { endpoint: string; dynalite: boolean; db: DynamoDBClient; tables: TableNames };
+  /**
+   * The local store: the worker reaches it over a port from `connect` if there is one, else at
+   * `endpoint`; deletion requests run here through `db`.
+   */
+  store: {
+    endpoint: string;
+    dynalite: boolean;
+    connect?: () => MessagePort;
+    db: DynamoDBClient;
+    tables: TableNames;
+  };
   /** More copies a deletion purges (the dashboard's interaction index and rollups). */
   purgers: CopyPurger[];
   /** Where a finished deletion's `deletion.completed` goes. */
@@ -204,10 +221,11 @@ export interface ThreadedWarehouse extends WarehouseReads {
 
 /** The local stack's warehouse: the writing side in the worker, exports and deletion in this thread. */
 export async function startThreadedWarehouse(options: ThreadedWarehouseOptions): Promise<ThreadedWarehouse> {
-  const { endpoint, dynalite, db, tables } = options.store;
+  const { endpoint, dynalite, db, tables, connect } = options.store;
   const queue = new WarehouseThread(
     { dataDir: options.dataDir, endpoint, dynalite, tables, flushIntervalMs: options.flushIntervalMs },
     options.logger,
+    connect,
   );
   // The worker starts while DuckDB opens here.
   const [reads, started] = await Promise.allSettled([

@@ -19,7 +19,7 @@ const logger = loggerOver((level, message, fields) =>
   report({ type: "log", level, message, ...(fields ? { fields } : {}) }),
 );
 
-const db = storeClient(data.endpoint, data.dynalite);
+const db = storeClient(data.endpoint, data.dynalite, data.storePort);
 // The consumer's copies in the store, as in AWS: tombstones, the dashboard's index and rollups.
 const store = new DynamoPorts(db, data.tables, () => {
   throw new Error("the warehouse worker unwraps no vendor keys");

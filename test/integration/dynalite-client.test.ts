@@ -24,21 +24,27 @@ import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/emb
 
 /**
  * The embedded store's lean client answers as the AWS SDK's client does, on the same dynalite: the
- * same outputs (bytes as bytes), the same exception classes the adapters catch, the same refusals.
+ * same outputs (bytes as bytes), the same exception classes the adapters catch, the same refusals;
+ * over loopback HTTP (another process's way to the store) and over a message port to the store's
+ * worker (the way of the threads of the process that runs it).
  */
 const TABLE = "parity";
 let dir: string;
 let dynamo: EmbeddedDynamo;
 let sdk: DynamoDBClient;
+let overHttp: DynaliteClient;
+let overPort: DynaliteClient;
+/** The lean client under test: one of the two. */
 let lean: DynaliteClient;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "dmt-dynalite-client-"));
   dynamo = await startEmbeddedDynamo(dir);
   sdk = createDynamoClient({ endpoint: dynamo.endpoint });
-  lean = new DynaliteClient(dynamo.endpoint);
+  overHttp = new DynaliteClient(dynamo.endpoint);
+  overPort = new DynaliteClient(dynamo.endpoint, dynamo.connect?.());
   // A table operation: the lean client hands it to the SDK.
-  await lean.send(
+  await overPort.send(
     new CreateTableCommand({
       TableName: TABLE,
       BillingMode: "PAY_PER_REQUEST",
@@ -52,11 +58,12 @@ beforeAll(async () => {
       ],
     }),
   );
-  await untilActive(lean, TABLE);
+  await untilActive(overPort, TABLE);
 });
 afterAll(async () => {
   sdk?.destroy();
-  lean?.destroy();
+  overHttp?.destroy();
+  overPort?.destroy();
   await dynamo?.close();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -91,7 +98,14 @@ async function refusal(client: DynamoDBClient, command: AnyCommand): Promise<Sto
   return err as StoreError;
 }
 
-describe("the lean client, beside the SDK's", () => {
+describe.each([
+  ["over loopback HTTP", () => overHttp],
+  ["over a message port", () => overPort],
+])("the lean client %s, beside the SDK's", (_transport, client) => {
+  beforeAll(() => {
+    lean = client();
+  });
+
   it("writes and reads bytes, numbers, sets and nested values as the SDK does", async () => {
     const item = {
       pk: "mixed",
@@ -258,7 +272,9 @@ describe("the lean client, beside the SDK's", () => {
     // The same class: ResourceNotFoundException for a missing table, as the adapters catch it.
     expect(leanErr.constructor).toBe(sdkErr.constructor);
   });
+});
 
+describe("the lean client's ways to the store", () => {
   it("fails at once, with the connection's error, when no store listens at its endpoint", async () => {
     // A port that was just free: nothing listens there.
     const port = await new Promise<number>((resolve) => {
@@ -276,6 +292,52 @@ describe("the lean client, beside the SDK's", () => {
       expect(err.message).toMatch(/ECONNREFUSED/);
     } finally {
       nowhere.destroy();
+    }
+  });
+
+  it("answers each of many requests in flight on two ports with its own item", async () => {
+    const second = new DynaliteClient(dynamo.endpoint, dynamo.connect?.());
+    try {
+      const keys = Array.from({ length: 40 }, (_, i) => i);
+      await Promise.all(
+        keys.map((sk) =>
+          overPort.send(
+            new PutItemCommand({ TableName: TABLE, Item: marshall({ pk: "fan", sk, v: `v${sk}` }) }),
+          ),
+        ),
+      );
+      const read = (client: DynaliteClient, sk: number) =>
+        client
+          .send(new GetItemCommand({ TableName: TABLE, Key: marshall({ pk: "fan", sk }) }))
+          .then((out: { Item?: Record<string, { S?: string }> }) => out.Item?.v?.S);
+      const answers = await Promise.all(keys.flatMap((sk) => [read(overPort, sk), read(second, sk)]));
+      expect(answers).toEqual(keys.flatMap((sk) => [`v${sk}`, `v${sk}`]));
+    } finally {
+      second.destroy();
+    }
+  });
+
+  it("fails a request over a port once its store has closed, instead of waiting forever", async () => {
+    const own = mkdtempSync(join(tmpdir(), "dmt-dynalite-port-"));
+    const closing = await startEmbeddedDynamo(own);
+    const client = new DynaliteClient(closing.endpoint, closing.connect?.());
+    try {
+      await client.send(
+        new CreateTableCommand({
+          TableName: TABLE,
+          BillingMode: "PAY_PER_REQUEST",
+          AttributeDefinitions: [{ AttributeName: "pk", AttributeType: "S" }],
+          KeySchema: [{ AttributeName: "pk", KeyType: "HASH" }],
+        }),
+      );
+      await untilActive(client, TABLE);
+      const get = () => client.send(new GetItemCommand({ TableName: TABLE, Key: marshall({ pk: "x" }) }));
+      expect((await get()).Item).toBeUndefined();
+      await closing.close();
+      await expect(get()).rejects.toThrow("the store closed");
+    } finally {
+      client.destroy();
+      rmSync(own, { recursive: true, force: true });
     }
   });
 });
