@@ -81,10 +81,7 @@ export async function startWarehouseQueue(options: WarehouseQueueOptions): Promi
     visibilityTimeoutMs: options.visibilityTimeoutMs ?? 2000,
     maxReceives: options.maxReceives ?? 5,
     clock,
-    // It runs on the warehouse worker's own thread (warehouse-worker.ts): journal writes are made there.
-    journal: await QueueJournal.open(join(options.dataDir, "warehouse-queue"), options.logger, {
-      inline: true,
-    }),
+    journal: await QueueJournal.open(join(options.dataDir, "warehouse-queue"), options.logger),
   }).start();
 }
 

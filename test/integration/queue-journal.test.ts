@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { QueueJournal } from "../../lambda/adapters/in-process/journal";
 import { silentLogger } from "../../lambda/core/logger";
+import { until } from "../support/reliability";
 
 /** The local queue's journal on disk: what a writer that restarts in the same process takes over. */
 const dirs: string[] = [];
@@ -62,20 +63,24 @@ describe("queue journal", () => {
     expect(readFileSync(join(dir, segment as string), "utf8")).toBe('{"event":"key.created"}\n');
   });
 
-  it("inline (the warehouse worker's own thread): records are on disk when append resolves, no file held open", async () => {
+  it("records are on disk when append resolves, through one descriptor held until the segment is sealed", async () => {
     const dir = mkdtempSync(join(tmpdir(), "dmt-journal-"));
     dirs.push(dir);
-    const journal = await QueueJournal.open(dir, silentLogger, { inline: true });
+    const journal = await QueueJournal.open(dir, silentLogger);
     // Records of one tick share a segment and a write.
     const [first, second] = await Promise.all([journal.append('{"n":1}'), journal.append('{"n":2}')]);
     expect(first).toBe(second);
-    expect(openIn(dir)).toEqual([]);
+    const held = openIn(dir);
+    expect(held).toHaveLength(1);
     await journal.append('{"n":3}');
+    expect(openIn(dir)).toEqual(held);
     const [segment] = readdirSync(dir);
     expect(readFileSync(join(dir, segment as string), "utf8")).toBe('{"n":1}\n{"n":2}\n{"n":3}\n');
+    journal.seal();
+    await until(() => (openIn(dir).length === 0 ? true : undefined));
 
     // A successor (the worker restarted) takes them over; delivered, the segment goes.
-    const successor = await QueueJournal.open(dir, silentLogger, { inline: true });
+    const successor = await QueueJournal.open(dir, silentLogger);
     const recovered = successor.takeRecovered();
     expect(recovered.map((r) => r.body)).toEqual(['{"n":1}', '{"n":2}', '{"n":3}']);
     for (const record of recovered) successor.delivered(record.segment);

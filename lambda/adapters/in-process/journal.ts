@@ -1,5 +1,5 @@
-import { appendFileSync } from "node:fs";
-import { type FileHandle, mkdir, open, readdir, readFile, rm } from "node:fs/promises";
+import { appendFileSync, closeSync, openSync } from "node:fs";
+import { mkdir, readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { errorFields, type Logger } from "../../core/logger";
 
@@ -14,8 +14,8 @@ export interface JournalSegment {
   open?: { lines: string[]; written: Promise<void> };
   /** The last write, so writes to a file never overlap. */
   tail: Promise<void>;
-  /** The file, open for appending from the first write until the segment is sealed. */
-  file?: Promise<FileHandle>;
+  /** The file's descriptor, open for appending from the first write until the segment is sealed. */
+  fd?: number;
 }
 
 export interface RecoveredRecord {
@@ -37,13 +37,10 @@ function alive(pid: number): boolean {
 }
 
 /** Closes a segment's file, if it was opened. */
-async function closeFile(segment: JournalSegment): Promise<void> {
-  const file = segment.file;
-  segment.file = undefined;
-  await file?.then(
-    (handle) => handle.close(),
-    () => undefined, // never opened: nothing to close
-  );
+function closeFile(segment: JournalSegment): void {
+  const fd = segment.fd;
+  segment.fd = undefined;
+  if (fd !== undefined) closeSync(fd);
 }
 
 /** Reads the segments of processes that are gone and that `take` accepts; empty ones are removed. */
@@ -91,17 +88,12 @@ export class QueueJournal {
     /** The next segment's number: past those recovered, which a writer of the same pid (a restarted
      * worker thread) left behind and which are removed on their own schedule. */
     private next: number,
-    private readonly inline: boolean,
   ) {
     this.recovered = recovered;
   }
 
-  /**
-   * Opens the journal in `dir`, taking over the segments of processes that are gone. `inline`: appends
-   * are written on the calling thread, for a thread of its own (the warehouse worker), where a short
-   * write blocks nobody and saves the two thread hops through libuv's pool of an asynchronous one.
-   */
-  static async open(dir: string, logger: Logger, options: { inline?: boolean } = {}): Promise<QueueJournal> {
+  /** Opens the journal in `dir`, taking over the segments of processes that are gone. */
+  static async open(dir: string, logger: Logger): Promise<QueueJournal> {
     await mkdir(dir, { recursive: true });
     const { recovered, next } = await takeOver(dir, () => true);
     if (recovered.length > 0) {
@@ -110,7 +102,7 @@ export class QueueJournal {
         count: recovered.length,
       });
     }
-    const journal = new QueueJournal(dir, logger, recovered, next, options.inline ?? false);
+    const journal = new QueueJournal(dir, logger, recovered, next);
     for (const { segment } of recovered) journal.adopted.add(segment.path);
     return journal;
   }
@@ -160,8 +152,7 @@ export class QueueJournal {
     if (!segment) return;
     this.current = undefined;
     segment.sealed = true;
-    // No write comes after the seal, so the file closes once the last one is done: a process that
-    // exits with records still pending (the CLI) leaves no handle to the garbage collector.
+    // No write comes after the seal, so the file closes once the last one is done.
     segment.tail = segment.tail
       .then(() => closeFile(segment))
       .catch((err: unknown) =>
@@ -177,15 +168,18 @@ export class QueueJournal {
     this.removeIfDone(segment);
   }
 
+  /**
+   * Appends on the calling thread, once per tick, to a descriptor kept open: a short write to the page
+   * cache costs the caller less than an asynchronous one (the hops through libuv's pool and back, the
+   * promise machinery of a FileHandle), on the server's thread as on the warehouse worker's.
+   */
   private write(segment: JournalSegment, body: string): Promise<void> {
     if (!segment.open) {
       const lines: string[] = [];
-      const written = segment.tail.then(async () => {
+      const written = segment.tail.then(() => {
         segment.open = undefined; // records from now on wait for the next write
-        const text = `${lines.join("\n")}\n`;
-        if (this.inline) return appendFileSync(segment.path, text);
-        segment.file ??= open(segment.path, "a");
-        await (await segment.file).appendFile(text);
+        segment.fd ??= openSync(segment.path, "a");
+        appendFileSync(segment.fd, `${lines.join("\n")}\n`);
       });
       segment.open = { lines, written };
       segment.tail = written.catch(() => {});
