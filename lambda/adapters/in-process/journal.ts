@@ -171,7 +171,8 @@ export class QueueJournal {
   /**
    * Appends on the calling thread, once per tick, to a descriptor kept open: a short write to the page
    * cache costs the caller less than an asynchronous one (the hops through libuv's pool and back, the
-   * promise machinery of a FileHandle), on the server's thread as on the warehouse worker's.
+   * promise machinery of a FileHandle), on the server's thread as on the warehouse worker's. (A worker
+   * that dies leaves its descriptor open until the process exits: one per death, which is logged.)
    */
   private write(segment: JournalSegment, body: string): Promise<void> {
     if (!segment.open) {
