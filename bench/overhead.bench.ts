@@ -9,8 +9,10 @@
  * Child processes: the vendor simulator, the bare pipe (bench/proxy-passthrough.mjs) and
  * `dmt serve` as a user runs it (its store is the embedded dynalite in a worker thread, metering on: a
  * managed key with credits and a rate limit, records to the warehouse). This process only generates
- * load. The targets take turns, BENCH_ROUNDS times; each figure is the median over the rounds, so a
- * load spike on a shared machine hits all of them alike, and the targets are judged as ratios.
+ * load. The targets take turns, BENCH_ROUNDS times, each round in another order, each phase once the
+ * servers are quiet again (a phase's leftover work is not billed to the next); each figure is the
+ * median over the rounds, so a load spike on a shared machine hits all of them alike, and the targets
+ * are judged as ratios.
  *
  * The server is loaded with bench/lib/thread-probe.mjs: per phase, it reports the CPU each of the
  * server's threads used (main, dynalite worker, warehouse worker, the rest), the main thread's event-loop
@@ -133,6 +135,13 @@ class ServerProbe {
     throw new Error("the server's probe did not answer");
   }
 
+  /** CPU seconds all of the server's threads used so far. */
+  cpuSeconds(): number {
+    let ticks = 0;
+    for (const used of this.ticks().values()) ticks += used;
+    return ticks / this.tickHz;
+  }
+
   async start(): Promise<void> {
     await this.signal();
     this.ticksBefore = this.ticks();
@@ -152,6 +161,32 @@ class ServerProbe {
     return { cpu, ...loop };
   }
 }
+
+/** The servers count as quiet when together they use less than this share of one core... */
+const QUIET_SHARE = 0.04;
+/** ...over this window. */
+const QUIET_WINDOW_MS = 500;
+/** A phase starts after this long even if they are not quiet (the run says so). */
+const QUIET_MAX_MS = 30_000;
+
+/**
+ * Waits until the servers finish what a phase left them (the warehouse's flush of its records, the
+ * store's writes and compactions), so that it is not billed to the next phase, whichever server that is.
+ */
+async function untilQuiet(servers: Server[]): Promise<void> {
+  const started = performance.now();
+  const used = () => servers.reduce((sum, s) => sum + s.probe.cpuSeconds(), 0);
+  for (let before = used(); performance.now() - started < QUIET_MAX_MS; ) {
+    await sleep(QUIET_WINDOW_MS);
+    const now = used();
+    if (now - before < (QUIET_SHARE * QUIET_WINDOW_MS) / 1000) return;
+    before = now;
+  }
+  process.stdout.write(`the servers were still busy after ${QUIET_MAX_MS / 1000} s; measuring anyway\n`);
+}
+
+/** `items` rotated left by `by`: round r starts with the r-th target, so no target always follows another. */
+const rotated = <T>(items: T[], by: number): T[] => items.map((_, i) => items[(i + by) % items.length] as T);
 
 /** One `dmt serve` with the probe, and a managed key on its store. */
 interface Server {
@@ -250,7 +285,8 @@ async function main(): Promise<void> {
     }
     for (let round = 1; round <= ROUNDS; round++) {
       for (const connections of CONCURRENCY) {
-        for (const target of targets) {
+        for (const target of rotated(targets, round - 1)) {
+          await untilQuiet(servers);
           process.stdout.write(`round ${round}/${ROUNDS}: ${target.name}, ${connections} connections...\n`);
           await target.server?.probe.start();
           const figures: PhaseFigures = await chatLoad(target, connections, SECONDS, round);
