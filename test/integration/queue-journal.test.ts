@@ -57,7 +57,7 @@ describe("queue journal", () => {
     await journal.append('{"event":"key.created"}');
     expect(openIn(dir)).toHaveLength(1);
     await journal.close();
-    // A handle left open would be closed by the garbage collector, with a warning on stderr.
+    // A descriptor left open would stay open until the process exits.
     expect(openIn(dir)).toEqual([]);
     const [segment] = readdirSync(dir);
     expect(readFileSync(join(dir, segment as string), "utf8")).toBe('{"event":"key.created"}\n');
