@@ -185,7 +185,7 @@ async function untilQuiet(servers: Server[]): Promise<void> {
   process.stdout.write(`the servers were still busy after ${QUIET_MAX_MS / 1000} s; measuring anyway\n`);
 }
 
-/** `items` rotated left by `by`: round r starts with the r-th target, so no target always follows another. */
+/** `items` rotated left by `by`: round r starts with the r-th target, so no target always goes first or last. */
 const rotated = <T>(items: T[], by: number): T[] => items.map((_, i) => items[(i + by) % items.length] as T);
 
 /** One `dmt serve` with the probe, and a managed key on its store. */
