@@ -64,6 +64,12 @@ interface ServerFigures {
   gc: { count: number; ms: number; maxMs: number };
   /** The main thread's heap in use at the end of the phase. */
   heapUsedMb: number;
+  /**
+   * What the phase left behind: the CPU seconds the server used from the end of the load until it was
+   * quiet, and how long that took. Work deferred past a phase (a flush, a backlog a lower priority
+   * let grow) shows here and not in `cpu`.
+   */
+  leftBehind: { cpuSeconds: number; seconds: number };
 }
 
 interface PhaseFigures extends LoadFigures {
@@ -88,6 +94,7 @@ function startChild(args: string[]): Promise<{ url: string; child: ChildProcess 
 class ServerProbe {
   private ticksBefore = new Map<number, number>();
   private startedAt = 0;
+  private stoppedAt = { cpuSeconds: 0, at: 0 };
   private readonly tickHz = 100; // USER_HZ on Linux
 
   constructor(
@@ -148,7 +155,7 @@ class ServerProbe {
     this.startedAt = performance.now();
   }
 
-  async stop(): Promise<ServerFigures> {
+  async stop(): Promise<Omit<ServerFigures, "leftBehind">> {
     const loop = await this.signal();
     const seconds = (performance.now() - this.startedAt) / 1000;
     const kinds = this.kinds();
@@ -158,7 +165,17 @@ class ServerProbe {
       const used = (ticks - (this.ticksBefore.get(tid) ?? 0)) / this.tickHz / seconds;
       cpu[kind] = (cpu[kind] ?? 0) + used;
     }
+    this.stoppedAt = { cpuSeconds: this.cpuSeconds(), at: performance.now() };
     return { cpu, ...loop };
+  }
+
+  /** Waits until this server is quiet, then says what it used since `stop`. */
+  async leftBehind(): Promise<ServerFigures["leftBehind"]> {
+    await untilQuiet([this]);
+    return {
+      cpuSeconds: this.cpuSeconds() - this.stoppedAt.cpuSeconds,
+      seconds: (performance.now() - this.stoppedAt.at) / 1000,
+    };
   }
 }
 
@@ -173,9 +190,9 @@ const QUIET_MAX_MS = 30_000;
  * Waits until the servers finish what a phase left them (the warehouse's flush of its records, the
  * store's writes and compactions), so that it is not billed to the next phase, whichever server that is.
  */
-async function untilQuiet(servers: Server[]): Promise<void> {
+async function untilQuiet(probes: ServerProbe[]): Promise<void> {
   const started = performance.now();
-  const used = () => servers.reduce((sum, s) => sum + s.probe.cpuSeconds(), 0);
+  const used = () => probes.reduce((sum, p) => sum + p.cpuSeconds(), 0);
   for (let before = used(); performance.now() - started < QUIET_MAX_MS; ) {
     await sleep(QUIET_WINDOW_MS);
     const now = used();
@@ -286,11 +303,14 @@ async function main(): Promise<void> {
     for (let round = 1; round <= ROUNDS; round++) {
       for (const connections of CONCURRENCY) {
         for (const target of rotated(targets, round - 1)) {
-          await untilQuiet(servers);
+          await untilQuiet(servers.map((s) => s.probe));
           process.stdout.write(`round ${round}/${ROUNDS}: ${target.name}, ${connections} connections...\n`);
           await target.server?.probe.start();
           const figures: PhaseFigures = await chatLoad(target, connections, SECONDS, round);
-          if (target.server) figures.server = await target.server.probe.stop();
+          if (target.server) {
+            const during = await target.server.probe.stop();
+            figures.server = { ...during, leftBehind: await target.server.probe.leftBehind() };
+          }
           loads.push(figures);
         }
       }
@@ -325,6 +345,11 @@ async function main(): Promise<void> {
             utilisation: median(servers.map((s) => s.utilisation)),
             gcMsPerSecond: median(servers.map((s) => s.gc.ms / SECONDS)),
             gcMaxMs: median(servers.map((s) => s.gc.maxMs)),
+            // Per request of the phase; seconds from the end of the load until the server was quiet.
+            leftBehindCpuMs: median(
+              runs.map((r) => ((r.server?.leftBehind.cpuSeconds ?? Number.NaN) * 1000) / r.requests),
+            ),
+            settleSeconds: median(servers.map((s) => s.leftBehind.seconds)),
           },
         }),
       };
@@ -374,7 +399,8 @@ async function main(): Promise<void> {
         summary.map((s) => [s.target, s.connections, s.requestsPerSecond, s.p50Ms, s.p99Ms, s.failures]),
       ),
       "",
-      "The server during each phase (CPU ms per request by thread; loop delay and GC of the main thread):",
+      "The server during each phase (CPU ms per request by thread; after it, the CPU ms per request it",
+      "left behind and the seconds until quiet; loop delay and GC of the main thread):",
       formatTable(
         [
           "target",
@@ -383,6 +409,8 @@ async function main(): Promise<void> {
           "dynalite",
           "warehouse",
           "other",
+          "left behind",
+          "settle s",
           "loop p99 ms",
           "loop max ms",
           "GC ms/s",
@@ -397,6 +425,8 @@ async function main(): Promise<void> {
             perRequest(s, "dynalite worker"),
             perRequest(s, "warehouse worker"),
             perRequest(s, "other threads"),
+            s.server?.leftBehindCpuMs ?? Number.NaN,
+            s.server?.settleSeconds ?? Number.NaN,
             s.server?.delayP99Ms ?? Number.NaN,
             s.server?.delayMaxMs ?? Number.NaN,
             s.server?.gcMsPerSecond ?? Number.NaN,
