@@ -1,8 +1,14 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type DynamoDBClient, QueryCommand, UpdateItemCommand } from "@aws-sdk/client-dynamodb";
-import { unmarshall } from "@aws-sdk/util-dynamodb";
+import {
+  type DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
+  QueryCommand,
+  UpdateItemCommand,
+} from "@aws-sdk/client-dynamodb";
+import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoInteractionIndex, PAGE_SCAN_BUDGET } from "../../lambda/adapters/dynamodb/interactions";
 import { FileDeliveryLedger } from "../../lambda/adapters/fs/ledger";
@@ -14,6 +20,7 @@ import { DAY_MS, entryPosition, parseListQuery } from "../../lambda/core/interac
 import { deltaOf, sumCounters } from "../../lambda/core/interactions-usage";
 import { silentLogger } from "../../lambda/core/logger";
 import { buildRecord, type InteractionRecord } from "../../lambda/core/record";
+import { withoutBodies } from "../../lambda/core/retention";
 import { type LocalStore, openLocalStore } from "../../lambda/local/stack";
 import { createWarehouseConsumer } from "../../lambda/warehouse/consumer";
 
@@ -439,6 +446,107 @@ describe("purging", () => {
     expect(await index.purgeTransactions(projectId, [gone.transaction_id])).toBe(0);
     expect(await totals(projectId)).toEqual(sumCounters([deltaOf(kept), deltaOf(gone)]));
     expect((await listAll(projectId)).rows).toEqual([kept.transaction_id]);
+  });
+});
+
+describe("stored records", () => {
+  const rawRecordItem = async (projectId: string, transactionId: string) =>
+    unmarshall(
+      (
+        await local.db.send(
+          new GetItemCommand({
+            TableName: local.tables.interactions,
+            Key: marshall({ projectId, sk: `r#${transactionId}` }),
+          }),
+        )
+      ).Item ?? {},
+    );
+  /** A record item as written before records were gzipped: the record as a map. */
+  const putAsMap = (r: InteractionRecord) =>
+    local.db.send(
+      new PutItemCommand({
+        TableName: local.tables.interactions,
+        Item: marshall(
+          { projectId: r.project_id, sk: `r#${r.transaction_id}`, record: r },
+          { removeUndefinedValues: true },
+        ),
+      }),
+    );
+  const chat = (projectId: string) =>
+    record(projectId, {
+      request_body: JSON.stringify({
+        model: "gpt-4o-mini",
+        messages: [{ role: "user", content: "Write one short sentence about benchmarks." }],
+      }),
+      response_body: JSON.stringify({
+        id: "chatcmpl-1",
+        object: "chat.completion",
+        choices: [
+          {
+            index: 0,
+            message: {
+              role: "assistant",
+              content:
+                "Benchmarks measure how fast a system answers under a given load, and a fair one runs every candidate on the same machine, in turn, with the same warm-up and the same requests, so that what differs is the system and not the moment. Medians over several rounds keep a noisy neighbour from deciding the result, and ratios measured in one run say more than absolute figures taken on different days.",
+            },
+            finish_reason: "stop",
+          },
+        ],
+        usage: { prompt_tokens: 11, completion_tokens: 3, total_tokens: 14 },
+      }),
+    });
+
+  it("keeps a record gzipped, in one DynamoDB write unit where its JSON needs two, and gives it back whole", async () => {
+    const r = chat("stored-gz");
+    await index.write([r]);
+    const item = await rawRecordItem("stored-gz", r.transaction_id);
+    expect(item.record).toBeUndefined();
+    expect(item.recordGz).toBeInstanceOf(Uint8Array);
+    expect(JSON.stringify(r).length).toBeGreaterThan(1024);
+    expect((item.recordGz as Uint8Array).byteLength).toBeLessThan(1024 - 100); // 100: the keys and gcAt
+    expect(await index.get("stored-gz", r.transaction_id)).toEqual(r);
+  });
+
+  it("reads, blanks and purges a record stored as a map before", async () => {
+    const [blanked, purged] = [chat("stored-map"), chat("stored-map")];
+    await index.write([blanked, purged]);
+    await putAsMap(blanked);
+    await putAsMap(purged);
+    expect((await rawRecordItem("stored-map", blanked.transaction_id)).record).toEqual(blanked);
+    expect(await index.get("stored-map", blanked.transaction_id)).toEqual(blanked);
+
+    const tomorrow = new Date(NOW + DAY_MS).toISOString().slice(0, 10);
+    expect(await index.expire("stored-map", { bodiesBefore: tomorrow })).toEqual({ removed: 0, blanked: 2 });
+    const after = await index.get("stored-map", blanked.transaction_id);
+    expect(after).toEqual({ ...withoutBodies(blanked) });
+    expect(after?.request_body).toBeNull();
+    expect((await rawRecordItem("stored-map", blanked.transaction_id)).recordGz).toBeInstanceOf(Uint8Array);
+
+    await putAsMap(purged);
+    expect(await index.purgeTransactions("stored-map", [purged.transaction_id])).toBe(1);
+    expect(await index.get("stored-map", purged.transaction_id)).toBeUndefined();
+    expect((await listAll("stored-map")).rows).toEqual([blanked.transaction_id]);
+  });
+
+  it("refuses a record it cannot read with an error that names the item, not its content", async () => {
+    const r = chat("stored-bad");
+    await index.write([r]);
+    await local.db.send(
+      new PutItemCommand({
+        TableName: local.tables.interactions,
+        Item: marshall({
+          projectId: "stored-bad",
+          sk: `r#${r.transaction_id}`,
+          recordGz: Buffer.from("not gzip at all"),
+        }),
+      }),
+    );
+    const failure = await index.get("stored-bad", r.transaction_id).catch((err: Error) => err);
+    expect(failure).toBeInstanceOf(Error);
+    expect((failure as Error).message).toBe(
+      `The stored record r#${r.transaction_id} of project stored-bad is unreadable`,
+    );
+    expect((await listAll("stored-bad")).rows).toEqual([r.transaction_id]);
   });
 });
 

@@ -1,3 +1,4 @@
+import { gunzipSync, gzipSync } from "node:zlib";
 import {
   type AttributeValue,
   BatchGetItemCommand,
@@ -43,7 +44,8 @@ import type { TableNames } from "./tables";
  *                         (`userKey`, `vendorKey`, `statusKey`, `billingKey`: `<project>#<value>`;
  *                         `statusKey` on errors only, a sparse index) and `model_search`, the model
  *                         lower-cased, that a model filter looks into
- *   `r#<transaction id>`  the whole record, bodies included, for the detail view and for purges
+ *   `r#<transaction id>`  the whole record, bodies included, for the detail view and for purges: gzipped
+ *                         JSON in `recordGz` (recordItem), or, written before, a map in `record`
  * A page is one Query on the table (no filter) or on the index of the most selective filter, newest
  * first, the other filters applied by DynamoDB on the way; so its cost depends on the page, not on
  * how many interactions the project has. The model filter (part of a name) and the key filter have no
@@ -99,6 +101,36 @@ const FILTER_INDEXES = [
 ] as const;
 type FilterAttribute = (typeof FILTER_INDEXES)[number]["attribute"];
 
+/**
+ * A record's item. The record is gzipped JSON: DynamoDB bills a write unit per KB of item, and a
+ * record's bodies and field names compress well (a 2.0 KB chat record to 0.9 KB: three write units to
+ * one; docs/aws.md). Only the detail view, retention and purges read it, one at a time.
+ */
+function recordItem(record: InteractionRecord): Record<string, unknown> {
+  return {
+    projectId: record.project_id,
+    sk: RECORD + record.transaction_id,
+    recordGz: gzipSync(JSON.stringify(record)),
+    gcAt: Math.floor((record.started_at + GC_AFTER_MS) / 1000),
+  };
+}
+
+/** The record a record item holds, in either form it was written in. */
+function recordOf(item: Record<string, unknown>): InteractionRecord {
+  if (!(item.recordGz instanceof Uint8Array)) return item.record as InteractionRecord;
+  try {
+    return JSON.parse(gunzipSync(item.recordGz).toString("utf8")) as InteractionRecord;
+  } catch (err) {
+    // Names the item, never its content.
+    throw new Error(
+      `The stored record ${String(item.sk)} of project ${String(item.projectId)} is unreadable`,
+      {
+        cause: err,
+      },
+    );
+  }
+}
+
 function entryItem(record: InteractionRecord): Record<string, unknown> {
   const project = record.project_id;
   const status = statusClass(record);
@@ -137,14 +169,7 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
     const fresh = unique.filter((r) => !indexed.has(entryId(r)));
     const stale = unique.filter((r) => indexed.has(entryId(r)));
 
-    await this.batchWrite(
-      fresh.map((record) => ({
-        projectId: record.project_id,
-        sk: RECORD + record.transaction_id,
-        record,
-        gcAt: Math.floor((record.started_at + GC_AFTER_MS) / 1000),
-      })),
-    );
+    await this.batchWrite(fresh.map(recordItem));
     const groups = rollupGroups(fresh);
     await Promise.all(groups.map((g) => this.rollups.add(g.projectId, g.target, g.records)));
     await this.batchWrite(fresh.map(entryItem));
@@ -254,7 +279,7 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
         Key: marshall({ projectId, sk: RECORD + transactionId }),
       }),
     );
-    return out.Item && (unmarshall(out.Item).record as InteractionRecord);
+    return out.Item && recordOf(unmarshall(out.Item));
   }
 
   /**
@@ -288,15 +313,7 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
         await this.db.send(
           new PutItemCommand({
             TableName: this.tables.interactions,
-            Item: marshall(
-              {
-                projectId,
-                sk: RECORD + id.transactionId,
-                record: withoutBodies(stored),
-                gcAt: Math.floor((stored.started_at + GC_AFTER_MS) / 1000),
-              },
-              marshallOptions,
-            ),
+            Item: marshall(recordItem(withoutBodies(stored)), marshallOptions),
           }),
         );
         blanked++;
@@ -379,7 +396,7 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
       new GetItemCommand({ TableName: this.tables.interactions, Key: recordKey, ConsistentRead: true }),
     );
     if (!stored.Item) return false;
-    const record = unmarshall(stored.Item).record as InteractionRecord;
+    const record = recordOf(unmarshall(stored.Item));
     // The entry first: while the record is there, a repeat finds the entry's key in it.
     await this.db.send(
       new DeleteItemCommand({ TableName: this.tables.interactions, Key: marshall(entryKey(record)) }),

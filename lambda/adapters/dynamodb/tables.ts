@@ -76,7 +76,7 @@ export const TABLES: Record<TableName, TableDefinition> = {
   projectSettings: { partitionKey: "projectId" },
   /**
    * The dashboard's recent-interactions index (adapters/dynamodb/interactions.ts): per project, an entry
-   * per interaction under `e#<position>` (newest-first listing) and its whole record under
+   * per interaction under `e#<position>` (newest-first listing) and its whole record, gzipped, under
    * `r#<transaction id>`. The exact-value filters have an index keyed by project and value, sorted like
    * the table (the status index holds errors only: a success filter reads the table); the model filter
    * (part of a name) and the key filter are applied while reading.
