@@ -133,6 +133,16 @@ describe.sequential("the Interactions page in a browser", () => {
       await expect.poll(() => dialog.textContent()).toContain("Transaction ID");
       expect(new URL(page.url()).searchParams.get("interaction")).toBe(id);
       expect(await dialog.textContent()).toContain(`ci-runner${keys.ci.keyId}`);
+      // The cost's total is one band under its rows: its label and its figure look alike.
+      const total = dialog.locator("table tfoot tr");
+      expect(await total.textContent()).toMatch(/^Total\$\d+\.\d{6}$/);
+      const looks = await total
+        .locator("th, td")
+        .evaluateAll((cells) =>
+          cells.map((c) => `${getComputedStyle(c).backgroundColor} ${getComputedStyle(c).fontWeight}`),
+        );
+      expect(looks).toHaveLength(2);
+      expect(looks[0]).toBe(looks[1]);
 
       await page.reload();
       await expect.poll(() => page.getByRole("dialog").textContent()).toContain(id);

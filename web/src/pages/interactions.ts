@@ -241,6 +241,10 @@ function costBreakdownSection(interaction: Interaction): HTMLElement | null {
               h("td", { class: "num" }, `${item.amount_micros} µ$`),
             ),
           ),
+        ),
+        h(
+          "tfoot",
+          {},
           h(
             "tr",
             {},
