@@ -263,7 +263,10 @@ describe.sequential("the Interactions page in a browser", () => {
       // Beside the top models: the top keys and end users by cost.
       await expect
         .poll(() => page.getByTestId("overview-top-keys").locator("li").allTextContents())
-        .toEqual([expect.stringContaining("ci-runner"), expect.stringContaining("laptop")]);
+        .toEqual([
+          expect.stringMatching(/^ci-runner\$0\.\d+1 call$/),
+          expect.stringMatching(/^laptop\$0\.\d+2 calls$/),
+        ]);
       await expect
         .poll(() => page.getByTestId("overview-top-users").locator("li").allTextContents())
         .toEqual([expect.stringMatching(/^user-ada\$0\.\d+2 calls$/)]);

@@ -52,6 +52,11 @@ export function count(value: number): string {
   return integer.format(value);
 }
 
+/** A count of something: `1 call`, `1,234 calls`. */
+export function counted(value: number, noun: string): string {
+  return `${count(value)} ${noun}${value === 1 ? "" : "s"}`;
+}
+
 /** A large count in short: `12.3K`, `4.5M`. */
 export function shortCount(value: number): string {
   return compact.format(value);

@@ -1,6 +1,6 @@
 import type { CreditBalance, Statement, StatementLine } from "../api";
 import { type Child, h, replace } from "../dom";
-import { count, money } from "../format";
+import { counted, money } from "../format";
 import { emptyState, errorMessage, loadInto, type Page, type PageContext, pageHead } from "./page";
 
 const SOURCES: [value: string, label: string][] = [
@@ -26,7 +26,7 @@ function balanceCard(balance: CreditBalance): HTMLElement {
             "span",
             {},
             money(inFlight),
-            ` in flight on ${balance.openHolds} open lease${balance.openHolds === 1 ? "" : "s"} (`,
+            ` in flight on ${counted(balance.openHolds, "open lease")} (`,
             money(balance.chargedInFlightMicros),
             " charged so far, settled within seconds)",
           ),
@@ -56,17 +56,14 @@ function describe(line: StatementLine, grouping: Statement["grouping"]): Child[]
     const detail = [line.source, line.note].filter(Boolean).join(" · ");
     return ["Credits granted", detail ? h("small", {}, detail) : null];
   }
-  const calls = `${count(line.calls ?? 0)} call${line.calls === 1 ? "" : "s"}`;
+  const calls = counted(line.calls ?? 0, "call");
   const uncollected =
     (line.uncollectedMicros ?? 0) > 0
       ? [" · ", money(line.uncollectedMicros ?? 0), " above the holds, not charged"]
       : [];
   return grouping === "lease"
     ? ["Calls on one lease", h("small", {}, `${calls} · lease ${line.ref ?? ""}`, ...uncollected)]
-    : [
-        "Calls",
-        h("small", {}, `${calls} on ${line.leases} lease${line.leases === 1 ? "" : "s"}`, ...uncollected),
-      ];
+    : ["Calls", h("small", {}, `${calls} on ${counted(line.leases ?? 0, "lease")}`, ...uncollected)];
 }
 
 function statementTable(statement: Statement): HTMLElement {
@@ -142,7 +139,7 @@ function statementBody(statement: Statement): Child[] {
           money(chargedMicros),
           " charged and ",
           money(heldMicros),
-          ` reserved on ${openLeases} open lease${openLeases === 1 ? "" : "s"}. Available now: `,
+          ` reserved on ${counted(openLeases, "open lease")}. Available now: `,
           money(statement.availableMicros),
           ".",
         )

@@ -6,7 +6,7 @@ import {
   type KeyView,
 } from "../api";
 import { type Child, h, icon, replace } from "../dom";
-import { count, duration, logTime, usd } from "../format";
+import { count, counted, duration, logTime, usd } from "../format";
 import { BILLING_HINTS, BILLING_LABELS, VENDOR_LABELS, vendorLabel } from "../labels";
 import {
   emptyState,
@@ -646,11 +646,7 @@ export const interactionsPage: Page = {
       const renderFooter = () => {
         more.textContent = shown === 0 ? "Search older interactions" : "Load more";
         more.hidden = cursor === undefined;
-        replace(
-          footer,
-          h("span", { class: "muted" }, `${count(shown)} interaction${shown === 1 ? "" : "s"} shown`),
-          more,
-        );
+        replace(footer, h("span", { class: "muted" }, `${counted(shown, "interaction")} shown`), more);
       };
 
       more.addEventListener("click", async () => {

@@ -10,7 +10,7 @@ import {
 } from "chart.js";
 import type { AlertRuleView, BreakdownDimension, BudgetView, Overview, PeriodSpend } from "../api";
 import { type Child, h } from "../dom";
-import { money as cents, change, count, relativeTime, usd, usdShort } from "../format";
+import { money as cents, change, count, counted, relativeTime, usd, usdShort } from "../format";
 import { vendorLabel } from "../labels";
 import { scopeLabel, spendBar, WINDOWS } from "./budgets";
 import { emptyState, loadInto, type Page, type PageContext, pageHead } from "./page";
@@ -82,11 +82,7 @@ function creditTiles(overview: Overview): HTMLElement[] {
       h(
         "span",
         { class: "tile-value" },
-        runwayDays === null
-          ? "—"
-          : runwayDays > 365
-            ? "Over a year"
-            : `${count(runwayDays)} day${runwayDays === 1 ? "" : "s"}`,
+        runwayDays === null ? "—" : runwayDays > 365 ? "Over a year" : counted(runwayDays, "day"),
       ),
       h(
         "span",
@@ -163,7 +159,7 @@ function topModels(overview: Overview): HTMLElement {
                 h("code", { class: "model" }, m.model ?? "—"),
               ),
               h("span", { class: "ranking-figure" }, money(m.costMicros)),
-              h("span", { class: "ranking-note" }, `${count(m.requests)} calls`),
+              h("span", { class: "ranking-note" }, counted(m.requests, "call")),
             ),
           ),
         );
@@ -224,7 +220,7 @@ function topSpenders(ctx: PageContext, overview: Overview, by: BreakdownDimensio
                         : h("span", { class: "user-id", title: line.id ?? "" }, line.id ?? ""),
                   ),
                   h("span", { class: "ranking-figure" }, money(line.cost_micros)),
-                  h("span", { class: "ranking-note" }, `${count(line.requests)} calls`),
+                  h("span", { class: "ranking-note" }, counted(line.requests, "call")),
                 ),
               ),
             ),

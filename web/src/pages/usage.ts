@@ -1,7 +1,7 @@
 import { BarController, BarElement, CategoryScale, Chart, LinearScale, Tooltip } from "chart.js";
 import type { BreakdownDimension, BreakdownLine, BreakdownReport, UsageReport, UsageSeries } from "../api";
 import { h, replace } from "../dom";
-import { count, shortCount, usd, usdShort } from "../format";
+import { count, counted, shortCount, usd, usdShort } from "../format";
 import { vendorLabel } from "../labels";
 import {
   emptyState,
@@ -208,7 +208,7 @@ function tiles(report: UsageReport): HTMLElement {
     tile(
       "Charged to credits",
       usd(managed.cost_micros),
-      `${count(managed.requests)} calls with the service's keys`,
+      `${counted(managed.requests, "call")} with the service's keys`,
       "usage-charged",
     ),
     tile(
