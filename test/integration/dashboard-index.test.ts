@@ -248,6 +248,49 @@ describe("listing", () => {
     expect((await listAll("errors-only", { status: "error" })).rows).toEqual([failed.transaction_id]);
   });
 
+  it("indexes only BYOK and dual calls by billing mode: a managed call is one index item less, and a managed filter still finds it", async () => {
+    const managed = record("billing-sparse");
+    const byok = record("billing-sparse", { billing_mode: "byok", cost_micros: null });
+    const dual = record("billing-sparse", { billing_mode: "dual", cost_micros: null });
+    const older = record("billing-sparse");
+    // An entry written before the index was sparse carries `<project>#managed`: still listed, once.
+    await index.write([older]);
+    await local.db.send(
+      new UpdateItemCommand({
+        TableName: local.tables.interactions,
+        Key: marshall({
+          projectId: "billing-sparse",
+          sk: `e#${entryPosition(older.started_at, older.transaction_id)}`,
+        }),
+        UpdateExpression: "SET billingKey = :k",
+        ExpressionAttributeValues: { ":k": { S: "billing-sparse#managed" } },
+      }),
+    );
+    await index.write([managed, byok, dual]);
+    const inBillingIndex = async (billingKey: string) =>
+      (
+        await local.db.send(
+          new QueryCommand({
+            TableName: local.tables.interactions,
+            IndexName: "byBilling",
+            KeyConditionExpression: "billingKey = :k",
+            ExpressionAttributeValues: { ":k": { S: billingKey } },
+          }),
+        )
+      ).Items?.map((item) => unmarshall(item).transaction_id);
+    expect(await inBillingIndex("billing-sparse#managed")).toEqual([older.transaction_id]);
+    expect(await inBillingIndex("billing-sparse#byok")).toEqual([byok.transaction_id]);
+    expect(await inBillingIndex("billing-sparse#dual")).toEqual([dual.transaction_id]);
+    expect((await listAll("billing-sparse", { billing_mode: "managed" })).rows).toEqual([
+      managed.transaction_id,
+      older.transaction_id,
+    ]);
+    expect((await listAll("billing-sparse", { billing_mode: "byok" })).rows).toEqual([byok.transaction_id]);
+    expect((await listAll("billing-sparse", { billing_mode: "dual", vendor: "openai" })).rows).toEqual([
+      dual.transaction_id,
+    ]);
+  });
+
   it("finds a long user id through its hashed key, and a model by any part of its name in any case", async () => {
     const long = record("hashed", { model: "m".repeat(300), user_id: "u".repeat(256) });
     const other = record("hashed", { model: `${"m".repeat(299)}n` });

@@ -42,7 +42,8 @@ import type { TableNames } from "./tables";
  * Items, per project (partition `projectId`):
  *   `e#<position>`        entry: the summary a list row shows, plus one key attribute per filter index
  *                         (`userKey`, `vendorKey`, `statusKey`, `billingKey`: `<project>#<value>`;
- *                         `statusKey` on errors only, a sparse index) and `model_search`, the model
+ *                         sparse where one value is most entries: `statusKey` on errors only,
+ *                         `billingKey` on BYOK and dual calls only) and `model_search`, the model
  *                         lower-cased, that a model filter looks into
  *   `r#<transaction id>`  the whole record, bodies included, for the detail view and for purges: gzipped
  *                         JSON in `recordGz` (recordItem), or, written before, a map in `record`
@@ -144,7 +145,8 @@ function entryItem(record: InteractionRecord): Record<string, unknown> {
     // Only errors are indexed by status: successes are most entries, so a success filter reads the
     // table itself, and each successful record is one index item (one DynamoDB write) less.
     statusKey: status === "error" ? `${project}#error` : undefined,
-    billingKey: `${project}#${record.billing_mode}`,
+    // Likewise managed calls, what dmt bills: only BYOK and dual calls are indexed by billing mode.
+    billingKey: billingPartition(project, record.billing_mode),
     gcAt: Math.floor((record.started_at + GC_AFTER_MS) / 1000),
   };
 }
@@ -185,7 +187,7 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
     const keyValues: Record<FilterAttribute, string | undefined> = {
       userKey: filters.userId === undefined ? undefined : `${projectId}#${boundedKeyPart(filters.userId)}`,
       statusKey: statusPartition(projectId, filters.status),
-      billingKey: filters.billingMode === undefined ? undefined : `${projectId}#${filters.billingMode}`,
+      billingKey: billingPartition(projectId, filters.billingMode),
       vendorKey: filters.vendor === undefined ? undefined : `${projectId}#${filters.vendor}`,
     };
     const path = FILTER_INDEXES.find((f) => keyValues[f.attribute] !== undefined);
@@ -468,6 +470,15 @@ function statusPartition(projectId: string, status: InteractionFilters["status"]
   if (status === undefined || status === "success" || (typeof status === "number" && status < 400))
     return undefined;
   return `${projectId}#error`;
+}
+
+/**
+ * The billing index partition of a billing mode: none for managed calls, which a managed filter finds
+ * in the table itself (entryItem). Entries written before keep `<project>#managed` in the index,
+ * unread.
+ */
+function billingPartition(projectId: string, mode: string | undefined): string | undefined {
+  return mode === undefined || mode === "managed" ? undefined : `${projectId}#${mode}`;
 }
 
 /**
