@@ -61,6 +61,13 @@ describe.sequential("alerts and webhooks in a browser", () => {
       await signIn(page, stack);
       await page.selectOption("#project", PROJECT);
       await openSettings();
+      // The URL box looks like every other text box of the form.
+      const look = (selector: string) =>
+        page.locator(selector).evaluate((el) => {
+          const style = getComputedStyle(el);
+          return [style.borderTopWidth, style.borderRadius, style.padding, el.getBoundingClientRect().height];
+        });
+      expect(await look("#webhook-url")).toEqual(await look("#webhook-events"));
       await page.locator("#webhook-url").fill(receiver.url);
       await page.getByRole("button", { name: "Add webhook" }).click();
       await page.locator("#webhook-secret").waitFor({ state: "visible" });

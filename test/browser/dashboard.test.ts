@@ -130,6 +130,12 @@ describe.sequential("the dashboard in a browser", () => {
   it("sets a budget with a spend bar, explains a refused one, edits and deletes it", async () => {
     await page.getByRole("link", { name: "Budgets" }).click();
     await expect.poll(() => page.getByRole("heading", { name: "No budgets" }).count()).toBe(1);
+    // A checkbox keeps its own size, its words on the same line beside it.
+    const soft = await page.getByLabel("Soft: report only, never refuse").boundingBox();
+    const softWords = await page.getByText("Soft: report only, never refuse").boundingBox();
+    expect(soft?.width).toBeLessThan(30);
+    expect(softWords && soft && softWords.x > soft.x && softWords.x - soft.x < 40).toBe(true);
+    expect(softWords?.height).toBeLessThan(30);
     await page.getByLabel("Limit (USD)").fill("0");
     await page.getByRole("button", { name: "Set budget" }).click();
     await expect.poll(() => page.getByRole("alert").first().textContent()).toMatch(/more than \$0/);

@@ -35,7 +35,7 @@ export function alertsSection(ctx: PageContext): HTMLElement {
       () => ctx.api.alertRules(projectId),
       (rules, reload) =>
         rules.length === 0
-          ? h("p", { class: "muted" }, "No alert rules yet.")
+          ? h("p", { class: "hint padded" }, "No alert rules yet.")
           : h(
               "ul",
               { class: "alert-rules" },
