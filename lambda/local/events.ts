@@ -1,5 +1,6 @@
 import { join } from "node:path";
 import type { DynamoDBClient } from "../adapters/dynamodb/client";
+import { DynamoWebhooks } from "../adapters/dynamodb/events";
 import type { TableNames } from "../adapters/dynamodb/tables";
 import { LocalMasterKey } from "../adapters/fs/master-key";
 import { FsObjectStore } from "../adapters/fs/object-store";
@@ -12,7 +13,7 @@ import type { CreditStore } from "../core/credits";
 import type { Logger } from "../core/logger";
 import type { BatchHandler } from "../core/queue";
 import type { DeliveryQueue } from "../events/ports";
-import { queuePublisher } from "../events/publisher";
+import { queuePublisher, wantedUsageOnly } from "../events/publisher";
 
 export interface LocalEventsOptions {
   dataDir: string;
@@ -57,6 +58,8 @@ export async function journalQueue(
 
 /** How often the local delivery queue looks for due messages. */
 const DELIVERY_TICK_MS = 250;
+/** How long a project's webhooks are taken as listed when deciding whether a call's usage event is wanted. */
+const USAGE_WANTED_MS = 1_000;
 
 /**
  * The events of the local stack: the delivery code of the AWS delivery function, over the in-process
@@ -80,6 +83,7 @@ export async function startLocalEvents(options: LocalEventsOptions): Promise<Loc
     adoptOthers: true,
   });
   const sendQueue: DeliveryQueue = { send: (body, delayMs) => queue.enqueue(body, delayMs) };
+  const wrapper = LocalMasterKey.inDataDir(options.dataDir);
   const sender = undiciWebhookSender({
     policy: "public-or-loopback",
     timeoutMs: options.webhookTimeoutMs ?? 10_000,
@@ -87,10 +91,16 @@ export async function startLocalEvents(options: LocalEventsOptions): Promise<Loc
   const events = composeEvents({
     db: options.db,
     tables: options.tables,
-    wrapper: LocalMasterKey.inDataDir(options.dataDir),
+    wrapper,
     queue: sendQueue,
     sender,
-    publisher: queuePublisher(sendQueue, clock),
+    // No bus here: a usage event no webhook names would go nowhere (wantedUsageOnly).
+    publisher: wantedUsageOnly(
+      queuePublisher(sendQueue, clock),
+      new DynamoWebhooks(options.db, options.tables, wrapper),
+      clock,
+      USAGE_WANTED_MS,
+    ),
     credits: options.credits,
     logger: options.logger,
     clock,

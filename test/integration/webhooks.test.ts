@@ -149,6 +149,51 @@ describe("webhook delivery", () => {
     expect(listed[0]).toMatchObject({ eventId: event.id, status: "dead", attempts: 4, lastStatusCode: 500 });
   });
 
+  it("queues a proxied call's usage.recorded only where a webhook names it, and that webhook gets it signed", async () => {
+    const queued: string[] = [];
+    const queue = stack.events.queue;
+    const enqueue = queue.enqueue.bind(queue);
+    queue.enqueue = (body, delayMs) => {
+      queued.push(body);
+      return enqueue(body, delayMs);
+    };
+    const call = async (key: string) => {
+      const res = await fetch(`${stack.url}/openai/v1/chat/completions`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+        body: JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }] }),
+      });
+      expect(res.status).toBe(200);
+      await res.arrayBuffer();
+      return res.headers.get("x-dmt-transaction-id");
+    };
+    try {
+      // Its only webhook takes the default types, which leave usage.recorded out: the event goes nowhere.
+      const quiet = await webhookFor();
+      await call((await stack.newKey({ projectId: quiet.projectId })).key);
+      await stack.drain();
+      expect(queued.filter((body) => body.includes("usage.recorded"))).toEqual([]);
+
+      const loud = await webhookFor(["usage.recorded"]);
+      const transactionId = await call((await stack.newKey({ projectId: loud.projectId })).key);
+      await expect.poll(() => receiver.received.length, WAIT).toBe(1);
+      const event = verified(loud.secret, 0);
+      expect(event).toMatchObject({
+        type: "usage.recorded",
+        projectid: loud.projectId,
+        subject: transactionId,
+      });
+      expect(event.data).toMatchObject({
+        transaction_id: transactionId,
+        vendor: "openai",
+        model: "gpt-4o-mini",
+      });
+      expect(queued.filter((body) => body.includes("usage.recorded"))).toHaveLength(2);
+    } finally {
+      queue.enqueue = enqueue;
+    }
+  });
+
   it("a test event reaches one webhook and says how it went", async () => {
     const { projectId, webhook, secret } = await webhookFor(["usage.recorded"]);
     const delivery = await stack.events.deliveries.test(projectId, webhook.webhookId);
