@@ -11,6 +11,7 @@ import {
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoInteractionIndex, PAGE_SCAN_BUDGET } from "../../lambda/adapters/dynamodb/interactions";
+import { ROLLUP_CHUNK } from "../../lambda/adapters/dynamodb/rollups";
 import { FileDeliveryLedger } from "../../lambda/adapters/fs/ledger";
 import { FsObjectStore } from "../../lambda/adapters/fs/object-store";
 import { FolderDeadLetters } from "../../lambda/adapters/in-process/dead-letters";
@@ -387,15 +388,17 @@ describe("writing", () => {
     ["the marker removal", updateWith("REMOVE")],
   ])("counts each transaction once when a crash stops %s and the batch comes again", async (_, step) => {
     const projectId = `crash-${++sequence}`;
-    const batch = Array.from({ length: 30 }, () => record(projectId));
+    // More than one rollup update's worth of records.
+    const count = ROLLUP_CHUNK + 5;
+    const batch = Array.from({ length: count }, () => record(projectId));
     const crashing = crashingAt(step);
     await expect(crashing.index.write(batch)).rejects.toThrow("simulated crash");
     expect(crashing.crashed()).toBe(true);
     await index.write(batch);
     expect(await totals(projectId)).toEqual(sumCounters(batch.map(deltaOf)));
-    expect((await breakdown(projectId, "key")).totals.requests).toBe(30);
+    expect((await breakdown(projectId, "key")).totals.requests).toBe(count);
     expect((await rollupItems(projectId)).flatMap(markersOf)).toEqual([]);
-    expect((await listAll(projectId)).rows).toHaveLength(30);
+    expect((await listAll(projectId)).rows).toHaveLength(count);
   });
 });
 

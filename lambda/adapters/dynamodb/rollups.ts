@@ -51,8 +51,14 @@ import type { TableNames } from "./tables";
  */
 
 const MARKER = "m_";
-/** Records per update: the expression stays far below DynamoDB's 4 KB expression limit. */
-export const ROLLUP_CHUNK = 25;
+/**
+ * Records per update. Each update's cost is mostly its own (locally ~1 ms of the store's CPU whatever
+ * its size), so larger chunks cost less per record: 50 took a rollup's add and clear from ~0.08 to
+ * ~0.04 ms of CPU per record and group, and in AWS from ~0.16 to ~0.12 write units (an add and a clear
+ * of an item of ~2.4 KB while 50 markers are on it, 3 units each, against ~1.4 KB and 2). Its expressions stay under half of DynamoDB's 4 KB limit: the condition
+ * of an add is ~1.5 KB, the update ~0.9 KB.
+ */
+export const ROLLUP_CHUNK = 50;
 
 const markerOf = (transactionId: string) => `${MARKER}${transactionId}`;
 
