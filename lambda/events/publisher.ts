@@ -24,8 +24,8 @@ const MAX_LISTINGS = 10_000;
  * webhook of its project names is queued, read back and dropped: one per proxied call, for nothing
  * (webhooks leave the type out unless they name it). This publisher leaves such an event out. Whether a
  * webhook names the type is read from the project's webhooks as listed at most `cacheMs` before, so a
- * webhook added since gets the calls that end from then on. Every other type is always published: they
- * are few, and a new webhook gets them at once. A listing that fails publishes the event: the delivery
+ * webhook that names it gets the calls that end from `cacheMs` after it was added. Every other type is
+ * always published: they are few, and a new webhook gets them at once. A listing that fails publishes the event: the delivery
  * decides, as it would have.
  */
 export function wantedUsageOnly(

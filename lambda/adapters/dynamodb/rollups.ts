@@ -52,11 +52,11 @@ import type { TableNames } from "./tables";
 
 const MARKER = "m_";
 /**
- * Records per update. Each update's cost is mostly its own (locally ~1 ms of the store's CPU whatever
- * its size), so larger chunks cost less per record: 50 took a rollup's add and clear from ~0.08 to
- * ~0.04 ms of CPU per record and group, and in AWS from ~0.16 to ~0.12 write units (an add and a clear
- * of an item of ~2.4 KB while 50 markers are on it, 3 units each, against ~1.4 KB and 2). Its expressions stay under half of DynamoDB's 4 KB limit: the condition
- * of an add is ~1.5 KB, the update ~0.9 KB.
+ * Records per update. An update costs about the same whatever its size (locally ~1 ms of the store's
+ * CPU), so larger chunks cost less per record: 50 took a rollup's add and clear from ~0.08 to ~0.04 ms
+ * of CPU per record and item, and in AWS from ~0.16 to ~0.12 write units (3 units each for an item of
+ * ~2.4 KB while 50 markers are on it, against 2 for ~1.4 KB). The expressions stay under half of
+ * DynamoDB's 4 KB limit: an add's condition is ~1.5 KB, its update ~0.8 KB.
  */
 export const ROLLUP_CHUNK = 50;
 
