@@ -10,12 +10,15 @@ interface Helpers {
   table(rows: Record<string, unknown>[], columns: string[]): string;
   iso(ms: unknown): string | undefined;
   usage(message: string): Error;
+  wholeNumber(values: Record<string, unknown>, name: string): number | undefined;
 }
 
 type Open = () => Promise<{ project(projectId: string): Promise<string>; events(): Promise<CliEvents> }>;
 
 interface EventCommand {
   usage: string;
+  /** One line for `--help`. */
+  summary: string;
   options: Record<string, { type: "string" | "boolean"; multiple?: boolean }>;
   positionals?: number;
   run(args: { values: Record<string, unknown>; positionals: string[]; open: Open }): Promise<unknown>;
@@ -60,6 +63,7 @@ export function eventCommands(h: Helpers): Record<string, EventCommand> {
 
   return {
     "alerts set": {
+      summary: "an alert when the balance falls below an amount, or a budget passes a share of its limit",
       usage:
         "dmt alerts set --project <id> [--low-balance-usd <amount>] [--budget-thresholds <percent,...>] [--json]",
       options: {
@@ -88,6 +92,7 @@ export function eventCommands(h: Helpers): Record<string, EventCommand> {
       print: (r) => (r as AlertRule[]).map(describeRule).join("\n"),
     },
     "alerts list": {
+      summary: "a project's alert rules, and whether the balance alert has fired",
       usage: "dmt alerts list --project <id> [--json]",
       options: { ...project, ...json },
       run: async ({ values, open }) => {
@@ -116,6 +121,7 @@ export function eventCommands(h: Helpers): Record<string, EventCommand> {
         ),
     },
     "alerts delete": {
+      summary: "deletes an alert rule",
       usage: `dmt alerts delete --project <id> <rule id: ${RULE_IDS.join(" | ")}> [--json]`,
       options: { ...project, ...json },
       positionals: 1,
@@ -130,6 +136,7 @@ export function eventCommands(h: Helpers): Record<string, EventCommand> {
       print: (r) => `Deleted alert rule ${(r as { ruleId: string }).ruleId}.`,
     },
     "webhooks add": {
+      summary: "a signed webhook for a project's events; prints its signing secret once",
       usage: "dmt webhooks add --project <id> --url <url> [--events <type,...>] [--json]",
       options: { ...project, url: { type: "string" }, events: { type: "string" }, ...json },
       run: async ({ values, open }) => {
@@ -163,6 +170,7 @@ export function eventCommands(h: Helpers): Record<string, EventCommand> {
       },
     },
     "webhooks list": {
+      summary: "a project's webhooks and the events each receives",
       usage: "dmt webhooks list --project <id> [--json]",
       options: { ...project, ...json },
       run: async ({ values, open }) => {
@@ -181,6 +189,7 @@ export function eventCommands(h: Helpers): Record<string, EventCommand> {
         ),
     },
     "webhooks delete": {
+      summary: "deletes a webhook",
       usage: "dmt webhooks delete --project <id> <webhook id> [--json]",
       options: { ...project, ...json },
       positionals: 1,
@@ -195,6 +204,7 @@ export function eventCommands(h: Helpers): Record<string, EventCommand> {
       print: (r) => `Deleted webhook ${(r as { webhookId: string }).webhookId}.`,
     },
     "webhooks test": {
+      summary: "sends a webhook a signed webhook.test event now and says how it answered",
       usage: "dmt webhooks test --project <id> <webhook id> [--json]",
       options: { ...project, ...json },
       positionals: 1,
@@ -205,6 +215,7 @@ export function eventCommands(h: Helpers): Record<string, EventCommand> {
       print: printDelivery,
     },
     "webhooks resend": {
+      summary: "sends a logged event to a webhook again, now, with its original id",
       usage: "dmt webhooks resend --project <id> <webhook id> <event id> [--json]",
       options: { ...project, ...json },
       positionals: 2,
@@ -215,15 +226,16 @@ export function eventCommands(h: Helpers): Record<string, EventCommand> {
       print: printDelivery,
     },
     "webhooks deliveries": {
+      summary: "a webhook's latest deliveries: status, attempts, the next retry",
       usage: "dmt webhooks deliveries --project <id> <webhook id> [--limit N] [--json]",
       options: { ...project, limit: { type: "string" }, ...json },
       positionals: 1,
       run: async ({ values, positionals, open }) => {
         const { projectId, events } = await opened(values, open);
         const webhook = await webhookOf(events, projectId, positionals[0] ?? "");
-        const limit =
-          typeof values.limit === "string" && /^\d+$/.test(values.limit) ? Number(values.limit) : 25;
-        return events.log.list(webhook.webhookId, Math.min(Math.max(limit, 1), 100));
+        const limit = h.wholeNumber(values, "limit") ?? 25;
+        if (limit < 1 || limit > 100) throw h.usage("--limit must be from 1 to 100");
+        return events.log.list(webhook.webhookId, limit);
       },
       print: (rows) =>
         h.table(

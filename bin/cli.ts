@@ -860,7 +860,13 @@ const commands: Record<string, Command> = {
       return `${table(cells, ["day", "model", "input", "input diff", "output", "output diff", "cached", "cached diff"])}\n${summary}`;
     },
   },
-  ...eventCommands({ required, table, iso, usage: (message: string) => new UsageError(message) }),
+  ...eventCommands({
+    required,
+    table,
+    iso,
+    wholeNumber,
+    usage: (message: string) => new UsageError(message),
+  }),
 };
 
 const signed = (n: number) => (n > 0 ? `+${n}` : String(n));

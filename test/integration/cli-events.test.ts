@@ -96,6 +96,23 @@ describe("dmt webhooks", SLOW, () => {
         ["webhook.test", "delivered"],
       ]),
     );
+    const latest = await dmtJson<unknown[]>(
+      ["webhooks", "deliveries", "--project", "hooked", added.id, "--limit", "1"],
+      dir,
+    );
+    expect(latest).toHaveLength(1);
+    const badLimits: [string, string][] = [
+      ["abc", "--limit must be a whole number"],
+      ["0", "--limit must be from 1 to 100"],
+      ["101", "--limit must be from 1 to 100"],
+    ];
+    for (const [bad, message] of badLimits) {
+      const refused = await runDmt(
+        ["webhooks", "deliveries", "--project", "hooked", added.id, `--limit=${bad}`],
+        dir,
+      );
+      expect(refused, bad).toMatchObject({ code: 2, stdout: "", stderr: expect.stringContaining(message) });
+    }
   });
 
   it("resends a dead delivery", async () => {

@@ -58,9 +58,33 @@ describe("dmt --help", { timeout: CLI_STEP_MS }, () => {
   it("lists every command with one line each at the top", async () => {
     const res = await dmt(["--help"]);
     expect(res.code).toBe(0);
-    for (const name of ["serve", "members add", "credits ledger", "keys list"]) {
+    for (const name of [
+      "serve",
+      "members add",
+      "credits ledger",
+      "keys list",
+      "alerts set",
+      "webhooks test",
+    ]) {
       expect(res.stdout).toMatch(new RegExp(`^  dmt ${name} +\\S`, "m"));
     }
+    // Every command's line says what it does (the event commands once printed "undefined").
+    const lines = res.stdout.split("\n").filter((line) => line.startsWith("  dmt "));
+    expect(lines.length).toBeGreaterThan(30);
+    for (const line of lines) expect(line, line).toMatch(/^ {2}dmt [a-z -]+? {2,}[a-z].{8,}$/);
+    expect(res.stdout).not.toContain("undefined");
+  });
+
+  it("explains a group of event commands and each of them", async () => {
+    const group = await dmt(["webhooks", "--help"]);
+    expect(group).toMatchObject({ code: 0, stderr: "" });
+    expect(group.stdout).toContain("dmt webhooks deliveries --project <id> <webhook id>");
+    expect(group.stdout).toContain("a webhook's latest deliveries");
+    expect(group.stdout).not.toContain("undefined");
+    const one = await dmt(["alerts", "set", "--help"]);
+    expect(one).toMatchObject({ code: 0, stderr: "" });
+    expect(one.stdout).toMatch(/^usage: dmt alerts set --project <id>/);
+    expect(one.stdout).toContain("An alert when the balance falls below an amount");
   });
 
   it("prints the version", async () => {
