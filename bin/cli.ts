@@ -948,6 +948,20 @@ function help(): string {
   ].join("\n");
 }
 
+/** One line for what `parseArgs` refused, in our words: its own messages run to three lines. */
+function argumentProblem(err: Error & { code?: string }): string {
+  const option = /'(-{1,2}[^' =]+)/.exec(err.message)?.[1];
+  if (option !== undefined && err.code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") return `unknown option ${option}`;
+  if (option !== undefined && err.code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE") {
+    // `--usd -5`: parseArgs will not take a value that looks like an option.
+    if (err.message.includes("ambiguous"))
+      return `a value starting with '-' goes after '=': ${option}=<value>`;
+    if (err.message.includes("argument missing")) return `${option} needs a value`;
+    if (err.message.includes("does not take an argument")) return `${option} takes no value`;
+  }
+  return (err.message.split("\n")[0] ?? "").replace(/\.$/, "");
+}
+
 function commandHelp(usage: string, summary: string): string {
   return `usage: ${usage}\n\n${summary[0]?.toUpperCase()}${summary.slice(1)}.\n`;
 }
@@ -1050,7 +1064,7 @@ async function main(argv: string[]): Promise<number> {
       strict: true,
     });
   } catch (err) {
-    throw new UsageError(`${(err as Error).message.split("\n")[0]}; usage: ${command.usage}`);
+    throw new UsageError(`${argumentProblem(err as Error & { code?: string })}; usage: ${command.usage}`);
   }
   if (parsed.positionals.length !== (command.positionals ?? 0)) throw new UsageError(command.usage);
 

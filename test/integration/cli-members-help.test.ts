@@ -87,6 +87,22 @@ describe("dmt --help", { timeout: CLI_STEP_MS }, () => {
     expect(one.stdout).toContain("An alert when the balance falls below an amount");
   });
 
+  it.concurrent.each([
+    [
+      ["credits", "grant", "--project", "demo", "--usd", "-5"],
+      "a value starting with '-' goes after '=': --usd=<value>",
+    ],
+    [["credits", "ledger", "--project", "demo", "--since", "yesterday"], "unknown option --since;"],
+    [["credits", "grant", "--project", "demo", "--usd"], "--usd needs a value;"],
+    [["keys", "list", "--project", "demo", "--json=yes"], "--json takes no value;"],
+  ])("explains refused options %j in one line, with the usage", async (args, message) => {
+    const res = await dmt(args);
+    expect(res).toMatchObject({ code: 2, stdout: "" });
+    expect(res.stderr).toContain(message);
+    expect(res.stderr).toContain(`usage: dmt ${args[0]} ${args[1]} --project <id>`);
+    expect(res.stderr.trim().split("\n")).toHaveLength(1);
+  });
+
   it("prints the version", async () => {
     const res = await dmt(["--version"]);
     expect(res).toMatchObject({ code: 0, stdout: "dmt 0.1.0\n", stderr: "" });
