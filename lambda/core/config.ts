@@ -4,8 +4,9 @@ import * as z from "zod/mini";
 /**
  * The one configuration mechanism of every host and function: an environment checked against a schema
  * once, at start (a Lambda cold start, the local server's launch). A bad or missing value fails naming
- * its variable. The schemas live beside their hosts: `handlers/runtime/config.ts` (one per Lambda
- * function), `local/config.ts` (the embedded host).
+ * its variable and what it must be (the helpers below carry the words: zod/mini has none of its own).
+ * The schemas live beside their hosts: `handlers/runtime/config.ts` (one per Lambda function),
+ * `local/config.ts` (the embedded host).
  */
 export function parseEnv<T extends z.ZodMiniType>(
   schema: T,
@@ -20,17 +21,30 @@ export function parseEnv<T extends z.ZodMiniType>(
 }
 
 /** A non-empty string. */
-export const text = z.string().check(z.minLength(1));
+export const text = z.string({ error: "must be set" }).check(z.minLength(1, { error: "must not be empty" }));
 
 /** An http or https URL (an endpoint or an upstream). */
-export const httpUrl = z.url({ protocol: /^https?$/ });
+export const httpUrl = z.url({ protocol: /^https?$/, error: "must be an http or https URL" });
+
+/** One of a few words, saying which when it is not. */
+export function oneOf<const T extends readonly [string, ...string[]]>(values: T) {
+  return z.enum(values, { error: `must be one of ${values.join(", ")}` });
+}
 
 /** A number from an environment string, within bounds, with its default when unset. */
 export function numberIn(min: number, max: number, fallback: number) {
-  return z._default(z.coerce.number().check(z.minimum(min), z.maximum(max)), fallback);
+  const error = `must be a number from ${min} to ${max}`;
+  return z._default(
+    z.coerce.number({ error }).check(z.minimum(min, { error }), z.maximum(max, { error })),
+    fallback,
+  );
 }
 
 /** The same, whole numbers only. */
 export function wholeNumberIn(min: number, max: number, fallback: number) {
-  return z._default(z.coerce.number().check(z.int(), z.minimum(min), z.maximum(max)), fallback);
+  const error = `must be a whole number from ${min} to ${max}`;
+  return z._default(
+    z.coerce.number({ error }).check(z.int({ error }), z.minimum(min, { error }), z.maximum(max, { error })),
+    fallback,
+  );
 }

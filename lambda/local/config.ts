@@ -1,11 +1,12 @@
 import { resolve } from "node:path";
 import * as z from "zod/mini";
-import { httpUrl, parseEnv, text, wholeNumberIn } from "../core/config";
+import { httpUrl, oneOf, parseEnv, text, wholeNumberIn } from "../core/config";
 import { LOG_LEVELS } from "../core/logger";
 import type { VendorName } from "../core/vendor-names";
 
 const upstreamUrl = z.optional(httpUrl);
 const optionalText = z.optional(text);
+const HTTPS_ORIGIN = "must be an https origin, with no path or query";
 
 /** Where the local service keeps its data unless DMT_DATA_DIR says otherwise (relative to the cwd). */
 export const DEFAULT_DATA_DIR = ".dmt";
@@ -24,13 +25,8 @@ const schema = z
     /** The HTTPS origin clients use; plain HTTP is redirected there (default: the listening host and port). */
     DMT_PUBLIC_URL: z.optional(
       z
-        .url({ protocol: /^https$/ })
-        .check(
-          z.refine(
-            (url) => /^https:\/\/[^/?#]+\/?$/.test(url),
-            "must be an https origin, with no path or query",
-          ),
-        ),
+        .url({ protocol: /^https$/, error: HTTPS_ORIGIN })
+        .check(z.refine((url) => /^https:\/\/[^/?#]+\/?$/.test(url), HTTPS_ORIGIN)),
     ),
     /** Longest wait from a connection's start to a complete request head (slow clients get 408). */
     DMT_HEADERS_TIMEOUT_MS: wholeNumberIn(100, 300_000, 20_000),
@@ -38,9 +34,9 @@ const schema = z
     DMT_MAX_CONNECTIONS_PER_CLIENT: wholeNumberIn(1, 100_000, 256),
     /** How long a key lookup is cached: the revocation delay. */
     DMT_KEY_CACHE_MS: wholeNumberIn(0, 60_000, 5000),
-    DMT_LOG_LEVEL: z._default(z.enum(LOG_LEVELS), "info"),
+    DMT_LOG_LEVEL: z._default(oneOf(LOG_LEVELS), "info"),
     /** Use an existing DynamoDB endpoint instead of starting the embedded one. */
-    DMT_DYNAMODB_ENDPOINT: z.optional(z.url()),
+    DMT_DYNAMODB_ENDPOINT: z.optional(httpUrl),
     /** Vendor upstreams (origin plus optional base path) and managed keys; see vendorSettings. */
     DMT_UPSTREAM_GROQ: upstreamUrl,
     DMT_UPSTREAM_OPENAI: upstreamUrl,
@@ -54,7 +50,7 @@ const schema = z
     /** Longest wait for a vendor's first byte and between two chunks (reasoning models think for minutes). */
     DMT_UPSTREAM_IDLE_TIMEOUT_MS: wholeNumberIn(1, 900_000, 600_000),
     /** Credits, rate limits and idempotency; `off` relays unmetered (benchmarks measure the difference). */
-    DMT_METERING: z._default(z.enum(["on", "off"]), "on"),
+    DMT_METERING: z._default(oneOf(["on", "off"]), "on"),
     /** How often queued interaction records are written to Parquet (and become queryable). */
     DMT_WAREHOUSE_FLUSH_MS: wholeNumberIn(50, 5000, 2000),
     /** How long a credit hold lasts before the sweeper may release it: longer than any call. */

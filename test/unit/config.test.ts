@@ -13,11 +13,30 @@ describe("configuration", () => {
     expect(config.dataDir.endsWith("some/dir")).toBe(true);
   });
 
-  it("names the local variable that is out of bounds, not whole or not a URL", () => {
-    expect(() => parseLocalConfig({ PORT: "70000" })).toThrow(/^Invalid configuration: PORT: /);
-    expect(() => parseLocalConfig({ DMT_SWEEP_INTERVAL_MS: "150.5" })).toThrow(/DMT_SWEEP_INTERVAL_MS/);
-    expect(() => parseLocalConfig({ DMT_UPSTREAM_GROQ: "ftp://x" })).toThrow(/DMT_UPSTREAM_GROQ/);
-    expect(() => parseLocalConfig({ DMT_METERING: "maybe" })).toThrow(/DMT_METERING/);
+  it("names the local variable that is out of bounds, not whole or not a URL, and says what it must be", () => {
+    const cases: [Record<string, string>, string][] = [
+      [{ PORT: "70000" }, "PORT: must be a whole number from 0 to 65535"],
+      [{ PORT: "abc" }, "PORT: must be a whole number from 0 to 65535"],
+      [
+        { DMT_SWEEP_INTERVAL_MS: "150.5" },
+        "DMT_SWEEP_INTERVAL_MS: must be a whole number from 100 to 3600000",
+      ],
+      [{ DMT_UPSTREAM_GROQ: "ftp://x" }, "DMT_UPSTREAM_GROQ: must be an http or https URL"],
+      [{ DMT_METERING: "maybe" }, "DMT_METERING: must be one of on, off"],
+      [{ DMT_LOG_LEVEL: "loud" }, "DMT_LOG_LEVEL: must be one of debug, info, warn, error, silent"],
+      [
+        { DMT_PUBLIC_URL: "http://dmt.example" },
+        "DMT_PUBLIC_URL: must be an https origin, with no path or query",
+      ],
+      [
+        { DMT_PUBLIC_URL: "https://dmt.example/app" },
+        "DMT_PUBLIC_URL: must be an https origin, with no path or query",
+      ],
+      [{ HOST: "" }, "HOST: must not be empty"],
+    ];
+    for (const [env, message] of cases) {
+      expect(() => parseLocalConfig(env), JSON.stringify(env)).toThrow(`Invalid configuration: ${message}`);
+    }
   });
 
   it("wants both TLS files locally, or neither", () => {
@@ -29,7 +48,10 @@ describe("configuration", () => {
 
   it("fails a Lambda function's configuration the same way", () => {
     expect(() => parseBaseConfig({ DMT_METRICS_NAMESPACE: "" })).toThrow(
-      /^Invalid configuration: DMT_METRICS_NAMESPACE: /,
+      "Invalid configuration: DMT_METRICS_NAMESPACE: must not be empty",
+    );
+    expect(() => parseBaseConfig({ DMT_LOG_LEVEL: "loud" })).toThrow(
+      "Invalid configuration: DMT_LOG_LEVEL: must be one of debug, info, warn, error, silent",
     );
     expect(parseBaseConfig({}).DMT_LOG_LEVEL).toBe("info");
   });

@@ -1,7 +1,7 @@
 // zod/mini, not zod: the full build adds ~450 KB to every bundle, the mini one ~20 KB.
 import * as z from "zod/mini";
 import { TABLES, type TableNames, tableNames } from "../../adapters/dynamodb/tables";
-import { httpUrl, numberIn, parseEnv, text } from "../../core/config";
+import { httpUrl, numberIn, oneOf, parseEnv, text } from "../../core/config";
 import { LOG_LEVELS } from "../../core/logger";
 import { VENDOR_NAMES } from "../../core/vendor-model";
 
@@ -10,13 +10,13 @@ import { VENDOR_NAMES } from "../../core/vendor-model";
  * (`core/config.ts`); a bad or missing value fails naming its variable.
  */
 const base = z.object({
-  DMT_LOG_LEVEL: z._default(z.enum(LOG_LEVELS), "info"),
+  DMT_LOG_LEVEL: z._default(oneOf(LOG_LEVELS), "info"),
   /** CloudWatch namespace of the functions' metrics (the stack sets `dmt/<stack name>`). */
-  DMT_METRICS_NAMESPACE: z._default(z.string().check(z.minLength(1)), "dmt"),
+  DMT_METRICS_NAMESPACE: z._default(text, "dmt"),
 });
 
 const tableVariables = Object.fromEntries(
-  Object.keys(TABLES).map((name) => [`DMT_TABLE_${name.toUpperCase()}`, z.string().check(z.minLength(1))]),
+  Object.keys(TABLES).map((name) => [`DMT_TABLE_${name.toUpperCase()}`, text]),
 );
 
 const store = z.extend(base, {
@@ -24,7 +24,7 @@ const store = z.extend(base, {
   /** How long a key lookup is cached in a warm container: the revocation delay in AWS. */
   DMT_KEY_CACHE_MS: numberIn(0, 60_000, 5000),
   /** Another DynamoDB endpoint (tests point this at dynalite); unset in AWS. */
-  DMT_DYNAMODB_ENDPOINT: z.optional(z.url()),
+  DMT_DYNAMODB_ENDPOINT: z.optional(httpUrl),
 });
 
 /**
@@ -35,7 +35,7 @@ export const GATEWAY_STREAM_IDLE_MS = 300_000;
 
 const proxy = z.extend(base, {
   /** The vendor this function serves: every proxy function runs the same bundle. */
-  DMT_VENDOR: z.enum(VENDOR_NAMES),
+  DMT_VENDOR: oneOf(VENDOR_NAMES),
   /** Secrets Manager secrets (ARNs): the managed vendor key, and the origin secret API Gateway sends. */
   DMT_VENDOR_KEY_SECRET_ARN: text,
   DMT_ORIGIN_SECRET_ARN: text,
