@@ -182,7 +182,7 @@ export function createHttpServer(options: HttpServerOptions): RunningServer {
   return {
     listen: (port, host) =>
       new Promise((resolve, reject) => {
-        front.once("error", reject);
+        front.once("error", (err) => reject(listenError(err, port, host)));
         front.listen(port, host, () => {
           const listening = (front.address() as { port: number }).port;
           redirectOrigin ??= `https://${host.includes(":") ? `[${host}]` : host}:${listening}`;
@@ -206,4 +206,19 @@ export function createHttpServer(options: HttpServerOptions): RunningServer {
       });
     },
   };
+}
+
+/** Why the server cannot listen, saying which setting to change (the code stays for searches). */
+function listenError(err: NodeJS.ErrnoException, port: number, host: string): Error {
+  const where = `${host.includes(":") ? `[${host}]` : host}:${port}`;
+  const advice: Record<string, string> = {
+    EADDRINUSE: `${where} is already in use: stop what listens there, or set PORT to another port`,
+    EADDRNOTAVAIL: `${host} is not an address of this machine: set HOST to one, such as 127.0.0.1`,
+    ENOTFOUND: `${host} is not an address of this machine: set HOST to one, such as 127.0.0.1`,
+    EACCES: `port ${port} needs privileges here: set PORT to 1024 or above`,
+  };
+  const said = err.code === undefined ? undefined : advice[err.code];
+  return said === undefined
+    ? err
+    : new Error(`Cannot listen on ${where} (${err.code}): ${said}.`, { cause: err });
 }

@@ -257,7 +257,17 @@ describe("a local stack that fails to start", () => {
       async () => ({ DMT_TLS_CERT: join(dir, "missing.pem"), DMT_TLS_KEY: join(dir, "missing.pem") }),
       /ENOENT.*missing\.pem/,
     ],
-    ["its port is taken", async () => ({ PORT: await takenPort() }), /EADDRINUSE/],
+    [
+      "its port is taken",
+      async () => ({ PORT: await takenPort() }),
+      /^Cannot listen on 127\.0\.0\.1:\d+ \(EADDRINUSE\): .*set PORT to another port/,
+    ],
+    [
+      // 192.0.2.1 is a documentation address (RFC 5737): no interface here has it.
+      "its host is not this machine's",
+      async () => ({ HOST: "192.0.2.1" }),
+      /^Cannot listen on 192\.0\.2\.1:0 \(EADDRNOTAVAIL\): .*set HOST to one, such as 127\.0\.0\.1/,
+    ],
   ];
 
   it.each(failures)("rejects when %s, and closes what it opened", async (_, prepare, error) => {
