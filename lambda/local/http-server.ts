@@ -211,10 +211,11 @@ export function createHttpServer(options: HttpServerOptions): RunningServer {
 /** Why the server cannot listen, saying which setting to change (the code stays for searches). */
 function listenError(err: NodeJS.ErrnoException, port: number, host: string): Error {
   const where = `${host.includes(":") ? `[${host}]` : host}:${port}`;
+  const notHere = `${host} is not an address of this machine: set HOST to one, such as 127.0.0.1`;
   const advice: Record<string, string> = {
     EADDRINUSE: `${where} is already in use: stop what listens there, or set PORT to another port`,
-    EADDRNOTAVAIL: `${host} is not an address of this machine: set HOST to one, such as 127.0.0.1`,
-    ENOTFOUND: `${host} is not an address of this machine: set HOST to one, such as 127.0.0.1`,
+    EADDRNOTAVAIL: notHere,
+    ENOTFOUND: notHere,
     EACCES: `port ${port} needs privileges here: set PORT to 1024 or above`,
   };
   const said = err.code === undefined ? undefined : advice[err.code];
