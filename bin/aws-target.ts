@@ -57,6 +57,22 @@ export interface AwsTarget {
   close(): void;
 }
 
+/** The AWS SDK's words for a missing region or missing credentials, turned into what to set. */
+function setupProblem(err: Error, stackName: string): Error {
+  // Missing, or set but empty or malformed (`export AWS_REGION=`).
+  if (err.message === "Region is missing" || err.message.startsWith("Region not accepted")) {
+    return new Error(
+      `--stack ${stackName} needs an AWS region: set AWS_REGION, or AWS_PROFILE to a profile that has one.`,
+    );
+  }
+  if (err.name === "CredentialsProviderError") {
+    return new Error(
+      `--stack ${stackName} needs AWS credentials and found none: set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.`,
+    );
+  }
+  return err;
+}
+
 /**
  * Finds a deployed stack's tables from its CloudFormation outputs (`Table<Name>`, `ByokKeyArn`), with
  * the caller's AWS credentials and region (the usual AWS_PROFILE, AWS_REGION...). The DynamoDB client
@@ -67,6 +83,8 @@ export async function openAwsTarget(stackName: string): Promise<AwsTarget> {
   let described: DescribeStacksCommandOutput;
   try {
     described = await cloudFormation.send(new DescribeStacksCommand({ StackName: stackName }));
+  } catch (err) {
+    throw setupProblem(err as Error, stackName);
   } finally {
     cloudFormation.destroy();
   }

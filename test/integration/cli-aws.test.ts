@@ -270,6 +270,26 @@ describe("dmt against a deployed stack", () => {
     expect(res.code).toBe(1);
     expect(res.stderr).toBe("dmt: Stack with id Ghost does not exist\n");
   });
+
+  it("says what to set when there is no AWS region or no credentials", async () => {
+    // Unset (undefined leaves it out of the child's environment), and set but empty.
+    for (const region of [undefined, ""]) {
+      const env = { AWS_REGION: region, AWS_DEFAULT_REGION: region } as unknown as Record<string, string>;
+      const noRegion = await dmt(["projects", "list", "--stack", STACK], { env });
+      expect(noRegion, String(region)).toMatchObject({ code: 1, stdout: "" });
+      expect(noRegion.stderr).toBe(
+        `dmt: --stack ${STACK} needs an AWS region: set AWS_REGION, or AWS_PROFILE to a profile that has one.\n`,
+      );
+    }
+    const noCredentials = await dmt(["projects", "list", "--stack", STACK], {
+      // No keys, no files, and no instance metadata to ask (this machine is no EC2 instance).
+      env: { AWS_ACCESS_KEY_ID: "", AWS_SECRET_ACCESS_KEY: "", AWS_EC2_METADATA_DISABLED: "true" },
+    });
+    expect(noCredentials).toMatchObject({ code: 1, stdout: "" });
+    expect(noCredentials.stderr).toBe(
+      `dmt: --stack ${STACK} needs AWS credentials and found none: set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.\n`,
+    );
+  });
   it("lists the prices the stack charges: its override and markup", async () => {
     const listed = await dmt(["prices", "list", "--vendor", "groq", "--json", "--stack", STACK]);
     expect(listed.code).toBe(0);
