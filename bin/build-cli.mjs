@@ -12,7 +12,7 @@ const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
 
 /**
  * The local configuration (`lambda/local/config.ts`, read by every command) is bundled on its own, into
- * `config.js`, which the chunks import. zod/mini and the full zod (the price catalogue's schema) share
+ * `config.js`, which the chunks import. zod/mini and the full zod (the dashboard's request schemas) share
  * most of zod's files, and esbuild puts a file that two chunks reach into a chunk both load, with all
  * that either uses: in one bundle, every command loaded the whole of zod with its locales (~400 KB).
  * On its own, the configuration and what it uses of zod/mini are ~25 KB.

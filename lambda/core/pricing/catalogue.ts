@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { z } from "zod";
+import type * as z from "zod/mini";
 import { formatNanos, ONE, type Ratio, ratioOf } from "./decimal";
 import {
   catalogueSchema,
@@ -199,7 +199,7 @@ export function loadPriceCatalogue(base: unknown, override?: unknown, markup?: n
   return new PriceCatalogue(catalogue, plain ? ONE : ratio, priceVersion);
 }
 
-function parse<T extends z.ZodType>(schema: T, value: unknown, what: string, raw: unknown): z.output<T> {
+function parse<T extends z.ZodMiniType>(schema: T, value: unknown, what: string, raw: unknown): z.output<T> {
   const result = schema.safeParse(value);
   if (!result.success) throw new Error(describeIssue(what, result.error.issues[0], raw));
   return result.data;

@@ -1,8 +1,13 @@
-import * as z from "zod";
+import { en } from "zod/locales";
+import * as z from "zod/mini";
 import { VENDOR_NAMES, type VendorName } from "../vendor-names";
 import { decimalText, parseNanos } from "./decimal";
 
 /** The shape of `prices/catalogue.json` and of a deployment's override file (see prices/README.md). */
+
+// zod/mini keeps the bundles small (docs/aws.md, "Bundle") but has no messages of its own: a bad price
+// file is explained in English, as full zod does.
+z.config(en());
 
 /** The vendors a price names: those dmt proxies. */
 export const VENDORS = VENDOR_NAMES;
@@ -15,40 +20,50 @@ export type ModelKind = (typeof KINDS)[number];
 const MAX_USD = 10_000n * 1_000_000_000n;
 
 /** A USD amount as decimal text or a JSON number, held as integer nano-USD. */
-const usd = z.union([z.string(), z.number()]).transform((value, ctx) => {
-  const text = decimalText(value);
-  if (text === undefined) {
-    ctx.addIssue({
-      code: "custom",
-      message: "must be a non-negative USD amount with at most 9 decimals, e.g. 2.50",
-    });
-    return z.NEVER;
-  }
-  const nanos = parseNanos(text);
-  if (nanos > MAX_USD) {
-    ctx.addIssue({ code: "custom", message: "is over 10000 USD, which no vendor charges per unit" });
-    return z.NEVER;
-  }
-  return nanos;
-});
+const usd = z.pipe(
+  z.union([z.string(), z.number()]),
+  z.transform((value: string | number, ctx) => {
+    const text = decimalText(value);
+    if (text === undefined) {
+      ctx.issues.push({
+        code: "custom",
+        input: value,
+        message: "must be a non-negative USD amount with at most 9 decimals, e.g. 2.50",
+      });
+      return z.NEVER;
+    }
+    const nanos = parseNanos(text);
+    if (nanos > MAX_USD) {
+      ctx.issues.push({
+        code: "custom",
+        input: value,
+        message: "is over 10000 USD, which no vendor charges per unit",
+      });
+      return z.NEVER;
+    }
+    return nanos;
+  }),
+);
 
-const modelId = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$/, "must be a model id (no spaces)");
+const modelId = z
+  .string()
+  .check(z.regex(/^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$/, "must be a model id (no spaces)"));
 const versionTag = z
   .string()
-  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, "must be a short tag like 2026-11-22");
+  .check(z.regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, "must be a short tag like 2026-11-22"));
 
 const tokenRates = {
-  input: usd.optional(),
-  output: usd.optional(),
-  cached_input: usd.optional(),
-  cache_write: usd.optional(),
+  input: z.optional(usd),
+  output: z.optional(usd),
+  cached_input: z.optional(usd),
+  cache_write: z.optional(usd),
   /** Cache writes with a 1-hour TTL (Anthropic); `cache_write` prices the 5-minute ones. */
-  cache_write_1h: usd.optional(),
-  reasoning: usd.optional(),
+  cache_write_1h: z.optional(usd),
+  reasoning: z.optional(usd),
   /** Input and output tokens of audio or images, where a model bills them apart from text. */
-  audio_input: usd.optional(),
-  image_input: usd.optional(),
-  audio_output: usd.optional(),
+  audio_input: z.optional(usd),
+  image_input: z.optional(usd),
+  audio_output: z.optional(usd),
 };
 
 /** Server-side tools the vendors bill per use (see prices/README.md for what each counts). */
@@ -66,7 +81,7 @@ const tierRates = z.strictObject({ ...tokenRates, input: usd, output: usd });
 
 const longContext = z.strictObject({
   /** The whole request moves to these rates when its input (cached and cache writes included) exceeds this. */
-  above_input_tokens: z.int().min(1),
+  above_input_tokens: z.int().check(z.gte(1)),
   ...tokenRates,
   input: usd,
   output: usd,
@@ -76,26 +91,26 @@ const priceRow = z.strictObject({
   /** UTC date from which this row applies, until the next row's date. */
   effective_from: z.iso.date(),
   ...tokenRates,
-  long_context: longContext.optional(),
+  long_context: z.optional(longContext),
   /** Whole-call rates when the vendor answers from another service tier (the long-context tier aside). */
-  service_tiers: z.partialRecord(z.enum(SERVICE_TIERS), tierRates).optional(),
+  service_tiers: z.optional(z.partialRecord(z.enum(SERVICE_TIERS), tierRates)),
   /** USD per 1,000 calls of a server-side tool (each search a model runs). */
-  tool_calls: toolFees.optional(),
+  tool_calls: z.optional(toolFees),
   /** USD per 1,000 requests that used a server-side tool at all, however often (Gemini 2.x grounding). */
-  tool_requests: toolFees.optional(),
+  tool_requests: z.optional(toolFees),
   /** USD per image: one price, or one per "<quality>/<size>" variant. */
-  per_image: z.union([usd, z.record(z.string().regex(/^[a-z0-9/_-]{1,40}$/), usd)]).optional(),
+  per_image: z.optional(z.union([usd, z.record(z.string().check(z.regex(/^[a-z0-9/_-]{1,40}$/)), usd)])),
   /** Audio billed by duration, rounded up to whole seconds, with an optional per-request minimum. */
-  audio: z
-    .strictObject({
+  audio: z.optional(
+    z.strictObject({
       per: z.enum(["second", "minute", "hour"]),
       usd,
-      minimum_seconds: z.int().min(0).max(3600).optional(),
-    })
-    .optional(),
+      minimum_seconds: z.optional(z.int().check(z.gte(0), z.lte(3600))),
+    }),
+  ),
   /** Speech billed by input characters, USD per million characters. */
-  per_million_characters: usd.optional(),
-  note: z.string().optional(),
+  per_million_characters: z.optional(usd),
+  note: z.optional(z.string()),
 });
 
 export type RawPriceRow = z.infer<typeof priceRow>;
@@ -104,15 +119,15 @@ const entryFields = {
   vendor: z.enum(VENDORS),
   model: modelId,
   kind: z.enum(KINDS),
-  aliases: z.array(modelId).optional(),
+  aliases: z.optional(z.array(modelId)),
   /** The model's output cap: sizes the credit hold when a request sets no max tokens. */
-  max_output_tokens: z.int().min(1).max(10_000_000).optional(),
-  note: z.string().optional(),
-  prices: z.array(priceRow).min(1),
+  max_output_tokens: z.optional(z.int().check(z.gte(1), z.lte(10_000_000))),
+  note: z.optional(z.string()),
+  prices: z.array(priceRow).check(z.minLength(1)),
 };
 
 /** Which prices each kind must carry, so a model is never metered at zero by omission. */
-function checkEntry(entry: z.infer<z.ZodObject<typeof entryFields>>, ctx: z.RefinementCtx): void {
+function checkEntry(entry: z.infer<z.ZodMiniObject<typeof entryFields>>, ctx: z.core.$RefinementCtx): void {
   const issue = (path: (string | number)[], message: string) =>
     ctx.addIssue({ code: "custom", path, message });
   if (entry.kind === "chat" && entry.max_output_tokens === undefined) {
@@ -150,53 +165,59 @@ function checkEntry(entry: z.infer<z.ZodObject<typeof entryFields>>, ctx: z.Refi
   });
 }
 
-const entry = z.strictObject(entryFields).superRefine(checkEntry);
+const entry = z.strictObject(entryFields).check(z.superRefine(checkEntry));
 export type RawEntry = z.infer<typeof entry>;
 
 const source = z.strictObject({
   vendor: z.enum(VENDORS),
   url: z.url(),
   read_on: z.iso.date(),
-  page_date: z.iso.date().optional(),
-  note: z.string().optional(),
+  page_date: z.optional(z.iso.date()),
+  note: z.optional(z.string()),
 });
 
 export const catalogueSchema = z
   .strictObject({
     version: versionTag,
     currency: z.literal("USD"),
-    notes: z.array(z.string()).optional(),
-    sources: z.array(source).min(1),
+    notes: z.optional(z.array(z.string())),
+    sources: z.array(source).check(z.minLength(1)),
     models: z.array(entry),
   })
-  .superRefine((catalogue, ctx) => {
-    // Every id and alias names one model per vendor, or lookups would be ambiguous.
-    const owner = new Map<string, string>();
-    catalogue.models.forEach((model, i) => {
-      for (const id of [model.model, ...(model.aliases ?? [])]) {
-        const key = `${model.vendor}/${id}`;
-        const taken = owner.get(key);
-        if (taken !== undefined) {
-          ctx.addIssue({ code: "custom", path: ["models", i, "model"], message: `'${id}' is also ${taken}` });
+  .check(
+    z.superRefine((catalogue, ctx) => {
+      // Every id and alias names one model per vendor, or lookups would be ambiguous.
+      const owner = new Map<string, string>();
+      catalogue.models.forEach((model, i) => {
+        for (const id of [model.model, ...(model.aliases ?? [])]) {
+          const key = `${model.vendor}/${id}`;
+          const taken = owner.get(key);
+          if (taken !== undefined) {
+            ctx.addIssue({
+              code: "custom",
+              path: ["models", i, "model"],
+              message: `'${id}' is also ${taken}`,
+            });
+          }
+          owner.set(key, `${model.vendor}/${model.model}`);
         }
-        owner.set(key, `${model.vendor}/${model.model}`);
-      }
-    });
-  });
+      });
+    }),
+  );
 export type RawCatalogue = z.infer<typeof catalogueSchema>;
 
 /** An override entry: a new model (then complete) or changes to a catalogued one. */
 export const overrideSchema = z.strictObject({
-  version: versionTag.optional(),
-  markup: z.number().optional(),
-  notes: z.array(z.string()).optional(),
-  models: z
-    .array(
+  version: z.optional(versionTag),
+  markup: z.optional(z.number()),
+  notes: z.optional(z.array(z.string())),
+  models: z.optional(
+    z.array(
       z.looseObject({
         vendor: z.enum(VENDORS),
         model: modelId,
-        prices: z.array(z.looseObject({ effective_from: z.iso.date() })).optional(),
+        prices: z.optional(z.array(z.looseObject({ effective_from: z.iso.date() }))),
       }),
-    )
-    .optional(),
+    ),
+  ),
 });
