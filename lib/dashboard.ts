@@ -354,9 +354,8 @@ export class Dashboard extends Construct {
     for (const [table, actions] of Object.entries(access) as [TableName, string[]][]) {
       store.grant(fn, table, actions);
     }
-    // Listing a project's keys, members and deletion requests, and filtered interaction pages, query
-    // the tables' indexes.
-    const indexed: TableName[] = ["keys", "members", "interactions", "deletionRequests"];
+    // Listing a project's keys, members and deletion requests queries the tables' indexes.
+    const indexed: TableName[] = ["keys", "members", "deletionRequests"];
     fn.addToRolePolicy(
       new PolicyStatement({
         actions: ["dynamodb:Query"],

@@ -337,16 +337,18 @@ export class DeletionWorkflow extends Construct {
     store.grant(fn, "deletionRequests", ["GetItem", "PutItem", "UpdateItem", "Query"]);
     store.grant(fn, "deletionTombstones", ["PutItem"]);
     store.grant(fn, "projectSettings", ["GetItem"]);
-    // The dashboard's interactions index: a user's entries found on its byUser index, each record and
-    // entry read and deleted. The rollups keep the figures; the user's usage rows (a Query of the
+    // The dashboard's interactions index: a user's interactions found in the project's packs, the
+    // packs that hold purged ones rewritten (or deleted) and their pointers deleted; entries written
+    // before packs read and deleted. The rollups keep the figures; the user's usage rows (a Query of the
     // project's user rows) move to deleted users' rows: named (UpdateItem), copied (PutItem), removed.
-    store.grant(fn, "interactions", ["GetItem", "DeleteItem"]);
-    fn.addToRolePolicy(
-      new PolicyStatement({
-        actions: ["dynamodb:Query"],
-        resources: [`${store.tables.interactions.tableArn}/index/byUser`],
-      }),
-    );
+    store.grant(fn, "interactions", [
+      "Query",
+      "GetItem",
+      "BatchGetItem",
+      "PutItem",
+      "DeleteItem",
+      "BatchWriteItem",
+    ]);
     store.grant(fn, "usageRollups", ["Query", "UpdateItem", "PutItem", "DeleteItem"]);
 
     const stack = Stack.of(this);

@@ -41,7 +41,7 @@ export class Retention extends Construct {
     const fn = this.fn.function;
     store.grant(fn, "projects", ["Scan"]);
     // The index: a project's entries by day range, read and removed or rewritten without bodies.
-    store.grant(fn, "interactions", ["Query", "GetItem", "PutItem", "DeleteItem"]);
+    store.grant(fn, "interactions", ["Query", "GetItem", "PutItem", "DeleteItem", "BatchWriteItem"]);
 
     const bucket = warehouse.dataBucket;
     fn.addToRolePolicy(

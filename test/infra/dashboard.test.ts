@@ -478,13 +478,8 @@ describe("dashboard function", () => {
       [table("webhooks")]: ["DeleteItem", "GetItem", "PutItem", "Query"],
       [table("webhookDeliveries")]: ["GetItem", "PutItem", "Query"],
       [table("vendorKeys")]: ["DeleteItem", "Query", "UpdateItem"],
+      // Interaction pages read packs from the table itself, never its old filter indexes.
       [table("interactions")]: ["GetItem", "Query"],
-      ...Object.fromEntries(
-        (TABLES.interactions.indexes ?? []).map((index) => [
-          `${table("interactions")}/index/${index.name}`,
-          ["Query"],
-        ]),
-      ),
       [table("usageRollups")]: ["Query"],
       [table("projectSettings")]: ["GetItem", "UpdateItem"],
       [table("deletionRequests")]: ["GetItem", "PutItem", "Query"],

@@ -1,13 +1,9 @@
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import {
-  type DynamoDBClient,
-  GetItemCommand,
-  PutItemCommand,
-  QueryCommand,
-  UpdateItemCommand,
-} from "@aws-sdk/client-dynamodb";
+import { gzipSync } from "node:zlib";
+import { type DynamoDBClient, GetItemCommand, PutItemCommand, QueryCommand } from "@aws-sdk/client-dynamodb";
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoInteractionIndex, PAGE_SCAN_BUDGET } from "../../lambda/adapters/dynamodb/interactions";
@@ -17,7 +13,7 @@ import { FsObjectStore } from "../../lambda/adapters/fs/object-store";
 import { FolderDeadLetters } from "../../lambda/adapters/in-process/dead-letters";
 import { parquetCodec } from "../../lambda/adapters/parquet/codec";
 import { breakdownReport } from "../../lambda/core/breakdowns";
-import { DAY_MS, entryPosition, parseListQuery } from "../../lambda/core/interactions";
+import { DAY_MS, entryPosition, parseListQuery, SUMMARY_FIELDS } from "../../lambda/core/interactions";
 import { deltaOf, sumCounters } from "../../lambda/core/interactions-usage";
 import { silentLogger } from "../../lambda/core/logger";
 import { buildRecord, type InteractionRecord } from "../../lambda/core/record";
@@ -110,18 +106,46 @@ async function breakdown(projectId: string, by: "key" | "user") {
   return breakdownReport(await index.rollups.breakdown(projectId, by, from, day), by, from, day);
 }
 
-/** The transaction ids of the entries a filter index holds under one key. */
-async function inIndex(indexName: string, attribute: string, key: string): Promise<string[]> {
+/** Every item of the project in the interactions table, as stored. */
+async function storedItems(projectId: string) {
   const out = await local.db.send(
     new QueryCommand({
       TableName: local.tables.interactions,
-      IndexName: indexName,
-      KeyConditionExpression: "#key = :k",
-      ExpressionAttributeNames: { "#key": attribute },
-      ExpressionAttributeValues: { ":k": { S: key } },
+      KeyConditionExpression: "projectId = :p",
+      ExpressionAttributeValues: { ":p": { S: projectId } },
+      ConsistentRead: true,
     }),
   );
-  return (out.Items ?? []).map((item) => unmarshall(item).transaction_id as string);
+  return (out.Items ?? []).map((item) => unmarshall(item));
+}
+
+/** Items as the index wrote them before packs: an entry with its filter keys, and the record gzipped. */
+async function writeBeforePacks(
+  records: readonly InteractionRecord[],
+  entry: { modelSearch?: boolean } = {},
+) {
+  for (const r of records) {
+    const summary = Object.fromEntries(SUMMARY_FIELDS.map((field) => [field, r[field]]));
+    const items = [
+      {
+        projectId: r.project_id,
+        sk: `e#${entryPosition(r.started_at, r.transaction_id)}`,
+        ...summary,
+        ...(entry.modelSearch === false || r.model === null ? {} : { model_search: r.model.toLowerCase() }),
+        vendorKey: `${r.project_id}#${r.vendor}`,
+        billingKey: `${r.project_id}#${r.billing_mode}`,
+      },
+      { projectId: r.project_id, sk: `r#${r.transaction_id}`, recordGz: gzipSync(JSON.stringify(r)) },
+    ];
+    for (const item of items) {
+      await local.db.send(
+        new PutItemCommand({
+          TableName: local.tables.interactions,
+          Item: marshall(item, { removeUndefinedValues: true }),
+        }),
+      );
+    }
+  }
 }
 
 /** Every rollups item of the project as stored, whatever its kind. */
@@ -155,18 +179,21 @@ function crashingAt(crash: (command: { constructor: { name: string }; input: unk
   return { index: new DynamoInteractionIndex(faulty, local.tables), crashed: () => crashed };
 }
 
-const writesEntries = (command: { constructor: { name: string }; input: unknown }) =>
+const writes = (prefix: string) => (command: { constructor: { name: string }; input: unknown }) =>
   command.constructor.name === "BatchWriteItemCommand" &&
-  JSON.stringify(command.input).includes('"sk":{"S":"e#');
-const writesRecords = (command: { constructor: { name: string }; input: unknown }) =>
-  command.constructor.name === "BatchWriteItemCommand" &&
-  JSON.stringify(command.input).includes('"sk":{"S":"r#');
+  JSON.stringify(command.input).includes("PutRequest") &&
+  JSON.stringify(command.input).includes(`"sk":{"S":"${prefix}`);
 const updateWith = (word: string) => (command: { constructor: { name: string }; input: unknown }) =>
   command.constructor.name === "UpdateItemCommand" &&
   String((command.input as { UpdateExpression?: string }).UpdateExpression).startsWith(word);
 const deletes = (prefix: string) => (command: { constructor: { name: string }; input: unknown }) =>
-  command.constructor.name === "DeleteItemCommand" &&
+  (command.constructor.name === "DeleteItemCommand" ||
+    command.constructor.name === "BatchWriteItemCommand") &&
+  !JSON.stringify(command.input).includes("PutRequest") &&
   JSON.stringify(command.input).includes(`"S":"${prefix}`);
+const rewritesPack = (command: { constructor: { name: string }; input: unknown }) =>
+  (command.constructor.name === "PutItemCommand" || command.constructor.name === "DeleteItemCommand") &&
+  JSON.stringify(command.input).includes('"S":"p#');
 
 describe("listing", () => {
   it("pages through a project's interactions newest first, never another project's", async () => {
@@ -196,6 +223,41 @@ describe("listing", () => {
         .sort((a, b) => b.started_at - a.started_at)
         .map((r) => r.transaction_id),
     );
+  });
+
+  it("merges packs of one bucket that overlap in time, and reads only the packs a page needs", async () => {
+    const projectId = `overlap-${++sequence}`;
+    const start = Math.floor((NOW - DAY_MS) / 10_000) * 10_000;
+    // Three batches of the same 10 seconds, interleaved in time: each one pack (or more) of its own.
+    const batches = [0, 1, 2].map((b) =>
+      Array.from({ length: 100 }, (_, i) => record(projectId, { started_at: start + i * 30 + b * 10 })),
+    );
+    for (const batch of batches) await index.write(batch);
+    const newest = batches
+      .flat()
+      .sort((a, b) => b.started_at - a.started_at)
+      .map((r) => r.transaction_id);
+    expect((await listAll(projectId, { limit: "7" })).rows).toEqual(newest);
+
+    // 150 packs of one call each in one bucket (a quiet project's batches): the first page reads one
+    // round of packs (a Query of up to 100), not the whole bucket.
+    const crowded = `crowded-${++sequence}`;
+    for (let b = 0; b < 150; b++) await index.write([record(crowded, { started_at: start + b })]);
+    let packsRead = 0;
+    const counting = Object.create(local.db) as DynamoDBClient;
+    counting.send = (async (command: { constructor: { name: string } }) => {
+      const out = await local.db.send(command as never);
+      if (command.constructor.name === "QueryCommand") {
+        packsRead += ((out as { Items?: { sk?: { S?: string } }[] }).Items ?? []).filter((item) =>
+          item.sk?.S?.startsWith("p#"),
+        ).length;
+      }
+      return out;
+    }) as DynamoDBClient["send"];
+    const page = await new DynamoInteractionIndex(counting, local.tables).list(query(crowded));
+    expect(page.interactions).toHaveLength(50);
+    expect(page.interactions[0]?.started_at).toBe(start + 149);
+    expect(packsRead).toBeLessThanOrEqual(100);
   });
 
   it("answers a sparse filter with partial pages and a cursor rather than reading everything", async () => {
@@ -238,52 +300,97 @@ describe("listing", () => {
     ]);
   });
 
-  it("indexes only errors by status: a success is one index item less, and a success filter still finds it", async () => {
-    const failed = record("errors-only", {
-      status_code: 500,
-      error_type: "upstream_error",
-      error_code: "upstream_5xx",
-    });
-    const fine = record("errors-only");
-    await index.write([failed, fine]);
-    expect(await inIndex("byStatus", "statusKey", "errors-only#success")).toEqual([]);
-    expect(await inIndex("byStatus", "statusKey", "errors-only#error")).toEqual([failed.transaction_id]);
-    expect((await listAll("errors-only", { status: "success" })).rows).toEqual([fine.transaction_id]);
-    expect((await listAll("errors-only", { status: "error" })).rows).toEqual([failed.transaction_id]);
-  });
-
-  it("indexes only BYOK and dual calls by billing mode: a managed call is one index item less, and a managed filter still finds it", async () => {
-    const managed = record("billing-sparse");
-    const byok = record("billing-sparse", { billing_mode: "byok", cost_micros: null });
-    const dual = record("billing-sparse", { billing_mode: "dual", cost_micros: null });
-    const older = record("billing-sparse");
-    // An entry written before the index was sparse carries `<project>#managed`: still listed, once.
-    await index.write([older]);
-    await local.db.send(
-      new UpdateItemCommand({
-        TableName: local.tables.interactions,
-        Key: marshall({
-          projectId: "billing-sparse",
-          sk: `e#${entryPosition(older.started_at, older.transaction_id)}`,
-        }),
-        UpdateExpression: "SET billingKey = :k",
-        ExpressionAttributeValues: { ":k": { S: "billing-sparse#managed" } },
+  it("keeps a call as a pointer and its share of a pack, plus an entry in its user's, the failures' or its billing mode's list: 120 calls of 10 seconds are 120 pointers, 2 packs of two items and 72 list entries", async () => {
+    const start = Math.floor((NOW - DAY_MS) / 10_000) * 10_000;
+    const calls = Array.from({ length: 120 }, (_, i) =>
+      record("packed", {
+        started_at: start + i * 50,
+        status_code: i % 7 === 0 ? 500 : 200,
+        error_type: i % 7 === 0 ? "vendor_error" : null,
+        billing_mode: i % 5 === 0 ? "byok" : "managed",
+        user_id: i % 4 === 0 ? "una" : null,
       }),
     );
-    await index.write([managed, byok, dual]);
-    expect(await inIndex("byBilling", "billingKey", "billing-sparse#managed")).toEqual([
-      older.transaction_id,
-    ]);
-    expect(await inIndex("byBilling", "billingKey", "billing-sparse#byok")).toEqual([byok.transaction_id]);
-    expect(await inIndex("byBilling", "billingKey", "billing-sparse#dual")).toEqual([dual.transaction_id]);
-    expect((await listAll("billing-sparse", { billing_mode: "managed" })).rows).toEqual([
-      managed.transaction_id,
-      older.transaction_id,
-    ]);
-    expect((await listAll("billing-sparse", { billing_mode: "byok" })).rows).toEqual([byok.transaction_id]);
-    expect((await listAll("billing-sparse", { billing_mode: "dual", vendor: "openai" })).rows).toEqual([
-      dual.transaction_id,
-    ]);
+    await index.write(calls);
+    const items = await storedItems("packed");
+    const kinds = items.map((item) => (item.sk as string).slice(0, 2));
+    expect(kinds.filter((k) => k === "t#")).toHaveLength(120);
+    expect(kinds.filter((k) => k === "p#")).toHaveLength(2);
+    expect(kinds.filter((k) => k === "q#")).toHaveLength(2);
+    // Only the calls that name a user (i % 4 = 0), failed (i % 7 = 0) or are not managed (i % 5 = 0).
+    expect(kinds.filter((k) => k === "u#")).toHaveLength(30);
+    expect(kinds.filter((k) => k === "x#")).toHaveLength(18);
+    expect(kinds.filter((k) => k === "b#")).toHaveLength(24);
+    expect(items).toHaveLength(196);
+    // A listing reads the summaries only: no body is in a `p#` item.
+    const summaries = JSON.stringify(items.filter((item) => String(item.sk).startsWith("p#")));
+    expect(summaries).not.toContain("recordsGz");
+    // No attribute of any item feeds a filter index.
+    for (const attribute of ["userKey", "vendorKey", "statusKey", "billingKey"]) {
+      expect(items.filter((item) => attribute in item)).toEqual([]);
+    }
+    const newest = [...calls].reverse();
+    const ids = (list: InteractionRecord[]) => list.map((r) => r.transaction_id);
+    expect((await listAll("packed")).rows).toEqual(ids(newest));
+    expect((await listAll("packed", { status: "error" })).rows).toEqual(
+      ids(newest.filter((r) => r.status_code === 500)),
+    );
+    expect((await listAll("packed", { status: "success" })).rows).toEqual(
+      ids(newest.filter((r) => r.status_code === 200)),
+    );
+    expect((await listAll("packed", { billing_mode: "managed", user_id: "una" })).rows).toEqual(
+      ids(newest.filter((r) => r.billing_mode === "managed" && r.user_id === "una")),
+    );
+    expect((await listAll("packed", { billing_mode: "byok" })).rows).toEqual(
+      ids(newest.filter((r) => r.billing_mode === "byok")),
+    );
+    expect((await listAll("packed", { status: "500", billing_mode: "byok" })).rows).toEqual(
+      ids(newest.filter((r) => r.status_code === 500 && r.billing_mode === "byok")),
+    );
+    expect(await index.get("packed", calls[77]?.transaction_id ?? "")).toEqual(calls[77]);
+  });
+
+  it("lists, filters, opens, purges and expires interactions written before packs, merged with packed ones in order", async () => {
+    const day = new Date(NOW - 5 * DAY_MS).toISOString().slice(0, 10);
+    const start = Date.parse(`${day}T12:00:00Z`);
+    const calls = Array.from({ length: 30 }, (_, i) =>
+      record("mixed", {
+        started_at: start + i * 1000,
+        vendor: i % 2 ? "groq" : "openai",
+        user_id: i % 3 === 0 ? "vera" : null,
+      }),
+    );
+    const before = calls.filter((_, i) => i % 3 !== 1);
+    const packed = calls.filter((_, i) => i % 3 === 1);
+    await writeBeforePacks(before);
+    await index.write(packed);
+    // A transaction written before packs and sent again is not added twice.
+    await index.write([before[0] as InteractionRecord]);
+    const range = { from: day, to: day, limit: "7" };
+    const newest = [...calls].reverse();
+    const ids = (list: InteractionRecord[]) => list.map((r) => r.transaction_id);
+    const all = await listAll("mixed", range);
+    expect(all.rows).toEqual(ids(newest));
+    expect(all.pages).toBe(5);
+    expect((await listAll("mixed", { ...range, vendor: "groq" })).rows).toEqual(
+      ids(newest.filter((r) => r.vendor === "groq")),
+    );
+    expect(await index.get("mixed", before[3]?.transaction_id ?? "")).toEqual(before[3]);
+    expect(await index.get("mixed", packed[3]?.transaction_id ?? "")).toEqual(packed[3]);
+
+    expect(await index.purgeUser("mixed", "vera")).toBe(10);
+    const kept = newest.filter((r) => r.user_id !== "vera");
+    expect((await listAll("mixed", range)).rows).toEqual(ids(kept));
+    expect(JSON.stringify(await storedItems("mixed"))).not.toContain("vera");
+
+    const nextDay = new Date(start + DAY_MS).toISOString().slice(0, 10);
+    const blanked = await index.expire("mixed", { bodiesBefore: nextDay });
+    expect(blanked).toEqual({ removed: 0, blanked: 20 });
+    const opened = await index.get("mixed", kept[0]?.transaction_id ?? "");
+    expect(opened).toEqual(withoutBodies(kept[0] as InteractionRecord));
+    expect(await index.expire("mixed", { recordsBefore: nextDay })).toEqual({ removed: 20, blanked: 0 });
+    expect((await listAll("mixed", range)).rows).toEqual([]);
+    expect(await storedItems("mixed")).toEqual([]);
   });
 
   it("finds a long user id through its hashed key, and a model by any part of its name in any case", async () => {
@@ -322,19 +429,9 @@ describe("listing", () => {
     expect(
       (await listAll("by-key", { model: "4o", vendor: "openai", key_id: "bbbbbbbbbbbbbbbb" })).rows,
     ).toEqual([big.transaction_id]);
-    // An entry written before the lower-cased copy existed is found on its model as written.
+    // An entry written before the lower-cased copy existed is found on its model in any case.
     const older = record("by-key", { model: "gpt-4o-older" });
-    await index.write([older]);
-    await local.db.send(
-      new UpdateItemCommand({
-        TableName: local.tables.interactions,
-        Key: {
-          projectId: { S: "by-key" },
-          sk: { S: `e#${entryPosition(older.started_at, older.transaction_id)}` },
-        },
-        UpdateExpression: "REMOVE model_search",
-      }),
-    );
+    await writeBeforePacks([older], { modelSearch: false });
     expect((await listAll("by-key", { model: "OLDER" })).rows).toEqual([older.transaction_id]);
     // The summary a row shows has no index attribute.
     const [row] = (await index.list(query("by-key", { model: "haiku" }))).interactions;
@@ -382,19 +479,24 @@ describe("writing", () => {
   });
 
   it.each([
-    ["the record write", writesRecords],
+    ["the pointer write", writes("t#")],
     ["the rollup addition", updateWith("ADD")],
-    ["the entry write", writesEntries],
+    ["the records' write", writes("q#")],
+    ["the users' entries write", writes("u#")],
+    ["the summaries' write", writes("p#")],
     ["the marker removal", updateWith("REMOVE")],
   ])("counts each transaction once when a crash stops %s and the batch comes again", async (_, step) => {
     const projectId = `crash-${++sequence}`;
     // More than one rollup update's worth of records.
     const count = ROLLUP_CHUNK + 5;
-    const batch = Array.from({ length: count }, () => record(projectId));
+    const batch = Array.from({ length: count }, (_, i) =>
+      record(projectId, { user_id: i % 2 ? "ula" : null }),
+    );
     const crashing = crashingAt(step);
     await expect(crashing.index.write(batch)).rejects.toThrow("simulated crash");
     expect(crashing.crashed()).toBe(true);
     await index.write(batch);
+    expect((await listAll(projectId, { user_id: "ula" })).rows).toHaveLength(Math.floor(count / 2));
     expect(await totals(projectId)).toEqual(sumCounters(batch.map(deltaOf)));
     expect((await breakdown(projectId, "key")).totals.requests).toBe(count);
     expect((await rollupItems(projectId)).flatMap(markersOf)).toEqual([]);
@@ -459,6 +561,41 @@ describe("purging", () => {
     },
   );
 
+  it("lists a transaction a slow writer packed twice once, and purges it from both packs", async () => {
+    const projectId = `twice-${++sequence}`;
+    const start = Math.floor((NOW - DAY_MS) / 10_000) * 10_000;
+    const [twice, other] = [
+      record(projectId, { started_at: start + 1 }),
+      record(projectId, { started_at: start + 2 }),
+    ];
+    await index.write([twice, other]);
+    // What a writer that lost its batch to a retry, and went on, leaves: the same calls in another pack.
+    for (const item of (await storedItems(projectId)).filter((item) => /^[pq]#/.test(String(item.sk)))) {
+      const copy = { ...item, sk: `${String(item.sk)}-slow-writer` };
+      await local.db.send(new PutItemCommand({ TableName: local.tables.interactions, Item: marshall(copy) }));
+    }
+    expect((await listAll(projectId)).rows).toEqual([other.transaction_id, twice.transaction_id]);
+    expect(await index.purgeTransactions(projectId, [twice.transaction_id])).toBe(1);
+    expect((await listAll(projectId)).rows).toEqual([other.transaction_id]);
+    expect(JSON.stringify(await storedItems(projectId))).not.toContain(twice.transaction_id);
+  });
+
+  it("loses no purge and no blanking when they rewrite the same pack at once", async () => {
+    const projectId = `contended-${++sequence}`;
+    const start = Math.floor((NOW - DAY_MS) / 10_000) * 10_000;
+    const calls = Array.from({ length: 20 }, (_, i) => record(projectId, { started_at: start + i }));
+    await index.write(calls);
+    const gone = calls.filter((_, i) => i % 2 === 0);
+    const tomorrow = new Date(NOW + DAY_MS).toISOString().slice(0, 10);
+    await Promise.all([
+      ...gone.map((r) => index.purgeTransactions(projectId, [r.transaction_id])),
+      index.expire(projectId, { bodiesBefore: tomorrow }),
+    ]);
+    const kept = calls.filter((_, i) => i % 2 === 1);
+    expect((await listAll(projectId)).rows).toEqual(kept.map((r) => r.transaction_id).reverse());
+    for (const r of kept) expect(await index.get(projectId, r.transaction_id)).toEqual(withoutBodies(r));
+  });
+
   it("purges transactions of its project only, ignoring unknown ids, and keeps their figures", async () => {
     const mine = record("purge-tx");
     const theirs = record("purge-other");
@@ -471,12 +608,13 @@ describe("purging", () => {
   });
 
   it.each([
-    ["the entry delete", deletes("e#")],
-    ["the record delete", deletes("r#")],
+    ["the user's entry delete", deletes("u#")],
+    ["the pack rewrite", rewritesPack],
+    ["the pointer delete", deletes("t#")],
   ])("purges once when a crash stops %s and the purge runs again", async (_, step) => {
     const projectId = `purge-crash-${++sequence}`;
     const kept = record(projectId);
-    const gone = record(projectId);
+    const gone = record(projectId, { user_id: "gwen" });
     await index.write([kept, gone]);
     const crashing = crashingAt(step);
     await expect(crashing.index.purgeTransactions(projectId, [gone.transaction_id])).rejects.toThrow(
@@ -486,6 +624,8 @@ describe("purging", () => {
     expect(await index.purgeTransactions(projectId, [gone.transaction_id])).toBe(0);
     expect(await totals(projectId)).toEqual(sumCounters([deltaOf(kept), deltaOf(gone)]));
     expect((await listAll(projectId)).rows).toEqual([kept.transaction_id]);
+    expect((await listAll(projectId, { user_id: "gwen" })).rows).toEqual([]);
+    expect(JSON.stringify(await storedItems(projectId))).not.toContain(gone.transaction_id);
   });
 });
 
@@ -536,20 +676,44 @@ describe("stored records", () => {
       }),
     });
 
-  it("keeps a record gzipped, in one DynamoDB write unit where its JSON needs two, and gives it back whole", async () => {
-    const r = chat("stored-gz");
-    await index.write([r]);
-    const item = await rawRecordItem("stored-gz", r.transaction_id);
-    expect(item.record).toBeUndefined();
-    expect(item.recordGz).toBeInstanceOf(Uint8Array);
-    expect(JSON.stringify(r).length).toBeGreaterThan(1024);
-    expect((item.recordGz as Uint8Array).byteLength).toBeLessThan(1024 - 100); // 100: the keys and gcAt
-    expect(await index.get("stored-gz", r.transaction_id)).toEqual(r);
+  it("keeps records gzipped in packs, far smaller than their JSON, and gives each back whole", async () => {
+    const start = Math.floor((NOW - DAY_MS) / 10_000) * 10_000;
+    const calls = Array.from({ length: 100 }, (_, i) => ({ ...chat("stored-gz"), started_at: start + i }));
+    await index.write(calls);
+    const packs = (await storedItems("stored-gz")).filter((item) => /^[pq]#/.test(String(item.sk)));
+    expect(packs).toHaveLength(2);
+    const json = calls.reduce((bytes, r) => bytes + JSON.stringify(r).length, 0);
+    expect(json).toBeGreaterThan(100 * 1024);
+    // In AWS a write unit per KB of item: a pack of 100 chat calls is ~10 units where their JSON is ~100.
+    const gzipped = packs.reduce(
+      (bytes, item) => bytes + ((item.recordsGz ?? item.entriesGz) as Uint8Array).byteLength,
+      0,
+    );
+    expect(gzipped).toBeLessThan(json / 8);
+    for (const r of [calls[0], calls[57], calls[99]]) {
+      expect(await index.get("stored-gz", r?.transaction_id ?? "")).toEqual(r);
+    }
+  });
+
+  it("starts a new pack before one would outgrow a DynamoDB item", async () => {
+    const start = Math.floor((NOW - DAY_MS) / 10_000) * 10_000;
+    // 8 records of ~60 KB of JSON each, in one bucket: more than one item's 400 KB together.
+    const calls = Array.from({ length: 8 }, (_, i) =>
+      record("stored-big", { started_at: start + i, response_body: randomBytes(30_000).toString("hex") }),
+    );
+    await index.write(calls);
+    const packs = (await storedItems("stored-big")).filter((item) => String(item.sk).startsWith("q#"));
+    expect(packs.length).toBeGreaterThan(1);
+    for (const pack of packs) {
+      expect((pack.recordsGz as Uint8Array).byteLength).toBeLessThan(400 * 1024 - 200); // 200: keys, `v`, `gcAt`
+    }
+    expect((await listAll("stored-big")).rows).toEqual(calls.map((r) => r.transaction_id).reverse());
+    expect(await index.get("stored-big", calls[5]?.transaction_id ?? "")).toEqual(calls[5]);
   });
 
   it("reads, blanks and purges a record stored as a map before", async () => {
     const [blanked, purged] = [chat("stored-map"), chat("stored-map")];
-    await index.write([blanked, purged]);
+    await writeBeforePacks([blanked, purged]);
     await putAsMap(blanked);
     await putAsMap(purged);
     expect((await rawRecordItem("stored-map", blanked.transaction_id)).record).toEqual(blanked);
@@ -569,24 +733,38 @@ describe("stored records", () => {
   });
 
   it("refuses a record it cannot read with an error that names the item, not its content", async () => {
-    const r = chat("stored-bad");
-    await index.write([r]);
+    const [packed, before] = [chat("stored-bad"), chat("stored-bad")];
+    await index.write([packed]);
+    await writeBeforePacks([before]);
+    const [pack] = (await storedItems("stored-bad")).filter((item) => String(item.sk).startsWith("q#"));
+    await local.db.send(
+      new PutItemCommand({
+        TableName: local.tables.interactions,
+        Item: marshall({ ...pack, recordsGz: Buffer.from("not gzip at all") }),
+      }),
+    );
     await local.db.send(
       new PutItemCommand({
         TableName: local.tables.interactions,
         Item: marshall({
           projectId: "stored-bad",
-          sk: `r#${r.transaction_id}`,
+          sk: `r#${before.transaction_id}`,
           recordGz: Buffer.from("not gzip at all"),
         }),
       }),
     );
-    const failure = await index.get("stored-bad", r.transaction_id).catch((err: Error) => err);
-    expect(failure).toBeInstanceOf(Error);
-    expect((failure as Error).message).toBe(
-      `The stored record r#${r.transaction_id} of project stored-bad is unreadable`,
+    const failure = (id: string) =>
+      index.get("stored-bad", id).then(
+        () => undefined,
+        (err: Error) => err.message,
+      );
+    expect(await failure(packed.transaction_id)).toBe(
+      `The stored pack ${pack?.sk} of project stored-bad is unreadable`,
     );
-    expect((await listAll("stored-bad")).rows).toEqual([r.transaction_id]);
+    expect(await failure(before.transaction_id)).toBe(
+      `The stored record r#${before.transaction_id} of project stored-bad is unreadable`,
+    );
+    expect((await listAll("stored-bad")).rows).toEqual([packed.transaction_id, before.transaction_id]);
   });
 });
 
@@ -616,7 +794,7 @@ describe("the warehouse consumer's listener", () => {
       });
 
     // The index write fails half way: the warehouse file is written, the messages are failed.
-    const failed = await consumerWith(crashingAt(writesEntries).index)(batch);
+    const failed = await consumerWith(crashingAt(writes("p#")).index)(batch);
     expect(failed.batchItemFailures.map((f) => f.itemIdentifier).sort()).toEqual(
       batch.Records.map((m) => m.messageId).sort(),
     );

@@ -75,11 +75,15 @@ export const TABLES: Record<TableName, TableDefinition> = {
   /** Per-project settings the operator sets with the CLI: the bucket-export destination (export-settings.ts). */
   projectSettings: { partitionKey: "projectId" },
   /**
-   * The dashboard's recent-interactions index (adapters/dynamodb/interactions.ts): per project, an entry
-   * per interaction under `e#<position>` (newest-first listing) and its whole record, gzipped, under
-   * `r#<transaction id>`. The exact-value filters have an index keyed by project and value, sorted like
-   * the table (the status index holds errors only: a success filter reads the table); the model filter
-   * (part of a name) and the key filter are applied while reading.
+   * The dashboard's recent-interactions index (adapters/dynamodb/interactions.ts): per project, packs of
+   * up to 100 interactions of the same 10 seconds, their summaries under `p#<bucket>#<newest>#<pack id>`
+   * and their whole records under `q#...`, gzipped, a pointer per interaction under
+   * `t#<transaction id>`, and lists of the calls of a user, of the failed calls and of the BYOK or dual
+   * calls (`u#<user>#<position>`, `x#<position>`, `b#<mode>#<position>`). Every filter is
+   * applied while reading. The four indexes held the entries written before packs (`e#<position>`, one
+   * per interaction, beside its record `r#<transaction id>`); nothing writes or reads them now, and they
+   * are removed one per release once those entries are gone (97 days): CloudFormation deletes at most
+   * one index of a table per update.
    */
   interactions: {
     partitionKey: "projectId",
