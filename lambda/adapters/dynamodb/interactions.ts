@@ -409,32 +409,15 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
    * read can hold a newer one: a page opens the packs it needs, not whole buckets.
    */
   private async *packEntries(projectId: string, since: number, until: number) {
-    const unopened: Record<string, unknown>[] = [];
-    let start: Record<string, AttributeValue> | undefined;
-    let more = true;
+    const packs = this.between(
+      projectId,
+      bucketPrefix(ENTRIES, bucketOf(since)),
+      `${bucketPrefix(ENTRIES, bucketOf(until))}~`,
+      { projection: "projectId, sk, entriesGz", newestFirst: true, round: PACK_ROUND },
+    );
     let held: InteractionSummary[] = [];
     for (;;) {
-      while (unopened.length === 0 && more) {
-        const page: QueryCommandOutput = await this.db.send(
-          new QueryCommand({
-            TableName: this.tables.interactions,
-            KeyConditionExpression: "projectId = :p AND sk BETWEEN :low AND :high",
-            ExpressionAttributeValues: marshall({
-              ":p": projectId,
-              ":low": bucketPrefix(ENTRIES, bucketOf(since)),
-              ":high": `${bucketPrefix(ENTRIES, bucketOf(until))}~`,
-            }),
-            ProjectionExpression: "projectId, sk, entriesGz",
-            ScanIndexForward: false,
-            Limit: PACK_ROUND,
-            ExclusiveStartKey: start,
-          }),
-        );
-        for (const item of page.Items ?? []) unopened.push(unmarshall(item));
-        start = page.LastEvaluatedKey;
-        more = start !== undefined;
-      }
-      const next = unopened.shift();
+      const { value: next } = await packs.next();
       const bound = next === undefined ? Number.NEGATIVE_INFINITY : newestOfPack(next.sk as string);
       const ready = held.findIndex((entry) => entry.started_at <= bound);
       if (ready !== 0) {
@@ -451,52 +434,32 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
 
   /** The summaries in a list, of [since, until] (epoch ms, both included), newest first. */
   private async *listEntries(projectId: string, prefix: string, since: number, until: number) {
-    const { low, high } = positionRange(since, until + 1);
-    let start: Record<string, AttributeValue> | undefined;
-    do {
-      const page: QueryCommandOutput = await this.db.send(
-        new QueryCommand({
-          TableName: this.tables.interactions,
-          KeyConditionExpression: "projectId = :p AND sk BETWEEN :low AND :high",
-          ExpressionAttributeValues: marshall({
-            ":p": projectId,
-            ":low": prefix + low,
-            ":high": prefix + high,
-          }),
-          ProjectionExpression: "entry",
-          ScanIndexForward: false,
-          Limit: ENTRY_ROUND,
-          ExclusiveStartKey: start,
-        }),
-      );
-      for (const item of page.Items ?? [])
-        yield JSON.parse(unmarshall(item).entry as string) as InteractionSummary;
-      start = page.LastEvaluatedKey;
-    } while (start);
+    for await (const item of this.positionsUnder(projectId, prefix, since, until, "entry")) {
+      yield JSON.parse(item.entry as string) as InteractionSummary;
+    }
   }
 
   /** The summaries of entries written before packs, of [since, until] (epoch ms), newest first. */
   private async *legacyEntries(projectId: string, since: number, until: number) {
+    for await (const item of this.positionsUnder(projectId, ENTRY, since, until)) {
+      yield summaryOf(item as InteractionRecord);
+    }
+  }
+
+  /** The items under `<prefix><position>` of [since, until] (epoch ms, both included), newest first. */
+  private async *positionsUnder(
+    projectId: string,
+    prefix: string,
+    since: number,
+    until: number,
+    projection?: string,
+  ) {
     const { low, high } = positionRange(since, until + 1);
-    let start: Record<string, AttributeValue> | undefined;
-    do {
-      const page: QueryCommandOutput = await this.db.send(
-        new QueryCommand({
-          TableName: this.tables.interactions,
-          KeyConditionExpression: "projectId = :p AND sk BETWEEN :low AND :high",
-          ExpressionAttributeValues: marshall({
-            ":p": projectId,
-            ":low": ENTRY + low,
-            ":high": ENTRY + high,
-          }),
-          ScanIndexForward: false,
-          Limit: ENTRY_ROUND,
-          ExclusiveStartKey: start,
-        }),
-      );
-      for (const item of page.Items ?? []) yield summaryOf(unmarshall(item) as InteractionRecord);
-      start = page.LastEvaluatedKey;
-    } while (start);
+    yield* this.between(projectId, prefix + low, prefix + high, {
+      projection,
+      newestFirst: true,
+      round: ENTRY_ROUND,
+    });
   }
 
   async get(projectId: string, transactionId: string): Promise<InteractionRecord | undefined> {
@@ -589,50 +552,51 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
     projection: string,
   ) {
     if (until <= since) return;
+    // Bucket starts below `until`; buckets never straddle a day.
+    const high = bucketPrefix(kind, bucketOf(until - 1)).replace(/#$/, "$");
+    yield* this.between(projectId, bucketPrefix(kind, bucketOf(since)), high, {
+      projection,
+      round: PACK_ROUND,
+    });
+  }
+
+  /** The project's items with a sort key in [low, high], page by page. */
+  private async *between(
+    projectId: string,
+    low: string,
+    high: string,
+    options: { projection?: string; newestFirst?: boolean; round: number },
+  ): AsyncGenerator<Record<string, unknown>, undefined> {
     let start: Record<string, AttributeValue> | undefined;
     do {
       const page: QueryCommandOutput = await this.db.send(
         new QueryCommand({
           TableName: this.tables.interactions,
           KeyConditionExpression: "projectId = :p AND sk BETWEEN :low AND :high",
-          ExpressionAttributeValues: marshall({
-            ":p": projectId,
-            ":low": bucketPrefix(kind, bucketOf(since)),
-            // Bucket starts below `until`; buckets never straddle a day.
-            ":high": bucketPrefix(kind, bucketOf(until - 1)).replace(/#$/, "$"),
-          }),
-          ProjectionExpression: projection,
-          Limit: PACK_ROUND,
+          ExpressionAttributeValues: marshall({ ":p": projectId, ":low": low, ":high": high }),
+          ...(options.projection ? { ProjectionExpression: options.projection } : {}),
+          ScanIndexForward: !options.newestFirst,
+          Limit: options.round,
           ExclusiveStartKey: start,
         }),
       );
       for (const item of page.Items ?? []) yield unmarshall(item);
       start = page.LastEvaluatedKey;
     } while (start);
+    return undefined;
   }
 
   /** The project's entries written before packs, of [since, until): their keys and transaction ids. */
   private async legacyEntriesBefore(projectId: string, since: number, until: number) {
     const found: { entry: { projectId: string; sk: string }; transactionId: string }[] = [];
     if (until <= since) return found;
-    const { low, high } = positionRange(since, until);
-    let start: QueryCommandOutput["LastEvaluatedKey"];
-    do {
-      const page: QueryCommandOutput = await this.db.send(
-        new QueryCommand({
-          TableName: this.tables.interactions,
-          KeyConditionExpression: "projectId = :p AND sk BETWEEN :lo AND :hi",
-          ProjectionExpression: "projectId, sk, transaction_id",
-          ExpressionAttributeValues: marshall({ ":p": projectId, ":lo": ENTRY + low, ":hi": ENTRY + high }),
-          ExclusiveStartKey: start,
-        }),
-      );
-      for (const item of page.Items ?? []) {
-        const { sk, transaction_id } = unmarshall(item) as { sk: string; transaction_id: string };
-        found.push({ entry: { projectId, sk }, transactionId: transaction_id });
-      }
-      start = page.LastEvaluatedKey;
-    } while (start);
+    const projection = "projectId, sk, transaction_id";
+    for await (const item of this.positionsUnder(projectId, ENTRY, since, until - 1, projection)) {
+      found.push({
+        entry: { projectId, sk: item.sk as string },
+        transactionId: item.transaction_id as string,
+      });
+    }
     return found;
   }
 
@@ -703,21 +667,10 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
       // A long user id's key is a hash: the entry says whose call it is.
       if (entry.user_id === userId) ids.push(entry.transaction_id);
     }
-    let start: QueryCommandOutput["LastEvaluatedKey"];
-    do {
-      const page: QueryCommandOutput = await this.db.send(
-        new QueryCommand({
-          TableName: this.tables.interactions,
-          KeyConditionExpression: "projectId = :p AND begins_with(sk, :entry)",
-          FilterExpression: "user_id = :id",
-          ProjectionExpression: "transaction_id",
-          ExpressionAttributeValues: marshall({ ":p": projectId, ":entry": ENTRY, ":id": userId }),
-          ExclusiveStartKey: start,
-        }),
-      );
-      for (const item of page.Items ?? []) ids.push(unmarshall(item).transaction_id as string);
-      start = page.LastEvaluatedKey;
-    } while (start);
+    const byUser = { expression: "user_id = :id", values: { ":id": userId } };
+    for await (const item of this.itemsBeginningWith(projectId, ENTRY, "transaction_id", byUser)) {
+      ids.push(item.transaction_id as string);
+    }
     const purged = await this.purgeTransactions(projectId, ids);
     await this.rollups.forgetUser(projectId, userId);
     return purged;
@@ -770,22 +723,36 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
   /** The sort keys of a bucket's packs. */
   private async packsWithPrefix(projectId: string, prefix: string): Promise<string[]> {
     const found: string[] = [];
+    for await (const item of this.itemsBeginningWith(projectId, prefix, "sk", undefined, true)) {
+      found.push(item.sk as string);
+    }
+    return found;
+  }
+
+  /** The project's items whose sort key begins with `prefix`, with these attributes, through a filter. */
+  private async *itemsBeginningWith(
+    projectId: string,
+    prefix: string,
+    projection: string,
+    filter?: { expression: string; values: Record<string, unknown> },
+    consistent = false,
+  ) {
     let start: QueryCommandOutput["LastEvaluatedKey"];
     do {
       const page: QueryCommandOutput = await this.db.send(
         new QueryCommand({
           TableName: this.tables.interactions,
           KeyConditionExpression: "projectId = :p AND begins_with(sk, :prefix)",
-          ProjectionExpression: "sk",
-          ExpressionAttributeValues: marshall({ ":p": projectId, ":prefix": prefix }),
-          ConsistentRead: true,
+          ...(filter ? { FilterExpression: filter.expression } : {}),
+          ProjectionExpression: projection,
+          ExpressionAttributeValues: marshall({ ":p": projectId, ":prefix": prefix, ...filter?.values }),
+          ConsistentRead: consistent,
           ExclusiveStartKey: start,
         }),
       );
-      for (const item of page.Items ?? []) found.push(unmarshall(item).sk as string);
+      for (const item of page.Items ?? []) yield unmarshall(item);
       start = page.LastEvaluatedKey;
     } while (start);
-    return found;
   }
 
   /** Purges one transaction written before packs: its entry, then its record. */
