@@ -499,15 +499,8 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
         await this.deleteItem({ projectId, sk: pack.sk as string });
       }
       for (const id of await this.legacyEntriesBefore(projectId, 0, recordsEnd)) {
-        await this.db.send(
-          new DeleteItemCommand({ TableName: this.tables.interactions, Key: marshall(id.entry) }),
-        );
-        await this.db.send(
-          new DeleteItemCommand({
-            TableName: this.tables.interactions,
-            Key: marshall({ projectId, sk: RECORD + id.transactionId }),
-          }),
-        );
+        await this.deleteItem(id.entry);
+        await this.deleteItem({ projectId, sk: RECORD + id.transactionId });
         removed++;
       }
     }
@@ -761,15 +754,8 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
     if (!stored) return false;
     const record = legacyRecordOf(stored);
     // The entry first: while the record is there, a repeat finds the entry's key in it.
-    await this.db.send(
-      new DeleteItemCommand({ TableName: this.tables.interactions, Key: marshall(legacyEntryKey(record)) }),
-    );
-    await this.db.send(
-      new DeleteItemCommand({
-        TableName: this.tables.interactions,
-        Key: marshall({ projectId, sk: RECORD + transactionId }),
-      }),
-    );
+    await this.deleteItem(legacyEntryKey(record));
+    await this.deleteItem({ projectId, sk: RECORD + transactionId });
     return true;
   }
 
