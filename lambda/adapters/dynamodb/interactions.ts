@@ -359,7 +359,7 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
     const groups = rollupGroups(fresh);
     await Promise.all(groups.map((g) => this.rollups.add(g.projectId, g.target, g.records)));
     const items = plans.map((plan) => packItems(plan.projectId, plan.key, plan.records, plan.json));
-    // The records and the users' entries first: a pack's summaries say it is complete.
+    // The records and the list entries first: a pack's summaries say it is complete.
     await this.batchWrite(items.map((item) => item.records(1)));
     await this.batchWrite(fresh.flatMap(listEntryItems));
     await this.batchWrite(items.map((item) => item.entries(1)));
@@ -764,25 +764,26 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
     const keys = records.flatMap((r) => [pointerKey(r.project_id, r.transaction_id), legacyEntryKey(r)]);
     const found = await this.batchGet(keys, "projectId, sk, pack");
     const indexed = new Set<string>();
-    const pointed = new Map<string, string[]>();
+    // The summaries' item of each pack a pointer names, with the transactions that point to it.
+    const pointed = new Map<string, { key: { projectId: string; sk: string }; ids: string[] }>();
     for (const item of found) {
       const { projectId, sk } = item as { projectId: string; sk: string };
       if (sk.startsWith(ENTRY)) {
         indexed.add(`${projectId}/${sk.slice(ENTRY.length + 16)}`);
         continue;
       }
-      const pack = `${projectId}/${ENTRIES}${item.pack as string}`;
-      pointed.set(pack, [...(pointed.get(pack) ?? []), `${projectId}/${sk.slice(POINTER.length)}`]);
+      const key = { projectId, sk: ENTRIES + (item.pack as string) };
+      const pack = pointed.get(`${projectId}/${key.sk}`) ?? { key, ids: [] };
+      pack.ids.push(`${projectId}/${sk.slice(POINTER.length)}`);
+      pointed.set(`${projectId}/${key.sk}`, pack);
     }
     const packs = await this.batchGet(
-      [...pointed.keys()].map((id) => ({
-        projectId: id.slice(0, id.indexOf("/")),
-        sk: id.slice(id.indexOf("/") + 1),
-      })),
+      [...pointed.values()].map((pack) => pack.key),
       "projectId, sk",
     );
-    for (const pack of packs)
-      for (const id of pointed.get(`${pack.projectId}/${pack.sk}`) ?? []) indexed.add(id);
+    for (const pack of packs) {
+      for (const id of pointed.get(`${pack.projectId}/${pack.sk}`)?.ids ?? []) indexed.add(id);
+    }
     return indexed;
   }
 
