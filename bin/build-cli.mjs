@@ -45,14 +45,10 @@ const common = {
   logLevel: "warning",
 };
 const config = await build({ ...common, entryPoints: [CONFIG], outfile: join(outdir, "config.js") });
-const result = await build({
+/** What the CLI and the warehouse worker are bundled with. */
+const withDependencies = {
   ...common,
-  entryPoints: ["bin/cli-entry.ts"],
-  outdir,
-  entryNames: "dmt",
-  // Each command's modules in chunks of their own, loaded when it runs: --version reads one small file.
-  splitting: true,
-  define: { DMT_VERSION: JSON.stringify(pkg.version) },
+  define: { DMT_VERSION: JSON.stringify(pkg.version), DMT_WEB_SOURCES: JSON.stringify("../../web/") },
   // The AWS SDK's ES module builds, bundled as the Lambda functions bundle them (lib/lambda-defaults.ts):
   // esbuild keeps what the commands use, where its CommonJS builds load whole packages (a store command
   // compiled and ran ~0.9 MB of them). Their classes survive the split into chunks; the CommonJS builds'
@@ -65,6 +61,20 @@ const result = await build({
   banner: {
     js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);",
   },
+};
+const result = await build({
+  ...withDependencies,
+  entryPoints: ["bin/cli-entry.ts"],
+  outdir,
+  entryNames: "dmt",
+  // Each command's modules in chunks of their own, loaded when it runs: --version reads one small file.
+  splitting: true,
+});
+// `dmt serve`'s warehouse worker, loaded by path beside the code that starts it (lambda/local/warehouse-thread.ts).
+const worker = await build({
+  ...withDependencies,
+  entryPoints: ["lambda/local/warehouse-worker.ts"],
+  outfile: join(outdir, "warehouse-worker.mjs"),
 });
 // The embedded store's worker is loaded by path beside the code that starts it, with the modules it imports.
 const copied = [
@@ -77,7 +87,7 @@ for (const path of copied) copyFileSync(join(root, path), join(outdir, path.spli
 // Files of this repository only (not node_modules).
 const inputs = [
   ...new Set(
-    [config, result]
+    [config, result, worker]
       .flatMap(({ metafile }) => Object.keys(metafile.inputs))
       .filter((path) => !path.startsWith("node_modules/")),
   ),

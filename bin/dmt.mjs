@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The `dmt` command. Commands run from the bundle that `npm install` builds (bin/build-cli.mjs), which
-// starts in a fraction of a second; while it is missing or older than a source it was built from, or
-// for `serve` (whose worker threads load TypeScript), they run from the sources through tsx.
+// starts in a fraction of a second; while it is missing or older than a source it was built from, they
+// run from the sources through tsx.
 import { readFileSync, statSync } from "node:fs";
 
 // The AWS SDK warns on Node 20, which the local stack supports; Lambda runs Node 22+.
@@ -19,7 +19,7 @@ function bundleIsFresh() {
   }
 }
 
-if (process.argv[2] !== "serve" && process.env.DMT_CLI_FROM_SOURCE !== "1" && bundleIsFresh()) {
+if (process.env.DMT_CLI_FROM_SOURCE !== "1" && bundleIsFresh()) {
   await import(new URL("dist/cli/dmt.js", root).href);
 } else {
   const { register } = await import("tsx/esm/api");

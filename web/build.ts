@@ -10,7 +10,12 @@ import { build } from "esbuild";
  * CDK to upload. No inline script or style anywhere, so `default-src 'self'` holds.
  */
 
-const root = dirname(fileURLToPath(import.meta.url));
+/** Set where this file is bundled (the CLI's bundle in dist/cli/): where the sources are from there. */
+declare const DMT_WEB_SOURCES: string | undefined;
+/** The dashboard's sources: this file's folder. */
+const root = fileURLToPath(
+  new URL(typeof DMT_WEB_SOURCES === "string" ? DMT_WEB_SOURCES : ".", import.meta.url),
+);
 
 /** Files by path below the dashboard's base (`index.html`, `assets/app.js`, ...). */
 export type WebFiles = Map<string, Uint8Array>;

@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -238,6 +238,43 @@ describe("dmt serve", { timeout: CLI_STEP_MS }, () => {
       const listed = await dmtJson<ListedKey[]>(["keys", "list", "--project", "served"], dir);
       expect(listed).toHaveLength(1);
       expect(listed[0]?.lastUsedAt).toEqual(expect.any(Number));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("runs from the CLI's bundle: its warehouse worker records a metered call, and the dashboard is served", async () => {
+    const dir = temp();
+    try {
+      // The bundle `npm install` builds, run directly: bin/dmt.mjs would fall back to the sources were it stale.
+      const server = await startDmtServe(dir, [], join(import.meta.dirname, "../../dist/cli/dmt.js"));
+      await dmtJson(["projects", "create", "bundled"], dir);
+      const { key } = await dmtJson<CreatedKey>(
+        ["keys", "create", "--project", "bundled", "--name", "x"],
+        dir,
+      );
+      await dmtJson(["credits", "grant", "--project", "bundled", "--usd", "1"], dir);
+      const chat = await fetch(`${server.url}/openai/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }] }),
+      });
+      expect(chat.status).toBe(200);
+      expect(chat.headers.get("x-dmt-cost-usd")).toMatch(/^0\.\d+$/);
+      await chat.arrayBuffer();
+
+      const page = await fetch(`${server.url}/dashboard/`);
+      expect(page.status).toBe(200);
+      expect(await page.text()).toContain("<title>dmt dashboard</title>");
+      const script = await fetch(`${server.url}/dashboard/assets/app.js`);
+      expect(script.status).toBe(200);
+      expect(script.headers.get("content-type")).toContain("javascript");
+      expect((await script.text()).length).toBeGreaterThan(10_000);
+
+      expect(await server.stop("SIGINT")).toBe(0);
+      const partitions = join(dir, "warehouse/interactions/project=bundled");
+      const files = readdirSync(partitions, { recursive: true }).map(String);
+      expect(files.filter((file) => file.endsWith(".parquet"))).toHaveLength(1);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
