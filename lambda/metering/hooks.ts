@@ -59,6 +59,8 @@ interface CallState {
   budgetRefusal?: BudgetWindowOf;
   userId?: string | null;
   idempotency?: { requestId: string; token: string };
+  /** What `quote` priced, for `after` to reuse when the usage is the same. */
+  quoted?: { usage: Usage; priced: Priced };
 }
 
 const MAX_NAMED_MODEL = 256;
@@ -213,7 +215,9 @@ export function createMetering(deps: MeteringDeps): Metering {
     quote(call, usage) {
       const state = states.get(call);
       if (!state || state.denied) return undefined;
-      const { cost } = priced(call, state, usage, deps.logger);
+      const result = priced(call, state, usage, deps.logger);
+      state.quoted = { usage, priced: result };
+      const { cost } = result;
       // What the credits will be charged: at most the hold (as `after` records it).
       return state.reservation && cost !== undefined ? Math.min(cost, state.reservation.micros) : cost;
     },
@@ -335,31 +339,24 @@ function priceOf(call: ProxyCall, mode: BillingMode, prices: PriceCatalogue): Mo
  * answer, whose stream broke, or that was replayed; estimated for a stream the client abandoned (then
  * `usage` is the estimate charged). `cost` is undefined when there is no price.
  */
-function costOf(
-  call: ProxyCall,
-  state: CallState,
-  outcome: ProxyOutcome,
-  logger: Logger,
-): { cost: number | undefined; breakdown?: CostBreakdown; usage: Usage } {
+function costOf(call: ProxyCall, state: CallState, outcome: ProxyOutcome, logger: Logger): Priced {
   const answered = outcome.status >= 200 && outcome.status < 300 && !outcome.replayed;
   if (!answered || outcome.error?.type === "upstream_error") return { cost: 0, usage: outcome.usage };
   const usage =
     outcome.error?.type === "client_error"
       ? abandonedStreamUsage(outcome.usage, call.body, outcome.deliveredText ?? "")
       : outcome.usage;
-  return priced(call, state, usage, logger);
+  return state.quoted?.usage === usage ? state.quoted.priced : priced(call, state, usage, logger);
 }
+
+/** A cost, its line items, and the usage it is the cost of. */
+type Priced = { cost: number | undefined; breakdown?: CostBreakdown; usage: Usage };
 
 /**
  * The usage at the call's price (with the markup when the credits pay), with its line items; 0 when
  * the route is not billable, undefined when there is no price.
  */
-function priced(
-  call: ProxyCall,
-  state: CallState,
-  usage: Usage,
-  logger: Logger,
-): { cost: number | undefined; breakdown?: CostBreakdown; usage: Usage } {
+function priced(call: ProxyCall, state: CallState, usage: Usage, logger: Logger): Priced {
   if (call.route?.billing !== "billable") return { cost: 0, usage };
   const price = state.price;
   if (!price) return { cost: undefined, usage };

@@ -167,6 +167,15 @@ describe("the shipped catalogue", () => {
     );
   });
 
+  it("makes each row's price once: calls under it share it, a dated snapshot too; another row is another", () => {
+    const day = (d: string) => new Date(`${d}T12:00:00Z`);
+    const first = catalogue.priceFor("openai", "gpt-5.6-sol", day("2026-08-21"));
+    expect(catalogue.priceFor("openai", "gpt-5.6-sol", day("2026-09-30"))).toBe(first);
+    expect(catalogue.priceFor("openai", "gpt-5.6-sol", day("2026-08-20"))).not.toBe(first);
+    const snapshot = catalogue.priceFor("openai", "gpt-4o-2024-08-06", AT);
+    expect(snapshot).toBe(catalogue.priceFor("openai", "gpt-4o", AT));
+  });
+
   it("resolves snapshots without confusing neighbouring models", () => {
     expect(priced("openai", "gpt-4o-2024-08-06").model).toBe("gpt-4o");
     expect(priced("openai", "gpt-4o-2024-05-13").tokens.input).toBe(5_000_000_000n);

@@ -35,31 +35,31 @@ export interface TokenRates {
 
 export type AudioUnit = "second" | "minute" | "hour";
 
-/** The price of one model at one moment, as `costMicros` and `maxCostMicros` use it. */
+/** The price of one model at one moment, as `costMicros` and `maxCostMicros` use it (shared: never changed). */
 export interface ModelPrice {
-  vendor: Vendor;
+  readonly vendor: Vendor;
   /** The catalogue's id for the model the request named (after alias and snapshot resolution). */
-  model: string;
-  kind: ModelKind;
-  effectiveFrom: string;
-  maxOutputTokens: number | undefined;
-  tokens: TokenRates;
+  readonly model: string;
+  readonly kind: ModelKind;
+  readonly effectiveFrom: string;
+  readonly maxOutputTokens: number | undefined;
+  readonly tokens: TokenRates;
   /** Rates for the whole request once its input exceeds `aboveInputTokens`. */
-  longContext: { aboveInputTokens: number; tokens: TokenRates } | undefined;
+  readonly longContext: { aboveInputTokens: number; tokens: TokenRates } | undefined;
   /** Rates for the whole request when a service tier other than the standard one served it. */
-  serviceTiers: ReadonlyMap<ServiceTier, TokenRates>;
+  readonly serviceTiers: ReadonlyMap<ServiceTier, TokenRates>;
   /** Nano-USD per 1,000 calls of a server-side tool, and per 1,000 requests that used one. */
-  toolCalls: ReadonlyMap<Tool, bigint>;
-  toolRequests: ReadonlyMap<Tool, bigint>;
+  readonly toolCalls: ReadonlyMap<Tool, bigint>;
+  readonly toolRequests: ReadonlyMap<Tool, bigint>;
   /** Nano-USD per image, by "<quality>/<size>" variant (a single price is the variant "any"). */
-  perImage: ReadonlyMap<string, bigint> | undefined;
-  audio: { per: AudioUnit; nanos: bigint; minimumSeconds: number } | undefined;
+  readonly perImage: ReadonlyMap<string, bigint> | undefined;
+  readonly audio: { per: AudioUnit; nanos: bigint; minimumSeconds: number } | undefined;
   /** Nano-USD per million characters of speech input. */
-  perMillionCharacters: bigint | undefined;
+  readonly perMillionCharacters: bigint | undefined;
   /** The deployment's markup, applied to every cost. */
-  markup: Ratio;
+  readonly markup: Ratio;
   /** The `price_version` a usage record priced with this carries. */
-  priceVersion: string;
+  readonly priceVersion: string;
 }
 
 /** One row of `dmt prices list`: list prices as decimal USD text, exactly as the catalogue holds them. */
@@ -110,6 +110,8 @@ export class PriceCatalogue {
   readonly markup: Ratio;
   private readonly models: readonly RawEntry[];
   private readonly byId = new Map<string, RawEntry>();
+  /** Each row's price, made once: every metered call asks for one (rows are few and never change). */
+  private readonly priceOfRow = new WeakMap<RawPriceRow, ModelPrice>();
 
   constructor(catalogue: RawCatalogue, markup: Ratio, priceVersion: string) {
     this.version = catalogue.version;
@@ -130,7 +132,13 @@ export class PriceCatalogue {
   priceFor(vendor: Vendor, model: string, at: Date): ModelPrice | undefined {
     const entry = this.resolve(vendor, model);
     const row = entry && rowAt(entry, at);
-    return entry && row && toModelPrice(entry, row, this.markup, this.priceVersion);
+    if (!entry || !row) return undefined;
+    let price = this.priceOfRow.get(row);
+    if (!price) {
+      price = toModelPrice(entry, row, this.markup, this.priceVersion);
+      this.priceOfRow.set(row, price);
+    }
+    return price;
   }
 
   /** The rows in force at `at`, for `dmt prices list [--vendor v] [--json]`. */
