@@ -23,7 +23,7 @@ export interface WarehouseWorkerData {
 
 /** A request to the worker; it answers each one with `done` once it is carried out. */
 export type WorkerRequest =
-  | { type: "send"; id: number; body: string }
+  | { type: "send"; id: number; bodies: string[] }
   | { type: "deliver"; id: number }
   | { type: "close"; id: number };
 
@@ -37,6 +37,15 @@ export type WorkerReport =
       fields?: Record<string, unknown>;
     };
 
+/** Records handed over in one turn, on their way to the worker in one message. */
+interface Batch {
+  bodies: string[];
+  /** Settles once the worker has them all in its journal. */
+  answered: Promise<void>;
+  /** Posts them now, if not yet. */
+  post(): void;
+}
+
 /** A worker that failed to start is replaced after this pause, so a persistent fault cannot spin. */
 const RESTART_PAUSE_MS = 1000;
 /** Closing, a worker that fails to start this many times in a row is given up on: a shutdown ends. */
@@ -46,7 +55,8 @@ const STARTS_WHILE_CLOSING = 3;
  * The local warehouse's writing side in a worker thread (lambda/local/warehouse-worker.ts): the
  * in-process queue with its journal, the consumer Lambda runs, and the dashboard's index writer, whose
  * CPU (JSON, Parquet, store writes) would otherwise delay the server's requests. This side only posts:
- * `send` serialises the record and resolves once the worker has it in the journal.
+ * `send` serialises the record and resolves once the worker has it in the journal. The records sent
+ * in one turn of the event loop go in one message: one wake-up of the worker for them all.
  *
  * Requests stay here until answered. A worker that dies is logged and replaced, and the new one gets the
  * unanswered requests again; the records the dead one had journaled it takes over from the journal.
@@ -58,6 +68,8 @@ export class WarehouseThread implements RecordQueue {
   private worker: Worker | undefined;
   private readonly unanswered = new Map<number, { request: WorkerRequest; answered: () => void }>();
   private nextId = 0;
+  /** The records of this turn, posted together at its end. */
+  private batch: Batch | undefined;
   private startedOnce = false;
   private closing: Promise<void> | undefined;
   private stopped = false;
@@ -90,17 +102,35 @@ export class WarehouseThread implements RecordQueue {
       });
       return Promise.resolve();
     }
-    const body = JSON.stringify(record);
-    return this.request((id) => ({ type: "send", id, body }));
+    const batch = (this.batch ??= this.newBatch());
+    batch.bodies.push(JSON.stringify(record));
+    return batch.answered;
+  }
+
+  /** A batch posted at the end of this turn, or before a delivery or the close asked for meanwhile. */
+  private newBatch(): Batch {
+    const bodies: string[] = [];
+    let post = () => {};
+    const answered = new Promise<void>((resolve) => {
+      post = () => {
+        if (this.batch?.bodies !== bodies) return; // posted already
+        this.batch = undefined;
+        resolve(this.request((id) => ({ type: "send", id, bodies })));
+      };
+    });
+    setImmediate(post);
+    return { bodies, answered, post };
   }
 
   /** Delivers every record handed over so far (and visible); resolves once they are written. */
   deliver(): Promise<void> {
+    this.batch?.post();
     return this.request((id) => ({ type: "deliver", id }));
   }
 
   /** Delivers everything, closes the journal, and ends the worker. */
   close(): Promise<void> {
+    this.batch?.post();
     this.closing ??= this.request((id) => ({ type: "close", id })).then(async () => {
       this.stopped = true;
       await this.worker?.terminate();
@@ -114,12 +144,22 @@ export class WarehouseThread implements RecordQueue {
    */
   private giveUp(): void {
     this.stopped = true;
-    const lost = [...this.unanswered.values()].filter((w) => w.request.type === "send").length;
+    let lost = 0;
+    for (const { request } of this.unanswered.values())
+      if (request.type === "send") lost += request.bodies.length;
     this.logger.error("the warehouse worker cannot start; closing without it", {
       metric: "warehouse.undelivered",
       count: lost,
     });
     for (const id of [...this.unanswered.keys()]) this.answer(id);
+  }
+
+  /** The records posted and not yet answered. */
+  private recordsWaiting(): number {
+    let count = 0;
+    for (const { request } of this.unanswered.values())
+      if (request.type === "send") count += request.bodies.length;
+    return count;
   }
 
   private request(make: (id: number) => WorkerRequest): Promise<void> {
@@ -178,7 +218,7 @@ export class WarehouseThread implements RecordQueue {
         }
         this.logger.error("the warehouse worker stopped; a new one takes over its records", {
           metric: "warehouse.worker_restarted",
-          waiting: this.unanswered.size,
+          waiting: this.recordsWaiting(),
         });
         // A worker that failed before it was ready gets a new one after a pause; its exit comes here again.
         const restart = setTimeout(

@@ -39,7 +39,7 @@ const arrived = () => Promise.all(arriving);
 port.on("message", (request: WorkerRequest) => {
   const done = () => report({ type: "done", id: request.id });
   if (request.type === "send") {
-    const sent = queue.enqueue(request.body).then(done);
+    const sent = Promise.all(request.bodies.map((body) => queue.enqueue(body))).then(done);
     arriving.add(sent);
     void sent.finally(() => arriving.delete(sent));
   } else if (request.type === "deliver") {

@@ -4,7 +4,7 @@ import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Worker } from "node:worker_threads";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { syntheticRecord } from "../../bench/warehouse-records";
 import { DynamoInteractionIndex } from "../../lambda/adapters/dynamodb/interactions";
 import { jsonLogger, type Logger } from "../../lambda/core/logger";
@@ -12,7 +12,11 @@ import type { InteractionRecord } from "../../lambda/core/record";
 import { parseLocalConfig } from "../../lambda/local/config";
 import { runningStoreEndpoint, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 import { type LocalStore, openLocalStore, startLocalStack } from "../../lambda/local/stack";
-import { startThreadedWarehouse, type ThreadedWarehouse } from "../../lambda/local/warehouse-thread";
+import {
+  startThreadedWarehouse,
+  type ThreadedWarehouse,
+  type WorkerRequest,
+} from "../../lambda/local/warehouse-thread";
 
 const PROJECT = "proj-thread";
 /** Something a client sent in a call: it lands in the warehouse, never in a log line. */
@@ -126,6 +130,24 @@ describe("the threaded warehouse", () => {
     // Ended, not just unreferenced: a thread that exited has no id.
     expect(workers.started.map((w) => w.threadId)).toEqual([-1]);
     expect(log.lines().filter((l) => l.level === "error")).toEqual([]);
+  });
+
+  it("posts the records of one turn in one message, ahead of a delivery asked for in the same turn", async () => {
+    const warehouse = await start();
+    const [worker] = workers.started;
+    if (!worker) throw new Error("no warehouse worker started");
+    const posted = vi.spyOn(worker, "postMessage");
+    const records = recordsFrom(0, 25);
+    const sent = records.map((r) => warehouse.queue.send(r));
+    const delivered = warehouse.queue.deliver();
+    await Promise.all([...sent, delivered]);
+
+    const requests = posted.mock.calls.map(([request]) => request as WorkerRequest);
+    expect(requests.map((r) => (r.type === "send" ? r.bodies.length : r.type))).toEqual([25, "deliver"]);
+    expect(await writtenIds(warehouse)).toEqual(idsOf(records));
+    // The next turn's records go in a message of their own.
+    await Promise.all(recordsFrom(25, 3).map((r) => warehouse.queue.send(r)));
+    expect(posted.mock.calls).toHaveLength(3);
   });
 
   it("hands a dead worker's records to a new one: every record sent lands once", async () => {
