@@ -1,7 +1,7 @@
 import type { ProxyHooks } from "../core/call";
 import { decimalUsd } from "../core/credits";
 import { errorFields, type Logger } from "../core/logger";
-import { recordLevel, recordOf } from "../warehouse/hooks";
+import { finishedRecord } from "../warehouse/hooks";
 import type { BalanceAlerts } from "./alerts";
 import type { EventPublisher } from "./ports";
 
@@ -13,8 +13,7 @@ export function eventHooks(publisher: EventPublisher, alerts: BalanceAlerts, log
   return {
     async after(call, outcome) {
       // Figures and ids only: never a body, and at level `none` no user id either.
-      const level = recordLevel(call);
-      const record = recordOf(call, outcome, "metadata");
+      const record = finishedRecord(call, outcome);
       const charged = record.billing_mode === "managed" && (record.cost_micros ?? 0) > 0;
       await Promise.all([
         publisher
@@ -25,7 +24,7 @@ export function eventHooks(publisher: EventPublisher, alerts: BalanceAlerts, log
             data: {
               transaction_id: record.transaction_id,
               key_id: record.key_id,
-              user_id: level === "none" ? null : record.user_id,
+              user_id: record.store_level === "none" ? null : record.user_id,
               vendor: record.vendor,
               endpoint: record.endpoint,
               model: record.model,

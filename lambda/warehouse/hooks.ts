@@ -39,6 +39,18 @@ export function recordOf(call: ProxyCall, outcome: ProxyOutcome, store: StoreLev
   });
 }
 
+/** Each finished call's record, built once for the hooks that read it (after metering's, which prices it). */
+const records = new WeakMap<ProxyCall, { outcome: ProxyOutcome; record: InteractionRecord }>();
+
+/** The call's record at the level it is stored at (`recordLevel`), shared: never changed. */
+export function finishedRecord(call: ProxyCall, outcome: ProxyOutcome): InteractionRecord {
+  const built = records.get(call);
+  if (built?.outcome === outcome) return built.record;
+  const record = recordOf(call, outcome, recordLevel(call));
+  records.set(call, { outcome, record });
+  return record;
+}
+
 /**
  * What a call's record keeps: the key's level, or less if `X-DMT-Store` asked. A call refused for
  * its header is recorded without bodies whatever it asked: it may have meant to ask for less.
@@ -62,12 +74,12 @@ export function warehouseHooks(queue: RecordQueue, userIds: UserIdHasher): Proxy
       requestStoreLevel(call.auth.store, call.storeHeader);
     },
     async after(call, outcome) {
-      const store = recordLevel(call);
-      const record = recordOf(call, outcome, store);
-      if (store === "none" && record.user_id !== null) {
-        record.user_id = await userIds.keyed(record.project_id, record.user_id);
-      }
-      await queue.send(record);
+      const record = finishedRecord(call, outcome);
+      await queue.send(
+        record.store_level === "none" && record.user_id !== null
+          ? { ...record, user_id: await userIds.keyed(record.project_id, record.user_id) }
+          : record,
+      );
     },
   };
 }

@@ -6,7 +6,7 @@ import { hmacUserIdHasher, type StoreLevel } from "../../lambda/core/privacy";
 import type { RecordQueue } from "../../lambda/core/queue";
 import type { InteractionRecord } from "../../lambda/core/record";
 import { parseRecord } from "../../lambda/core/record";
-import { recordOf, warehouseHooks } from "../../lambda/warehouse/hooks";
+import { finishedRecord, recordOf, warehouseHooks } from "../../lambda/warehouse/hooks";
 
 const VENDOR_KEY = "sk-ant-VENDORHALFOFADUALKEY000";
 const hasher = hmacUserIdHasher(() => Buffer.from("test user-id key"));
@@ -158,6 +158,18 @@ describe("the warehouse's proxy hook", () => {
       );
       expect(await hasher.keyed("proj-b", "u-42")).not.toBe(none.user_id);
       expect(parseRecord(JSON.parse(JSON.stringify(none)))).toEqual(none);
+    });
+
+    it("builds a call's record once for every hook that reads it, and never changes it", async () => {
+      const c = at("none");
+      const shared = finishedRecord(c, outcome);
+      expect(finishedRecord(c, outcome)).toBe(shared);
+      const { record } = await sentBy(c);
+      expect(record.user_id).toBe(await hasher.keyed("proj-a", "u-42"));
+      // The events' hook reads the same record after the warehouse's: its user is the caller's still.
+      expect(finishedRecord(c, outcome)).toBe(shared);
+      expect(shared.user_id).toBe("u-42");
+      expect(record).toEqual({ ...shared, user_id: record.user_id });
     });
 
     it("lets X-DMT-Store ask for less, in any case", async () => {
