@@ -14,10 +14,37 @@ export const SECURITY_HEADERS: Readonly<Record<string, string>> = {
   "X-Frame-Options": "DENY",
 };
 
+/** The same, by lower-case name: what a plain header object given to a Response uses. */
+const SECURITY_HEADERS_LOWER: Readonly<Record<string, string>> = Object.fromEntries(
+  Object.entries(SECURITY_HEADERS).map(([name, value]) => [name.toLowerCase(), value]),
+);
+
+/** Responses that carry the security headers from the start (`securedResponse`). */
+const secured = new WeakSet<Response>();
+
 export const securityHeaders: MiddlewareHandler = async (c, next) => {
   await next();
+  if (secured.has(c.res)) return;
   for (const [name, value] of Object.entries(SECURITY_HEADERS)) c.res.headers.set(name, value);
 };
+
+/**
+ * A response with the security headers among `headers` (lower-case names; ours win over the same names
+ * there), which `securityHeaders` then leaves alone. For the proxy's answers: setting them afterwards
+ * reads `headers`, which on Node turns the response's plain header object into a `Headers` (about 2% of
+ * a proxied call's CPU on the server's main thread).
+ */
+export function securedResponse(
+  body: BodyInit | null,
+  init: { status: number; headers: Record<string, string> },
+): Response {
+  const response = new Response(body, {
+    status: init.status,
+    headers: { ...init.headers, ...SECURITY_HEADERS_LOWER },
+  });
+  secured.add(response);
+  return response;
+}
 
 /**
  * The request target exactly as the client sent it. Hosts normalise `..` away before Hono sees the

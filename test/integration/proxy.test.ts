@@ -1,7 +1,7 @@
 import { type AddressInfo, connect, createServer, type Server, type Socket } from "node:net";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
-import { errorBody, expectSecurityHeaders, send } from "../support/http";
+import { errorBody, expectSecurityHeaders, rawRequest, send } from "../support/http";
 import { simulatorEnv, startTestStack, type TestStack, testVendorKey } from "../support/stack";
 
 /**
@@ -312,6 +312,20 @@ describe("header hygiene", () => {
     const responseHeaders = JSON.stringify([...res.headers]);
     for (const vendor of ["openai", "groq", "anthropic", "gemini"]) {
       expect(responseHeaders + text).not.toContain(testVendorKey(vendor));
+    }
+  });
+
+  it("gives every answer, whole or streamed, each security header once", async () => {
+    for (const stream of [false, true]) {
+      const body = chat(stream ? { stream: true } : {});
+      const answer = await rawRequest(
+        stack.port,
+        `POST /openai/v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\n` +
+          `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      );
+      expect(answer.status).toBe(200);
+      // Repeated headers would read "DENY, DENY".
+      expectSecurityHeaders(answer.headers);
     }
   });
 });

@@ -10,6 +10,7 @@ import { parseJson } from "../../vendors/json";
 import { JsonArrayReader } from "../../vendors/json-array";
 import { isUsageOnlyChunk, withoutNullUsage } from "../../vendors/openai/usage";
 import { parseSseEvent, SseReader } from "../../vendors/sse";
+import { securedResponse } from "../middleware";
 
 export interface RelayOptions {
   route: VendorRoute;
@@ -88,7 +89,7 @@ export async function relayResponse(upstream: UpstreamResponse, options: RelayOp
       return result;
     });
     const headers = { ...vendorHeaders, ...options.extraHeaders, ...answered };
-    return new Response(NULL_BODY_STATUSES.has(status) ? null : (body as Uint8Array<ArrayBuffer>), {
+    return securedResponse(NULL_BODY_STATUSES.has(status) ? null : (body as Uint8Array<ArrayBuffer>), {
       status,
       headers,
     });
@@ -170,7 +171,7 @@ export async function relayResponse(upstream: UpstreamResponse, options: RelayOp
     },
   });
   const headers = { ...vendorHeaders, ...options.extraHeaders };
-  return new Response(body, { status, headers });
+  return securedResponse(body, { status, headers });
 }
 
 /** Collects chunks until their total passed `limit`: past it, whoever reads them knows it is too many. */
