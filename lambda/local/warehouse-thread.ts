@@ -102,9 +102,9 @@ export class WarehouseThread implements RecordQueue {
       });
       return Promise.resolve();
     }
-    const batch = (this.batch ??= this.newBatch());
-    batch.bodies.push(JSON.stringify(record));
-    return batch.answered;
+    this.batch ??= this.newBatch();
+    this.batch.bodies.push(JSON.stringify(record));
+    return this.batch.answered;
   }
 
   /** A batch posted at the end of this turn, or before a delivery or the close asked for meanwhile. */
