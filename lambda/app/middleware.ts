@@ -40,7 +40,7 @@ export function securedResponse(
 ): Response {
   const response = new Response(body, {
     status: init.status,
-    headers: { ...init.headers, ...SECURITY_HEADERS_LOWER },
+    headers: Object.assign({}, init.headers, SECURITY_HEADERS_LOWER),
   });
   secured.add(response);
   return response;
