@@ -131,20 +131,20 @@ export class DynamoIdempotency implements IdempotencyStore {
     if (replayable) Object.assign(stored, { headers, parts: parts.length, lengths });
     // An empty body has no part: DynamoDB keeps no empty binary values.
     if (parts[0]) stored.body = parts[0];
+    const sets: string[] = [];
+    const values: Record<string, unknown> = { ":running": "running", ":lease": token };
+    for (const [name, value] of Object.entries(stored)) {
+      sets.push(`${name} = :${name}`);
+      values[`:${name}`] = value;
+    }
     try {
       await this.db.send(
         new UpdateItemCommand({
           TableName: this.tables.idempotency,
           Key: marshall({ recordId }),
-          UpdateExpression: `SET ${Object.keys(stored)
-            .map((name) => `${name} = :${name}`)
-            .join(", ")}`,
+          UpdateExpression: `SET ${sets.join(", ")}`,
           ConditionExpression: "leaseId = :lease AND phase = :running",
-          ExpressionAttributeValues: marshall({
-            ":running": "running",
-            ":lease": token,
-            ...Object.fromEntries(Object.entries(stored).map(([name, value]) => [`:${name}`, value])),
-          }),
+          ExpressionAttributeValues: marshall(values),
         }),
       );
       return true;
