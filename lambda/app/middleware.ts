@@ -29,18 +29,20 @@ export const securityHeaders: MiddlewareHandler = async (c, next) => {
 };
 
 /**
- * A response with the security headers among `headers` (lower-case names; ours win over the same names
- * there), which `securityHeaders` then leaves alone. For the proxy's answers: setting them afterwards
- * reads `headers`, which on Node turns the response's plain header object into a `Headers` (about 2% of
- * a proxied call's CPU on the server's main thread).
+ * A response with `headers` merged in order (lower-case names), then the security headers, which
+ * `securityHeaders` then leaves alone. For the proxy's answers: setting them afterwards reads
+ * `headers`, which on Node turns the response's plain header object into a `Headers` (about 2% of a
+ * proxied call's CPU on the server's main thread). Object.assign, not spreads: on Node 20 those took
+ * ~9 µs a call.
  */
 export function securedResponse(
   body: BodyInit | null,
-  init: { status: number; headers: Record<string, string> },
+  status: number,
+  ...headers: (Record<string, string> | undefined)[]
 ): Response {
   const response = new Response(body, {
-    status: init.status,
-    headers: Object.assign({}, init.headers, SECURITY_HEADERS_LOWER),
+    status,
+    headers: Object.assign({}, ...headers, SECURITY_HEADERS_LOWER),
   });
   secured.add(response);
   return response;

@@ -88,12 +88,13 @@ export async function relayResponse(upstream: UpstreamResponse, options: RelayOp
       }
       return result;
     });
-    // Object.assign, not spreads: on Node 20 these took ~9 µs a call.
-    const headers = Object.assign({}, vendorHeaders, options.extraHeaders, answered);
-    return securedResponse(NULL_BODY_STATUSES.has(status) ? null : (body as Uint8Array<ArrayBuffer>), {
+    return securedResponse(
+      NULL_BODY_STATUSES.has(status) ? null : (body as Uint8Array<ArrayBuffer>),
       status,
-      headers,
-    });
+      vendorHeaders,
+      options.extraHeaders,
+      answered,
+    );
   }
 
   const tap = createTap(options, sse, contentType);
@@ -171,8 +172,7 @@ export async function relayResponse(upstream: UpstreamResponse, options: RelayOp
       upstream.body.destroy();
     },
   });
-  const headers = Object.assign({}, vendorHeaders, options.extraHeaders);
-  return securedResponse(body, { status, headers });
+  return securedResponse(body, status, vendorHeaders, options.extraHeaders);
 }
 
 /** Collects chunks until their total passed `limit`: past it, whoever reads them knows it is too many. */
