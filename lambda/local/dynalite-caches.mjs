@@ -3,7 +3,7 @@
 // LevelDB reads waiting for a lock; docs/architecture.md):
 // - an expression's parse is kept per expression, names (or only which names, when they can be stood
 //   in for) and value *types*, and reused with the request's own names and values;
-// - a table's definition is kept as JSON until the table is written again;
+// - a table's definition is kept, as JSON and parsed, until the table is written again;
 // - a LevelDB read runs on the store's own thread;
 // - the LevelDB writes of one turn of the store's event loop go to LevelDB as one batch.
 // Plain JavaScript: the store's worker (dynamo-worker.mjs) loads it without a TypeScript loader.
@@ -194,9 +194,11 @@ function withValues(node, swap, named) {
 }
 
 /**
- * Every item request reads its table's definition from LevelDB. The store's definitions are kept as
- * JSON (a fresh object each read: deleteTable and updateTable change the one they get) and dropped
- * whenever the table is written or deleted. Idempotent.
+ * Every item request reads its table's definition from LevelDB, and a BatchGetItem or BatchWriteItem
+ * once per item. The store's definitions are kept until the table is written or deleted: as JSON for
+ * the table operations (a fresh object each read: deleteTable and updateTable change the one they
+ * get), and parsed once, frozen, for the item operations, which only read it (parsing the interactions
+ * table's definition took ~20 µs, and a record's index work reads it about three times). Idempotent.
  */
 export function cacheDynaliteTables() {
   const db = fromDynalite()("./db");
@@ -204,13 +206,15 @@ export function cacheDynaliteTables() {
   const create = db.create;
   db.create = (options) => {
     const store = create(options);
-    cacheTableReads(store.tableDb);
+    cacheTableReads(store);
     return store;
   };
   db.create.cached = true;
 }
 
-function cacheTableReads(tableDb) {
+function cacheTableReads(store) {
+  const { tableDb } = store;
+  /** A table's definition by name: `json`, and `shared` once an item operation has asked for it. */
   const definitions = new Map();
   // Counts a write's start and its end: a read that either overtook keeps nothing (it may have read
   // the definition from before the write).
@@ -223,12 +227,12 @@ function cacheTableReads(tableDb) {
   tableDb.get = function (key, ...rest) {
     const [done] = rest;
     if (rest.length !== 1 || typeof done !== "function") return get.call(this, key, ...rest);
-    const json = definitions.get(key);
-    if (json !== undefined) return process.nextTick(done, null, JSON.parse(json));
+    const cached = definitions.get(key);
+    if (cached !== undefined) return process.nextTick(done, null, JSON.parse(cached.json));
     const before = writes;
     return get.call(this, key, (err, table) => {
       if (!err && table && typeof table === "object" && before === writes) {
-        definitions.set(key, JSON.stringify(table));
+        definitions.set(key, { json: JSON.stringify(table), shared: undefined });
       }
       done(err, table);
     });
@@ -252,4 +256,25 @@ function cacheTableReads(tableDb) {
     };
   tableDb.put = writing(put);
   tableDb.del = writing(del);
+
+  // The item operations call `getTable(name, done)`; the table operations pass a status flag.
+  const { getTable } = store;
+  store.getTable = function (name, checkStatus, done) {
+    const cached = typeof checkStatus === "function" ? definitions.get(name) : undefined;
+    if (cached === undefined) return getTable.call(this, name, checkStatus, done);
+    cached.shared ??= deepFreeze(JSON.parse(cached.json));
+    // getTable's own check: a table being made or deleted is not found.
+    const { TableStatus } = cached.shared;
+    if (TableStatus === "CREATING" || TableStatus === "DELETING")
+      return getTable.call(this, name, checkStatus);
+    process.nextTick(checkStatus, null, cached.shared);
+  };
+}
+
+function deepFreeze(value) {
+  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value)) deepFreeze(child);
+  }
+  return value;
 }

@@ -435,4 +435,46 @@ describe("through the store", () => {
     );
     expect(page.Items).toEqual([{ pk: { S: "x" }, sk: { N: "1" } }]);
   });
+
+  it("parses a table's definition once for all its item requests, and afresh for a table request", async () => {
+    // The definition as dynalite stores it: JSON with the table's name and key schema.
+    const isDefinition = (text: unknown) =>
+      typeof text === "string" && text.includes('"TableName":"values"') && text.includes('"KeySchema"');
+    const parse = JSON.parse;
+    let parsed = 0;
+    const counting = async (work: () => Promise<unknown>) => {
+      parsed = 0;
+      JSON.parse = (text: string, reviver?: Parameters<typeof parse>[1]) => {
+        if (isDefinition(text)) parsed++;
+        return parse(text, reviver);
+      };
+      try {
+        await work();
+      } finally {
+        JSON.parse = parse;
+      }
+      return parsed;
+    };
+    await db.send(new GetItemCommand({ TableName: "values", Key: marshall({ pk: "warm" }) }));
+    const items = await counting(async () => {
+      for (let i = 0; i < 10; i++) {
+        await db.send(new GetItemCommand({ TableName: "values", Key: marshall({ pk: `p${i}` }) }));
+      }
+      await db.send(
+        new BatchWriteItemCommand({
+          RequestItems: {
+            values: Array.from({ length: 20 }, (_, i) => ({
+              PutRequest: { Item: marshall({ pk: `p${i}` }) },
+            })),
+          },
+        }),
+      );
+    });
+    expect(items).toBe(0);
+    // A table request gets its own copy (DescribeTable's answer is parsed by the client as well).
+    const described = await counting(() => db.send(new DescribeTableCommand({ TableName: "values" })));
+    expect(described).toBeGreaterThanOrEqual(1);
+    const read = await db.send(new GetItemCommand({ TableName: "values", Key: marshall({ pk: "p19" }) }));
+    expect(read.Item).toEqual({ pk: { S: "p19" } });
+  });
 });
