@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { MessagePort } from "node:worker_threads";
 import {
   BatchGetItemCommand,
   BatchWriteItemCommand,
@@ -314,6 +315,46 @@ describe("the lean client's ways to the store", () => {
       expect(answers).toEqual(keys.flatMap((sk) => [`v${sk}`, `v${sk}`]));
     } finally {
       second.destroy();
+    }
+  });
+
+  it.each([
+    ["an unknown operation", "DynamoDB_20120810.FlyAway", "{}"],
+    ["an unknown API", "Dynamo.GetItem", "{}"],
+    ["a target without an API", "GetItem", "{}"],
+    ["a body that is not JSON", "DynamoDB_20120810.GetItem", "{nope"],
+    ["an empty body", "DynamoDB_20120810.GetItem", ""],
+    ["a request missing its table", "DynamoDB_20120810.GetItem", "{}"],
+    [
+      "a table that does not exist",
+      "DynamoDB_20120810.GetItem",
+      '{"TableName":"absent","Key":{"pk":{"S":"x"}}}',
+    ],
+  ])("answers %s on a port as the store's HTTP server does", async (_name, target, body) => {
+    const port = dynamo.connect?.() as MessagePort;
+    try {
+      const overPort = await new Promise<{ status: number; text: string }>((resolve) => {
+        port.once("message", resolve);
+        port.postMessage({ id: 1, target, body });
+      });
+      const overHttp = await fetch(dynamo.endpoint, {
+        method: "POST",
+        headers: {
+          "content-type": "application/x-amz-json-1.0",
+          "x-amz-target": target,
+          "x-amz-date": "20200101T000000Z",
+          authorization:
+            "AWS4-HMAC-SHA256 Credential=local/20200101/local/dynamodb/aws4_request, SignedHeaders=host, Signature=0",
+        },
+        body,
+      });
+      expect(overHttp.status).toBeGreaterThanOrEqual(400);
+      expect({ status: overPort.status, body: JSON.parse(overPort.text) }).toEqual({
+        status: overHttp.status,
+        body: await overHttp.json(),
+      });
+    } finally {
+      port.close();
     }
   });
 
