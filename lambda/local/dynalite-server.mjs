@@ -34,6 +34,7 @@ const validations = fromDynalite("./validations");
 /** The store (dynalite's `db.create`) behind each server started here. */
 const stores = new WeakMap();
 
+/** Starts a server and keeps the store dynalite makes for it, which its handler holds in a closure. */
 function withStore(start) {
   const db = fromDynalite("./db");
   const { create } = db;
