@@ -6,7 +6,11 @@ import { gzipSync } from "node:zlib";
 import { type DynamoDBClient, GetItemCommand, PutItemCommand, QueryCommand } from "@aws-sdk/client-dynamodb";
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DynamoInteractionIndex, PAGE_SCAN_BUDGET } from "../../lambda/adapters/dynamodb/interactions";
+import {
+  DynamoInteractionIndex,
+  PAGE_SCAN_BUDGET,
+  ROUND_RECORDS,
+} from "../../lambda/adapters/dynamodb/interactions";
 import { ROLLUP_CHUNK } from "../../lambda/adapters/dynamodb/rollups";
 import { FileDeliveryLedger } from "../../lambda/adapters/fs/ledger";
 import { FsObjectStore } from "../../lambda/adapters/fs/object-store";
@@ -183,6 +187,11 @@ const writes = (prefix: string) => (command: { constructor: { name: string }; in
   command.constructor.name === "BatchWriteItemCommand" &&
   JSON.stringify(command.input).includes("PutRequest") &&
   JSON.stringify(command.input).includes(`"sk":{"S":"${prefix}`);
+/** The `n`th command (from 1) that `pick` picks. */
+const nth =
+  (pick: (command: { constructor: { name: string }; input: unknown }) => boolean, n: number) =>
+  (command: { constructor: { name: string }; input: unknown }) =>
+    pick(command) && --n === 0;
 const updateWith = (word: string) => (command: { constructor: { name: string }; input: unknown }) =>
   command.constructor.name === "UpdateItemCommand" &&
   String((command.input as { UpdateExpression?: string }).UpdateExpression).startsWith(word);
@@ -478,8 +487,39 @@ describe("writing", () => {
     expect(byKey.totals.requests).toBe((await totals("by-dimension")).requests);
   });
 
+  it("keeps a rollup item's markers to one round's, however many records a batch holds", async () => {
+    const projectId = `big-batch-${++sequence}`;
+    // One bucket, one model and one key: every record of the batch goes to the same rollup items.
+    const batch = Array.from({ length: 10 * ROUND_RECORDS }, (_, i) =>
+      record(projectId, { started_at: NOW - 5_000 + i }),
+    );
+    let most = 0;
+    const observed = Object.create(local.db) as DynamoDBClient;
+    observed.send = (async (command: { constructor: { name: string }; input: { Key?: unknown } }) => {
+      const out = await local.db.send(command as never);
+      if (updateWith("ADD")(command)) {
+        const item = await local.db.send(
+          new GetItemCommand({
+            TableName: local.tables.usageRollups,
+            Key: command.input.Key as never,
+            ConsistentRead: true,
+          }),
+        );
+        most = Math.max(most, markersOf(item.Item).length);
+      }
+      return out;
+    }) as DynamoDBClient["send"];
+    await new DynamoInteractionIndex(observed, local.tables).write(batch);
+    expect(most).toBe(ROUND_RECORDS);
+    expect(await totals(projectId)).toEqual(sumCounters(batch.map(deltaOf)));
+    expect((await rollupItems(projectId)).flatMap(markersOf)).toEqual([]);
+    expect((await listAll(projectId)).rows).toHaveLength(batch.length);
+  });
+
   it.each([
     ["the pointer write", writes("t#")],
+    // A round's pointers go in writes of DynamoDB's 25: the next write after them is the second round's.
+    ["the second round's pointer write", nth(writes("t#"), ROUND_RECORDS / 25 + 1)],
     ["the rollup addition", updateWith("ADD")],
     ["the records' write", writes("q#")],
     ["the users' entries write", writes("u#")],
@@ -487,8 +527,8 @@ describe("writing", () => {
     ["the marker removal", updateWith("REMOVE")],
   ])("counts each transaction once when a crash stops %s and the batch comes again", async (_, step) => {
     const projectId = `crash-${++sequence}`;
-    // More than one rollup update's worth of records.
-    const count = ROLLUP_CHUNK + 5;
+    // More than one rollup update's worth of records, in two rounds.
+    const count = ROUND_RECORDS + ROLLUP_CHUNK + 5;
     const batch = Array.from({ length: count }, (_, i) =>
       record(projectId, { user_id: i % 2 ? "ula" : null }),
     );

@@ -77,6 +77,8 @@ import type { TableNames } from "./tables";
  *   w4  put the packs' records, the list entries, then the packs' summaries
  *                                                  (idempotent; from now on w1 skips their records)
  *   w5  rollups: remove the `add` markers
+ * w2 to w5 run a round at a time: whole packs, up to 100 records (`ROUND_RECORDS`), so that a rollup
+ * item carries at most a round's markers for each write in flight, whatever the batch's size.
  * A crash before w3 leaves nothing counted; between w3 and w4 the markers say "counted", so the retry
  * skips the addition and writes a pack (perhaps another one, if the retry's batch differs: the pointer
  * is rewritten to name it); after w4 the pack says it. A pack is only ever written after its pointers,
@@ -104,6 +106,13 @@ const RECORD = "r#";
 /** A pack's time span: small enough that a page reads few packs, large enough that packs fill. */
 const BUCKET_MS = 10_000;
 const PACK_RECORDS = 100;
+/**
+ * Records taken through w2 to w5 together. Markers stay on a rollup item from w3 to w5, and every
+ * update rewrites the whole item: with a batch's records all in flight at once, one project's item
+ * grew to a marker per record of the batch (~40 bytes each; 1,000 records, 40 KB), each update cost
+ * write units by that size, and a batch of ~10,000 would pass DynamoDB's 400 KB item limit.
+ */
+export const ROUND_RECORDS = PACK_RECORDS;
 /** A pack's records as JSON, before gzip: a DynamoDB item holds 400 KB. */
 const PACK_BYTES = 300_000;
 /** Entries outlive the listing window by a week, then DynamoDB may collect them (in AWS). */
@@ -235,6 +244,24 @@ function planPacks(records: readonly InteractionRecord[]): PackPlan[] {
   return plans;
 }
 
+/** Packs in rounds of whole packs, each round up to ROUND_RECORDS records (a pack holds no more). */
+function roundsOf(plans: readonly PackPlan[]): PackPlan[][] {
+  const rounds: PackPlan[][] = [];
+  let round: PackPlan[] = [];
+  let count = 0;
+  for (const plan of plans) {
+    if (count > 0 && count + plan.records.length > ROUND_RECORDS) {
+      rounds.push(round);
+      round = [];
+      count = 0;
+    }
+    round.push(plan);
+    count += plan.records.length;
+  }
+  if (round.length > 0) rounds.push(round);
+  return rounds;
+}
+
 /**
  * A pack's two items: its summaries (what a listing reads) and its records (what the detail view and
  * purges read), apart so that a page reads none of the bodies.
@@ -346,7 +373,16 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
     const fresh = unique.filter((r) => !indexed.has(entryId(r)));
     const stale = unique.filter((r) => indexed.has(entryId(r)));
 
-    const plans = planPacks(fresh);
+    for (const round of roundsOf(planPacks(fresh))) await this.writeRound(round);
+    // A repeat of a write that stopped after w4 may have left `add` markers behind.
+    await Promise.all(
+      rollupGroups(stale).map((g) => this.rollups.clear(g.projectId, g.target, ids(g.records))),
+    );
+  }
+
+  /** w2 to w5 for the records of these packs. */
+  private async writeRound(plans: readonly PackPlan[]): Promise<void> {
+    const records = plans.flatMap((plan) => plan.records);
     await this.batchWrite(
       plans.flatMap((plan) =>
         // Object.assign, not a spread: on Node 20 a spread with more properties after it costs ~1 µs.
@@ -358,18 +394,14 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
         ),
       ),
     );
-    const groups = rollupGroups(fresh);
+    const groups = rollupGroups(records);
     await Promise.all(groups.map((g) => this.rollups.add(g.projectId, g.target, g.records)));
     const items = plans.map((plan) => packItems(plan.projectId, plan.key, plan.records, plan.json));
     // The records and the list entries first: a pack's summaries say it is complete.
     await this.batchWrite(items.map((item) => item.records(1)));
-    await this.batchWrite(fresh.flatMap(listEntryItems));
+    await this.batchWrite(records.flatMap(listEntryItems));
     await this.batchWrite(items.map((item) => item.entries(1)));
     await Promise.all(groups.map((g) => this.rollups.clear(g.projectId, g.target, ids(g.records))));
-    // A repeat of a write that stopped after w4 may have left `add` markers behind.
-    await Promise.all(
-      rollupGroups(stale).map((g) => this.rollups.clear(g.projectId, g.target, ids(g.records))),
-    );
   }
 
   async list(query: InteractionListQuery): Promise<{ interactions: InteractionSummary[]; next?: string }> {

@@ -41,7 +41,8 @@ import type { TableNames } from "./tables";
  *   clear  markers removed                                   if they still say "add"
  *
  * A marker lives only between the addition and the index write that makes it durable knowledge (see
- * adapters/dynamodb/interactions.ts), so an item carries at most the markers of the writes in flight.
+ * adapters/dynamodb/interactions.ts), so an item carries at most the markers of the writes in flight,
+ * a round's (up to 100 records) each.
  * Nothing subtracts: deletion and retention keep the totals (docs/privacy.md).
  *
  * Forgetting a user (deletion) moves each of the user's rows to a deleted user's row, exactly once:
@@ -55,8 +56,9 @@ const MARKER = "m_";
  * Records per update. An update costs about the same whatever its size (locally ~1 ms of the store's
  * CPU), so larger chunks cost less per record: 50 took a rollup's add and clear from ~0.08 to ~0.04 ms
  * of CPU per record and item, and in AWS from ~0.16 to ~0.12 write units (3 units each for an item of
- * ~2.4 KB while 50 markers are on it, against 2 for ~1.4 KB). The expressions stay under half of
- * DynamoDB's 4 KB limit: an add's condition is ~1.5 KB, its update ~0.8 KB.
+ * ~2.4 KB while 50 markers are on it, against 2 for ~1.4 KB; 5 for the second chunk of a round, with
+ * 100 on it). The expressions stay under half of DynamoDB's 4 KB limit: an add's condition is ~1.5 KB,
+ * its update ~0.8 KB.
  */
 export const ROLLUP_CHUNK = 50;
 
