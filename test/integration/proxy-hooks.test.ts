@@ -1,3 +1,5 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { createUpstreamClient, type UpstreamClient } from "../../lambda/adapters/undici/client";
 import { requireKey } from "../../lambda/app/middleware";
@@ -214,5 +216,68 @@ describe("proxy hooks", () => {
     expect(res.status).toBe(401);
     await new Promise((resolve) => setTimeout(resolve, 20));
     expect(afters).toEqual([]);
+  });
+});
+
+describe("a caller that leaves before the vendor answers", () => {
+  let vendor: Server;
+  let hanging: UpstreamClient;
+  let proxy: RunningServer;
+  let proxyUrl: string;
+  /** When the vendor's side of each request it got (and never answers) closed. */
+  const closes: Promise<void>[] = [];
+  let arrived: () => void = () => {};
+
+  beforeAll(async () => {
+    vendor = createServer((_req, res) => {
+      closes.push(new Promise((resolve) => res.on("close", () => resolve())));
+      arrived();
+    });
+    await new Promise<void>((resolve) => vendor.listen(0, "127.0.0.1", resolve));
+    hanging = createUpstreamClient({
+      target: `http://127.0.0.1:${(vendor.address() as AddressInfo).port}`,
+      connectTimeoutMs: 5000,
+      idleTimeoutMs: 600_000,
+    });
+    const app = createProxyApp({
+      vendor: VENDORS.openai,
+      upstream: hanging,
+      managedKey: "sk-managed",
+      upstreamState: "configured",
+      auth: requireKey({ keys: new CachedKeyLookup(stack.store, 0), clock: Date.now }),
+      logger: silentLogger,
+      hooks,
+    });
+    proxy = createHttpServer({ fetch: app.fetch, headersTimeoutMs: 20_000, maxConnectionsPerClient: 256 });
+    proxyUrl = `http://127.0.0.1:${await proxy.listen(0, "127.0.0.1")}`;
+  });
+  afterAll(async () => {
+    await proxy.close(1000);
+    await hanging.close();
+    vendor.closeAllConnections();
+    await new Promise((resolve) => vendor.close(resolve));
+  });
+
+  it("drops the vendor's request and reports the call as 499 client_closed_request", async () => {
+    const arrival = new Promise<void>((resolve) => {
+      arrived = resolve;
+    });
+    const abort = new AbortController();
+    const response = fetch(`${proxyUrl}/openai/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify(chat),
+      signal: abort.signal,
+    }).catch((err: unknown) => err);
+    await arrival;
+    abort.abort();
+    expect(await response).toMatchObject({ name: "AbortError" });
+    // The vendor's connection is closed, though it never answered and no timeout has passed.
+    await closes[0];
+    const { outcome } = await nextOutcome();
+    expect(outcome).toMatchObject({
+      status: 499,
+      error: { type: "client_error", code: "client_closed_request" },
+    });
   });
 });

@@ -1,5 +1,5 @@
 /**
- * Types for the two undici modules the upstream client imports one by one instead of the package root,
+ * Types for the undici modules the upstream client imports one by one instead of the package root,
  * which would bundle all of undici (fetch, WebSocket, cache: ~240 KB more in every proxy bundle).
  */
 declare module "undici/lib/dispatcher/pool.js" {
@@ -13,14 +13,14 @@ declare module "undici/lib/dispatcher/pool.js" {
   export default PoolClass;
 }
 
-declare module "undici/lib/api/api-request.js" {
-  import type { Dispatcher } from "undici";
+declare module "undici/lib/core/util.js" {
+  /** Raw header names and values, in pairs, as one object of lower-case names. */
+  export function parseHeaders(rawHeaders: Buffer[]): Record<string, string | string[]>;
+}
 
-  /** `Dispatcher.prototype.request` as the package root installs it: call it with the pool as `this`. */
-  export default function requestOn(
-    this: Pick<Dispatcher, "dispatch">,
-    options: Dispatcher.RequestOptions,
-  ): Promise<Dispatcher.ResponseData>;
+declare module "undici/lib/core/errors.js" {
+  /** What an aborted request fails with (`code` UND_ERR_ABORTED). */
+  export const RequestAbortedError: new (message?: string) => Error;
 }
 
 declare module "undici/lib/global.js";

@@ -24,6 +24,7 @@ import { RouteMatcher } from "../../vendors/routes";
 import type { AppEnv } from "../env";
 import { errorResponse } from "../errors";
 import { appShell } from "../shell";
+import { watchCaller } from "./caller";
 import { relayResponse, replayResponse } from "./relay";
 import { forwardedQuery, type PreparedRequest, prepareRequest } from "./request";
 
@@ -148,7 +149,7 @@ export function createProxyApp(deps: ProxyDeps): Hono<AppEnv> {
         return replayResponse(replay, call.responseHeaders);
       }
 
-      const signal = c.req.raw.signal;
+      const caller = watchCaller(c);
       vendorKey = call.auth.vendorKey ?? decision?.vendorKey ?? deps.managedKey;
       try {
         const upstream = await deps.upstream.request({
@@ -156,7 +157,7 @@ export function createProxyApp(deps: ProxyDeps): Hono<AppEnv> {
           path: call.target,
           headers: upstreamHeaders(c.req.raw.headers, vendorKey),
           ...(prepared.upstreamBody ? { body: prepared.upstreamBody } : {}),
-          signal,
+          caller,
         });
         return await relayResponse(upstream, {
           route: match.route,
@@ -173,10 +174,10 @@ export function createProxyApp(deps: ProxyDeps): Hono<AppEnv> {
           done: finish,
         });
       } catch (err) {
-        throw upstreamFailure(err, signal.aborted, vendor.name);
+        throw upstreamFailure(err, caller.gone, vendor.name);
       }
     } catch (err) {
-      if (err instanceof ClientGone || c.req.raw.signal.aborted) {
+      if (err instanceof ClientGone || watchCaller(c).gone) {
         finish(() => ({
           status: 499,
           error: { type: "client_error", code: "client_closed_request" },
