@@ -82,9 +82,10 @@ const HIGH_WATER_MARK = 64 * 1024;
 
 /**
  * One request on undici's handler interface. Its request API would wrap the body in a Node stream
- * read through an async iterator, and track the call as an async resource: per call, about a tenth
- * of the main thread's CPU that a proxied call spends on its vendor leg. Here the body's chunks go
- * to its reader as they come. Its errors are undici's own, as the request API's are.
+ * read through an async iterator, and track the call as an async resource. Here the body's chunks go
+ * to its reader as they come: the vendor leg costs a third less CPU (a throwaway micro-benchmark
+ * against a local server, 108 µs a call against 154 with an AbortController). Its errors are
+ * undici's own, as the request API's are.
  */
 class Exchange {
   private abortConnection?: (reason: Error) => void;
