@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { MessagePort } from "node:worker_threads";
 import {
+  type AttributeValue,
   BatchGetItemCommand,
   BatchWriteItemCommand,
   ConditionalCheckFailedException,
@@ -72,7 +73,7 @@ afterAll(async () => {
 /** A store command of any kind (the SDK's types tie each to its own input and output). */
 type AnyCommand = object;
 type Output = Record<string, unknown> & {
-  Item?: Record<string, { B?: Uint8Array }>;
+  Item?: Record<string, AttributeValue>;
   LastEvaluatedKey?: Record<string, unknown>;
 };
 type StoreError = Error & { $fault?: string; $metadata?: { httpStatusCode?: number } };
@@ -116,7 +117,8 @@ describe.each([
       view: Buffer.from("xxabcxx").subarray(2, 5),
       price: 12_345_678_901,
       tags: new Set(["a", "b"]),
-      nested: { list: [1, "two", { three: true }], none: null },
+      blobs: new Set([Buffer.from([1]), new Uint8Array([2, 3])]),
+      nested: { list: [1, "two", { three: true }, Buffer.from("deep")], none: null },
     };
     await lean.send(new PutItemCommand({ TableName: TABLE, Item: marshall(item) }));
     const read = await both(
@@ -128,6 +130,10 @@ describe.each([
     expect(got.body?.B).toBeInstanceOf(Uint8Array);
     expect(Buffer.from(got.body?.B as Uint8Array).toString()).toBe("héllo, bytes");
     expect([...(got.view?.B ?? [])]).toEqual([..."abc"].map((c) => c.charCodeAt(0)));
+    expect(got.blobs?.BS?.map((b) => [...b])).toEqual([[1], [2, 3]]);
+    const deep = got.nested?.M?.list?.L?.[3]?.B;
+    expect(deep).toBeInstanceOf(Uint8Array);
+    expect(Buffer.from(deep as Uint8Array).toString()).toBe("deep");
   });
 
   it("queries and scans page by page with the same pages and keys", async () => {
