@@ -221,20 +221,25 @@ describe("the upstream client", () => {
   });
 
   it("fails a body the vendor stops sending with the idle timeout, which the proxy answers as 504", async () => {
-    const impatient = createUpstreamClient({ target: origin, connectTimeoutMs: 5000, idleTimeoutMs: 300 });
+    const impatient = createUpstreamClient({ target: origin, connectTimeoutMs: 5000, idleTimeoutMs: 1000 });
     try {
       handle = (_req, res) => {
         res.writeHead(200, { "content-type": "text/event-stream" });
         res.write("data: 1\n\n");
       };
-      const response = await impatient.request({ method: "GET", path: "/stall", headers: {} });
-      const iterator = response.body[Symbol.asyncIterator]();
-      await iterator.next();
-      const err = await iterator.next().then(
+      const stalled = async () => {
+        const response = await impatient.request({ method: "GET", path: "/stall", headers: {} });
+        const iterator = response.body[Symbol.asyncIterator]();
+        await iterator.next();
+        await iterator.next();
+      };
+      const err = await stalled().then(
         () => undefined,
         (e: unknown) => e,
       );
-      expect(err).toMatchObject({ code: "UND_ERR_BODY_TIMEOUT" });
+      // The body's timeout; on a machine too busy to read the answer's head within the same idle
+      // time, the head's. The proxy answers both with 504.
+      expect(["UND_ERR_BODY_TIMEOUT", "UND_ERR_HEADERS_TIMEOUT"]).toContain((err as { code?: string })?.code);
       expect(upstreamFailureKind(err, false)).toBe("timeout");
     } finally {
       await impatient.close();
