@@ -176,6 +176,18 @@ describe("the upstream client", () => {
     await expect(iterator.next()).rejects.toMatchObject({ code: "UND_ERR_ABORTED" });
   });
 
+  it("ends the exchange when the reader stops iterating early", async () => {
+    let vendorSawClose: Promise<void> | undefined;
+    handle = (_req, res) => {
+      vendorSawClose = closedEarly(res);
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write("data: 1\n\n");
+    };
+    const response = await post();
+    for await (const _chunk of response.body) break;
+    await vendorSawClose;
+  });
+
   it("holds the vendor back while the reader is behind, then delivers every byte", async () => {
     const chunk = Buffer.alloc(64 * 1024, "x");
     const total = 400; // 25 MB: far more than the sockets' buffers hold

@@ -168,7 +168,7 @@ class UpstreamBody implements AsyncIterable<Uint8Array>, AsyncIterator<Uint8Arra
 
   end(): void {
     this.ended = true;
-    if (this.waiter && this.chunks.length === 0) this.take().resolve({ value: undefined, done: true });
+    if (this.waiter) this.take().resolve({ value: undefined, done: true });
   }
 
   fail(error: Error): void {
@@ -194,6 +194,12 @@ class UpstreamBody implements AsyncIterable<Uint8Array>, AsyncIterator<Uint8Arra
     return new Promise((resolve, reject) => {
       this.waiter = { resolve, reject };
     });
+  }
+
+  /** A reader that stops early (a `break` out of `for await`) ends the exchange, as with a stream. */
+  return(): Promise<IteratorResult<Uint8Array>> {
+    this.destroy();
+    return Promise.resolve({ value: undefined, done: true });
   }
 
   destroy(error?: Error): void {
