@@ -60,6 +60,20 @@ function closedEarly(res: ServerResponse): Promise<void> {
   return new Promise((resolve) => res.on("close", () => !res.writableFinished && resolve()));
 }
 
+/**
+ * Sets the vendor to answer a stream's head and first event, then hold the rest; resolves, once
+ * called, when the vendor's side closed before the answer was complete.
+ */
+function sendOneEventThenHold(): () => Promise<void> {
+  let closed: Promise<void> | undefined;
+  handle = (_req, res) => {
+    closed = closedEarly(res);
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.write("data: 1\n\n");
+  };
+  return () => closed as Promise<void>;
+}
+
 async function readAll(body: AsyncIterable<Uint8Array>): Promise<Buffer> {
   const chunks: Uint8Array[] = [];
   for await (const chunk of body) chunks.push(chunk);
@@ -147,45 +161,30 @@ describe("the upstream client", () => {
 
   it("breaks the body off when the caller leaves in the middle of it, and tells the vendor", async () => {
     const watch = caller();
-    let vendorSawClose: Promise<void> | undefined;
-    handle = (_req, res) => {
-      vendorSawClose = closedEarly(res);
-      res.writeHead(200, { "content-type": "text/event-stream" });
-      res.write("data: 1\n\n");
-    };
+    const vendorSawClose = sendOneEventThenHold();
     const response = await post({ caller: watch });
     const iterator = response.body[Symbol.asyncIterator]();
     expect(Buffer.from((await iterator.next()).value as Uint8Array).toString()).toBe("data: 1\n\n");
     watch.leave();
     await expect(iterator.next()).rejects.toMatchObject({ code: "UND_ERR_ABORTED" });
-    await vendorSawClose;
+    await vendorSawClose();
   });
 
   it("ends the exchange when the reader destroys the body", async () => {
-    let vendorSawClose: Promise<void> | undefined;
-    handle = (_req, res) => {
-      vendorSawClose = closedEarly(res);
-      res.writeHead(200, { "content-type": "text/event-stream" });
-      res.write("data: 1\n\n");
-    };
+    const vendorSawClose = sendOneEventThenHold();
     const response = await post();
     const iterator = response.body[Symbol.asyncIterator]();
     await iterator.next();
     response.body.destroy();
-    await vendorSawClose;
+    await vendorSawClose();
     await expect(iterator.next()).rejects.toMatchObject({ code: "UND_ERR_ABORTED" });
   });
 
   it("ends the exchange when the reader stops iterating early", async () => {
-    let vendorSawClose: Promise<void> | undefined;
-    handle = (_req, res) => {
-      vendorSawClose = closedEarly(res);
-      res.writeHead(200, { "content-type": "text/event-stream" });
-      res.write("data: 1\n\n");
-    };
+    const vendorSawClose = sendOneEventThenHold();
     const response = await post();
     for await (const _chunk of response.body) break;
-    await vendorSawClose;
+    await vendorSawClose();
   });
 
   it("holds the vendor back while the reader is behind, then delivers every byte", async () => {
