@@ -31,7 +31,11 @@ import { CHAT, type ChatTarget, chatLoad, type LoadFigures } from "./lib/chat-lo
 import { median } from "./lib/stats";
 import { formatTable } from "./lib/table";
 
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+/**
+ * 8 s, as the issue's harness ran: the warehouse flushes every 2 s, and a shorter phase leaves more of
+ * its work and of the store's compactions until after the load, which flatters c=50 (docs/architecture.md).
+ */
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CPU_PROF = process.env.BENCH_CPU_PROF === "1";
