@@ -11,3 +11,9 @@ export function readDynaliteInline(): void;
 
 /** Sends the LevelDB writes dynalite makes in one turn of its event loop as one batch. */
 export function batchDynaliteWrites(): void;
+
+/** LevelDB's write buffer in the store, in bytes. */
+export const STORE_WRITE_BUFFER_BYTES: number;
+
+/** Opens dynalite's LevelDB with a write buffer of STORE_WRITE_BUFFER_BYTES unless told otherwise. */
+export function bufferDynaliteWrites(): void;

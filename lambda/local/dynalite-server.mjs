@@ -5,6 +5,7 @@ import { createRequire } from "node:module";
 import dynalite from "dynalite";
 import {
   batchDynaliteWrites,
+  bufferDynaliteWrites,
   cacheDynaliteParses,
   cacheDynaliteTables,
   readDynaliteInline,
@@ -19,6 +20,7 @@ export function startDynalite(path, listening, failed) {
   cacheDynaliteTables();
   readDynaliteInline();
   batchDynaliteWrites();
+  bufferDynaliteWrites();
   const server = withStore(() => dynalite({ path, createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 }));
   // Longer than any client keeps an idle connection (dynalite-client.ts: 10 s; the SDK's agent keeps
   // them until the server closes), so the client closes first and never writes on a closing one.

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -18,6 +18,7 @@ import {
 import { marshall } from "@aws-sdk/util-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { untilActive } from "../../lambda/adapters/dynamodb/client";
+import { STORE_WRITE_BUFFER_BYTES } from "../../lambda/local/dynalite-caches.mjs";
 import { DynaliteClient } from "../../lambda/local/dynalite-client";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 
@@ -476,5 +477,52 @@ describe("through the store", () => {
     expect(described).toBeGreaterThanOrEqual(1);
     const read = await db.send(new GetItemCommand({ TableName: "values", Key: marshall({ pk: "p19" }) }));
     expect(read.Item).toEqual({ pk: { S: "p19" } });
+  });
+});
+
+describe("LevelDB's write buffer", () => {
+  it("holds more than LevelDB's default 4 MB of writes before a table file, and loses none of them on close", async () => {
+    const own = mkdtempSync(join(tmpdir(), "dmt-dynalite-buffer-"));
+    const tableFiles = () =>
+      (readdirSync(own, { recursive: true }) as string[]).filter((name) => name.endsWith(".ldb"));
+    try {
+      let store = await startEmbeddedDynamo(own, { worker: false });
+      let client = new DynaliteClient(store.endpoint);
+      await client.send(
+        new CreateTableCommand({
+          TableName: "big",
+          BillingMode: "PAY_PER_REQUEST",
+          AttributeDefinitions: [{ AttributeName: "pk", AttributeType: "S" }],
+          KeySchema: [{ AttributeName: "pk", KeyType: "HASH" }],
+        }),
+      );
+      await untilActive(client, "big");
+      // 12 MB: three times LevelDB's default buffer, well under ours.
+      const value = (i: number) => `${i}`.padEnd(384 * 1024, "x");
+      for (let i = 0; i < 32; i++)
+        await client.send(
+          new PutItemCommand({ TableName: "big", Item: marshall({ pk: `k${i}`, v: value(i) }) }),
+        );
+      expect(12 << 20).toBeLessThan(STORE_WRITE_BUFFER_BYTES);
+      expect(tableFiles()).toEqual([]);
+      client.destroy();
+      await store.close();
+
+      store = await startEmbeddedDynamo(own, { worker: false });
+      client = new DynaliteClient(store.endpoint);
+      try {
+        for (let i = 0; i < 32; i++) {
+          const read = await client.send(
+            new GetItemCommand({ TableName: "big", Key: marshall({ pk: `k${i}` }), ConsistentRead: true }),
+          );
+          expect(read.Item?.v?.S).toBe(value(i));
+        }
+      } finally {
+        client.destroy();
+        await store.close();
+      }
+    } finally {
+      rmSync(own, { recursive: true, force: true });
+    }
   });
 });
