@@ -21,6 +21,7 @@ import { untilActive } from "../../lambda/adapters/dynamodb/client";
 import { STORE_WRITE_BUFFER_BYTES } from "../../lambda/local/dynalite-caches.mjs";
 import { DynaliteClient } from "../../lambda/local/dynalite-client";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
+import { createKeyTable } from "../support/dynamo-tables";
 
 /**
  * The caches inside the embedded dynalite (lambda/local/dynalite-caches.mjs) change no answer: a
@@ -294,17 +295,7 @@ async function gone(tableName: string): Promise<void> {
 }
 
 describe("through the store", () => {
-  beforeAll(async () => {
-    await db.send(
-      new CreateTableCommand({
-        TableName: "values",
-        BillingMode: "PAY_PER_REQUEST",
-        AttributeDefinitions: [{ AttributeName: "pk", AttributeType: "S" }],
-        KeySchema: [{ AttributeName: "pk", KeyType: "HASH" }],
-      }),
-    );
-    await untilActive(db, "values");
-  });
+  beforeAll(() => createKeyTable(db, "values"));
 
   it("evaluates a cached condition on each request's own values", async () => {
     await db.send(new PutItemCommand({ TableName: "values", Item: marshall({ pk: "a", n: 3 }) }));
@@ -488,15 +479,7 @@ describe("LevelDB's write buffer", () => {
     try {
       let store = await startEmbeddedDynamo(own, { worker: false });
       let client = new DynaliteClient(store.endpoint);
-      await client.send(
-        new CreateTableCommand({
-          TableName: "big",
-          BillingMode: "PAY_PER_REQUEST",
-          AttributeDefinitions: [{ AttributeName: "pk", AttributeType: "S" }],
-          KeySchema: [{ AttributeName: "pk", KeyType: "HASH" }],
-        }),
-      );
-      await untilActive(client, "big");
+      await createKeyTable(client, "big");
       // 12 MB: three times LevelDB's default buffer, well under ours.
       const value = (i: number) => `${i}`.padEnd(384 * 1024, "x");
       for (let i = 0; i < 32; i++)

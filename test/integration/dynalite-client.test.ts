@@ -23,6 +23,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDynamoClient, untilActive } from "../../lambda/adapters/dynamodb/client";
 import { DynaliteClient } from "../../lambda/local/dynalite-client";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
+import { createKeyTable } from "../support/dynamo-tables";
 
 /**
  * The embedded store's lean client answers as the AWS SDK's client does, on the same dynalite: the
@@ -369,15 +370,7 @@ describe("the lean client's ways to the store", () => {
     const closing = await startEmbeddedDynamo(own);
     const client = new DynaliteClient(closing.endpoint, closing.connect?.());
     try {
-      await client.send(
-        new CreateTableCommand({
-          TableName: TABLE,
-          BillingMode: "PAY_PER_REQUEST",
-          AttributeDefinitions: [{ AttributeName: "pk", AttributeType: "S" }],
-          KeySchema: [{ AttributeName: "pk", KeyType: "HASH" }],
-        }),
-      );
-      await untilActive(client, TABLE);
+      await createKeyTable(client, TABLE);
       const get = () => client.send(new GetItemCommand({ TableName: TABLE, Key: marshall({ pk: "x" }) }));
       expect((await get()).Item).toBeUndefined();
       await closing.close();
