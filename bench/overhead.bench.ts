@@ -33,7 +33,7 @@ import { formatTable } from "./lib/table";
 
 /**
  * 8 s, as the issue's harness ran: the warehouse flushes every 2 s, and a shorter phase leaves more of
- * its work and of the store's compactions until after the load, which flatters c=50 (docs/architecture.md).
+ * its work and of the store's compactions until after the load, which flatters c=50 (bench/journal.md).
  */
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);

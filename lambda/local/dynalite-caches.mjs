@@ -1,6 +1,6 @@
 // Work dynalite repeated on every request (a profile of the store's worker under proxied calls with
 // X-Request-ID: 44% of its busy time parsing expressions, 24% reading the table's definition, and its
-// LevelDB reads waiting for a lock; docs/architecture.md):
+// LevelDB reads waiting for a lock; bench/journal.md):
 // - an expression's parse is kept per expression, names (or only which names, when they can be stood
 //   in for) and value *types*, and reused with the request's own names and values;
 // - a table's definition is kept, as JSON and parsed, until the table is written again;

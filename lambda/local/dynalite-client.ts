@@ -22,7 +22,7 @@ import { createDynamoClient } from "../adapters/dynamodb/client";
  * whose item operations skip the AWS SDK's request pipeline: DynamoDB's JSON protocol, one keep-alive
  * node:http request each (undici would add 0.15 s of loading to every CLI command). On this loopback link
  * the SDK's middleware, schema serde and SigV4 signing cost 1.3–3 ms of CPU per operation here, the
- * plain request 0.3–0.5 ms, and dynalite answers it with half the CPU (docs/architecture.md). Table
+ * plain request 0.3–0.5 ms, and dynalite answers it with half the CPU (bench/journal.md). Table
  * operations (ensureTables) go through the SDK.
  *
  * Given a message port to the store's worker (EmbeddedDynamo.connect), a thread of the process that

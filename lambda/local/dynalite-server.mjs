@@ -125,7 +125,7 @@ function answer(store, target, body, reply) {
  * `{ id, status, text }`, as `server` answers them over HTTP, without the socket: a thread of the
  * same process (the server's, the warehouse worker's) reaches the store without a loopback round trip,
  * whose socket writes were the largest single cost of a store request on both sides, nor the HTTP
- * handler's own work (docs/architecture.md). The port is closed with the server.
+ * handler's own work (bench/journal.md). The port is closed with the server.
  */
 export function serveOnPort(server, port) {
   const store = stores.get(server);
