@@ -10,12 +10,8 @@ import { performance } from "node:perf_hooks";
 import { importJWK, type JWK, SignJWT } from "jose";
 import { DynamoInteractionIndex } from "../lambda/adapters/dynamodb/interactions";
 import type { BillingMode } from "../lambda/core/call";
-import {
-  buildRecord,
-  type InteractionRecord,
-  RECORD_VENDORS,
-  type RecordVendor,
-} from "../lambda/core/record";
+import { buildRecord, type InteractionRecord } from "../lambda/core/record";
+import { VENDOR_NAMES, type VendorName } from "../lambda/core/vendor-names";
 import { openLocalStore } from "../lambda/local/stack";
 import { startDmtServe } from "../test/support/cli";
 import { formatTable } from "./lib/table";
@@ -36,7 +32,7 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
 
 /** A deterministic spread: vendors and models, 1 000 users, 5% failures, a fifth not on credits. */
 function interaction(i: number, projectId: string, now: number): InteractionRecord {
-  const vendor = RECORD_VENDORS[i % RECORD_VENDORS.length] as RecordVendor;
+  const vendor = VENDOR_NAMES[i % VENDOR_NAMES.length] as VendorName;
   const models = MODELS[vendor] as string[];
   const model = models[Math.floor(i / 4) % models.length] as string;
   const failed = i % 20 === 7;

@@ -707,17 +707,17 @@ const commands: Record<string, Command> = {
     summary: "the active price catalogue (with a deployment's override and markup)",
     options: { vendor: { type: "string" }, ...json },
     run: async ({ values, stackName }) => {
-      const { VENDORS } = await import("../lambda/core/pricing");
+      const { VENDOR_NAMES } = await import("../lambda/core/vendor-names");
       const vendor = values.vendor as string | undefined;
-      if (vendor !== undefined && !(VENDORS as readonly string[]).includes(vendor)) {
-        throw new UsageError(`--vendor must be one of ${VENDORS.join(", ")}`);
+      if (vendor !== undefined && !(VENDOR_NAMES as readonly string[]).includes(vendor)) {
+        throw new UsageError(`--vendor must be one of ${VENDOR_NAMES.join(", ")}`);
       }
       // A stack's catalogue is the one it was deployed with: its override and markup included.
       const catalogue =
         stackName === undefined
           ? (await import("../lambda/adapters/fs/price-catalogue")).activePriceCatalogue()
           : await (await import("./aws-target")).stackPriceCatalogue(stackName);
-      const rows = catalogue.list(vendor ? { vendor: vendor as (typeof VENDORS)[number] } : {});
+      const rows = catalogue.list(vendor ? { vendor: vendor as (typeof VENDOR_NAMES)[number] } : {});
       const markup = Number(catalogue.markup.num) / Number(catalogue.markup.den);
       return { priceVersion: catalogue.priceVersion, markup, rows };
     },
@@ -808,8 +808,8 @@ const commands: Record<string, Command> = {
         throw new UsageError(`${env} is not an admin key (those start ${prefix})`);
       const config = parseLocalConfig();
       // The upstream the proxy calls for this vendor: DMT_UPSTREAM_<VENDOR>, else the vendor's own.
-      const { VENDORS } = await import("../lambda/vendors");
-      const upstream = vendorSettings(config, vendor).upstream ?? VENDORS[vendor].defaultUpstream;
+      const { VENDOR_DEFINITIONS } = await import("../lambda/vendors");
+      const upstream = vendorSettings(config, vendor).upstream ?? VENDOR_DEFINITIONS[vendor].defaultUpstream;
       const services = await open();
       const { openLocalWarehouseQuery } = await import("../lambda/local/warehouse");
       const { composeReconcile } = await import("./reconcile");

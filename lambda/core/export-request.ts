@@ -6,7 +6,7 @@
 
 import { BILLING_MODES, type BillingMode } from "./call";
 import { errors } from "./errors";
-import { RECORD_VENDORS, type RecordVendor } from "./record";
+import { VENDOR_NAMES, type VendorName } from "./vendor-names";
 
 export const EXPORT_FORMATS = ["json", "csv"] as const;
 export type ExportFormat = (typeof EXPORT_FORMATS)[number];
@@ -17,7 +17,7 @@ export const EXPORT_MAX_SPAN_DAYS = 366;
 export interface ExportFilters {
   model?: string;
   user_id?: string;
-  vendor?: RecordVendor;
+  vendor?: VendorName;
   status_code?: number;
   billing_mode?: BillingMode;
 }
@@ -104,7 +104,7 @@ function parseFilters(value: unknown): ExportFilters {
       "a user id (letters, digits and . _ : @ + = / | -, at most 256 characters)",
     );
   }
-  if (value.vendor !== undefined) filters.vendor = enumFilter(value.vendor, "filters.vendor", RECORD_VENDORS);
+  if (value.vendor !== undefined) filters.vendor = enumFilter(value.vendor, "filters.vendor", VENDOR_NAMES);
   if (value.billing_mode !== undefined) {
     filters.billing_mode = enumFilter(value.billing_mode, "filters.billing_mode", BILLING_MODES);
   }

@@ -9,7 +9,8 @@ import type { BreakdownDimension, BreakdownRow } from "./breakdowns";
 import { BILLING_MODES, type BillingMode } from "./call";
 import { errors } from "./errors";
 import { DAY_MS, dayOf, parseDay, startOfDay, statusClass } from "./interactions";
-import { type InteractionRecord, type RecordVendor, recordDay } from "./record";
+import { type InteractionRecord, recordDay } from "./record";
+import type { VendorName } from "./vendor-names";
 
 export const ROLLUP_COUNTERS = [
   "requests",
@@ -27,7 +28,7 @@ export type RollupCounters = Record<RollupCounter, number>;
 
 export interface RollupKey {
   day: string;
-  vendor: RecordVendor;
+  vendor: VendorName;
   billing_mode: BillingMode;
   model: string | null;
 }
@@ -51,7 +52,7 @@ export function rollupKeyOf(record: InteractionRecord): RollupKey {
   return {
     day: recordDay(record),
     // parseRecord admitted only these values; the record type spells them as strings.
-    vendor: record.vendor as RecordVendor,
+    vendor: record.vendor as VendorName,
     billing_mode: record.billing_mode as BillingMode,
     model: record.model,
   };
@@ -138,7 +139,7 @@ export function parseUsageRange(params: Record<string, string[]>, now: number): 
 
 /** One line of the charts: a vendor's model, one value per day of the report. */
 export interface UsageSeries {
-  vendor: RecordVendor;
+  vendor: VendorName;
   model: string | null;
   requests: number[];
   errors: number[];

@@ -10,7 +10,8 @@
 import { createHash } from "node:crypto";
 import { BILLING_MODES, type BillingMode } from "./call";
 import { errors } from "./errors";
-import { type InteractionRecord, RECORD_VENDORS, type RecordVendor } from "./record";
+import type { InteractionRecord } from "./record";
+import { VENDOR_NAMES, type VendorName } from "./vendor-names";
 
 /** The index holds this many days (up to today, UTC); older interactions are in the warehouse only. */
 export const INDEX_RETENTION_DAYS = 90;
@@ -52,7 +53,7 @@ export function statusClass(record: Pick<InteractionRecord, "status_code" | "err
 }
 
 export interface InteractionFilters {
-  vendor?: RecordVendor;
+  vendor?: VendorName;
   /** Part of the model's name, in any case: `mini` finds `gpt-4o-mini`. */
   model?: string;
   keyId?: string;
@@ -193,7 +194,7 @@ export function parseListQuery(
     single[name] = values[0] ?? "";
   }
   const filters: InteractionFilters = {};
-  if (single.vendor !== undefined) filters.vendor = oneOf(single.vendor, "vendor", RECORD_VENDORS);
+  if (single.vendor !== undefined) filters.vendor = oneOf(single.vendor, "vendor", VENDOR_NAMES);
   if (single.model !== undefined) filters.model = modelSearch(freeText(single.model, "model"));
   if (single.key_id !== undefined) {
     if (!KEY_ID.test(single.key_id)) {

@@ -17,10 +17,6 @@ export const RECORD_SCHEMA_VERSION = 2;
 /** Versions a reader still accepts: 1 lacks the columns 2 added, which read as null. */
 const READABLE_SCHEMA_VERSIONS: ReadonlySet<unknown> = new Set([1, 2]);
 
-/** The vendors a record names: those of the proxy prefixes (DESIGN §2). */
-export const RECORD_VENDORS = VENDOR_NAMES;
-export type RecordVendor = VendorName;
-
 /** Each captured body is cut to this many UTF-8 bytes, so a record always fits one SQS message (1 MiB). */
 export const RECORD_BODY_LIMIT_BYTES = 64 * 1024;
 
@@ -201,7 +197,7 @@ export interface InteractionInput {
   requestId?: string;
   projectId: string;
   keyId: string;
-  vendor: RecordVendor;
+  vendor: VendorName;
   /**
    * The path under the vendor prefix (`/v1/chat/completions`); the proxy's endpoint form
    * (`openai:/v1/chat/completions`) is accepted too. A query string, if any, is dropped.
@@ -369,7 +365,7 @@ const VALUE_CHECKS: Record<ColumnKind, { test: string; expected: string }> = {
 };
 
 const ENUMS: Partial<Record<RecordColumnName, readonly string[]>> = {
-  vendor: RECORD_VENDORS,
+  vendor: VENDOR_NAMES,
   billing_mode: BILLING_MODES,
   store_level: STORE_LEVELS,
 };

@@ -18,7 +18,7 @@ import { noMetrics } from "../core/metrics";
 import type { Store } from "../core/ports";
 import { VENDOR_NAMES, type VendorName } from "../core/vendor-model";
 import { type Sweeper, startSweeper } from "../metering/sweeper";
-import { VENDORS } from "../vendors";
+import { VENDOR_DEFINITIONS } from "../vendors";
 import { type LocalConfig, vendorSettings } from "./config";
 import { type LocalEvents, type LocalEventsOptions, startLocalEvents } from "./events";
 import { createHttpServer } from "./http-server";
@@ -204,14 +204,14 @@ async function startOnStore(
         target:
           simulator && settings.simulated
             ? simulator.origins[name]
-            : (settings.upstream ?? VENDORS[name].defaultUpstream),
+            : (settings.upstream ?? VENDOR_DEFINITIONS[name].defaultUpstream),
         connectTimeoutMs: config.DMT_UPSTREAM_CONNECT_TIMEOUT_MS,
         idleTimeoutMs: config.DMT_UPSTREAM_IDLE_TIMEOUT_MS,
       });
       upstreams.push(upstream);
       opened.push(() => upstream.close());
       const app = proxy.app({
-        vendor: VENDORS[name],
+        vendor: VENDOR_DEFINITIONS[name],
         upstream,
         // The simulator wants a key like the vendor does; any value serves.
         managedKey: settings.apiKey ?? (settings.simulated ? "simulated-key" : undefined),

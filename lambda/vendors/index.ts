@@ -4,4 +4,10 @@ import { gemini } from "./gemini";
 import { groq } from "./groq";
 import { openai } from "./openai";
 
-export const VENDORS: Readonly<Record<VendorName, VendorDefinition>> = { groq, openai, anthropic, gemini };
+/** Every vendor's definition, by name: what the proxy serves under `/<name>`. */
+export const VENDOR_DEFINITIONS: Readonly<Record<VendorName, VendorDefinition>> = {
+  groq,
+  openai,
+  anthropic,
+  gemini,
+};

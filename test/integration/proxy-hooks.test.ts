@@ -10,7 +10,7 @@ import { CachedKeyLookup } from "../../lambda/core/key-cache";
 import { silentLogger } from "../../lambda/core/logger";
 import { createHttpServer, type RunningServer } from "../../lambda/local/http-server";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
-import { VENDORS } from "../../lambda/vendors";
+import { VENDOR_DEFINITIONS } from "../../lambda/vendors";
 import { simulatorEnv, startTestStack, type TestStack } from "../support/stack";
 
 /**
@@ -64,7 +64,7 @@ beforeAll(async () => {
     idleTimeoutMs: 5000,
   });
   const app = createProxyApp({
-    vendor: VENDORS.openai,
+    vendor: VENDOR_DEFINITIONS.openai,
     upstream,
     managedKey: "sk-managed",
     upstreamState: "configured",
@@ -240,7 +240,7 @@ describe("a caller that leaves before the vendor answers", () => {
       idleTimeoutMs: 600_000,
     });
     const app = createProxyApp({
-      vendor: VENDORS.openai,
+      vendor: VENDOR_DEFINITIONS.openai,
       upstream: hanging,
       managedKey: "sk-managed",
       upstreamState: "configured",

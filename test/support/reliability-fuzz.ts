@@ -5,7 +5,7 @@
 import { connect } from "node:net";
 import fc from "fast-check";
 import { VENDOR_NAMES } from "../../lambda/core/vendor-model";
-import { VENDORS } from "../../lambda/vendors";
+import { VENDOR_DEFINITIONS } from "../../lambda/vendors";
 
 export interface FuzzCredentials {
   /** A key whose project has credits, one without, and a dashboard access token. */
@@ -32,7 +32,7 @@ const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "FO
 type Route = [method: string, path: string];
 
 const PROXY_ROUTES: Route[] = VENDOR_NAMES.flatMap((vendor) =>
-  VENDORS[vendor].routes.map((r): Route => [r.method, `/${vendor}${r.path}`]),
+  VENDOR_DEFINITIONS[vendor].routes.map((r): Route => [r.method, `/${vendor}${r.path}`]),
 );
 const DATA_ROUTES: Route[] = [
   ["GET", "/api/v1/status"],

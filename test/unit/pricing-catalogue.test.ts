@@ -1,14 +1,8 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import {
-  costMicros,
-  formatPriceTable,
-  loadPriceCatalogue,
-  type ModelPrice,
-  VENDORS,
-  type Vendor,
-} from "../../lambda/core/pricing";
+import { costMicros, formatPriceTable, loadPriceCatalogue, type ModelPrice } from "../../lambda/core/pricing";
 import { emptyUsage, type Usage } from "../../lambda/core/usage";
+import { VENDOR_NAMES, type VendorName } from "../../lambda/core/vendor-names";
 
 /** The shipped catalogue. Costs are checked at a fixed date: rows are only ever added, so they stay put. */
 const shipped: unknown = JSON.parse(
@@ -17,7 +11,7 @@ const shipped: unknown = JSON.parse(
 const catalogue = loadPriceCatalogue(shipped);
 const AT = new Date("2026-11-22T00:00:00Z");
 
-function priced(vendor: Vendor, model: string, at = AT): ModelPrice {
+function priced(vendor: VendorName, model: string, at = AT): ModelPrice {
   const price = catalogue.priceFor(vendor, model, at);
   if (!price) throw new Error(`no price for ${vendor}/${model}`);
   return price;
@@ -32,7 +26,7 @@ describe("the shipped catalogue", () => {
   });
 
   it("prices the models the vendors' SDK examples use", () => {
-    const models: [Vendor, string][] = [
+    const models: [VendorName, string][] = [
       ["openai", "gpt-4o-mini"],
       ["openai", "gpt-4o"],
       ["openai", "gpt-4.1"],
@@ -68,7 +62,7 @@ describe("the shipped catalogue", () => {
   });
 
   it("gives every chat model an output cap for holds", () => {
-    for (const vendor of VENDORS) {
+    for (const vendor of VENDOR_NAMES) {
       const rows = catalogue.list({ vendor, at: AT });
       expect(rows.length, vendor).toBeGreaterThan(3);
       for (const row of rows.filter((r) => r.kind === "chat"))

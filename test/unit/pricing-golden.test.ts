@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { type CostBreakdown, costBreakdown, loadPriceCatalogue } from "../../lambda/core/pricing";
 import type { Usage } from "../../lambda/core/usage";
 import type { Operation, VendorName } from "../../lambda/core/vendor-model";
-import { VENDORS } from "../../lambda/vendors";
+import { VENDOR_DEFINITIONS } from "../../lambda/vendors";
 
 /**
  * Golden costs: for each dimension the vendors bill, a fixture answer as the vendor sends it, whole and
@@ -29,7 +29,7 @@ function whole(
   body: unknown,
   request: Record<string, unknown> = {},
 ) {
-  return VENDORS[vendor].usage.fromResponse({ operation, request }, body);
+  return VENDOR_DEFINITIONS[vendor].usage.fromResponse({ operation, request }, body);
 }
 
 /** Feeds events (the `data` of each SSE event or JSON-array element) to the vendor's stream observer. */
@@ -39,7 +39,7 @@ function streamed(
   events: unknown[],
   request: Record<string, unknown> = {},
 ) {
-  const observer = VENDORS[vendor].usage.stream({ operation, request });
+  const observer = VENDOR_DEFINITIONS[vendor].usage.stream({ operation, request });
   for (const event of events) observer.event(JSON.stringify(event), undefined);
   return observer.result(true).usage;
 }

@@ -5,7 +5,7 @@ import type { UpstreamResponse } from "../../lambda/adapters/undici/client";
 import { relayResponse } from "../../lambda/app/proxy/relay";
 import type { RelayResult } from "../../lambda/core/call";
 import type { VendorName } from "../../lambda/core/vendor-model";
-import { VENDORS } from "../../lambda/vendors";
+import { VENDOR_DEFINITIONS } from "../../lambda/vendors";
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/${name}`, import.meta.url));
 
@@ -27,7 +27,7 @@ function relay(
   response: UpstreamResponse,
   extra: { stripUsage?: boolean; request?: Record<string, unknown> } = {},
 ) {
-  const route = VENDORS[vendor].routes.find((r) => r.method === method && r.path === path);
+  const route = VENDOR_DEFINITIONS[vendor].routes.find((r) => r.method === method && r.path === path);
   if (!route) throw new Error(`no route ${method} ${path}`);
   let resolveResult: (result: RelayResult) => void = () => {};
   const result = new Promise<RelayResult>((resolve) => {
@@ -36,7 +36,7 @@ function relay(
   let calls = 0;
   const relayed = relayResponse(response, {
     route,
-    usage: VENDORS[vendor].usage,
+    usage: VENDOR_DEFINITIONS[vendor].usage,
     usageContext: { operation: route.operation, request: extra.request },
     stripUsage: extra.stripUsage ?? false,
     captureLimit: 64 * 1024,

@@ -2,11 +2,11 @@ import { describe, expect, it } from "vitest";
 import { forwardedQuery } from "../../lambda/app/proxy/request";
 import { ApiError } from "../../lambda/core/errors";
 import type { VendorName } from "../../lambda/core/vendor-model";
-import { VENDORS } from "../../lambda/vendors";
+import { VENDOR_DEFINITIONS } from "../../lambda/vendors";
 import { requestHeaderFilter, responseHeaders } from "../../lambda/vendors/headers";
 import { RouteMatcher } from "../../lambda/vendors/routes";
 
-const matcher = (vendor: VendorName) => new RouteMatcher(VENDORS[vendor].routes);
+const matcher = (vendor: VendorName) => new RouteMatcher(VENDOR_DEFINITIONS[vendor].routes);
 
 function refusal(run: () => unknown): { status: number; code: string; headers: Record<string, string> } {
   try {
@@ -106,20 +106,23 @@ describe("route tables", () => {
 
 describe("forwarded query", () => {
   it("drops the parameters that carry service keys and keeps the rest", () => {
-    expect(forwardedQuery("http://h/openai/v1/models?api_key=dmt_x&limit=2&key=k", VENDORS.openai)).toBe(
-      "?limit=2",
-    );
-    expect(forwardedQuery("http://h/openai/v1/models?api_key=dmt_x", VENDORS.openai)).toBe("");
-    expect(forwardedQuery("http://h/openai/v1/models?", VENDORS.openai)).toBe("");
+    expect(
+      forwardedQuery("http://h/openai/v1/models?api_key=dmt_x&limit=2&key=k", VENDOR_DEFINITIONS.openai),
+    ).toBe("?limit=2");
+    expect(forwardedQuery("http://h/openai/v1/models?api_key=dmt_x", VENDOR_DEFINITIONS.openai)).toBe("");
+    expect(forwardedQuery("http://h/openai/v1/models?", VENDOR_DEFINITIONS.openai)).toBe("");
   });
 
   it("lets Gemini streams ask for SSE and nothing else", () => {
     expect(
-      forwardedQuery("http://h/gemini/v1beta/models/m:streamGenerateContent?alt=sse&key=k", VENDORS.gemini),
+      forwardedQuery(
+        "http://h/gemini/v1beta/models/m:streamGenerateContent?alt=sse&key=k",
+        VENDOR_DEFINITIONS.gemini,
+      ),
     ).toBe("?alt=sse");
     for (const query of ["alt=json", "alt=proto", "%24alt=media", "alt=sse&alt=json", "alt="]) {
       expect(
-        refusal(() => forwardedQuery(`http://h/x?${query}`, VENDORS.gemini)),
+        refusal(() => forwardedQuery(`http://h/x?${query}`, VENDOR_DEFINITIONS.gemini)),
         query,
       ).toMatchObject({
         status: 400,
@@ -150,7 +153,7 @@ describe("header hygiene", () => {
   });
 
   it("forwards only allowlisted headers and sets the vendor's own key header", () => {
-    expect(requestHeaderFilter(VENDORS.openai)(incoming, "sk-vendor")).toEqual({
+    expect(requestHeaderFilter(VENDOR_DEFINITIONS.openai)(incoming, "sk-vendor")).toEqual({
       "content-type": "application/json",
       accept: "text/event-stream",
       "user-agent": "OpenAI/JS 6.49.0",
@@ -159,22 +162,22 @@ describe("header hygiene", () => {
       "openai-organization": "org-1",
       authorization: "Bearer sk-vendor",
     });
-    expect(requestHeaderFilter(VENDORS.anthropic)(incoming, "sk-ant")).toMatchObject({
+    expect(requestHeaderFilter(VENDOR_DEFINITIONS.anthropic)(incoming, "sk-ant")).toMatchObject({
       "x-api-key": "sk-ant",
       "anthropic-beta": "prompt-caching-2024-07-31",
       "anthropic-version": "2023-06-01",
     });
-    expect(requestHeaderFilter(VENDORS.gemini)(incoming, "AIza")["x-goog-api-key"]).toBe("AIza");
+    expect(requestHeaderFilter(VENDOR_DEFINITIONS.gemini)(incoming, "AIza")["x-goog-api-key"]).toBe("AIza");
   });
 
   it("sends no key header at all when there is no vendor key, never the service key", () => {
-    const headers = requestHeaderFilter(VENDORS.gemini)(incoming, undefined);
+    const headers = requestHeaderFilter(VENDOR_DEFINITIONS.gemini)(incoming, undefined);
     expect(JSON.stringify(headers)).not.toContain("dmt_service_key");
     expect(headers["x-goog-api-key"]).toBeUndefined();
   });
 
   it("keeps the client's anthropic-version over the default", () => {
-    const headers = requestHeaderFilter(VENDORS.anthropic)(
+    const headers = requestHeaderFilter(VENDOR_DEFINITIONS.anthropic)(
       new Headers({ "anthropic-version": "2024-01-01" }),
       "k",
     );

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { emptyUsage, type Usage } from "../../lambda/core/usage";
 import type { Operation, UsageContext, VendorName } from "../../lambda/core/vendor-model";
-import { VENDORS } from "../../lambda/vendors";
+import { VENDOR_DEFINITIONS } from "../../lambda/vendors";
 import { JsonArrayReader } from "../../lambda/vendors/json-array";
 import { isUsageOnlyChunk, withoutNullUsage } from "../../lambda/vendors/openai/usage";
 import { parseSseEvent, SseReader } from "../../lambda/vendors/sse";
@@ -15,7 +15,7 @@ function context(operation: Operation, request?: Record<string, unknown>): Usage
 
 /** Feeds an SSE fixture to the vendor's observer; `events` keeps only the first n events (a cut stream). */
 function observeSse(vendor: VendorName, ctx: UsageContext, name: string, events = Number.POSITIVE_INFINITY) {
-  const observer = VENDORS[vendor].usage.stream(ctx);
+  const observer = VENDOR_DEFINITIONS[vendor].usage.stream(ctx);
   const blocks = new SseReader().blocks(fixture(name)).slice(0, events);
   for (const block of blocks) {
     const event = parseSseEvent(block);
@@ -57,7 +57,7 @@ describe("OpenAI usage", () => {
   });
 
   it("assembles tool calls from their fragments", () => {
-    const observer = VENDORS.openai.usage.stream(context("chat"));
+    const observer = VENDOR_DEFINITIONS.openai.usage.stream(context("chat"));
     const chunks = [
       {
         choices: [
@@ -114,7 +114,7 @@ describe("OpenAI usage", () => {
   });
 
   it("reads non-streamed usage for chat, embeddings, transcriptions, images and speech", () => {
-    const { fromResponse } = VENDORS.openai.usage;
+    const { fromResponse } = VENDOR_DEFINITIONS.openai.usage;
     expect(
       fromResponse(context("chat"), {
         usage: {
@@ -198,7 +198,7 @@ describe("Anthropic usage", () => {
   });
 
   it("lets message_delta supersede input figures it repeats", () => {
-    const observer = VENDORS.anthropic.usage.stream(context("messages"));
+    const observer = VENDOR_DEFINITIONS.anthropic.usage.stream(context("messages"));
     observer.event(
       JSON.stringify({
         type: "message_start",
@@ -218,7 +218,7 @@ describe("Anthropic usage", () => {
   });
 
   it("reads a message's usage and estimates the legacy completion API, which reports none", () => {
-    const { fromResponse } = VENDORS.anthropic.usage;
+    const { fromResponse } = VENDOR_DEFINITIONS.anthropic.usage;
     expect(
       fromResponse(context("messages"), {
         usage: { input_tokens: 5, cache_read_input_tokens: 7, output_tokens: 9 },
@@ -252,14 +252,14 @@ describe("Gemini usage", () => {
   });
 
   it("reads the same figures from the JSON-array stream", () => {
-    const observer = VENDORS.gemini.usage.stream(context("generate"));
+    const observer = VENDOR_DEFINITIONS.gemini.usage.stream(context("generate"));
     for (const element of new JsonArrayReader().elements(fixture("gemini-stream.json")))
       observer.event(element, undefined);
     expect(observer.result(true).usage).toEqual(expected);
   });
 
   it("reads generateContent, estimates embeddings and counts a cache write", () => {
-    const { fromResponse } = VENDORS.gemini.usage;
+    const { fromResponse } = VENDOR_DEFINITIONS.gemini.usage;
     expect(
       fromResponse(context("generate"), {
         usageMetadata: { promptTokenCount: 3, candidatesTokenCount: 5, toolUsePromptTokenCount: 2 },

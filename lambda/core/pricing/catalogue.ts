@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import type * as z from "zod/mini";
+import type { VendorName } from "../vendor-names";
 import { formatNanos, ONE, type Ratio, ratioOf } from "./decimal";
 import {
   catalogueSchema,
@@ -10,7 +11,6 @@ import {
   type RawPriceRow,
   type ServiceTier,
   type Tool,
-  type Vendor,
 } from "./schema";
 
 /** Token prices in nano-USD per million tokens, with the defaults of absent fields filled in. */
@@ -37,7 +37,7 @@ export type AudioUnit = "second" | "minute" | "hour";
 
 /** The price of one model at one moment, as `costMicros` and `maxCostMicros` use it (shared: never changed). */
 export interface ModelPrice {
-  readonly vendor: Vendor;
+  readonly vendor: VendorName;
   /** The catalogue's id for the model the request named (after alias and snapshot resolution). */
   readonly model: string;
   readonly kind: ModelKind;
@@ -64,7 +64,7 @@ export interface ModelPrice {
 
 /** One row of `dmt prices list`: list prices as decimal USD text, exactly as the catalogue holds them. */
 export interface PriceListRow {
-  vendor: Vendor;
+  vendor: VendorName;
   model: string;
   kind: ModelKind;
   aliases: string[];
@@ -129,7 +129,7 @@ export class PriceCatalogue {
    * without a leading "models/" (Gemini paths), then without a dated snapshot suffix. There is no
    * looser prefix match: gpt-4o-mini-tts must never be priced as gpt-4o-mini.
    */
-  priceFor(vendor: Vendor, model: string, at: Date): ModelPrice | undefined {
+  priceFor(vendor: VendorName, model: string, at: Date): ModelPrice | undefined {
     const entry = this.resolve(vendor, model);
     const row = entry && rowAt(entry, at);
     if (!entry || !row) return undefined;
@@ -142,7 +142,7 @@ export class PriceCatalogue {
   }
 
   /** The rows in force at `at`, for `dmt prices list [--vendor v] [--json]`. */
-  list(options: { vendor?: Vendor; at?: Date } = {}): PriceListRow[] {
+  list(options: { vendor?: VendorName; at?: Date } = {}): PriceListRow[] {
     const at = options.at ?? new Date();
     const rows: PriceListRow[] = [];
     for (const entry of this.models) {
@@ -153,7 +153,7 @@ export class PriceCatalogue {
     return rows;
   }
 
-  private resolve(vendor: Vendor, model: string): RawEntry | undefined {
+  private resolve(vendor: VendorName, model: string): RawEntry | undefined {
     const find = (id: string) => this.byId.get(`${vendor}/${id}`);
     const bare = model.startsWith("models/") ? model.slice("models/".length) : model;
     return (

@@ -25,6 +25,4 @@ export {
   type ServiceTier,
   TOOLS,
   type Tool,
-  VENDORS,
-  type Vendor,
 } from "./schema";

@@ -1,5 +1,6 @@
+import type { VendorName } from "../vendor-names";
 import { decimalText } from "./decimal";
-import type { RawEntry, Vendor } from "./schema";
+import type { RawEntry } from "./schema";
 
 /**
  * Reads LiteLLM's widely maintained price list (`model_prices_and_context_window.json`) and compares it
@@ -11,7 +12,7 @@ import type { RawEntry, Vendor } from "./schema";
 
 /** One model as LiteLLM lists it, read into our field names (USD per million tokens, as decimal text). */
 export interface ImportedModel {
-  vendor: Vendor;
+  vendor: VendorName;
   model: string;
   kind: RawEntry["kind"];
   maxOutputTokens?: number;
@@ -25,7 +26,7 @@ export class PriceImportError extends Error {
   override name = "PriceImportError";
 }
 
-const PROVIDERS: Record<string, Vendor> = {
+const PROVIDERS: Record<string, VendorName> = {
   openai: "openai",
   anthropic: "anthropic",
   gemini: "gemini",
@@ -142,7 +143,7 @@ function shiftDecimal(value: number, places: number): string | undefined {
 
 /** One difference between LiteLLM's list and ours. */
 export interface PriceDifference {
-  vendor: Vendor;
+  vendor: VendorName;
   model: string;
   field: string;
   ours?: string;
@@ -241,7 +242,7 @@ export interface ImportPlan {
   /** The deployment override with the import applied: new models added, changed rows dated `day`. */
   override: { version?: string; markup?: number; notes?: string[]; models: Record<string, unknown>[] };
   /** New models left out of the override, and why (a chat model without an output cap). */
-  leftOut: { vendor: Vendor; model: string; why: string }[];
+  leftOut: { vendor: VendorName; model: string; why: string }[];
 }
 
 /**

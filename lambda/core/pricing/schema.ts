@@ -9,10 +9,6 @@ import { decimalText, parseNanos } from "./decimal";
 // file is explained in English, as full zod does.
 z.config(en());
 
-/** The vendors a price names: those dmt proxies. */
-export const VENDORS = VENDOR_NAMES;
-export type Vendor = VendorName;
-
 export const KINDS = ["chat", "embedding", "image", "transcription", "speech", "moderation"] as const;
 export type ModelKind = (typeof KINDS)[number];
 
@@ -116,7 +112,7 @@ const priceRow = z.strictObject({
 export type RawPriceRow = z.infer<typeof priceRow>;
 
 const entryFields = {
-  vendor: z.enum(VENDORS),
+  vendor: z.enum(VENDOR_NAMES),
   model: modelId,
   kind: z.enum(KINDS),
   aliases: z.optional(z.array(modelId)),
@@ -169,7 +165,7 @@ const entry = z.strictObject(entryFields).check(z.superRefine(checkEntry));
 export type RawEntry = z.infer<typeof entry>;
 
 const source = z.strictObject({
-  vendor: z.enum(VENDORS),
+  vendor: z.enum(VENDOR_NAMES),
   url: z.url(),
   read_on: z.iso.date(),
   page_date: z.optional(z.iso.date()),
@@ -214,7 +210,7 @@ export const overrideSchema = z.strictObject({
   models: z.optional(
     z.array(
       z.looseObject({
-        vendor: z.enum(VENDORS),
+        vendor: z.enum(VENDOR_NAMES),
         model: modelId,
         prices: z.optional(z.array(z.looseObject({ effective_from: z.iso.date() }))),
       }),

@@ -7,7 +7,7 @@ import { createProxyApp } from "../../app/proxy/app";
 import { PendingWork, type ProxyHooks } from "../../core/call";
 import { ApiError, errors } from "../../core/errors";
 import { errorFields, type Logger } from "../../core/logger";
-import { VENDORS } from "../../vendors";
+import { VENDOR_DEFINITIONS } from "../../vendors";
 import { forwardedAuth } from "./authorizer-context";
 import type { ProxyConfig } from "./config";
 import { directCallRefused, ORIGIN_SECRET_HEADER, originVerified } from "./origin";
@@ -38,7 +38,7 @@ export function createProxyHandler({
   telemetry,
   ...deps
 }: ProxyHandlerDeps): ProxyHandler {
-  const vendor = VENDORS[config.DMT_VENDOR];
+  const vendor = VENDOR_DEFINITIONS[config.DMT_VENDOR];
   const upstream = createUpstreamClient({
     target: config.DMT_UPSTREAM_URL ?? vendor.defaultUpstream,
     connectTimeoutMs: config.DMT_UPSTREAM_CONNECT_TIMEOUT_MS,

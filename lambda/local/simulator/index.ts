@@ -75,7 +75,8 @@ export interface Simulator {
 /** The marker every simulated answer carries. */
 const SIMULATED = { "x-dmt-simulated": "true" };
 
-const VENDORS = new Map<string, VendorSim>([
+/** The simulated vendors, by the first segment of the path. */
+const SIMULATED_VENDORS = new Map<string, VendorSim>([
   ["groq", openAiFamily("groq")],
   ["openai", openAiFamily("openai")],
   ["anthropic", anthropic],
@@ -199,7 +200,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     const query = queryAt === -1 ? "" : url.slice(queryAt + 1);
     const slash = fullPath.indexOf("/", 1);
     const vendorName = fullPath.slice(1, slash === -1 ? undefined : slash) as VendorName;
-    const vendor = VENDORS.get(vendorName);
+    const vendor = SIMULATED_VENDORS.get(vendorName);
     const body = await readBody(req);
     if (!vendor) {
       const message = "No simulated vendor here: use /groq, /openai, /anthropic or /gemini.";
