@@ -5,6 +5,7 @@ export function dynaliteAbstractLevel(): {
   AbstractLevel: {
     prototype: { attachResource(resource: object): void; detachResource(resource: object): void };
   };
+  AbstractIterator: { prototype: object };
 };
 
 /** Makes dynalite close the LevelDB iterators of its queries and scans once they end. */
