@@ -45,8 +45,22 @@ export interface VendorRoute {
   /** Largest request body accepted, in bytes (413 above it). */
   bodyLimit: number;
   billing: "free" | "billable";
-  /** OpenAI-style chat streams: ask the vendor for usage and hide the usage chunk from the client. */
-  injectStreamUsage?: boolean;
+  /** A stream whose usage the vendor reports only when asked: how to ask, and what to hide again. */
+  streamUsage?: StreamUsageRequest;
+}
+
+/**
+ * Usage a vendor puts in a stream only when the request asks for it (OpenAI's
+ * `stream_options.include_usage`). The proxy asks on the client's behalf, so that every stream is
+ * metered, and hides what the asking added, so that the client gets the stream it would have got.
+ */
+export interface StreamUsageRequest {
+  /** The request body asking for usage; undefined when the client asked itself (then nothing is hidden). */
+  ask(body: Uint8Array, json: Record<string, unknown>): Uint8Array | undefined;
+  /** One SSE event the asking added (by its data): dropped whole. */
+  added(data: string): boolean;
+  /** One SSE event's text (its lines and blank line) without what the asking added to it. */
+  withoutAdded(block: string): string;
 }
 
 /** One call's request as the usage extractors see it. */

@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import type { UpstreamResponse } from "../../lambda/adapters/undici/client";
 import { relayResponse } from "../../lambda/app/proxy/relay";
 import type { RelayResult } from "../../lambda/core/call";
-import type { VendorName } from "../../lambda/core/vendor-model";
+import type { StreamUsageRequest, VendorName } from "../../lambda/core/vendor-model";
 import { VENDOR_DEFINITIONS } from "../../lambda/vendors";
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/${name}`, import.meta.url));
@@ -75,6 +75,47 @@ describe("relayResponse", () => {
     });
     expect(outcome.response.bytes).toBe(fixture("openai-chat.client.sse").length);
     expect(JSON.parse(outcome.response.text ?? "")).toMatchObject({ object: "chat.completion" });
+  });
+
+  it("hides only what the route's own streamUsage says the asking added, whatever the vendor", async () => {
+    // The relay knows no vendor: a route of any vendor that declares how its usage is asked for gets
+    // the same treatment. Here the declaration drops Anthropic's ping events and renames a field.
+    const base = VENDOR_DEFINITIONS.anthropic.routes.find((r) => r.path === "/v1/messages");
+    if (!base) throw new Error("no messages route");
+    const streamUsage: StreamUsageRequest = {
+      ask: () => undefined,
+      added: (data) => data.includes('"ping"'),
+      withoutAdded: (block) => block.replaceAll('"stop_reason"', '"stop_cause"'),
+    };
+    const sse = fixture("anthropic-messages.sse").toString();
+    const run = async (stripUsage: boolean) => {
+      const response = await relayResponse(
+        upstream(200, { "content-type": "text/event-stream" }, Readable.from(chunks(Buffer.from(sse), 9))),
+        {
+          route: { ...base, streamUsage },
+          usage: VENDOR_DEFINITIONS.anthropic.usage,
+          usageContext: { operation: "messages", request: undefined },
+          stripUsage,
+          captureLimit: 64 * 1024,
+          arrived: performance.now(),
+          extraHeaders: {},
+          done: () => {},
+        },
+      );
+      return response.text();
+    };
+    const hidden = await run(true);
+    expect(hidden).not.toContain("ping");
+    expect(hidden).toContain('"stop_cause"');
+    expect(hidden).toBe(
+      sse
+        .split(/(?<=\n\n)/)
+        .filter((block) => !block.includes('"ping"'))
+        .join("")
+        .replaceAll('"stop_reason"', '"stop_cause"'),
+    );
+    // Nothing asked on the client's behalf: the stream passes byte for byte.
+    expect(await run(false)).toBe(sse);
   });
 
   it("forwards each chunk as it arrives, before the next one exists", async () => {

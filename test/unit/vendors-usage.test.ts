@@ -4,7 +4,7 @@ import { emptyUsage, type Usage } from "../../lambda/core/usage";
 import type { Operation, UsageContext, VendorName } from "../../lambda/core/vendor-model";
 import { VENDOR_DEFINITIONS } from "../../lambda/vendors";
 import { JsonArrayReader } from "../../lambda/vendors/json-array";
-import { isUsageOnlyChunk, withoutNullUsage } from "../../lambda/vendors/openai/usage";
+import { isUsageOnlyChunk, withoutNullUsage } from "../../lambda/vendors/openai/stream-usage";
 import { parseSseEvent, SseReader } from "../../lambda/vendors/sse";
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/${name}`, import.meta.url));

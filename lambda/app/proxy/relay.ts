@@ -4,11 +4,16 @@ import type { CapturedBody, RelayResult } from "../../core/call";
 import { captureMetadata, captureText, captureValue } from "../../core/capture";
 import type { StoredResponse } from "../../core/idempotency";
 import { emptyUsage, type Usage } from "../../core/usage";
-import type { StreamObserver, UsageContext, UsageExtractor, VendorRoute } from "../../core/vendor-model";
+import type {
+  StreamObserver,
+  StreamUsageRequest,
+  UsageContext,
+  UsageExtractor,
+  VendorRoute,
+} from "../../core/vendor-model";
 import { headerValue, responseHeaders } from "../../vendors/headers";
 import { parseJson } from "../../vendors/json";
 import { JsonArrayReader } from "../../vendors/json-array";
-import { isUsageOnlyChunk, withoutNullUsage } from "../../vendors/openai/usage";
 import { parseSseEvent, SseReader } from "../../vendors/sse";
 import { securedResponse } from "../middleware";
 
@@ -16,7 +21,7 @@ export interface RelayOptions {
   route: VendorRoute;
   usage: UsageExtractor;
   usageContext: UsageContext;
-  /** Hide the usage chunk we asked for on the client's behalf. */
+  /** Usage was asked for on the client's behalf: hide what the asking added (the route's `streamUsage`). */
   stripUsage: boolean;
   captureLimit: number;
   /** `performance.now()` when the call arrived. */
@@ -265,7 +270,8 @@ function createTap(options: RelayOptions, sse: boolean, contentType: string | un
     };
   }
   const reader = new SseReader();
-  if (!options.stripUsage) {
+  const asked: StreamUsageRequest | undefined = options.stripUsage ? options.route.streamUsage : undefined;
+  if (!asked) {
     return {
       pass: passAndCount,
       observe: (chunk) => {
@@ -278,7 +284,7 @@ function createTap(options: RelayOptions, sse: boolean, contentType: string | un
       result,
     };
   }
-  // Stripping works on whole events: an event is held until its blank line arrives, then passed on.
+  // Hiding works on whole events: an event is held until its blank line arrives, then passed on.
   return {
     pass: (chunk) => {
       let out = "";
@@ -286,9 +292,9 @@ function createTap(options: RelayOptions, sse: boolean, contentType: string | un
         const event = parseSseEvent(block);
         if (event) {
           observer.event(event.data, event.event);
-          if (isUsageOnlyChunk(event.data)) continue;
+          if (asked.added(event.data)) continue;
         }
-        out += withoutNullUsage(block);
+        out += asked.withoutAdded(block);
       }
       return passAndCount(encoder.encode(out));
     },

@@ -10,7 +10,7 @@ import type { AppEnv } from "../env";
 
 /** A client request, checked and ready to forward. */
 export interface PreparedRequest {
-  /** The bytes to send: the client's own, or with `stream_options.include_usage` added. */
+  /** The bytes to send: the client's own, or asking for a stream's usage (the route's `streamUsage`). */
   upstreamBody: Uint8Array | undefined;
   /** The client's bytes, for the record. */
   clientBody: Uint8Array | undefined;
@@ -21,7 +21,7 @@ export interface PreparedRequest {
   /** The model the body names: JSON `model` or an upload's `model` field. */
   model: string | undefined;
   stream: boolean;
-  /** Usage was asked for on the client's behalf: its usage chunk must not reach the client. */
+  /** Usage was asked for on the client's behalf: what the asking added must not reach the client. */
   stripUsage: boolean;
 }
 
@@ -64,7 +64,7 @@ export async function prepareRequest(c: Context<AppEnv>, route: VendorRoute): Pr
   }
   const json = parseJsonObject(body);
   const stream = route.stream === "always" || (route.stream === "body-flag" && json.stream === true);
-  const withUsage = stream && route.injectStreamUsage ? withIncludeUsage(body, json) : undefined;
+  const withUsage = stream ? route.streamUsage?.ask(body, json) : undefined;
   return {
     upstreamBody: withUsage ?? body,
     clientBody: body,
@@ -102,24 +102,6 @@ function parseJsonObject(body: Uint8Array): Record<string, unknown> {
   const object = asObject(value);
   if (!object) throw errors.badRequest("invalid_json", "The request body must be a JSON object.");
   return object;
-}
-
-const INCLUDE_USAGE_MEMBER = Buffer.from('"stream_options":{"include_usage":true},');
-
-/**
- * The body with `stream_options.include_usage` set, or undefined when the client asked for usage itself
- * (or sent a `stream_options` the vendor will judge). When the client sent no `stream_options`, the
- * member is spliced in after the opening brace, so the rest of its bytes pass unchanged.
- */
-function withIncludeUsage(body: Uint8Array, json: Record<string, unknown>): Uint8Array | undefined {
-  const options = json.stream_options;
-  if (options === undefined) {
-    const brace = body.indexOf(0x7b) + 1;
-    return Buffer.concat([body.subarray(0, brace), INCLUDE_USAGE_MEMBER, body.subarray(brace)]);
-  }
-  const given = asObject(options);
-  if (!given || given.include_usage === true) return undefined;
-  return Buffer.from(JSON.stringify({ ...json, stream_options: { ...given, include_usage: true } }));
 }
 
 /**

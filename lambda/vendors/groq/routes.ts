@@ -1,4 +1,5 @@
 import type { VendorRoute } from "../../core/vendor-model";
+import { includeUsage } from "../openai/stream-usage";
 import { healthRoutes, JSON_BODY_LIMIT } from "../routes";
 
 const json = { kind: "json", bodyLimit: JSON_BODY_LIMIT, billing: "billable" } as const;
@@ -11,7 +12,7 @@ export const groqRoutes: readonly VendorRoute[] = [
     operation: "chat",
     ...json,
     stream: "body-flag",
-    injectStreamUsage: true,
+    streamUsage: includeUsage,
   },
   { method: "POST", path: "/v1/responses", operation: "responses", ...json, stream: "body-flag" },
   {

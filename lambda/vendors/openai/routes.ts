@@ -1,5 +1,6 @@
 import type { VendorRoute } from "../../core/vendor-model";
 import { healthRoutes, JSON_BODY_LIMIT, UPLOAD_BODY_LIMIT } from "../routes";
+import { includeUsage } from "./stream-usage";
 
 const json = { kind: "json", bodyLimit: JSON_BODY_LIMIT } as const;
 const upload = { kind: "multipart", bodyLimit: UPLOAD_BODY_LIMIT, stream: "never" } as const;
@@ -13,7 +14,7 @@ export const openAiRoutes: readonly VendorRoute[] = [
     ...json,
     stream: "body-flag",
     billing: "billable",
-    injectStreamUsage: true,
+    streamUsage: includeUsage,
   },
   {
     method: "POST",

@@ -305,21 +305,3 @@ export function openAiStyleUsage(usageOf: StreamUsageOf): UsageExtractor {
 }
 
 export const openAiUsageExtractor = openAiStyleUsage((chunk) => chunk.usage);
-
-const EMPTY_CHOICES = /"choices"\s*:\s*\[\s*\]/;
-
-/** The chunk `stream_options.include_usage` adds: usage and no choices. */
-export function isUsageOnlyChunk(data: string): boolean {
-  if (!EMPTY_CHOICES.test(data)) return false;
-  return asObject(asObject(parseJson(data))?.usage) !== undefined;
-}
-
-const NULL_USAGE = /,\s*"usage"\s*:\s*null/g;
-
-/**
- * With `include_usage`, every other chunk carries `"usage":null`; removed so the client sees the chunks it
- * would have seen without the option. (An unescaped `"usage"` cannot occur inside a JSON string.)
- */
-export function withoutNullUsage(data: string): string {
-  return data.includes('"usage"') ? data.replace(NULL_USAGE, "") : data;
-}
