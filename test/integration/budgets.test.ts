@@ -190,6 +190,52 @@ describe("key policies", () => {
     expect(simulator.requests.length).toBe(before);
   });
 
+  it("a key limited to whisper-1 gets no other transcription model through a crafted upload", async () => {
+    const { key, keyId, projectId } = await stack.newKey({ tier: "pro" });
+    await credits.grant(projectId, 100 * hold, "test");
+    await updateKey(stack.store, keyId, { models: ["whisper-1"] }, []);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    const boundary = "dmt-e2e-boundary-0123456789";
+    const part = (headers: string, content: string) => `--${boundary}\r\n${headers}\r\n\r\n${content}\r\n`;
+    const model = (name: string) => part('Content-Disposition: form-data; name="model"', name);
+    const audio = part(
+      'Content-Disposition: form-data; name="file"; filename="a.wav"\r\nContent-Type: audio/wav',
+      "RIFF",
+    );
+    const close = `--${boundary}--\r\n`;
+    const upload = (form: string, contentType = `multipart/form-data; boundary=${boundary}`) =>
+      fetch(`${stack.url}/openai/v1/audio/transcriptions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": contentType },
+        body: form,
+      });
+    expect((await upload(model("whisper-1") + audio + close)).status).toBe(200);
+    const before = simulator.requests.length;
+    const crafted = [
+      // The vendor reads the boundary parameter, not the one inside `xboundary=`.
+      {
+        form: model("gpt-4o-transcribe") + audio.replace("RIFF", `--xx\r\n${model("whisper-1")}`) + close,
+        contentType: `multipart/form-data; xboundary=xx; boundary=${boundary}`,
+      },
+      // A name in a header other than Content-Disposition names nothing.
+      {
+        form:
+          model("gpt-4o-transcribe") +
+          part('X-Note: a; name="model"\r\nContent-Disposition: form-data; name="prompt"', "whisper-1") +
+          audio +
+          close,
+      },
+      { form: model("whisper-1") + model("gpt-4o-transcribe") + audio + close },
+      { form: model("gpt-4o-transcribe") + audio },
+    ];
+    for (const { form, contentType } of crafted) {
+      const res = await upload(form, contentType);
+      expect([400, 403]).toContain(res.status);
+      expect((await res.json()).error.type).toMatch(/^(invalid_request_error|permission_error)$/);
+    }
+    expect(simulator.requests.length).toBe(before);
+  });
+
   it("a key past its tokens per minute gets 429 with Retry-After", async () => {
     const { key, keyId, projectId } = await stack.newKey({ tier: "pro" });
     await credits.grant(projectId, 100 * hold, "test");

@@ -13,7 +13,6 @@ import { CachedVendorKeys } from "../../lambda/core/metering-vendor-keys";
 import type { ModelPrice } from "../../lambda/core/pricing";
 import { emptyUsage } from "../../lambda/core/usage";
 import { type BoundsRequest, callBounds } from "../../lambda/vendors/bounds";
-import { formFields } from "../../lambda/vendors/multipart";
 
 const prices = activePriceCatalogue({});
 const at = new Date("2026-11-22T12:00:00Z");
@@ -188,36 +187,6 @@ describe("imageVariant", () => {
     expect(imageVariant(dalle3, "standard", "7x7")).toBeUndefined();
     expect(imageVariant(price("openai", "dall-e-2"), "hd", "512x512")).toBe("512x512");
     expect(imageVariant(price("openai", "gpt-4o-mini"), "hd", "512x512")).toBeUndefined();
-  });
-});
-
-describe("formFields", () => {
-  const form = (parts: string[], boundary = "XyZ") =>
-    Buffer.from(`${parts.map((p) => `--${boundary}\r\n${p}\r\n`).join("")}--${boundary}--\r\n`);
-
-  it("reads small text fields and skips files", () => {
-    const body = form([
-      'Content-Disposition: form-data; name="model"\r\n\r\nwhisper-1',
-      'Content-Disposition: form-data; name="file"; filename="a.mp3"\r\nContent-Type: audio/mpeg\r\n\r\nBINARY',
-      'Content-Disposition: form-data; name="n"\r\n\r\n2',
-    ]);
-    const fields = formFields('multipart/form-data; boundary="XyZ"', body);
-    expect([...fields]).toEqual([
-      ["model", "whisper-1"],
-      ["n", "2"],
-    ]);
-  });
-
-  it("reads nothing without a boundary, and no field named like an object's own properties leaks", () => {
-    expect(
-      formFields("multipart/form-data", form(['Content-Disposition: form-data; name="model"\r\n\r\nx'])),
-    ).toEqual(new Map());
-    const fields = formFields(
-      "multipart/form-data; boundary=XyZ",
-      form(['Content-Disposition: form-data; name="__proto__"\r\n\r\npolluted']),
-    );
-    expect(fields.get("__proto__")).toBe("polluted");
-    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
   });
 });
 

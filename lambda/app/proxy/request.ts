@@ -4,7 +4,7 @@ import { errors } from "../../core/errors";
 import { mentionsServiceKey } from "../../core/keys";
 import type { VendorDefinition, VendorRoute } from "../../core/vendor-model";
 import { asObject } from "../../vendors/json";
-import { formFields } from "../../vendors/multipart";
+import { formFields, uploadBoundary } from "../../vendors/multipart";
 import { readBody } from "../body";
 import type { AppEnv } from "../env";
 
@@ -28,7 +28,6 @@ export interface PreparedRequest {
 const KEY_QUERY_NAMES = new Set<string>(KEY_QUERY_PARAMS);
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
-const MULTIPART_WITH_BOUNDARY = /^multipart\/form-data\s*;(.*;)?\s*boundary=("[^"]+"|[^\s;]+)/i;
 
 /** Reads and checks the body as the route declares it: JSON parsed (400), uploads with a boundary, limits (413). */
 export async function prepareRequest(c: Context<AppEnv>, route: VendorRoute): Promise<PreparedRequest> {
@@ -45,12 +44,10 @@ export async function prepareRequest(c: Context<AppEnv>, route: VendorRoute): Pr
       stripUsage: false,
     };
   }
-  if (route.kind === "multipart" && !MULTIPART_WITH_BOUNDARY.test(contentType ?? "")) {
-    throw errors.invalidHeader("content-type", "uploads must be multipart/form-data with a boundary.");
-  }
+  const boundary = route.kind === "multipart" ? uploadBoundary(contentType) : undefined;
   const body = await readLimited(c, route.bodyLimit);
-  if (route.kind === "multipart") {
-    const form = formFields(contentType, body);
+  if (boundary !== undefined) {
+    const form = formFields(boundary, body);
     return {
       upstreamBody: body,
       clientBody: body,
