@@ -1,8 +1,7 @@
 import type { SQSClient } from "@aws-sdk/client-sqs";
-import { SignatureV4 } from "@smithy/signature-v4";
 import { buildEvent, type CloudEvent } from "../../events/cloudevent";
 import type { EventPublisher } from "../../events/ports";
-import { Sha256 } from "../sigv4-sha256";
+import { sendSigned } from "../sigv4";
 import { busEntry, checkPut } from "./bus";
 
 export interface SignedPublisherOptions {
@@ -31,29 +30,15 @@ export class SignedEventBridgePublisher implements EventPublisher {
     const body = JSON.stringify({
       Entries: [{ ...busEntry(this.options.busName, event), Time: Date.parse(event.time) / 1000 }],
     });
-    const signer = new SignatureV4({
-      service: "events",
-      region,
-      credentials: this.options.credentials,
-      sha256: Sha256,
-    });
-    const signed = await signer.sign({
-      method: "POST",
-      protocol: url.protocol,
-      hostname: url.hostname,
-      ...(url.port && { port: Number(url.port) }),
-      path: url.pathname,
-      query: {},
-      headers: {
-        host: url.host,
-        "content-type": "application/x-amz-json-1.1",
-        "x-amz-target": "AWSEvents.PutEvents",
+    const response = await sendSigned(
+      { service: "events", region, credentials: this.options.credentials },
+      {
+        method: "POST",
+        url,
+        headers: { "content-type": "application/x-amz-json-1.1", "x-amz-target": "AWSEvents.PutEvents" },
+        body,
       },
-      body,
-    });
-    // fetch sets Host from the URL itself (the same value as signed).
-    const { host: _host, ...headers } = signed.headers;
-    const response = await fetch(url, { method: "POST", headers, body });
+    );
     const answer = await response.text();
     if (!response.ok) {
       const type = response.headers.get("x-amzn-errortype") ?? /"__type":"([^"]+)"/.exec(answer)?.[1];

@@ -1,8 +1,6 @@
-import { createHash } from "node:crypto";
 import type { SQSClient } from "@aws-sdk/client-sqs";
-import { SignatureV4 } from "@smithy/signature-v4";
 import { assertObjectKey, type ObjectBody, type ObjectStore } from "../../core/object-store";
-import { Sha256 } from "../sigv4-sha256";
+import { sendSigned } from "../sigv4";
 
 export interface S3SpoolWriterOptions {
   bucket: string;
@@ -15,7 +13,7 @@ export interface S3SpoolWriterOptions {
 /**
  * Writes spool objects, each with one SigV4-signed PutObject: all a proxy function does with S3, done
  * without the S3 client, which would add ~140 KB to the proxy bundle (its 1 MB budget has no room).
- * Signed by the SDK's own signer, with the function's credentials.
+ * Signed by the adapters' SigV4 signer (../sigv4.ts), with the function's credentials.
  */
 export class S3SpoolWriter implements Pick<ObjectStore, "put"> {
   constructor(private readonly options: S3SpoolWriterOptions) {}
@@ -29,32 +27,17 @@ export class S3SpoolWriter implements Pick<ObjectStore, "put"> {
     const url = endpoint
       ? new URL(`${endpoint.replace(/\/+$/, "")}/${bucket}${path}`)
       : new URL(`https://${bucket}.s3.${region}.amazonaws.com${path}`);
-    const signer = new SignatureV4({
-      service: "s3",
-      region,
-      credentials: this.options.credentials,
-      sha256: Sha256,
-      // S3 takes the path as sent: no second encoding in the canonical request.
-      uriEscapePath: false,
-    });
-    const signed = await signer.sign({
-      method: "PUT",
-      protocol: url.protocol,
-      hostname: url.hostname,
-      ...(url.port && { port: Number(url.port) }),
-      path: url.pathname,
-      query: {},
-      headers: {
-        host: url.host,
-        "content-type": contentType,
-        "x-amz-content-sha256": createHash("sha256").update(body).digest("hex"),
+    const response = await sendSigned(
+      { service: "s3", region, credentials: this.options.credentials },
+      {
+        method: "PUT",
+        url,
+        headers: { "content-type": contentType },
+        body,
+        // S3 takes the path as sent: no second encoding in the canonical request.
+        escapePath: false,
       },
-      body,
-    });
-    // fetch sets Host from the URL itself (the same value as signed).
-    const { host: _host, ...headers } = signed.headers;
-    // slice(): a copy fetch's types accept (an ArrayBuffer, not any buffer, behind the view).
-    const response = await fetch(url, { method: "PUT", headers, body: body.slice() });
+    );
     if (!response.ok) {
       const answer = await response.text();
       const code = /<Code>([^<]+)<\/Code>/.exec(answer)?.[1] ?? "no error code";
