@@ -26,7 +26,7 @@ export interface MeteringSettings {
 export interface ProxySettings {
   /** Absent: calls are relayed and recorded, not metered. */
   metering?: MeteringSettings;
-  /** More hooks, run after metering's and the record's, which they see on the call. */
+  /** More hooks, run after metering's and the record's, which they see on the call (`call.record`). */
   hooks?: ProxyHooks[];
   /** Told each budget window's spend after a call's charge: the budget-threshold alerts. */
   budgetWatcher?: BudgetWatcher;
@@ -83,6 +83,9 @@ export function composeProxy(
         ...(settings.budgetWatcher && { watcher: settings.budgetWatcher }),
       }),
     });
+  // The order is the contract between the hooks: metering prices the call (`call.billing`), the
+  // warehouse builds the record from that (`call.record`), and the metrics and the hooks after them
+  // (the events) read both.
   const hooks = combineHooks(
     [
       ...(metering ? [metering] : []),

@@ -2,6 +2,7 @@ import type { AuthContext } from "./auth";
 import type { StoredResponse } from "./idempotency";
 import { errorFields, type Logger } from "./logger";
 import type { CostBreakdown } from "./pricing";
+import type { InteractionRecord } from "./record";
 import type { Usage } from "./usage";
 import type { VendorName, VendorRoute } from "./vendor-model";
 
@@ -81,6 +82,11 @@ export interface ProxyCall {
   readonly responseHeaders: Record<string, string>;
   /** Set by metering (`admit` on, refined by `before` and `after`); read by the record. */
   billing: CallBilling | undefined;
+  /**
+   * The call's record at its store level, set by the warehouse's `after` (once metering's priced the
+   * call) and read by the hooks after it (events); shared, never changed.
+   */
+  record?: InteractionRecord;
 }
 
 /** The bytes the client got, kept when `before` asked for them (see `keepResponseBytes`). */
@@ -161,8 +167,9 @@ export interface ProxyHooks {
 /**
  * Several hooks as one, in order: admits in parallel; befores one after another (a refusal or a replay
  * stops the rest; vendor keys and kept bytes merge); afters one after another, each awaited, so a later
- * one (the warehouse) sees what an earlier one (metering) set on the call. An after that fails is logged
- * and does not stop the next.
+ * one sees what an earlier one set on the call: metering sets `call.billing`, then the warehouse builds
+ * `call.record` from it, then the events read that record. An after that fails is logged and does not
+ * stop the next.
  */
 export function combineHooks(list: readonly ProxyHooks[], logger: Logger): ProxyHooks {
   return {

@@ -1,4 +1,5 @@
 import { createHmac } from "node:crypto";
+import type { ProxyCall } from "./call";
 import { errors } from "./errors";
 
 /**
@@ -63,6 +64,18 @@ export function requestStoreLevel(allowed: StoreLevel, header: string | undefine
     );
   }
   return asked;
+}
+
+/**
+ * What a call's record keeps: the key's level, or less if `X-DMT-Store` asked. A call refused for
+ * its header is recorded without bodies whatever it asked: it may have meant to ask for less.
+ */
+export function recordLevel(call: Pick<ProxyCall, "auth" | "storeHeader">): StoreLevel {
+  try {
+    return requestStoreLevel(call.auth.store, call.storeHeader);
+  } catch {
+    return lowestLevel(call.auth.store, "metadata");
+  }
 }
 
 /** A project's privacy settings, as the store keeps them on the project. */

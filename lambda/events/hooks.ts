@@ -1,19 +1,24 @@
 import type { ProxyHooks } from "../core/call";
 import { decimalUsd } from "../core/credits";
 import { errorFields, type Logger } from "../core/logger";
-import { finishedRecord } from "../warehouse/hooks";
 import type { BalanceAlerts } from "./alerts";
 import type { EventPublisher } from "./ports";
 
 /**
- * The events' proxy hook, after metering's: a `usage.recorded` event per call (figures and ids, never
- * bodies or keys), and a balance check after each managed call that cost something.
+ * The events' proxy hook, after the warehouse's, whose record of the call (`call.record`) it reads: a
+ * `usage.recorded` event per call (figures and ids, never bodies or keys), and a balance check after
+ * each managed call that cost something.
  */
-export function eventHooks(publisher: EventPublisher, alerts: BalanceAlerts, logger: Logger): ProxyHooks {
+export function eventHooks(
+  publisher: EventPublisher,
+  alerts: Pick<BalanceAlerts, "check">,
+  logger: Logger,
+): ProxyHooks {
   return {
-    async after(call, outcome) {
+    async after(call) {
+      const record = call.record;
+      if (!record) throw new Error("usage event without a record: the warehouse's hook must run first");
       // Figures and ids only: never a body, and at level `none` no user id either.
-      const record = finishedRecord(call, outcome);
       const charged = record.billing_mode === "managed" && (record.cost_micros ?? 0) > 0;
       await Promise.all([
         publisher

@@ -1,5 +1,5 @@
 import type { ProxyCall, ProxyHooks, ProxyOutcome } from "../core/call";
-import { lowestLevel, requestStoreLevel, type StoreLevel, type UserIdHasher } from "../core/privacy";
+import { recordLevel, requestStoreLevel, type StoreLevel, type UserIdHasher } from "../core/privacy";
 import type { RecordQueue } from "../core/queue";
 import { buildRecord, type InteractionRecord } from "../core/record";
 
@@ -39,34 +39,11 @@ export function recordOf(call: ProxyCall, outcome: ProxyOutcome, store: StoreLev
   });
 }
 
-/** Each finished call's record, built once for the hooks that read it (after metering's, which prices it). */
-const records = new WeakMap<ProxyCall, { outcome: ProxyOutcome; record: InteractionRecord }>();
-
-/** The call's record at the level it is stored at (`recordLevel`), shared: never changed. */
-export function finishedRecord(call: ProxyCall, outcome: ProxyOutcome): InteractionRecord {
-  const built = records.get(call);
-  if (built?.outcome === outcome) return built.record;
-  const record = recordOf(call, outcome, recordLevel(call));
-  records.set(call, { outcome, record });
-  return record;
-}
-
 /**
- * What a call's record keeps: the key's level, or less if `X-DMT-Store` asked. A call refused for
- * its header is recorded without bodies whatever it asked: it may have meant to ask for less.
- */
-export function recordLevel(call: ProxyCall): StoreLevel {
-  try {
-    return requestStoreLevel(call.auth.store, call.storeHeader);
-  } catch {
-    return lowestLevel(call.auth.store, "metadata");
-  }
-}
-
-/**
- * The warehouse's proxy hook: checks `X-DMT-Store` before anything is forwarded, and turns every
- * finished call into one record on the queue, at the call's level; at `none` the user id is replaced
- * by its keyed hash before the record leaves the process.
+ * The warehouse's proxy hook, after metering's (whose `call.billing` the record reads): checks
+ * `X-DMT-Store` before anything is forwarded, and turns every finished call into one record at the
+ * call's level, left on the call (`call.record`) for the hooks after it and sent to the queue; at `none`
+ * the user id is replaced by its keyed hash in what is sent, before it leaves the process.
  */
 export function warehouseHooks(queue: RecordQueue, userIds: UserIdHasher): ProxyHooks {
   return {
@@ -74,7 +51,8 @@ export function warehouseHooks(queue: RecordQueue, userIds: UserIdHasher): Proxy
       requestStoreLevel(call.auth.store, call.storeHeader);
     },
     async after(call, outcome) {
-      const record = finishedRecord(call, outcome);
+      const record = recordOf(call, outcome, recordLevel(call));
+      call.record = record;
       await queue.send(
         record.store_level === "none" && record.user_id !== null
           ? { ...record, user_id: await userIds.keyed(record.project_id, record.user_id) }

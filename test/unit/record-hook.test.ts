@@ -1,12 +1,15 @@
 import { describe, expect, it } from "vitest";
-import type { ProxyCall, ProxyOutcome } from "../../lambda/core/call";
+import { combineHooks, type ProxyCall, type ProxyOutcome } from "../../lambda/core/call";
 import { ApiError } from "../../lambda/core/errors";
+import { loggerOver, silentLogger } from "../../lambda/core/logger";
 import { TIER_LIMITS } from "../../lambda/core/model";
 import { hmacUserIdHasher, type StoreLevel } from "../../lambda/core/privacy";
 import type { RecordQueue } from "../../lambda/core/queue";
 import type { InteractionRecord } from "../../lambda/core/record";
 import { parseRecord } from "../../lambda/core/record";
-import { finishedRecord, recordOf, warehouseHooks } from "../../lambda/warehouse/hooks";
+import { buildEvent, type NewEvent } from "../../lambda/events/cloudevent";
+import { eventHooks } from "../../lambda/events/hooks";
+import { recordOf, warehouseHooks } from "../../lambda/warehouse/hooks";
 
 const VENDOR_KEY = "sk-ant-VENDORHALFOFADUALKEY000";
 const hasher = hmacUserIdHasher(() => Buffer.from("test user-id key"));
@@ -160,15 +163,15 @@ describe("the warehouse's proxy hook", () => {
       expect(parseRecord(JSON.parse(JSON.stringify(none)))).toEqual(none);
     });
 
-    it("builds a call's record once for every hook that reads it, and never changes it", async () => {
+    it("leaves the call's record on the call for the hooks after it, unchanged by what it sends", async () => {
       const c = at("none");
-      const shared = finishedRecord(c, outcome);
-      expect(finishedRecord(c, outcome)).toBe(shared);
+      expect(c.record).toBeUndefined();
       const { record } = await sentBy(c);
+      const shared = c.record;
+      expect(shared).toEqual(recordOf(c, outcome, "none"));
       expect(record.user_id).toBe(await hasher.keyed("proj-a", "u-42"));
       // The events' hook reads the same record after the warehouse's: its user is the caller's still.
-      expect(finishedRecord(c, outcome)).toBe(shared);
-      expect(shared.user_id).toBe("u-42");
+      expect(shared?.user_id).toBe("u-42");
       expect(record).toEqual({ ...shared, user_id: record.user_id });
     });
 
@@ -201,6 +204,63 @@ describe("the warehouse's proxy hook", () => {
         expect(record.response_body).toBeNull();
         expect(record.store_level).toBe(store === "none" ? "none" : "metadata");
       }
+    });
+  });
+
+  describe("the hooks after it, in the order composeProxy combines them", () => {
+    const queue: RecordQueue = { send: async () => {}, close: async () => {} };
+    const events = (logger = silentLogger) => {
+      const published: NewEvent[] = [];
+      const checked: string[] = [];
+      const hooks = eventHooks(
+        {
+          publish: async (event) => {
+            published.push(event);
+            return buildEvent(event, 0);
+          },
+        },
+        { check: async (projectId) => void checked.push(projectId) },
+        logger,
+      );
+      return { hooks, published, checked };
+    };
+
+    it("hands the events' hook the warehouse's record: its figures, at none without the user", async () => {
+      const { hooks, published, checked } = events();
+      const c = call({ auth: { ...call().auth, store: "none" } });
+      await combineHooks([warehouseHooks(queue, hasher), hooks], silentLogger).after?.(c, outcome);
+      expect(published).toEqual([
+        {
+          type: "usage.recorded",
+          projectId: "proj-a",
+          subject: "txn_abc123",
+          data: expect.objectContaining({
+            transaction_id: "txn_abc123",
+            user_id: null,
+            billing_mode: "managed",
+            input_tokens: 12,
+            cost_usd: "0.001234",
+            price_version: "2026-01",
+          }),
+        },
+      ]);
+      expect(checked).toEqual(["proj-a"]);
+    });
+
+    it("says so, and publishes nothing, when the events' hook runs before the warehouse's", async () => {
+      const errors: unknown[] = [];
+      const logger = loggerOver((level, message, fields) => {
+        if (level === "error") errors.push({ message, ...fields });
+      });
+      const { hooks, published } = events();
+      await combineHooks([hooks, warehouseHooks(queue, hasher)], logger).after?.(call(), outcome);
+      expect(published).toEqual([]);
+      expect(errors).toEqual([
+        expect.objectContaining({
+          message: "proxy after hook failed",
+          detail: expect.stringContaining("the warehouse's hook must run first"),
+        }),
+      ]);
     });
   });
 });
