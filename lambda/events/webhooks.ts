@@ -45,12 +45,16 @@ export function validateWebhookUrl(text: string, policy: AddressPolicy): URL {
   }
   const host = url.hostname.replace(/^\[|\]$/g, "");
   if (isIP(host) !== 0 && !addressAllowed(host, policy)) {
-    throw errors.invalidField("url", `must not point at a private, loopback or link-local address (${host})`);
+    throw errors.invalidField(
+      "url",
+      `must not point at a private, loopback or link-local address, or one kept for documentation (${host})`,
+    );
   }
   return url;
 }
 
-const PRIVATE = new BlockList();
+/** Addresses no webhook may reach: private, link-local, multicast, reserved and documentation ranges. */
+const NOT_PUBLIC = new BlockList();
 for (const [net, bits] of [
   ["0.0.0.0", 8],
   ["10.0.0.0", 8],
@@ -58,19 +62,28 @@ for (const [net, bits] of [
   ["169.254.0.0", 16],
   ["172.16.0.0", 12],
   ["192.0.0.0", 24],
+  ["192.0.2.0", 24],
   ["192.168.0.0", 16],
   ["198.18.0.0", 15],
+  ["198.51.100.0", 24],
+  ["203.0.113.0", 24],
   ["224.0.0.0", 3],
 ] as const) {
-  PRIVATE.addSubnet(net, bits, "ipv4");
+  NOT_PUBLIC.addSubnet(net, bits, "ipv4");
 }
 for (const [net, bits] of [
   ["::", 128],
+  ["64:ff9b:1::", 48], // local-use NAT64
+  ["100::", 64], // discard-only
+  ["2001::", 32], // Teredo: a tunnel to an address it obfuscates
+  ["2001:db8::", 32], // documentation
+  ["3fff::", 20], // documentation
   ["fc00::", 7],
   ["fe80::", 10],
+  ["fec0::", 10], // site-local
   ["ff00::", 8],
 ] as const) {
-  PRIVATE.addSubnet(net, bits, "ipv6");
+  NOT_PUBLIC.addSubnet(net, bits, "ipv6");
 }
 const LOOPBACK = new BlockList();
 LOOPBACK.addSubnet("127.0.0.0", 8, "ipv4");
@@ -80,12 +93,50 @@ LOOPBACK.addAddress("::1", "ipv6");
 export function addressAllowed(address: string, policy: AddressPolicy): boolean {
   const family = isIP(address);
   if (family === 0) return false;
-  const type = family === 4 ? "ipv4" : "ipv6";
-  // An IPv4-mapped IPv6 address is judged as the IPv4 address it carries.
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)?.[1];
-  if (mapped) return addressAllowed(mapped, policy);
-  if (LOOPBACK.check(address, type)) return policy === "public-or-loopback";
-  return !PRIVATE.check(address, type);
+  if (family === 4) {
+    if (LOOPBACK.check(address, "ipv4")) return policy === "public-or-loopback";
+    return !NOT_PUBLIC.check(address, "ipv4");
+  }
+  if (LOOPBACK.check(address, "ipv6")) return policy === "public-or-loopback";
+  const embedded = embeddedIpv4(ipv6Bytes(address));
+  // A mapped address is the IPv4 address itself; the other forms reach it through a translator or relay.
+  if (embedded?.mapped) return addressAllowed(embedded.ipv4, policy);
+  if (embedded && !addressAllowed(embedded.ipv4, "public")) return false;
+  return !NOT_PUBLIC.check(address, "ipv6");
+}
+
+/** The 16 bytes of an IPv6 literal, written in any form (`::`, a dotted IPv4 tail, a zone). */
+function ipv6Bytes(address: string): number[] {
+  let text = address.split("%")[0] ?? "";
+  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (dotted) {
+    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number];
+    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const groups = (part: string) =>
+    part === "" ? [] : part.split(":").map((group) => Number.parseInt(group, 16));
+  const [head = "", tail] = text.split("::");
+  const front = groups(head);
+  const back = tail === undefined ? [] : groups(tail);
+  const words = [...front, ...Array<number>(8 - front.length - back.length).fill(0), ...back];
+  return words.flatMap((word) => [word >> 8, word & 0xff]);
+}
+
+/**
+ * The IPv4 address an IPv6 address carries: mapped (`::ffff:a.b.c.d`) or translated
+ * (`::ffff:0:a.b.c.d`), IPv4-compatible (`::a.b.c.d`), NAT64 (`64:ff9b::/96`) or 6to4 (`2002::/16`).
+ */
+function embeddedIpv4(bytes: number[]): { ipv4: string; mapped: boolean } | undefined {
+  const zero = (from: number, to: number) => bytes.slice(from, to).every((byte) => byte === 0);
+  const at = (offset: number) => bytes.slice(offset, offset + 4).join(".");
+  const ones = (offset: number) => bytes[offset] === 0xff && bytes[offset + 1] === 0xff;
+  if (zero(0, 10) && ones(10)) return { ipv4: at(12), mapped: true };
+  if (zero(0, 8) && ones(8) && zero(10, 12)) return { ipv4: at(12), mapped: false };
+  if (zero(0, 12)) return { ipv4: at(12), mapped: false };
+  const nat64 = [0x00, 0x64, 0xff, 0x9b];
+  if (nat64.every((byte, i) => bytes[i] === byte) && zero(4, 12)) return { ipv4: at(12), mapped: false };
+  if (bytes[0] === 0x20 && bytes[1] === 0x02) return { ipv4: at(2), mapped: false };
+  return undefined;
 }
 
 export interface NewWebhook {

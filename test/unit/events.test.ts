@@ -112,6 +112,56 @@ describe("webhook URLs", () => {
     expect(addressAllowed("2606:4700::1111", "public")).toBe(true);
   });
 
+  // Every IPv6 form that carries an IPv4 address, each with a private, a loopback, a link-local and a
+  // public address inside; and the documentation ranges. [form, address, public, public-or-loopback]
+  const table: [string, string, boolean, boolean][] = [
+    ["IPv4-mapped, dotted", "::ffff:10.1.2.3", false, false],
+    ["IPv4-mapped, dotted", "::ffff:127.0.0.1", false, true],
+    ["IPv4-mapped, dotted", "::ffff:169.254.169.254", false, false],
+    ["IPv4-mapped, hex", "::ffff:a01:203", false, false],
+    ["IPv4-mapped, hex", "::ffff:7f00:1", false, true],
+    ["IPv4-mapped, hex", "::ffff:a9fe:a9fe", false, false],
+    ["IPv4-mapped, in full", "0:0:0:0:0:ffff:c0a8:1", false, false],
+    ["IPv4-mapped, hex", "::ffff:808:808", true, true],
+    ["IPv4-translated", "::ffff:0:10.1.2.3", false, false],
+    ["IPv4-translated", "::ffff:0:7f00:1", false, false],
+    ["IPv4-compatible, dotted", "::10.1.2.3", false, false],
+    ["IPv4-compatible, dotted", "::127.0.0.1", false, false],
+    ["IPv4-compatible, hex", "::a9fe:a9fe", false, false],
+    ["IPv4-compatible, hex", "::c0a8:1", false, false],
+    ["NAT64", "64:ff9b::10.1.2.3", false, false],
+    ["NAT64", "64:ff9b::7f00:1", false, false],
+    ["NAT64", "64:ff9b::a9fe:a9fe", false, false],
+    ["NAT64", "64:ff9b::808:808", true, true],
+    ["NAT64, local use", "64:ff9b:1::808:808", false, false],
+    ["6to4", "2002:a01:203::1", false, false],
+    ["6to4", "2002:7f00:1::", false, false],
+    ["6to4", "2002:a9fe:a9fe::1", false, false],
+    ["6to4", "2002:c0a8:101:1::1", false, false],
+    ["6to4", "2002:808:808::1", true, true],
+    ["Teredo", "2001:0:4136:e378:8000:63bf:3fff:fdd2", false, false],
+    ["IPv4 documentation", "192.0.2.10", false, false],
+    ["IPv4 documentation", "198.51.100.7", false, false],
+    ["IPv4 documentation", "203.0.113.200", false, false],
+    ["IPv4 documentation, mapped", "::ffff:203.0.113.200", false, false],
+    ["IPv4 documentation, in 6to4", "2002:c000:20a::1", false, false],
+    ["IPv6 documentation", "2001:db8::1", false, false],
+    ["IPv6 documentation", "2001:db8:ffff::1", false, false],
+    ["IPv6 documentation", "3fff::1", false, false],
+    ["IPv6 loopback", "::1", false, true],
+    ["IPv6 unspecified", "::", false, false],
+    ["IPv6 public", "2606:4700::1111", true, true],
+  ];
+  it.each(table)("%s %s: public %s, with loopback %s", (_form, address, inPublic, withLoopback) => {
+    expect(addressAllowed(address, "public")).toBe(inPublic);
+    expect(addressAllowed(address, "public-or-loopback")).toBe(withLoopback);
+    // A URL writes its IPv6 host in its own form: the checker judges that form alike.
+    const host = address.includes(":") ? `[${address}]` : address;
+    const url = () => validateWebhookUrl(`https://${host}/hook`, "public");
+    if (inPublic) expect(url().hostname).toBeTruthy();
+    else expect(refusal(url)).toMatchObject({ status: 400, code: "invalid_field" });
+  });
+
   it("refuses at connect time a name that resolves to a loopback address when only public ones are allowed", async () => {
     const sender = undiciWebhookSender({ policy: "public", timeoutMs: 5000 });
     try {
