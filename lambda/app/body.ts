@@ -23,11 +23,11 @@ export async function readBody(c: Context, limit: number): Promise<Uint8Array> {
 const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
 
 /**
- * Parses a JSON body whatever the Content-Type claims (a wrong or missing type is not an error; a body
- * that is not JSON is). A leading UTF-8 byte order mark is tolerated, as RFC 8259 allows.
+ * The one parser of JSON request bodies, whatever the Content-Type claims (a wrong or missing type is
+ * not an error; a body that is not JSON is: 400 `invalid_json`). A leading UTF-8 byte order mark is
+ * tolerated, as RFC 8259 allows. Its errors never quote the body, which may hold a secret.
  */
-export async function readJson(c: Context, limit: number): Promise<unknown> {
-  const bytes = await readBody(c, limit);
+export function parseJsonBody(bytes: Uint8Array): unknown {
   if (bytes.byteLength === 0) throw errors.invalidJson("the body is empty");
   let text: string;
   try {
@@ -43,11 +43,21 @@ export async function readJson(c: Context, limit: number): Promise<unknown> {
   }
 }
 
-/** A JSON object body, or 400. */
-export async function readJsonObject(c: Context, limit: number): Promise<Record<string, unknown>> {
-  const value = await readJson(c, limit);
+/** `parseJsonBody`, for a body that must be a JSON object (400 otherwise). */
+export function parseJsonObjectBody(bytes: Uint8Array): Record<string, unknown> {
+  const value = parseJsonBody(bytes);
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     throw errors.badRequest("invalid_json", "The request body must be a JSON object.");
   }
   return value as Record<string, unknown>;
+}
+
+/** The body read (413 past `limit`) and parsed as JSON (`parseJsonBody`). */
+export async function readJson(c: Context, limit: number): Promise<unknown> {
+  return parseJsonBody(await readBody(c, limit));
+}
+
+/** The body read (413 past `limit`) and parsed as a JSON object (`parseJsonObjectBody`). */
+export async function readJsonObject(c: Context, limit: number): Promise<Record<string, unknown>> {
+  return parseJsonObjectBody(await readBody(c, limit));
 }

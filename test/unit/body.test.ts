@@ -1,7 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { readBody, readJson, readJsonObject } from "../../lambda/app/body";
+import { parseJsonBody, readBody, readJson, readJsonObject } from "../../lambda/app/body";
+import { createProxyApp } from "../../lambda/app/proxy/app";
 import { appShell } from "../../lambda/app/shell";
 import { silentLogger } from "../../lambda/core/logger";
+import { TIER_LIMITS } from "../../lambda/core/model";
+import { VENDOR_DEFINITIONS } from "../../lambda/vendors";
 import { errorBody, expectSecurityHeaders } from "../support/http";
 
 const LIMIT = 16;
@@ -117,5 +120,76 @@ describe("readJsonObject", () => {
     expect(await res.json()).toEqual(
       errorBody("invalid_request_error", "invalid_json", "The request body must be a JSON object."),
     );
+  });
+});
+
+describe("one JSON body parser, on every path that parses a request body", () => {
+  // The parser's own message quotes the body: what a secret pasted in the wrong place would leak.
+  const BAD = '{"model":"gpt-4o-mini","api_key": sk-secret-0123456789}';
+  const NOT_JSON = errorBody("invalid_request_error", "invalid_json", "Request body is not valid JSON.");
+
+  it("is really a body the parser quotes", () => {
+    expect(() => JSON.parse(BAD)).toThrow(/sk-secret/);
+  });
+
+  it("parseJsonBody answers 400 without the parser's message", () => {
+    let thrown: unknown;
+    try {
+      parseJsonBody(Buffer.from(BAD));
+    } catch (err) {
+      thrown = err;
+    }
+    expect(JSON.stringify(thrown)).not.toContain("sk-secret");
+    expect(thrown).toMatchObject({ status: 400, message: "Request body is not valid JSON." });
+  });
+
+  it.each(["/json", "/object"])("the data and dashboard APIs' reader (%s)", async (path) => {
+    const res = await post(path, BAD, { "Content-Type": "application/json" });
+    expect(res.status).toBe(400);
+    const text = await res.text();
+    expect(text).not.toContain("sk-secret");
+    expect(JSON.parse(text)).toEqual(NOT_JSON);
+  });
+
+  it.each([
+    ["openai", "/openai/v1/chat/completions"],
+    ["anthropic", "/anthropic/v1/messages"],
+    ["gemini", "/gemini/v1beta/models/gemini-2.5-flash:generateContent"],
+    ["groq", "/groq/v1/chat/completions"],
+  ] as const)("the proxy's JSON routes (%s)", async (vendor, path) => {
+    const forwarded: string[] = [];
+    const app = createProxyApp({
+      vendor: VENDOR_DEFINITIONS[vendor],
+      upstream: {
+        request: async (request) => {
+          forwarded.push(request.path);
+          throw new Error("a body that is not JSON must not be forwarded");
+        },
+        close: async () => {},
+      },
+      upstreamState: "configured",
+      auth: async (c, next) => {
+        c.set("auth", {
+          projectId: "proj-a",
+          keyId: "abcdefghij012345",
+          tier: "free",
+          rateLimit: TIER_LIMITS.free,
+          store: "full",
+        });
+        await next();
+      },
+      logger: silentLogger,
+    });
+    const res = await app.request(path, {
+      method: "POST",
+      body: BAD,
+      headers: { "Content-Type": "application/json" },
+    });
+    expect(res.status).toBe(400);
+    const text = await res.text();
+    expect(text).not.toContain("sk-secret");
+    expect(JSON.parse(text)).toEqual(NOT_JSON);
+    expectSecurityHeaders(res.headers);
+    expect(forwarded).toEqual([]);
   });
 });

@@ -3,9 +3,8 @@ import { KEY_QUERY_PARAMS } from "../../core/credentials";
 import { errors } from "../../core/errors";
 import { mentionsServiceKey } from "../../core/keys";
 import type { VendorDefinition, VendorRoute } from "../../core/vendor-model";
-import { asObject } from "../../vendors/json";
 import { formFields, uploadBoundary } from "../../vendors/multipart";
-import { readBody } from "../body";
+import { parseJsonObjectBody, readBody } from "../body";
 import type { AppEnv } from "../env";
 
 /** A client request, checked and ready to forward. */
@@ -26,8 +25,6 @@ export interface PreparedRequest {
 }
 
 const KEY_QUERY_NAMES = new Set<string>(KEY_QUERY_PARAMS);
-
-const utf8 = new TextDecoder("utf-8", { fatal: true });
 
 /** Reads and checks the body as the route declares it: JSON parsed (400), uploads with a boundary, limits (413). */
 export async function prepareRequest(c: Context<AppEnv>, route: VendorRoute): Promise<PreparedRequest> {
@@ -59,7 +56,7 @@ export async function prepareRequest(c: Context<AppEnv>, route: VendorRoute): Pr
       stripUsage: false,
     };
   }
-  const json = parseJsonObject(body);
+  const json = parseJsonObjectBody(body);
   const stream = route.stream === "always" || (route.stream === "body-flag" && json.stream === true);
   const withUsage = stream ? route.streamUsage?.ask(body, json) : undefined;
   return {
@@ -80,25 +77,6 @@ async function readLimited(c: Context<AppEnv>, limit: number): Promise<Uint8Arra
   if (declared === undefined) return readBody(c, limit);
   if (Number(declared) > limit) throw errors.payloadTooLarge(limit);
   return new Uint8Array(await c.req.raw.arrayBuffer());
-}
-
-function parseJsonObject(body: Uint8Array): Record<string, unknown> {
-  if (body.byteLength === 0) throw errors.invalidJson("the body is empty");
-  let text: string;
-  try {
-    text = utf8.decode(body);
-  } catch {
-    throw errors.invalidJson("the body is not valid UTF-8");
-  }
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (err) {
-    throw errors.invalidJson((err as Error).message);
-  }
-  const object = asObject(value);
-  if (!object) throw errors.badRequest("invalid_json", "The request body must be a JSON object.");
-  return object;
 }
 
 /**
