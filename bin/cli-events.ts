@@ -1,7 +1,8 @@
+import { type AlertRule, RULE_IDS } from "../lambda/core/alert-rules";
 import { decimalUsd } from "../lambda/core/credits";
 import { errors } from "../lambda/core/errors";
-import { type AlertRule, RULE_IDS, setAlertRules } from "../lambda/events/alerts";
-import type { Delivery, WebhookView } from "../lambda/events/ports";
+import type { Delivery, WebhookView } from "../lambda/core/webhook-delivery";
+import { setAlertRules } from "../lambda/events/alerts";
 import { addWebhook } from "../lambda/events/webhooks";
 import type { CliEvents } from "./cli-events-open";
 

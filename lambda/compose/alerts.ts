@@ -3,13 +3,13 @@ import type { DynamoDBClient } from "../adapters/dynamodb/client";
 import type { TableNames } from "../adapters/dynamodb/tables";
 import type { BudgetWatcher } from "../core/budgets";
 import type { ProxyHooks } from "../core/call";
+import type { EventPublisher } from "../core/cloudevent";
 import type { CreditStore } from "../core/credits";
 import type { Logger } from "../core/logger";
 import type { UserIdHasher } from "../core/privacy";
 import { BalanceAlerts, CachedRules } from "../events/alerts";
 import { BudgetAlerts } from "../events/budget-alerts";
 import { eventHooks } from "../events/hooks";
-import type { EventPublisher } from "../events/ports";
 
 /** How long a process takes a project's alert rules as read. */
 const RULES_CACHE_MS = 10_000;

@@ -12,10 +12,10 @@ import type { Infrastructure } from "./infrastructure";
  */
 export function composeCompaction(
   infra: Pick<Infrastructure, "warehouse" | "warehouseFiles" | "deliveries" | "clock" | "logger"> & {
-    /** The project list (DynamoPorts' `keys`) and the deletion tombstones. */
+    /** The project list (the store ports' `keys`) and the deletion tombstones. */
     store: { keys: Pick<Store, "listProjects">; tombstones: TombstoneReader };
     /**
-     * The `warehouseLeases` table (adapters/dynamodb/partition-leases.ts). Not a port of DynamoPorts,
+     * The `warehouseLeases` table (adapters/dynamodb/partition-leases.ts). Not one of the store ports,
      * all of which every function's bundle carries (the proxy's has no room to spare).
      */
     leases: PartitionLeases;

@@ -1,8 +1,8 @@
 import { createDashboardApp, type DashboardApiDeps } from "../app/dashboard/app";
 import type { TokenVerifier } from "../app/dashboard/auth";
+import type { EventPublisher } from "../core/cloudevent";
 import type { DeletionStarter } from "../core/deletion";
 import type { PriceCatalogue } from "../core/pricing";
-import type { EventPublisher } from "../events/ports";
 import type { Infrastructure } from "./infrastructure";
 
 export interface DashboardApiSettings {

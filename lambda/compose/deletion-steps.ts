@@ -1,10 +1,10 @@
-import type { DynamoPorts } from "../adapters/dynamodb/ports";
 import { parquetCodec } from "../adapters/parquet/codec";
+import type { EventPublisher } from "../core/cloudevent";
 import type { CopyPurger } from "../core/deletion";
 import type { ExportSettings } from "../core/export-destination";
+import type { StorePorts } from "../core/store-ports";
 import { ExportFilesPurger } from "../deletion/purgers";
 import { createDeletionSteps } from "../deletion/steps";
-import type { EventPublisher } from "../events/ports";
 import type { Infrastructure } from "./infrastructure";
 
 /**
@@ -23,7 +23,7 @@ export function composeDeletionSteps(
     | "userIds"
     | "clock"
     | "logger"
-  > & { store: Pick<DynamoPorts, "deletionRequests" | "tombstones">; exportSettings: ExportSettings },
+  > & { store: Pick<StorePorts, "deletionRequests" | "tombstones">; exportSettings: ExportSettings },
   purgers: CopyPurger[],
   /** Where `deletion.completed` goes; absent: no event. */
   events?: EventPublisher,

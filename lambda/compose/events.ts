@@ -1,11 +1,12 @@
 import type { DynamoDBClient } from "../adapters/dynamodb/client";
 import { DynamoDeliveryLog, DynamoWebhooks } from "../adapters/dynamodb/events";
 import type { TableNames } from "../adapters/dynamodb/tables";
+import type { EventPublisher } from "../core/cloudevent";
 import type { CreditStore } from "../core/credits";
 import type { KeyWrapper } from "../core/crypto";
 import type { Logger } from "../core/logger";
+import type { DeliveryQueue, WebhookSender } from "../core/webhook-delivery";
 import { createDeliveries, type Deliveries } from "../events/delivery";
-import type { DeliveryQueue, EventPublisher, WebhookSender } from "../events/ports";
 import { type Alerts, composeAlerts } from "./alerts";
 
 /** What a host gives the events: the store, the secrets' key wrapper, a queue, a sender and a publisher. */

@@ -1,15 +1,13 @@
-import type { DynamoPorts } from "../adapters/dynamodb/ports";
-import type { ExportSettingsStore } from "../app/dashboard/settings";
-import type { EncodedRowSource } from "../app/data-api/exports";
 import type { CopyPurger, DeletionQuery, WarehouseFiles } from "../core/deletion";
 import type { DeliveryLedger } from "../core/delivery-ledger";
-import type { ExportDestination } from "../core/export-destination";
-import type { WarehouseQuery } from "../core/export-query";
+import type { ExportDestination, ExportSettingsStore } from "../core/export-destination";
+import type { EncodedRowSource, WarehouseQuery } from "../core/export-query";
 import type { Logger } from "../core/logger";
 import type { Metrics } from "../core/metrics";
 import type { ObjectStore } from "../core/object-store";
 import type { UserIdHasher } from "../core/privacy";
 import type { DeadLetterSink, RecordQueue } from "../core/queue";
+import type { StorePorts } from "../core/store-ports";
 
 /**
  * Everything a deployable needs from the host it runs on. Two hosts build one: AWS
@@ -23,7 +21,7 @@ export interface Infrastructure {
   logger: Logger;
   metrics: Metrics;
   /** Every store port, over DynamoDB (dynalite locally). */
-  store: DynamoPorts;
+  store: StorePorts;
   /** Where each call's record goes on its way to the warehouse: SQS, or the in-process queue. */
   recordQueue: RecordQueue;
   /** The warehouse's objects: Parquet files under `interactions/` (the bucket, or a folder). */

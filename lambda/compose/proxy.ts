@@ -1,5 +1,4 @@
 import type { Hono, MiddlewareHandler } from "hono";
-import type { UpstreamClient } from "../adapters/undici/client";
 import type { AppEnv } from "../app/env";
 import { createProxyApp, type UpstreamState } from "../app/proxy/app";
 import type { BudgetWatcher } from "../core/budgets";
@@ -7,6 +6,7 @@ import { combineHooks, PendingWork, type ProxyHooks } from "../core/call";
 import { CachedVendorKeys } from "../core/metering-vendor-keys";
 import type { Metrics } from "../core/metrics";
 import type { PriceCatalogue } from "../core/pricing";
+import type { UpstreamClient } from "../core/upstream";
 import type { VendorDefinition } from "../core/vendor-model";
 import { BudgetGuard } from "../metering/budgets";
 import { createMetering, type Metering } from "../metering/hooks";

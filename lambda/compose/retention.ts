@@ -11,7 +11,7 @@ import type { Infrastructure } from "./infrastructure";
  */
 export function composeRetention(
   infra: Pick<Infrastructure, "warehouse" | "warehouseFiles" | "clock" | "logger"> & {
-    /** The project list (DynamoPorts' `keys`) and the dashboard's index. */
+    /** The project list (the store ports' `keys`) and the dashboard's index. */
     store: { keys: Pick<Store, "listProjects">; interactions: RetentionIndex };
   },
 ): (options?: RetentionOptions) => Promise<RetentionAudit> {

@@ -1,5 +1,13 @@
 import { createHash, randomBytes } from "node:crypto";
-import { formatUsd, MAX_GRANT_MICROS, MICROS_PER_USD } from "./credits";
+import {
+  formatUsd,
+  type Hold,
+  type HoldCharges,
+  type HoldResult,
+  MAX_GRANT_MICROS,
+  MICROS_PER_USD,
+  type Settlement,
+} from "./credits";
 import { globToRegExp } from "./endpoints";
 import { ApiError, errors } from "./errors";
 import { PROJECT_ID_PATTERN } from "./model";
@@ -286,6 +294,23 @@ export interface BudgetStore {
   /** True when there was one to delete. */
   delete(budgetId: string): Promise<boolean>;
   spend(counterId: string): Promise<{ spentMicros: number; heldMicros: number }>;
+}
+
+/** A counter with holds under a limit: adapters/dynamodb/budgets.ts. */
+export interface BudgetCounters extends BudgetStore {
+  hold(
+    counterId: string,
+    holdId: string,
+    micros: number,
+    expiresAt: number,
+    limitMicros: number,
+  ): Promise<HoldResult>;
+  recordCharges(hold: Hold, charges: HoldCharges): Promise<boolean>;
+  settleCharges(hold: Hold, charges: HoldCharges): Promise<Settlement>;
+  /** A counter's settled spend, and the charges noted on each of its open holds (by hold id). */
+  charges(counterId: string): Promise<{ settledMicros: number; noted: Map<string, number> }>;
+  /** The sweeper's: settles every expired hold at the charges noted on it. */
+  releaseExpired(now: number): Promise<{ holdsSettled: number }>;
 }
 
 /**

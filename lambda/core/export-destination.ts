@@ -13,6 +13,12 @@ export interface ExportSettings {
   getExportDestination(projectId: string): Promise<ExportDestination | undefined>;
 }
 
+/** Where exports go: the local settings file, or the `projectSettings` table in AWS. */
+export interface ExportSettingsStore extends ExportSettings {
+  /** Sets, or with `undefined` clears; a malformed URL throws DestinationError. */
+  setExportDestination(projectId: string, url: string | undefined): Promise<void>;
+}
+
 const BUCKET = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
 const PREFIX_SEGMENT = /^[A-Za-z0-9!_.*'()=@+,-]+$/;
 

@@ -5,7 +5,6 @@
  * Usage page reads a few dozen rollups instead of the warehouse.
  */
 import { createHash } from "node:crypto";
-import type { BreakdownDimension, BreakdownRow } from "./breakdowns";
 import { BILLING_MODES, type BillingMode } from "./call";
 import { errors } from "./errors";
 import { DAY_MS, dayOf, parseDay, startOfDay, statusClass } from "./interactions";
@@ -34,19 +33,6 @@ export interface RollupKey {
 }
 
 export type Rollup = RollupKey & RollupCounters;
-
-/** The rollups port: DynamoDB implements it (adapters/dynamodb/rollups.ts). */
-export interface UsageRollups {
-  /** The project's rollups of the UTC days `from` to `to`, both included. */
-  query(projectId: string, from: string, to: string): Promise<Rollup[]>;
-  /** The project's rows by key or by user (core/breakdowns.ts) of those days. */
-  breakdown(
-    projectId: string,
-    dimension: BreakdownDimension,
-    from: string,
-    to: string,
-  ): Promise<BreakdownRow[]>;
-}
 
 export function rollupKeyOf(record: InteractionRecord): RollupKey {
   return {

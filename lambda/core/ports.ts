@@ -1,4 +1,4 @@
-import type { ApiKeyRecord, Project } from "./model";
+import type { ApiKeyRecord, Project, Tier } from "./model";
 
 /** A conditional write lost: the item exists already, or no longer matches. */
 export class ConflictError extends Error {
@@ -31,4 +31,10 @@ export interface Store {
 /** What authentication needs of the store, possibly cached. */
 export interface KeyLookup {
   lookup(keyId: string): Promise<{ key: ApiKeyRecord; project: Project } | undefined>;
+}
+
+/** A project's tier, set by an operator. */
+export interface ProjectTiers {
+  /** The project with its new tier, or undefined if it does not exist. */
+  setTier(projectId: string, tier: Tier): Promise<Project | undefined>;
 }

@@ -1,3 +1,4 @@
+import type { EventPublisher } from "../core/cloudevent";
 import {
   type CopyPurger,
   type DeletionQuery,
@@ -26,7 +27,6 @@ import type { UserIdHasher } from "../core/privacy";
 import { INTERACTIONS_PREFIX } from "../core/record";
 import type { RecordCodec } from "../core/record-codec";
 import { publishAfter } from "../events/account-events";
-import type { EventPublisher } from "../events/ports";
 
 export interface DeletionStepDeps {
   requests: DeletionRequestStore;

@@ -1,9 +1,8 @@
+import type { EventPublisher, NewEvent } from "../core/cloudevent";
 import { type CreditBalance, decimalUsd, type LedgerEntry } from "../core/credits";
 import { displayPrefix } from "../core/keys";
 import { errorFields, type Logger } from "../core/logger";
 import type { ApiKeyRecord } from "../core/model";
-import type { NewEvent } from "./cloudevent";
-import type { EventPublisher } from "./ports";
 
 /** The events of a project's keys and credits: ids, names and amounts, never a key's secret or hash. */
 

@@ -1,9 +1,10 @@
+import type { AlertRuleStore, BudgetThresholdsRule } from "../core/alert-rules";
 import { type Budget, type BudgetReport, type BudgetWatcher, EVERY_USER, windowSpan } from "../core/budgets";
+import type { EventPublisher } from "../core/cloudevent";
 import { decimalUsd } from "../core/credits";
 import type { Logger } from "../core/logger";
 import type { UserIdHasher } from "../core/privacy";
-import type { AlertRuleStore, BudgetThresholdsRule, CachedRules } from "./alerts";
-import type { EventPublisher } from "./ports";
+import type { CachedRules } from "./alerts";
 
 export interface BudgetAlertDeps {
   rules: Pick<AlertRuleStore, "cross" | "uncross">;

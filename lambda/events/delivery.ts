@@ -1,8 +1,8 @@
 import { Webhook } from "standardwebhooks";
+import { buildEvent, type CloudEvent, parseEvent } from "../core/cloudevent";
 import { errors } from "../core/errors";
 import { errorFields, type Logger } from "../core/logger";
 import type { BatchHandler, QueueMessage } from "../core/queue";
-import { buildEvent, type CloudEvent, parseEvent } from "./cloudevent";
 import type {
   Delivery,
   DeliveryLog,
@@ -11,7 +11,7 @@ import type {
   WebhookSender,
   WebhookStore,
   WebhookView,
-} from "./ports";
+} from "../core/webhook-delivery";
 
 /**
  * Webhook delivery, at least once, over a queue (SQS in AWS, the in-process queue and its journal

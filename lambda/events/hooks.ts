@@ -1,8 +1,8 @@
 import type { ProxyHooks } from "../core/call";
+import type { EventPublisher } from "../core/cloudevent";
 import { decimalUsd } from "../core/credits";
 import { errorFields, type Logger } from "../core/logger";
 import type { BalanceAlerts } from "./alerts";
-import type { EventPublisher } from "./ports";
 
 /**
  * The events' proxy hook, after the warehouse's, whose record of the call (`call.record`) it reads: a

@@ -1,6 +1,6 @@
-import { buildEvent, type CloudEvent } from "./cloudevent";
+import { buildEvent, type CloudEvent, type EventPublisher } from "../core/cloudevent";
+import type { DeliveryQueue, WebhookStore } from "../core/webhook-delivery";
 import { eventMessage } from "./delivery";
-import type { DeliveryQueue, EventPublisher, WebhookStore } from "./ports";
 
 /**
  * Publishes onto the delivery queue directly, where there is no bus: the local stack's in-process

@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { BlockList, isIP } from "node:net";
+import { DEFAULT_EVENT_TYPES, type EventType, parseEventTypes } from "../core/cloudevent";
 import { errors } from "../core/errors";
-import { DEFAULT_EVENT_TYPES, type EventType, parseEventTypes } from "./cloudevent";
-import type { WebhookStore, WebhookView } from "./ports";
+import type { WebhookStore, WebhookView } from "../core/webhook-delivery";
 
 /**
  * A project's webhooks: a URL, the event types it wants, and a `whsec_` secret that signs every

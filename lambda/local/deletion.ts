@@ -6,6 +6,7 @@ import { FsWarehouseFiles } from "../adapters/fs/deletion-files";
 import type { FsObjectStore } from "../adapters/fs/object-store";
 import type { DeletionRouteDeps } from "../app/data-api/deletion";
 import { composeDeletionSteps } from "../compose/deletion-steps";
+import type { EventPublisher } from "../core/cloudevent";
 import type { CopyPurger } from "../core/deletion";
 import type { ExportDestination, ExportSettings } from "../core/export-destination";
 import type { Logger } from "../core/logger";
@@ -13,7 +14,6 @@ import type { ObjectStore } from "../core/object-store";
 import type { UserIdHasher } from "../core/privacy";
 import { DeadLetterPurger } from "../deletion/purgers";
 import { LocalDeletionRunner, type LocalRunnerOptions } from "../deletion/runner";
-import type { EventPublisher } from "../events/ports";
 
 export interface LocalDeletionOptions {
   /** The store's client and the physical name of the `deletionRequests` table. */

@@ -12,7 +12,7 @@ import { composeEvents, type Events } from "../compose/events";
 import type { CreditStore } from "../core/credits";
 import type { Logger } from "../core/logger";
 import type { BatchHandler } from "../core/queue";
-import type { DeliveryQueue } from "../events/ports";
+import type { DeliveryQueue } from "../core/webhook-delivery";
 import { queuePublisher, wantedUsageOnly } from "../events/publisher";
 
 export interface LocalEventsOptions {

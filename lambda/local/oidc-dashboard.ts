@@ -8,9 +8,9 @@ import { tokenVerifier } from "../app/dashboard/auth";
 import type { AppEnv } from "../app/env";
 import { composeDashboardApi, type DashboardApiSettings } from "../compose/dashboard-api";
 import type { Infrastructure } from "../compose/infrastructure";
+import type { EventPublisher } from "../core/cloudevent";
 import type { DeletionStarter } from "../core/deletion";
 import type { PriceCatalogue } from "../core/pricing";
-import type { EventPublisher } from "../events/ports";
 import { OIDC_PREFIX, startLocalOidc } from "./oidc";
 
 /**

@@ -1,11 +1,11 @@
 import { type MessagePort, Worker } from "node:worker_threads";
 import type { DynamoDBClient } from "../adapters/dynamodb/client";
 import type { TableNames } from "../adapters/dynamodb/tables";
+import type { EventPublisher } from "../core/cloudevent";
 import type { CopyPurger } from "../core/deletion";
 import { errorFields, type Logger } from "../core/logger";
 import type { RecordQueue } from "../core/queue";
 import type { InteractionRecord } from "../core/record";
-import type { EventPublisher } from "../events/ports";
 import { openWarehouseReads, type WarehouseReads } from "./warehouse";
 
 /** What the warehouse worker starts from. */

@@ -1,6 +1,6 @@
 import {
   type Budget,
-  type BudgetStore,
+  type BudgetCounters,
   type BudgetWatcher,
   budgetExceededError,
   budgetHeaders,
@@ -12,14 +12,7 @@ import {
   type WindowSpan,
   windowSpan,
 } from "../core/budgets";
-import {
-  type Hold,
-  type HoldCharges,
-  type HoldResult,
-  MAX_BALANCE_MICROS,
-  type Settlement,
-  type SweepReport,
-} from "../core/credits";
+import { MAX_BALANCE_MICROS, type SweepReport } from "../core/credits";
 import type { ApiError } from "../core/errors";
 import { errorFields, type Logger } from "../core/logger";
 import { CreditLeases, DEFAULT_LEASES, type Reservation } from "./credit-leases";
@@ -32,21 +25,6 @@ import { CreditLeases, DEFAULT_LEASES, type Reservation } from "./credit-leases"
  * no number of calls or processes takes a window past its limit. A call ends by turning each hold into
  * its charge: the cost (budgets) or the real tokens (TPM). Design: docs/metering.md "Budgets".
  */
-
-/** A counter with holds under a limit: adapters/dynamodb/budgets.ts. */
-export interface BudgetCounters extends BudgetStore {
-  hold(
-    counterId: string,
-    holdId: string,
-    micros: number,
-    expiresAt: number,
-    limitMicros: number,
-  ): Promise<HoldResult>;
-  recordCharges(hold: Hold, charges: HoldCharges): Promise<boolean>;
-  settleCharges(hold: Hold, charges: HoldCharges): Promise<Settlement>;
-  /** A counter's settled spend, and the charges noted on each of its open holds (by hold id). */
-  charges(counterId: string): Promise<{ settledMicros: number; noted: Map<string, number> }>;
-}
 
 export interface BudgetGuardDeps {
   counters: BudgetCounters;

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { createProject } from "../../lambda/core/accounts";
-import type { CloudEvent } from "../../lambda/events/cloudevent";
+import type { CloudEvent } from "../../lambda/core/cloudevent";
 import { dmtJson, runDmt } from "../support/cli";
 import { startTestStack, type TestStack } from "../support/stack";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver";

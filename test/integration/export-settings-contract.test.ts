@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoExportSettings } from "../../lambda/adapters/dynamodb/export-settings";
 import { FileExportSettings } from "../../lambda/adapters/fs/export-settings";
-import type { ExportSettingsStore } from "../../lambda/app/dashboard/settings";
+import type { ExportSettingsStore } from "../../lambda/core/export-destination";
 import { DestinationError, parseExportDestination } from "../../lambda/core/export-destination";
 import { type LocalStore, openLocalStore } from "../../lambda/local/stack";
 

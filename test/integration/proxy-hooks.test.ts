@@ -1,13 +1,14 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { createUpstreamClient, type UpstreamClient } from "../../lambda/adapters/undici/client";
+import { createUpstreamClient } from "../../lambda/adapters/undici/client";
 import { requireKey } from "../../lambda/app/middleware";
 import { createProxyApp } from "../../lambda/app/proxy/app";
 import type { ProxyCall, ProxyHooks, ProxyOutcome } from "../../lambda/core/call";
 import { errors } from "../../lambda/core/errors";
 import { CachedKeyLookup } from "../../lambda/core/key-cache";
 import { silentLogger } from "../../lambda/core/logger";
+import type { UpstreamClient } from "../../lambda/core/upstream";
 import { createHttpServer, type RunningServer } from "../../lambda/local/http-server";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
 import { VENDOR_DEFINITIONS } from "../../lambda/vendors";

@@ -1,12 +1,9 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import {
-  type CallerWatch,
-  createUpstreamClient,
-  type UpstreamClient,
-} from "../../lambda/adapters/undici/client";
+import { createUpstreamClient } from "../../lambda/adapters/undici/client";
 import { upstreamFailureKind } from "../../lambda/adapters/undici/errors";
+import type { CallerWatch, UpstreamClient } from "../../lambda/core/upstream";
 
 /**
  * The vendor leg over undici's handler interface, against a local vendor whose handler each test

@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { undiciWebhookSender } from "../../lambda/adapters/undici/webhook-sender";
+import { buildEvent, DEFAULT_EVENT_TYPES, parseEventTypes } from "../../lambda/core/cloudevent";
 import { decimalUsd as usd } from "../../lambda/core/credits";
 import { ApiError } from "../../lambda/core/errors";
 import { silentLogger } from "../../lambda/core/logger";
+import type { Delivery, WebhookStore } from "../../lambda/core/webhook-delivery";
 import { budgetThresholdsRule, lowBalanceRule } from "../../lambda/events/alerts";
-import { buildEvent, DEFAULT_EVENT_TYPES, parseEventTypes } from "../../lambda/events/cloudevent";
 import { createDeliveries, eventMessage } from "../../lambda/events/delivery";
-import type { Delivery, WebhookStore } from "../../lambda/events/ports";
 import { wantedUsageOnly } from "../../lambda/events/publisher";
 import { addressAllowed, validateWebhookUrl } from "../../lambda/events/webhooks";
 

@@ -1,9 +1,9 @@
 import { readFileSync } from "node:fs";
 import { PassThrough, Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
-import type { UpstreamResponse } from "../../lambda/adapters/undici/client";
 import { relayResponse } from "../../lambda/app/proxy/relay";
 import type { RelayResult } from "../../lambda/core/call";
+import type { UpstreamResponse } from "../../lambda/core/upstream";
 import type { StreamUsageRequest, VendorName } from "../../lambda/core/vendor-model";
 import { VENDOR_DEFINITIONS } from "../../lambda/vendors";
 

@@ -7,7 +7,7 @@ import {
   UpdateItemCommand,
 } from "@aws-sdk/client-dynamodb";
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
-import type { AlertRule, AlertRuleStore } from "../../events/alerts";
+import type { AlertRule, AlertRuleStore } from "../../core/alert-rules";
 import type { TableNames } from "./tables";
 
 /**

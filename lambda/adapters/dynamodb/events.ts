@@ -8,7 +8,7 @@ import {
 } from "@aws-sdk/client-dynamodb";
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
 import { type KeyWrapper, openSecret, sealSecret } from "../../core/crypto";
-import type { Delivery, DeliveryLog, WebhookStore, WebhookView } from "../../events/ports";
+import type { Delivery, DeliveryLog, WebhookStore, WebhookView } from "../../core/webhook-delivery";
 import { webhookSecretContext } from "../../events/webhooks";
 import type { TableNames } from "./tables";
 

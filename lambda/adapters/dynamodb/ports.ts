@@ -1,5 +1,7 @@
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { KeyWrapper } from "../../core/crypto";
+import type { StorePorts } from "../../core/store-ports";
+import { DynamoAlertRules } from "./alert-rules";
 import { DynamoBudgets } from "./budgets";
 import { DynamoCredits } from "./credits";
 import { DynamoDeletionRequests } from "./deletion-requests";
@@ -19,7 +21,7 @@ import { DynamoVendorKeys } from "./vendor-keys";
  * function builds only what it uses. `clock` is metering's (credits, budgets, rate limits, idempotency,
  * vendor keys); tests move it.
  */
-export class DynamoPorts {
+export class DynamoPorts implements StorePorts {
   private readonly made = new Map<string, unknown>();
 
   constructor(
@@ -75,5 +77,8 @@ export class DynamoPorts {
   }
   get tombstones(): DynamoTombstones {
     return this.once("tombstones", () => new DynamoTombstones(this.db, this.tables.deletionTombstones));
+  }
+  get alertRules(): DynamoAlertRules {
+    return this.once("alertRules", () => new DynamoAlertRules(this.db, this.tables));
   }
 }

@@ -24,9 +24,9 @@ import {
   type Rollup,
   type RollupKey,
   rollupId,
-  type UsageRollups,
 } from "../../core/interactions-usage";
 import type { InteractionRecord } from "../../core/record";
+import type { UsageRollups } from "../../core/usage-rollups";
 import type { TableNames } from "./tables";
 
 /**

@@ -1,6 +1,5 @@
 import { type EventBridgeClient, PutEventsCommand } from "@aws-sdk/client-eventbridge";
-import { buildEvent, type CloudEvent } from "../../events/cloudevent";
-import type { EventPublisher } from "../../events/ports";
+import { buildEvent, type CloudEvent, type EventPublisher } from "../../core/cloudevent";
 
 /** The `source` of every event the stack puts on its bus: what rules match on. */
 export const BUS_SOURCE = "dmt";

@@ -1,6 +1,5 @@
 import type { SQSClient } from "@aws-sdk/client-sqs";
-import { buildEvent, type CloudEvent } from "../../events/cloudevent";
-import type { EventPublisher } from "../../events/ports";
+import { buildEvent, type CloudEvent, type EventPublisher } from "../../core/cloudevent";
 import { sendSigned } from "../sigv4";
 import { busEntry, checkPut } from "./bus";
 

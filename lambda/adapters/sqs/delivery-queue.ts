@@ -1,5 +1,5 @@
 import { SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
-import type { DeliveryQueue } from "../../events/ports";
+import type { DeliveryQueue } from "../../core/webhook-delivery";
 
 /** SQS delays a message at most 900 s; the delivery code carries longer waits in the message. */
 const MAX_DELAY_SECONDS = 900;

@@ -1,6 +1,6 @@
 import { type LookupAddress, type LookupOptions, lookup } from "node:dns";
 import { Agent, request, errors as undiciErrors } from "undici";
-import type { SendResult, WebhookSender } from "../../events/ports";
+import type { SendResult, WebhookSender } from "../../core/webhook-delivery";
 import { type AddressPolicy, addressAllowed } from "../../events/webhooks";
 
 export interface UndiciSenderOptions {

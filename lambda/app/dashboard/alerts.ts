@@ -1,14 +1,9 @@
 import { z } from "zod";
+import { type AlertRuleStore, RULE_IDS } from "../../core/alert-rules";
 import { errors } from "../../core/errors";
-import {
-  type AlertRuleStore,
-  type BalanceAlerts,
-  type CachedRules,
-  RULE_IDS,
-  setAlertRules,
-} from "../../events/alerts";
+import type { DeliveryLog, WebhookStore } from "../../core/webhook-delivery";
+import { type BalanceAlerts, type CachedRules, setAlertRules } from "../../events/alerts";
 import type { Deliveries } from "../../events/delivery";
-import type { DeliveryLog, WebhookStore } from "../../events/ports";
 import { type AddressPolicy, addWebhook } from "../../events/webhooks";
 import { readJsonObject } from "../body";
 import type { RouteTable } from "../routing";

@@ -1,5 +1,6 @@
 import type { Hono } from "hono";
 import type { BudgetStore } from "../../core/budgets";
+import type { EventPublisher } from "../../core/cloudevent";
 import type { CreditStore } from "../../core/credits";
 import { ApiError, errors } from "../../core/errors";
 import type { Logger } from "../../core/logger";
@@ -8,7 +9,6 @@ import { PROJECT_ID_PATTERN } from "../../core/model";
 import type { Store } from "../../core/ports";
 import type { PrivacySettingsStore } from "../../core/privacy";
 import type { VendorKeyStore } from "../../core/vendor-keys";
-import type { EventPublisher } from "../../events/ports";
 import type { AppEnv } from "../env";
 import { mountRoutes } from "../routing";
 import { appShell } from "../shell";

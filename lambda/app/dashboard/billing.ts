@@ -1,4 +1,5 @@
 import { z } from "zod";
+import type { EventPublisher } from "../../core/cloudevent";
 import { type CreditStore, parseUsd } from "../../core/credits";
 import { errors } from "../../core/errors";
 import type { Logger } from "../../core/logger";
@@ -6,7 +7,6 @@ import type { RequestLog } from "../../core/members";
 import { parseStatementQuery, readStatement } from "../../core/statement";
 import { parseVendor, type VendorKeyStore } from "../../core/vendor-keys";
 import { creditsGranted, publishAfter } from "../../events/account-events";
-import type { EventPublisher } from "../../events/ports";
 import { readJsonObject } from "../body";
 import type { RouteTable } from "../routing";
 import { once, parseBody, projectOf, requireOperator } from "./requests";

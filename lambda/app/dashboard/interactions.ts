@@ -7,7 +7,8 @@ import {
   parseTransactionId,
   writeCursor,
 } from "../../core/interactions";
-import { parseUsageRange, type UsageRollups, usageReport } from "../../core/interactions-usage";
+import { parseUsageRange, usageReport } from "../../core/interactions-usage";
+import type { UsageRollups } from "../../core/usage-rollups";
 import type { RouteTable } from "../routing";
 import { projectOf } from "./requests";
 

@@ -1,12 +1,12 @@
 import { z } from "zod";
 import { createKey, keyView, revokeKey } from "../../core/accounts";
 import { parseModels } from "../../core/budgets";
+import type { EventPublisher } from "../../core/cloudevent";
 import { errors } from "../../core/errors";
 import type { Logger } from "../../core/logger";
 import type { RequestLog } from "../../core/members";
 import type { Store } from "../../core/ports";
 import { keyCreated, keyRevoked, publishAfter } from "../../events/account-events";
-import type { EventPublisher } from "../../events/ports";
 import { readJsonObject } from "../body";
 import type { RouteTable } from "../routing";
 import { once, parseBody, projectOf } from "./requests";

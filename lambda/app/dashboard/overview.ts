@@ -1,7 +1,7 @@
 import type { CreditStore } from "../../core/credits";
 import { dayOf, startOfDay } from "../../core/interactions";
-import type { UsageRollups } from "../../core/interactions-usage";
 import { buildOverview, overviewSince } from "../../core/overview";
+import type { UsageRollups } from "../../core/usage-rollups";
 import type { RouteTable } from "../routing";
 import { projectOf } from "./requests";
 

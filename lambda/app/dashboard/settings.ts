@@ -1,25 +1,19 @@
 import { z } from "zod";
 import { errors } from "../../core/errors";
-import { DestinationError, type ExportSettings, parseExportDestination } from "../../core/export-destination";
+import {
+  DestinationError,
+  type ExportSettingsStore,
+  parseExportDestination,
+} from "../../core/export-destination";
 import { EXPORT_CONTENT_TYPES, frameExport } from "../../core/export-format";
 import type { WarehouseQuery } from "../../core/export-query";
 import { parseExportRequest } from "../../core/export-request";
 import { errorFields, type Logger } from "../../core/logger";
-import { isTier, type Project, TIERS, type Tier } from "../../core/model";
+import { isTier, TIERS } from "../../core/model";
+import type { ProjectTiers } from "../../core/ports";
 import { DATA_API_BODY_LIMIT, readJsonObject } from "../body";
 import type { RouteTable } from "../routing";
 import { parseBody, projectOf, requireOperator } from "./requests";
-
-/** Where exports go: the local settings file, or the `projectSettings` table in AWS. */
-export interface ExportSettingsStore extends ExportSettings {
-  /** Sets, or with `undefined` clears; a malformed URL throws DestinationError. */
-  setExportDestination(projectId: string, url: string | undefined): Promise<void>;
-}
-
-export interface ProjectTiers {
-  /** The project with its new tier, or undefined if it does not exist. */
-  setTier(projectId: string, tier: Tier): Promise<Project | undefined>;
-}
 
 export interface SettingsRoutesDeps {
   exportSettings: ExportSettingsStore;

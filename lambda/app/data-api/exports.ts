@@ -1,21 +1,13 @@
 import type { Context } from "hono";
 import type { ExportDestination, ExportSettings } from "../../core/export-destination";
 import { EXPORT_CONTENT_TYPES, frameEncodedExport, frameExport } from "../../core/export-format";
-import type { InteractionQuery, WarehouseQuery } from "../../core/export-query";
-import { type ExportFormat, parseExportRequest } from "../../core/export-request";
+import type { EncodedRowSource, InteractionQuery, WarehouseQuery } from "../../core/export-query";
+import { parseExportRequest } from "../../core/export-request";
 import { errorFields, type Logger } from "../../core/logger";
 import type { ObjectStore } from "../../core/object-store";
 import { DATA_API_BODY_LIMIT, readJsonObject } from "../body";
 import type { AppEnv } from "../env";
 import type { RouteTable } from "../routing";
-
-/**
- * A query engine that also hands over the rows already as UTF-8 bytes (DuckDB locally): see
- * `frameEncodedExport`. The export then makes no string per row, which is most of its cost.
- */
-export interface EncodedRowSource {
-  encodedRows(query: InteractionQuery, format: ExportFormat): AsyncIterable<Uint8Array>;
-}
 
 export interface ExportRouteDeps {
   query: WarehouseQuery & Partial<EncodedRowSource>;

@@ -1,6 +1,5 @@
 import { randomUUID } from "node:crypto";
 import type { Context, Hono, MiddlewareHandler } from "hono";
-import type { UpstreamClient } from "../../adapters/undici/client";
 import { upstreamFailureError, upstreamFailureKind } from "../../adapters/undici/errors";
 import {
   type BeforeDecision,
@@ -17,6 +16,7 @@ import { endpointOf } from "../../core/endpoints";
 import { ApiError, errors } from "../../core/errors";
 import { errorFields, type Logger } from "../../core/logger";
 import { STORE_HEADER } from "../../core/privacy";
+import type { UpstreamClient } from "../../core/upstream";
 import { emptyUsage, type Usage } from "../../core/usage";
 import type { VendorDefinition } from "../../core/vendor-model";
 import { requestHeaderFilter } from "../../vendors/headers";

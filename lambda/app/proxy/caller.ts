@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import type { CallerWatch } from "../../adapters/undici/client";
+import type { CallerWatch } from "../../core/upstream";
 import type { AppEnv, NodeResponse } from "../env";
 
 /**

@@ -1,8 +1,8 @@
-import type { UpstreamResponse } from "../../adapters/undici/client";
 import { upstreamFailureKind } from "../../adapters/undici/errors";
 import type { CapturedBody, RelayResult } from "../../core/call";
 import { captureMetadata, captureText, captureValue } from "../../core/capture";
 import type { StoredResponse } from "../../core/idempotency";
+import type { UpstreamResponse } from "../../core/upstream";
 import { emptyUsage, type Usage } from "../../core/usage";
 import type {
   StreamObserver,

@@ -41,7 +41,9 @@ import { type LambdaTelemetry, lambdaTelemetry } from "./telemetry";
  * its function uses (the proxy's has no room for S3's or Athena's). Clients are made once per
  * container. Every `DMT_*_ENDPOINT` is unset in AWS; tests point them at local stand-ins.
  */
-export interface AwsHost extends Pick<Infrastructure, "clock" | "logger" | "metrics" | "store"> {
+export interface AwsHost extends Pick<Infrastructure, "clock" | "logger" | "metrics"> {
+  /** The store ports over DynamoDB; its client serves the few tables outside them. */
+  store: DynamoPorts;
   telemetry: LambdaTelemetry;
 }
 

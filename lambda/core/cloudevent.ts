@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { errors } from "../core/errors";
+import { errors } from "./errors";
 
 /**
  * The events the service emits, as CloudEvents 1.0 in their JSON format, so OpenMeter and other
@@ -121,4 +121,10 @@ export function parseEvent(value: unknown): CloudEvent {
     throw new Error("not a dmt CloudEvent");
   }
   return event as CloudEvent;
+}
+
+/** Where events go: the EventBridge bus and the delivery queue in AWS, the in-process queue locally. */
+export interface EventPublisher {
+  /** Resolves once the event is handed over for good (on the bus, in the journal); rejects otherwise. */
+  publish(event: NewEvent): Promise<CloudEvent>;
 }

@@ -1,10 +1,4 @@
-import type { CloudEvent, EventType, NewEvent } from "./cloudevent";
-
-/** Where events go: the EventBridge bus and the delivery queue in AWS, the in-process queue locally. */
-export interface EventPublisher {
-  /** Resolves once the event is handed over for good (on the bus, in the journal); rejects otherwise. */
-  publish(event: NewEvent): Promise<CloudEvent>;
-}
+import type { CloudEvent, EventType } from "./cloudevent";
 
 /** A project's webhook as listed: never its secret. */
 export interface WebhookView {
