@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { combineHooks, type ProxyCall, type ProxyOutcome } from "../../lambda/core/call";
+import { buildEvent, type NewEvent } from "../../lambda/core/cloudevent";
 import { ApiError } from "../../lambda/core/errors";
 import { loggerOver, silentLogger } from "../../lambda/core/logger";
 import { TIER_LIMITS } from "../../lambda/core/model";
@@ -7,7 +8,6 @@ import { hmacUserIdHasher, type StoreLevel } from "../../lambda/core/privacy";
 import type { RecordQueue } from "../../lambda/core/queue";
 import type { InteractionRecord } from "../../lambda/core/record";
 import { parseRecord } from "../../lambda/core/record";
-import { buildEvent, type NewEvent } from "../../lambda/events/cloudevent";
 import { eventHooks } from "../../lambda/events/hooks";
 import { recordOf, warehouseHooks } from "../../lambda/warehouse/hooks";
 
