@@ -1,5 +1,6 @@
 import type { BudgetInput, BudgetView } from "../api";
 import { h } from "../dom";
+import { formError, onSubmit } from "../form";
 import { emptyState, errorMessage, loadInto, type Page, type PageContext, pageHead } from "./page";
 
 export const WINDOWS: Record<BudgetView["window"], string> = {
@@ -75,7 +76,7 @@ function budgetForm(ctx: PageContext, onSaved: () => void, prefill?: BudgetView)
     soft.checked = prefill.soft;
     byok.checked = prefill.include_byok;
   }
-  const error = h("div", { class: "form-error", role: "alert" });
+  const error = formError();
   const submit = h(
     "button",
     { type: "submit", class: "button primary" },
@@ -98,28 +99,22 @@ function budgetForm(ctx: PageContext, onSaved: () => void, prefill?: BudgetView)
     h("label", { class: "check", for: "budget-byok" }, byok, h("span", {}, "Count BYOK and dual-key calls")),
     h("div", { class: "dialog-actions" }, submit),
   );
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    if (submit.disabled) return;
-    error.replaceChildren();
-    const input: BudgetInput = {
+  onSubmit(form, {
+    error,
+    button: submit,
+    read: (): BudgetInput => ({
       usd: usdInput.value.trim(),
       window: windowSelect.value,
       soft: soft.checked,
       includeByok: byok.checked,
-    };
-    if (scope.value === "key") input.keyId = subject.value.trim();
-    if (scope.value === "user") input.userId = subject.value.trim();
-    submit.disabled = true;
-    try {
+      ...(scope.value === "key" && { keyId: subject.value.trim() }),
+      ...(scope.value === "user" && { userId: subject.value.trim() }),
+    }),
+    send: async (input) => {
       await ctx.api.setBudget(ctx.project.projectId, input);
       ctx.toast("Budget saved.", "success");
       onSaved();
-    } catch (err) {
-      error.textContent = errorMessage(err);
-    } finally {
-      submit.disabled = false;
-    }
+    },
   });
   return form;
 }

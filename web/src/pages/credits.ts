@@ -1,7 +1,8 @@
-import type { CreditBalance, Statement, StatementLine } from "../api";
+import type { CreditBalance, GrantInput, Statement, StatementLine } from "../api";
 import { type Child, h, replace } from "../dom";
+import { formError, onSubmit } from "../form";
 import { counted, money } from "../format";
-import { emptyState, errorMessage, loadInto, type Page, type PageContext, pageHead } from "./page";
+import { emptyState, loadInto, type Page, type PageContext, pageHead } from "./page";
 
 const SOURCES: [value: string, label: string][] = [
   ["invoice", "Invoice (paid)"],
@@ -169,7 +170,7 @@ function grantForm(ctx: PageContext, onGranted: (balance: CreditBalance) => void
     autocomplete: "off",
     placeholder: "e.g. invoice number",
   });
-  const error = h("div", { class: "form-error", role: "alert" });
+  const error = formError();
   const submit = h("button", { type: "submit", class: "button primary" }, "Grant credits");
   const form = h(
     "form",
@@ -183,33 +184,25 @@ function grantForm(ctx: PageContext, onGranted: (balance: CreditBalance) => void
     note,
     h("div", { class: "dialog-actions" }, submit),
   );
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    if (submit.disabled) return;
-    error.replaceChildren();
-    submit.disabled = true;
-    submit.textContent = "Granting…";
-    try {
-      const balance = await ctx.api.grant(
-        ctx.project.projectId,
-        {
-          usd: amount.value.trim(),
-          source: source.value,
-          ...(note.value.trim() ? { note: note.value.trim() } : {}),
-        },
-        idempotencyKey,
-      );
+  onSubmit(form, {
+    error,
+    button: submit,
+    busyLabel: "Granting…",
+    read: (): GrantInput => ({
+      usd: amount.value.trim(),
+      source: source.value,
+      ...(note.value.trim() ? { note: note.value.trim() } : {}),
+    }),
+    send: async (input) => {
+      const balance = await ctx.api.grant(ctx.project.projectId, input, idempotencyKey);
       idempotencyKey = crypto.randomUUID();
       form.reset();
       ctx.toast(`Granted credits to ${ctx.project.projectId}.`);
       onGranted(balance);
-    } catch (err) {
+    },
+    failed: () => {
       idempotencyKey = crypto.randomUUID();
-      error.textContent = errorMessage(err);
-    } finally {
-      submit.disabled = false;
-      submit.textContent = "Grant credits";
-    }
+    },
   });
   return form;
 }

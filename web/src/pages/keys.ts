@@ -1,5 +1,6 @@
 import { ApiFailure, type CreatedKey, type KeyView, type NewKeyInput } from "../api";
 import { h, icon, replace } from "../dom";
+import { FieldError, formError, onSubmit } from "../form";
 import { formatDay, timeCell } from "../format";
 import {
   emptyState,
@@ -51,7 +52,6 @@ function openCreateDialog(ctx: PageContext, onCreated: () => void): void {
   const el = modal("create-title");
   // One Idempotency-Key per form: a resubmit of the same form can never make a second key.
   let idempotencyKey = crypto.randomUUID();
-  let busy = false;
 
   const name = h("input", {
     id: "key-name",
@@ -146,11 +146,12 @@ function openCreateDialog(ctx: PageContext, onCreated: () => void): void {
     placeholder: "no limit",
   });
 
-  const error = h("div", { class: "form-error", role: "alert", id: "create-error" });
+  const error = formError("create-error");
   const submit = h("button", { type: "submit", class: "button primary" }, "Create key");
   const cancel = h("button", { type: "button", class: "button", on: { click: () => el.close() } }, "Cancel");
 
   const readInput = (): NewKeyInput => {
+    if (name.value.trim() === "") throw new FieldError(name, "Give the key a name.");
     const input: NewKeyInput = { name: name.value };
     if (el.querySelector<HTMLInputElement>('input[name="access"]:checked')?.value === "some") {
       const allow = [
@@ -218,45 +219,22 @@ function openCreateDialog(ctx: PageContext, onCreated: () => void): void {
     h("div", { class: "dialog-actions" }, cancel, submit),
   );
 
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    if (busy) return;
-    error.replaceChildren();
-    name.removeAttribute("aria-invalid");
-    if (name.value.trim() === "") {
-      name.setAttribute("aria-invalid", "true");
-      error.textContent = "Give the key a name.";
-      name.focus();
-      return;
-    }
-    let input: NewKeyInput;
-    try {
-      input = readInput();
-    } catch (err) {
-      error.textContent = errorMessage(err);
-      return;
-    }
-    busy = true;
-    submit.disabled = true;
-    submit.textContent = "Creating…";
-    try {
+  onSubmit(form, {
+    error,
+    button: submit,
+    busyLabel: "Creating…",
+    read: readInput,
+    send: async (input) => {
       const created = await ctx.api.createKey(ctx.project.projectId, input, idempotencyKey);
       onCreated();
       showCreated(el, created);
-    } catch (err) {
-      // An answered failure made nothing: the next attempt is a new request. A network failure may
-      // have made the key: the retry keeps the same Idempotency-Key so it cannot make two.
+    },
+    // An answered failure made nothing: the next attempt is a new request. A network failure may
+    // have made the key: the retry keeps the same Idempotency-Key so it cannot make two.
+    failed: (err) => {
       if (err instanceof ApiFailure && err.status !== 0) idempotencyKey = crypto.randomUUID();
-      error.textContent = errorMessage(err);
-      if (err instanceof ApiFailure && err.message.includes("'name'")) {
-        name.setAttribute("aria-invalid", "true");
-        name.focus();
-      }
-    } finally {
-      busy = false;
-      submit.disabled = false;
-      submit.textContent = "Create key";
-    }
+    },
+    fieldOf: (err) => (err instanceof ApiFailure && err.message.includes("'name'") ? name : undefined),
   });
 
   el.append(form);
@@ -356,7 +334,7 @@ function showCreated(el: HTMLDialogElement, created: CreatedKey): void {
 
 function openRevokeDialog(ctx: PageContext, key: KeyView, onRevoked: () => void): void {
   const el = modal("revoke-title");
-  const error = h("div", { class: "form-error", role: "alert" });
+  const error = formError();
   const confirm = h("button", { type: "button", class: "button danger" }, "Revoke key");
   const cancel = h("button", { type: "button", class: "button", on: { click: () => el.close() } }, "Cancel");
   confirm.addEventListener("click", async () => {

@@ -1,5 +1,6 @@
 import type { AlertRuleView, DeliveryView, WebhookView } from "../api";
 import { h, replace } from "../dom";
+import { formError, onSubmit } from "../form";
 import { timeCell } from "../format";
 import { emptyState, errorMessage, loadInto, type PageContext } from "./page";
 
@@ -70,7 +71,7 @@ export function alertsSection(ctx: PageContext): HTMLElement {
     autocomplete: "off",
     placeholder: "50,80,100",
   });
-  const error = h("div", { class: "form-error", role: "alert" });
+  const error = formError();
   const submit = h("button", { type: "submit", class: "button primary" }, "Save alerts");
   const form = h(
     "form",
@@ -82,24 +83,18 @@ export function alertsSection(ctx: PageContext): HTMLElement {
     thresholds,
     h("div", { class: "dialog-actions" }, submit),
   );
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    if (submit.disabled) return;
-    error.replaceChildren();
-    const input = {
+  onSubmit(form, {
+    error,
+    button: submit,
+    read: () => ({
       ...(lowBalance.value.trim() !== "" && { lowBalanceUsd: lowBalance.value.trim() }),
       ...(thresholds.value.trim() !== "" && { budgetThresholds: thresholds.value.trim() }),
-    };
-    submit.disabled = true;
-    try {
+    }),
+    send: async (input) => {
       await ctx.api.setAlertRules(projectId, input);
       ctx.toast("Alerts saved.", "success");
       load();
-    } catch (err) {
-      error.textContent = errorMessage(err);
-    } finally {
-      submit.disabled = false;
-    }
+    },
   });
   load();
   return card(
@@ -252,7 +247,7 @@ export function webhooksSection(ctx: PageContext): HTMLElement {
     autocomplete: "off",
     placeholder: "every type but usage.recorded",
   });
-  const error = h("div", { class: "form-error", role: "alert" });
+  const error = formError();
   const submit = h("button", { type: "submit", class: "button primary" }, "Add webhook");
   const form = h(
     "form",
@@ -264,16 +259,15 @@ export function webhooksSection(ctx: PageContext): HTMLElement {
     events,
     h("div", { class: "dialog-actions" }, submit),
   );
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    if (submit.disabled) return;
-    error.replaceChildren();
-    submit.disabled = true;
-    try {
-      const added = await ctx.api.addWebhook(projectId, {
-        url: url.value.trim(),
-        ...(events.value.trim() !== "" && { events: events.value.trim() }),
-      });
+  onSubmit(form, {
+    error,
+    button: submit,
+    read: () => ({
+      url: url.value.trim(),
+      ...(events.value.trim() !== "" && { events: events.value.trim() }),
+    }),
+    send: async (input) => {
+      const added = await ctx.api.addWebhook(projectId, input);
       url.value = "";
       events.value = "";
       // Shown this once: the service keeps it encrypted and never shows it again.
@@ -291,11 +285,7 @@ export function webhooksSection(ctx: PageContext): HTMLElement {
         ),
       );
       load();
-    } catch (err) {
-      error.textContent = errorMessage(err);
-    } finally {
-      submit.disabled = false;
-    }
+    },
   });
   load();
   return card(

@@ -1,5 +1,6 @@
 import { ApiFailure, type DeletionInput, type DeletionRequestView, type DeletionStatus } from "../api";
 import { h, icon, replace } from "../dom";
+import { FieldError, formError, onSubmit } from "../form";
 import { count, timeCell } from "../format";
 import { emptyState, errorMessage, errorState, loadingState, modal, type PageContext } from "./page";
 
@@ -80,7 +81,6 @@ function openRequestDialog(ctx: PageContext, onCreated: (request: DeletionReques
   const el = modal("deletion-title");
   // One Idempotency-Key per request: a double submit, or a retry after a network failure, makes one.
   let idempotencyKey = crypto.randomUUID();
-  let busy = false;
 
   const kindRadio = (value: "user" | "transactions", label: string, checked: boolean) =>
     h(
@@ -140,13 +140,13 @@ function openRequestDialog(ctx: PageContext, onCreated: (request: DeletionReques
     transactionFields.hidden = kind() !== "transactions";
   }
 
-  const formError = h("div", { class: "form-error", role: "alert" });
+  const reviewError = formError();
   const cancel = h("button", { type: "button", class: "button", on: { click: () => el.close() } }, "Cancel");
   const form = h(
     "form",
     { class: "form", novalidate: true },
     h("h2", { id: "deletion-title" }, "Request a deletion"),
-    formError,
+    reviewError,
     h(
       "fieldset",
       {},
@@ -168,11 +168,11 @@ function openRequestDialog(ctx: PageContext, onCreated: (request: DeletionReques
   );
 
   const summary = h("div", {});
-  const confirmError = h("div", { class: "form-error", role: "alert" });
+  const confirmError = formError();
   const back = h("button", { type: "button", class: "button" }, "Back");
-  const confirm = h("button", { type: "button", class: "button danger" }, "Delete data");
+  const confirm = h("button", { type: "submit", class: "button danger" }, "Delete data");
   const confirmStep = h(
-    "div",
+    "form",
     { hidden: true },
     h("h2", { id: "deletion-confirm-title" }, "Delete this data?"),
     confirmError,
@@ -192,46 +192,46 @@ function openRequestDialog(ctx: PageContext, onCreated: (request: DeletionReques
   );
 
   let input: DeletionInput | undefined;
-  const invalid = (field: HTMLElement, message: string) => {
-    formError.textContent = message;
-    field.setAttribute("aria-invalid", "true");
-    field.focus();
-  };
-  form.addEventListener("submit", (event) => {
-    event.preventDefault();
-    formError.replaceChildren();
-    for (const field of [userId, transactionIds, reason]) field.removeAttribute("aria-invalid");
-    const next: DeletionInput = { reason: reason.value };
-    if (kind() === "user") {
-      if (userId.value.trim() === "") return invalid(userId, "Enter the user ID whose data to delete.");
-      next.user_id = userId.value;
-    } else {
-      const ids = transactionIds.value.split(/[\s,]+/).filter((id) => id !== "");
-      if (ids.length === 0) return invalid(transactionIds, "Enter at least one transaction ID.");
-      next.transaction_ids = ids;
-    }
-    if (reason.value.trim() === "") return invalid(reason, "Give a reason: it is kept in the audit trail.");
-    input = next;
-    const what =
-      next.user_id !== undefined
-        ? h(
-            "p",
-            {},
-            "All stored data of user ",
-            h("strong", { class: "deletion-subject" }, next.user_id),
-            ".",
-          )
-        : h("p", {}, `${plural(next.transaction_ids?.length ?? 0, "transaction")} of this project.`);
-    replace(
-      summary,
-      what,
-      h("p", { class: "muted" }, "Reason: ", h("span", { class: "deletion-subject" }, next.reason)),
-    );
-    confirmError.replaceChildren();
-    form.hidden = true;
-    confirmStep.hidden = false;
-    el.setAttribute("aria-labelledby", "deletion-confirm-title");
-    back.focus();
+  onSubmit(form, {
+    error: reviewError,
+    read: (): DeletionInput => {
+      const next: DeletionInput = { reason: reason.value };
+      if (kind() === "user") {
+        if (userId.value.trim() === "")
+          throw new FieldError(userId, "Enter the user ID whose data to delete.");
+        next.user_id = userId.value;
+      } else {
+        const ids = transactionIds.value.split(/[\s,]+/).filter((id) => id !== "");
+        if (ids.length === 0) throw new FieldError(transactionIds, "Enter at least one transaction ID.");
+        next.transaction_ids = ids;
+      }
+      if (reason.value.trim() === "")
+        throw new FieldError(reason, "Give a reason: it is kept in the audit trail.");
+      return next;
+    },
+    send: (next) => {
+      input = next;
+      const what =
+        next.user_id !== undefined
+          ? h(
+              "p",
+              {},
+              "All stored data of user ",
+              h("strong", { class: "deletion-subject" }, next.user_id),
+              ".",
+            )
+          : h("p", {}, `${plural(next.transaction_ids?.length ?? 0, "transaction")} of this project.`);
+      replace(
+        summary,
+        what,
+        h("p", { class: "muted" }, "Reason: ", h("span", { class: "deletion-subject" }, next.reason)),
+      );
+      confirmError.replaceChildren();
+      form.hidden = true;
+      confirmStep.hidden = false;
+      el.setAttribute("aria-labelledby", "deletion-confirm-title");
+      back.focus();
+    },
   });
   back.addEventListener("click", () => {
     confirmStep.hidden = true;
@@ -239,28 +239,30 @@ function openRequestDialog(ctx: PageContext, onCreated: (request: DeletionReques
     el.setAttribute("aria-labelledby", "deletion-title");
     reason.focus();
   });
-  confirm.addEventListener("click", async () => {
-    if (busy || !input) return;
-    busy = true;
-    confirm.disabled = true;
-    back.disabled = true;
-    confirm.textContent = "Requesting…";
-    try {
-      const created = await ctx.api.requestDeletion(ctx.project.projectId, input, idempotencyKey);
-      el.close();
-      ctx.toast(`Deletion request ${created.requestId} was queued.`);
-      onCreated(created);
-    } catch (err) {
-      // An answered refusal made nothing: the next attempt is a new request. A network failure may
-      // have made it: the retry keeps the same Idempotency-Key so it cannot make two.
+  onSubmit(confirmStep, {
+    error: confirmError,
+    button: confirm,
+    busyLabel: "Requesting…",
+    read: () => {
+      if (!input) throw new Error("Review the request first.");
+      return input;
+    },
+    send: async (reviewed) => {
+      back.disabled = true;
+      try {
+        const created = await ctx.api.requestDeletion(ctx.project.projectId, reviewed, idempotencyKey);
+        el.close();
+        ctx.toast(`Deletion request ${created.requestId} was queued.`);
+        onCreated(created);
+      } finally {
+        back.disabled = false;
+      }
+    },
+    // An answered refusal made nothing: the next attempt is a new request. A network failure may
+    // have made it: the retry keeps the same Idempotency-Key so it cannot make two.
+    failed: (err) => {
       if (err instanceof ApiFailure && err.status !== 0) idempotencyKey = crypto.randomUUID();
-      confirmError.textContent = errorMessage(err);
-    } finally {
-      busy = false;
-      confirm.disabled = false;
-      back.disabled = false;
-      confirm.textContent = "Delete data";
-    }
+    },
   });
 
   el.append(form, confirmStep);

@@ -1,16 +1,17 @@
-import type { PrivacyView, StoreLevel, Vendor, VendorKeyView } from "../api";
+import { VENDOR_NAMES } from "../../../lambda/core/vendor-names";
+import type { ExportInput, PrivacyView, StoreLevel, Vendor, VendorKeyView } from "../api";
 import { type Child, h, icon, replace } from "../dom";
+import { formError, onSubmit } from "../form";
 import { timeCell } from "../format";
+import { VENDOR_LABELS } from "../labels";
 import { errorMessage, loadInto, modal, type Page, type PageContext, pageHead } from "./page";
 import { alertsSection, webhooksSection } from "./settings-alerts";
 import { deletionSection } from "./settings-deletion";
 
-const VENDORS: [vendor: Vendor, label: string][] = [
-  ["groq", "Groq"],
-  ["openai", "OpenAI"],
-  ["anthropic", "Anthropic"],
-  ["gemini", "Gemini"],
-];
+const VENDORS = VENDOR_NAMES.map((vendor): [vendor: Vendor, label: string] => [
+  vendor,
+  VENDOR_LABELS[vendor],
+]);
 
 function section(title: string, ...children: Child[]): HTMLElement {
   return h("section", { class: "card" }, h("h2", { class: "card-title" }, title), ...children);
@@ -27,7 +28,7 @@ function openVendorKeyDialog(ctx: PageContext, vendor: Vendor, label: string, on
     required: true,
     "aria-describedby": "vendor-key-hint",
   });
-  const error = h("div", { class: "form-error", role: "alert" });
+  const error = formError();
   const save = h("button", { type: "submit", class: "button primary" }, "Save key");
   const form = h(
     "form",
@@ -48,24 +49,18 @@ function openVendorKeyDialog(ctx: PageContext, vendor: Vendor, label: string, on
       save,
     ),
   );
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    if (save.disabled) return;
-    error.replaceChildren();
-    save.disabled = true;
-    save.textContent = "Saving…";
-    try {
-      await ctx.api.setVendorKey(ctx.project.projectId, vendor, input.value);
+  onSubmit(form, {
+    error,
+    button: save,
+    busyLabel: "Saving…",
+    read: () => input.value,
+    send: async (key) => {
+      await ctx.api.setVendorKey(ctx.project.projectId, vendor, key);
       el.close();
       ctx.toast(`The ${label} key was saved.`);
       onSaved();
-    } catch (err) {
-      error.textContent = errorMessage(err);
-      input.focus();
-    } finally {
-      save.disabled = false;
-      save.textContent = "Save key";
-    }
+    },
+    fieldOf: () => input,
   });
   el.append(form);
   el.showModal();
@@ -74,7 +69,7 @@ function openVendorKeyDialog(ctx: PageContext, vendor: Vendor, label: string, on
 
 function openDeleteDialog(ctx: PageContext, vendor: Vendor, label: string, onDeleted: () => void): void {
   const el = modal("delete-vendor-key-title");
-  const error = h("div", { class: "form-error", role: "alert" });
+  const error = formError();
   const confirm = h("button", { type: "button", class: "button danger" }, "Delete key");
   const cancel = h("button", { type: "button", class: "button", on: { click: () => el.close() } }, "Cancel");
   confirm.addEventListener("click", async () => {
@@ -196,7 +191,7 @@ function destinationForm(ctx: PageContext, current: string | null, reload: () =>
     spellcheck: "false",
     "aria-describedby": "export-destination-hint",
   });
-  const error = h("div", { class: "form-error", role: "alert" });
+  const error = formError();
   const save = h("button", { type: "submit", class: "button primary" }, "Save destination");
   const remove = h(
     "button",
@@ -218,25 +213,20 @@ function destinationForm(ctx: PageContext, current: string | null, reload: () =>
     ),
     h("div", { class: "dialog-actions" }, remove, save),
   );
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    if (save.disabled) return;
-    error.replaceChildren();
-    save.disabled = true;
-    try {
-      const url = await ctx.api.setExportDestination(ctx.project.projectId, input.value.trim());
+  onSubmit(form, {
+    error,
+    button: save,
+    read: () => input.value.trim(),
+    send: async (value) => {
+      const url = await ctx.api.setExportDestination(ctx.project.projectId, value);
       ctx.toast(
         url === null
           ? "No export destination: exports are streamed back to the caller."
           : `Exports now go to ${url}`,
       );
       reload();
-    } catch (err) {
-      error.textContent = errorMessage(err);
-      input.focus();
-    } finally {
-      save.disabled = false;
-    }
+    },
+    fieldOf: () => input,
   });
   remove.addEventListener("click", async () => {
     remove.disabled = true;
@@ -312,7 +302,7 @@ function privacyForm(ctx: PageContext, current: PrivacyView, reload: () => void)
     });
   const retention = days("privacy-retention", current.retentionDays);
   const bodyRetention = days("privacy-body-retention", current.bodyRetentionDays);
-  const error = h("div", { class: "form-error", role: "alert" });
+  const error = formError();
   const save = h("button", { type: "submit", class: "button primary", disabled: readOnly }, "Save privacy");
   const form = h(
     "form",
@@ -343,24 +333,19 @@ function privacyForm(ctx: PageContext, current: PrivacyView, reload: () => void)
     const text = input.value.trim();
     return text === "" ? null : Number(text);
   };
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    if (save.disabled) return;
-    error.replaceChildren();
-    save.disabled = true;
-    try {
-      const saved = await ctx.api.setPrivacy(ctx.project.projectId, {
-        store: store.value as StoreLevel,
-        retentionDays: daysValue(retention),
-        bodyRetentionDays: daysValue(bodyRetention),
-      });
+  onSubmit(form, {
+    error,
+    button: save,
+    read: (): PrivacyView => ({
+      store: store.value as StoreLevel,
+      retentionDays: daysValue(retention),
+      bodyRetentionDays: daysValue(bodyRetention),
+    }),
+    send: async (change) => {
+      const saved = await ctx.api.setPrivacy(ctx.project.projectId, change);
       ctx.toast(`Privacy saved: records keep ${saved.store === "full" ? "everything" : saved.store}.`);
       reload();
-    } catch (err) {
-      error.textContent = errorMessage(err);
-    } finally {
-      save.disabled = false;
-    }
+    },
   });
   return form;
 }
@@ -384,7 +369,7 @@ function exportSection(ctx: PageContext): HTMLElement {
     h("option", { value: "" }, "All vendors"),
     ...VENDORS.map(([value, label]) => h("option", { value }, label)),
   );
-  const error = h("div", { class: "form-error", role: "alert" });
+  const error = formError();
   const status = h("p", { class: "hint", role: "status" });
   const submit = h(
     "button",
@@ -408,31 +393,30 @@ function exportSection(ctx: PageContext): HTMLElement {
     ),
     h("div", { class: "dialog-actions" }, status, submit),
   );
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    if (submit.disabled) return;
-    error.replaceChildren();
-    submit.disabled = true;
-    status.textContent = "Preparing the export…";
-    try {
-      const { blob, fileName } = await ctx.api.downloadExport(ctx.project.projectId, {
-        format: format.value as "csv" | "json",
-        range: { start: from.value, end: to.value },
-        ...(vendor.value ? { filters: { vendor: vendor.value } } : {}),
-      });
-      const url = URL.createObjectURL(blob);
-      const link = h("a", { href: url, download: fileName, hidden: true });
-      document.body.append(link);
-      link.click();
-      link.remove();
-      setTimeout(() => URL.revokeObjectURL(url), 60_000);
-      status.textContent = `Downloaded ${fileName}.`;
-    } catch (err) {
-      status.textContent = "";
-      error.textContent = errorMessage(err);
-    } finally {
-      submit.disabled = false;
-    }
+  onSubmit(form, {
+    error,
+    button: submit,
+    read: (): ExportInput => ({
+      format: format.value as ExportInput["format"],
+      range: { start: from.value, end: to.value },
+      ...(vendor.value ? { filters: { vendor: vendor.value } } : {}),
+    }),
+    send: async (input) => {
+      status.textContent = "Preparing the export…";
+      try {
+        const { blob, fileName } = await ctx.api.downloadExport(ctx.project.projectId, input);
+        const url = URL.createObjectURL(blob);
+        const link = h("a", { href: url, download: fileName, hidden: true });
+        document.body.append(link);
+        link.click();
+        link.remove();
+        setTimeout(() => URL.revokeObjectURL(url), 60_000);
+        status.textContent = `Downloaded ${fileName}.`;
+      } catch (err) {
+        status.textContent = "";
+        throw err;
+      }
+    },
   });
   return section(
     "Data export",
@@ -466,7 +450,7 @@ function projectSection(ctx: PageContext): HTMLElement {
       h("option", { value: t, selected: t === ctx.project.tier }, t),
     ),
   );
-  const error = h("div", { class: "form-error", role: "alert" });
+  const error = formError();
   const save = h("button", { type: "submit", class: "button primary" }, "Change tier");
   const form = h(
     "form",
@@ -481,20 +465,15 @@ function projectSection(ctx: PageContext): HTMLElement {
     ),
     h("div", { class: "dialog-actions" }, save),
   );
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    if (save.disabled) return;
-    error.replaceChildren();
-    save.disabled = true;
-    try {
-      ctx.project.tier = await ctx.api.setTier(ctx.project.projectId, tier.value);
+  onSubmit(form, {
+    error,
+    button: save,
+    read: () => tier.value,
+    send: async (chosen) => {
+      ctx.project.tier = await ctx.api.setTier(ctx.project.projectId, chosen);
       tierValue.textContent = ctx.project.tier;
       ctx.toast(`The project is now on the ${ctx.project.tier} tier.`);
-    } catch (err) {
-      error.textContent = errorMessage(err);
-    } finally {
-      save.disabled = false;
-    }
+    },
   });
   return section(
     "Project",
