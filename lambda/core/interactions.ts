@@ -10,11 +10,11 @@
 import { createHash } from "node:crypto";
 import { BILLING_MODES, type BillingMode } from "./call";
 import { errors } from "./errors";
+import { INDEX_RETENTION_DAYS, LIST_FILTERS, STATUS_CLASSES, type StatusClass } from "./interaction-filters";
 import type { InteractionRecord } from "./record";
 import { VENDOR_NAMES, type VendorName } from "./vendor-names";
 
-/** The index holds this many days (up to today, UTC); older interactions are in the warehouse only. */
-export const INDEX_RETENTION_DAYS = 90;
+export { INDEX_RETENTION_DAYS, type StatusClass };
 export const DEFAULT_PAGE_SIZE = 50;
 export const MAX_PAGE_SIZE = 100;
 
@@ -44,8 +44,6 @@ export const SUMMARY_FIELDS = [
 ] as const satisfies readonly (keyof InteractionRecord)[];
 
 export type InteractionSummary = Pick<InteractionRecord, (typeof SUMMARY_FIELDS)[number]>;
-
-export type StatusClass = "success" | "error";
 
 /** A call failed if the client got an error status, or its stream broke after a success status. */
 export function statusClass(record: Pick<InteractionRecord, "status_code" | "error_type">): StatusClass {
@@ -128,18 +126,7 @@ export function parseDay(value: string, field: string): number {
 export const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10);
 export const startOfDay = (ms: number) => ms - (((ms % DAY_MS) + DAY_MS) % DAY_MS);
 
-const LIST_PARAMETERS = [
-  "from",
-  "to",
-  "vendor",
-  "model",
-  "key_id",
-  "user_id",
-  "status",
-  "billing_mode",
-  "limit",
-  "cursor",
-] as const;
+const LIST_PARAMETERS = [...LIST_FILTERS, "limit", "cursor"] as const;
 /** Anything a client can type: no control characters, bounded. Values are never parsed as markup or SQL. */
 const FREE_TEXT = /^[^\p{Cc}]{1,256}$/u;
 const STATUS_CODE = /^[1-5]\d\d$/;
@@ -208,7 +195,8 @@ export function parseListQuery(
   }
   if (single.status !== undefined) {
     const status = single.status;
-    if (status === "success" || status === "error") filters.status = status;
+    const outcome = STATUS_CLASSES.find((name) => name === status);
+    if (outcome !== undefined) filters.status = outcome;
     else if (STATUS_CODE.test(status)) filters.status = Number(status);
     else throw errors.invalidField("status", "must be success, error or a status code from 100 to 599.");
   }

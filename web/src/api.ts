@@ -76,8 +76,11 @@ export interface CreditBalance {
 }
 
 import type { BreakdownDimension, BreakdownReport } from "../../lambda/core/breakdowns";
+import type { BillingMode } from "../../lambda/core/call";
+import type { ListFilter } from "../../lambda/core/interaction-filters";
 import type { Overview } from "../../lambda/core/overview";
 import type { Statement } from "../../lambda/core/statement";
+import type { VendorName } from "../../lambda/core/vendor-names";
 
 export type { BreakdownDimension, BreakdownLine, BreakdownReport } from "../../lambda/core/breakdowns";
 export type { Overview, PeriodSpend } from "../../lambda/core/overview";
@@ -90,7 +93,7 @@ export interface GrantInput {
   note?: string;
 }
 
-export type Vendor = "groq" | "openai" | "anthropic" | "gemini";
+export type Vendor = VendorName;
 
 export interface VendorKeyView {
   vendor: Vendor;
@@ -99,7 +102,7 @@ export interface VendorKeyView {
   updatedAt: number;
 }
 
-export type BillingMode = "managed" | "byok" | "dual";
+export type { BillingMode };
 
 /** One row of the Interactions list: the record's fields without bodies (snake_case, as in exports). */
 export interface InteractionSummary {
@@ -155,9 +158,7 @@ export interface Interaction extends InteractionSummary {
  * The list filters as URL parameters (`from`, `to`, `vendor`, `model` (part of a name), `key_id`,
  * `user_id`, `status`, `billing_mode`).
  */
-export type InteractionFilters = Partial<
-  Record<"from" | "to" | "vendor" | "model" | "key_id" | "user_id" | "status" | "billing_mode", string>
->;
+export type InteractionFilters = Partial<Record<ListFilter, string>>;
 
 export interface InteractionPage {
   interactions: InteractionSummary[];
