@@ -19,7 +19,7 @@ import { Certificate } from "aws-cdk-lib/aws-certificatemanager";
 import type { IFunction } from "aws-cdk-lib/aws-lambda";
 import { LogGroup, type RetentionDays } from "aws-cdk-lib/aws-logs";
 import { Construct } from "constructs";
-import { SECURITY_HEADERS } from "../lambda/app/middleware";
+import { SECURITY_HEADERS } from "../lambda/app/security-headers";
 import { CONTEXT_FIELDS, contextHeader } from "../lambda/handlers/runtime/authorizer-context";
 import { ORIGIN_SECRET_HEADER } from "../lambda/handlers/runtime/origin";
 import { GatewayResponses } from "./gateway-responses";

@@ -53,7 +53,7 @@ import { BucketDeployment, CacheControl, type ISource, Source } from "aws-cdk-li
 import { Construct } from "constructs";
 import { TABLES, type TableName } from "../lambda/adapters/dynamodb/tables";
 import { DASHBOARD_API_PREFIX } from "../lambda/app/dashboard/app";
-import { SECURITY_HEADERS } from "../lambda/app/middleware";
+import { SECURITY_HEADERS } from "../lambda/app/security-headers";
 import { errors } from "../lambda/core/errors";
 import { WEBHOOK_SECRET_CONTEXT } from "../lambda/events/webhooks";
 import type { DashboardConfig } from "../web/src/config";

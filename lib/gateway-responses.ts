@@ -1,6 +1,6 @@
 import { ResponseType, type RestApi } from "aws-cdk-lib/aws-apigateway";
 import { Construct } from "constructs";
-import { SECURITY_HEADERS } from "../lambda/app/middleware";
+import { SECURITY_HEADERS } from "../lambda/app/security-headers";
 import { ApiError, errors } from "../lambda/core/errors";
 
 /** API Gateway's request body limit (10 MB), which it enforces before any function runs. */

@@ -3,7 +3,8 @@ import { errors } from "../core/errors";
 import type { Logger } from "../core/logger";
 import type { AppEnv } from "./env";
 import { errorResponse } from "./errors";
-import { safePath, securityHeaders } from "./middleware";
+import { safePath } from "./safe-path";
+import { securityHeaders } from "./security-headers";
 
 /**
  * What every app shares: security headers on every response, refusal of unsafe paths, one error

@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as createHttpsServer } from "node:https";
 import { createServer as createNetServer, type Socket } from "node:net";
 import { getRequestListener, RequestError } from "@hono/node-server";
-import { SECURITY_HEADERS } from "../app/middleware";
+import { SECURITY_HEADERS } from "../app/security-headers";
 import { type ApiError, errors } from "../core/errors";
 
 // biome-ignore lint/suspicious/noExplicitAny: the host passes its own env object

@@ -3,7 +3,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { join } from "node:path";
 import { exportJWK, generateKeyPair, type JSONWebKeySet, type JWK } from "jose";
-import { SECURITY_HEADERS } from "../app/middleware";
+import { SECURITY_HEADERS } from "../app/security-headers";
 import { errors } from "../core/errors";
 import { errorFields, type Logger } from "../core/logger";
 import type { UserDirectory } from "../core/members";

@@ -5,7 +5,7 @@ import { LocalMasterKey, localUserIdHasher } from "../adapters/fs/master-key";
 import { activePriceCatalogue } from "../adapters/fs/price-catalogue";
 import { createUpstreamClient } from "../adapters/undici/client";
 import type { AppEnv } from "../app/env";
-import { requireKey } from "../app/middleware";
+import { requireKey } from "../app/key-auth";
 import { createRootApp } from "../app/root";
 import { composeKeyAuth } from "../compose/authorizer";
 import { composeDataApi } from "../compose/data-api";

@@ -15,7 +15,7 @@ import { exportJWK, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb/client";
 import { TABLES, tableNames } from "../../lambda/adapters/dynamodb/tables";
-import { SECURITY_HEADERS } from "../../lambda/app/middleware";
+import { SECURITY_HEADERS } from "../../lambda/app/security-headers";
 import { personalProjectId } from "../../lambda/core/members";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 import { DASHBOARD_API_SCOPE } from "../../lib/dashboard";

@@ -14,7 +14,7 @@ import type { CloudAssembly } from "aws-cdk-lib/cx-api";
 import { AwsSolutionsChecks, type IApplyRule, NagRuleCompliance } from "cdk-nag";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TABLES, type TableName } from "../../lambda/adapters/dynamodb/tables";
-import { SECURITY_HEADERS } from "../../lambda/app/middleware";
+import { SECURITY_HEADERS } from "../../lambda/app/security-headers";
 import { errors } from "../../lambda/core/errors";
 import { defineApp } from "../../lib/app";
 import {

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb/client";
 import { DynamoStore } from "../../lambda/adapters/dynamodb/store";
 import { TABLES, tableNames } from "../../lambda/adapters/dynamodb/tables";
-import { SECURITY_HEADERS } from "../../lambda/app/middleware";
+import { SECURITY_HEADERS } from "../../lambda/app/security-headers";
 import { createKey, createProject, type NewKeyInput } from "../../lambda/core/accounts";
 import { ApiError, errors } from "../../lambda/core/errors";
 import { generateKey } from "../../lambda/core/keys";

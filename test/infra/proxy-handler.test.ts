@@ -10,7 +10,7 @@ import { type TableNames, tableNames } from "../../lambda/adapters/dynamodb/tabl
 import { DynamoVendorKeys } from "../../lambda/adapters/dynamodb/vendor-keys";
 import { createKmsClient, KmsKeyWrapper } from "../../lambda/adapters/kms/key-wrapper";
 import { SPOOL_PREFIX } from "../../lambda/adapters/sqs/spool";
-import { SECURITY_HEADERS } from "../../lambda/app/middleware";
+import { SECURITY_HEADERS } from "../../lambda/app/security-headers";
 import type { CreditBalance } from "../../lambda/core/credits";
 import { DecryptionError, openSecret, sealSecret } from "../../lambda/core/crypto";
 import { errors } from "../../lambda/core/errors";

@@ -4,7 +4,7 @@ import { importJWK, type JWK, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoMemberStore } from "../../lambda/adapters/dynamodb/members";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
-import { SECURITY_HEADERS } from "../../lambda/app/middleware";
+import { SECURITY_HEADERS } from "../../lambda/app/security-headers";
 import { createProject } from "../../lambda/core/accounts";
 import { personalProjectId } from "../../lambda/core/members";
 import { startTestStack, type TestStack } from "../support/stack";

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { decodeJwt } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { SECURITY_HEADERS } from "../../lambda/app/middleware";
+import { SECURITY_HEADERS } from "../../lambda/app/security-headers";
 import { jsonOf, rawRequest } from "../support/http";
 import { startTestStack, type TestStack } from "../support/stack";
 

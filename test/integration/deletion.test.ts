@@ -18,7 +18,7 @@ import { DynamoTombstones } from "../../lambda/adapters/dynamodb/tombstones";
 import { localUserIdHasher } from "../../lambda/adapters/fs/master-key";
 import { encodeRecords } from "../../lambda/adapters/parquet/codec";
 import { createDataApp } from "../../lambda/app/data-api/app";
-import { requireKey } from "../../lambda/app/middleware";
+import { requireKey } from "../../lambda/app/key-auth";
 import { createKey, createProject } from "../../lambda/core/accounts";
 import type { CopyPurger } from "../../lambda/core/deletion";
 import { hashUserId } from "../../lambda/core/deletion";

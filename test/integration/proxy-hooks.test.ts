@@ -2,7 +2,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { createUpstreamClient } from "../../lambda/adapters/undici/client";
-import { requireKey } from "../../lambda/app/middleware";
+import { requireKey } from "../../lambda/app/key-auth";
 import { createProxyApp } from "../../lambda/app/proxy/app";
 import type { ProxyCall, ProxyHooks, ProxyOutcome } from "../../lambda/core/call";
 import { errors } from "../../lambda/core/errors";

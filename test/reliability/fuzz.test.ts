@@ -8,7 +8,7 @@ import { importJWK, type JWK, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
-import { SECURITY_HEADERS } from "../../lambda/app/middleware";
+import { SECURITY_HEADERS } from "../../lambda/app/security-headers";
 import { createKey, createProject } from "../../lambda/core/accounts";
 import { jsonLogger } from "../../lambda/core/logger";
 import { VENDOR_NAMES } from "../../lambda/core/vendor-model";

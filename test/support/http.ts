@@ -1,7 +1,7 @@
 import { request as httpRequest, type OutgoingHttpHeaders } from "node:http";
 import { connect } from "node:net";
 import { expect } from "vitest";
-import { SECURITY_HEADERS } from "../../lambda/app/middleware";
+import { SECURITY_HEADERS } from "../../lambda/app/security-headers";
 
 /** A response as the wire carried it: header names lower-cased, repeated headers joined with ", ". */
 export interface WireResponse {

@@ -15,7 +15,7 @@ import { headerValue, responseHeaders } from "../../vendors/headers";
 import { parseJson } from "../../vendors/json";
 import { JsonArrayReader } from "../../vendors/json-array";
 import { parseSseEvent, SseReader } from "../../vendors/sse";
-import { securedResponse } from "../middleware";
+import { securedResponse } from "../security-headers";
 
 export interface RelayOptions {
   route: VendorRoute;
