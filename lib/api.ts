@@ -3,6 +3,7 @@ import {
   AccessLogFormat,
   AuthorizationType,
   type CfnAuthorizer,
+  ContentHandling,
   EndpointType,
   HttpIntegration,
   LambdaIntegration,
@@ -186,6 +187,9 @@ export class Api extends Construct {
       const h = headers(extra);
       return {
         integration: new MockIntegration({
+          // The API takes every media type as binary (`binaryMediaTypes: */*`), and API Gateway applies no
+          // request template to a binary request: without this conversion both routes answer 500.
+          contentHandling: ContentHandling.CONVERT_TO_TEXT,
           passthroughBehavior: PassthroughBehavior.NEVER,
           requestTemplates: { "application/json": `{"statusCode": ${status}}` },
           integrationResponses: [

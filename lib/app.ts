@@ -1,4 +1,4 @@
-import { type App, Validations } from "aws-cdk-lib";
+import { type App, type Environment, Validations } from "aws-cdk-lib";
 import { AwsSolutionsChecks } from "cdk-nag";
 import { VENDORS, type Vendor } from "./secrets";
 import { DmtStack } from "./stack";
@@ -25,9 +25,13 @@ export const CONTEXT = {
 
 /**
  * The CDK app: the stack from context, checked by cdk-nag's AwsSolutions pack (synthesis fails on any
- * finding that is not acknowledged next to its resource). `bin/app.ts` and the tests both use this.
+ * finding that is not acknowledged next to its resource). `bin/app.ts` and the tests both use this;
+ * `env` is where `cdk` deploys (the tests name regions of their own).
  */
-export function defineApp(app: App): DmtStack {
+export function defineApp(
+  app: App,
+  env: Environment = { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION },
+): DmtStack {
   const context = (key: string): unknown => app.node.tryGetContext(key);
   const domainName = context(CONTEXT.domainName);
   const certificateArn = context(CONTEXT.certificateArn);
@@ -43,7 +47,7 @@ export function defineApp(app: App): DmtStack {
   const priceMarkup = context(CONTEXT.priceMarkup);
   const stack = new DmtStack(app, String(context(CONTEXT.stackName) ?? "Dmt"), {
     description: "dmt: metering gateway for language-model vendors",
-    env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION },
+    env,
     retainData: !(retainData === false || retainData === "false"),
     ...(reserved !== undefined && { proxyReservedConcurrency: parseConcurrency(reserved) }),
     ...(originSecretVersion !== undefined && { originSecretVersion: String(originSecretVersion) }),

@@ -8,6 +8,7 @@ import {
   DockerImage,
   Duration,
   Fn,
+  Names,
   RemovalPolicy,
   Stack,
   Token,
@@ -32,6 +33,7 @@ import {
   OriginSslPolicy,
   PriceClass,
   ResponseHeadersPolicy,
+  S3OriginAccessControl,
   ViewerProtocolPolicy,
 } from "aws-cdk-lib/aws-cloudfront";
 import { HttpOrigin, S3BucketOrigin } from "aws-cdk-lib/aws-cloudfront-origins";
@@ -208,6 +210,7 @@ export class Dashboard extends Construct {
 
     // --- CloudFront: the SPA from S3, the API on the same origin
     this.responseHeaders = new ResponseHeadersPolicy(this, "SecurityHeaders", {
+      responseHeadersPolicyName: this.regionalName("headers", 128),
       comment: "dmt dashboard: the service's four security headers",
       securityHeadersBehavior: {
         contentSecurityPolicy: {
@@ -235,7 +238,12 @@ export class Dashboard extends Construct {
       httpVersion: HttpVersion.HTTP2_AND_3,
       priceClass: PriceClass.PRICE_CLASS_100,
       defaultBehavior: {
-        origin: S3BucketOrigin.withOriginAccessControl(this.bucket),
+        origin: S3BucketOrigin.withOriginAccessControl(this.bucket, {
+          originAccessControl: new S3OriginAccessControl(this, "SiteAccess", {
+            originAccessControlName: this.regionalName("site", 64),
+            description: "dmt dashboard: CloudFront reads the SPA's bucket",
+          }),
+        }),
         viewerProtocolPolicy: ViewerProtocolPolicy.REDIRECT_TO_HTTPS,
         allowedMethods: AllowedMethods.ALLOW_GET_HEAD,
         cachePolicy: CachePolicy.CACHING_OPTIMIZED,
@@ -319,6 +327,18 @@ export class Dashboard extends Construct {
       description: "Dashboard users: aws cognito-idp admin-create-user --user-pool-id <this> ...",
     });
     new CfnOutput(stack, "DashboardSignInDomain", { value: signInOrigin });
+  }
+
+  /**
+   * A name for a CloudFront resource: CloudFront names are unique in the account, across regions, so
+   * the same stack in a second region needs a name of its own (the region at the end, at most 15 chars).
+   */
+  private regionalName(what: string, maxLength: number): string {
+    const prefix = Names.uniqueResourceName(this, {
+      maxLength: maxLength - what.length - 17,
+      separator: "-",
+    });
+    return `${prefix}-${what}-${Stack.of(this).region}`;
   }
 
   /**

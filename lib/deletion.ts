@@ -148,6 +148,9 @@ export class DeletionWorkflow extends Construct {
     store.grant(consumer, "deletionTombstones", ["Query"]);
 
     this.logGroup = new LogGroup(this, "Logs", {
+      // Under /aws/vendedlogs/: Step Functions then delivers logs without adding this group to the
+      // account's CloudWatch Logs resource policy, whose size limit fails the deploy in busy accounts.
+      logGroupName: `/aws/vendedlogs/states/${Stack.of(this).stackName}-deletion`,
       retention: props.defaults.logRetention,
       removalPolicy: RemovalPolicy.DESTROY,
     });
