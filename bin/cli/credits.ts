@@ -1,0 +1,98 @@
+import { formatUsd, parseUsd } from "../../lambda/core/credits";
+import { formatCents } from "../../lambda/core/money";
+import { parseStatementQuery, readStatement, type Statement } from "../../lambda/core/statement";
+import { creditsGranted } from "../../lambda/events/account-events";
+import { command } from "./command";
+import { table } from "./format";
+import { required, text } from "./options";
+
+/** The statement as text: one line per grant or day of charges, a running balance, what is in flight. */
+function formatStatement(statement: Statement): string {
+  const row = (date: string, description: string, amount: string, balance: string) => ({
+    date,
+    description,
+    amount,
+    balance,
+  });
+  const rows = [
+    row(statement.from, "opening balance", "", formatCents(statement.openingMicros)),
+    ...statement.lines.map((line) => {
+      const what =
+        line.kind === "grant"
+          ? ["credits granted", line.source, line.note].filter(Boolean).join(" · ")
+          : `${line.calls} call${line.calls === 1 ? "" : "s"} on ${line.leases} lease${line.leases === 1 ? "" : "s"}${statement.grouping === "lease" ? ` (${line.ref})` : ""}`;
+      const amount = formatCents(line.amountMicros);
+      return row(
+        line.day,
+        what,
+        line.amountMicros > 0 ? `+${amount}` : amount,
+        formatCents(line.balanceMicros),
+      );
+    }),
+    row(statement.to, "closing balance", "", formatCents(statement.closingMicros)),
+  ];
+  const { heldMicros, chargedMicros, openLeases } = statement.inFlight;
+  const inFlight =
+    openLeases > 0
+      ? `\nIn flight on ${openLeases} open lease${openLeases === 1 ? "" : "s"}: ${formatCents(chargedMicros)} charged, ${formatCents(heldMicros)} reserved.`
+      : "";
+  return `${table(rows, ["date", "description", "amount", "balance"])}${inFlight}\nAvailable now: ${formatCents(statement.availableMicros)}. Amounts to the cent; --json has them in micro-USD.`;
+}
+
+/** `dmt credits ...`: the prepaid balance that managed calls are charged to. */
+export const creditCommands = [
+  command({
+    name: "credits grant",
+    summary: "adds prepaid credits; the ledger records the source",
+    options: {
+      project: required("<id>", "the project"),
+      usd: required("<amount>", "dollars to add, e.g. 10 or 2.50"),
+      note: text("<text>", "a note the ledger keeps with the grant"),
+      source: text("<who>", "who paid or why, e.g. an invoice number (default cli)"),
+    },
+    examples: ["dmt credits grant --project demo --usd 50 --source invoice-2026-001"],
+    run: async ({ values, open }) => {
+      const micros = parseUsd(values.usd);
+      const services = await open();
+      const projectId = await services.project(values.project);
+      const entry = await services.credits.grant(projectId, micros, values.source ?? "cli", values.note);
+      const balance = await services.credits.balance(projectId);
+      const events = await services.events();
+      await events.published(creditsGranted(entry, balance));
+      // A balance back above a low-balance threshold re-arms its alert.
+      await events.alerts.check(projectId);
+      return { entry, balance };
+    },
+    print: ({ entry, balance }) =>
+      `Granted ${formatUsd(entry.deltaMicros)} to ${balance.projectId}; available ${formatUsd(balance.availableMicros)}.`,
+  }),
+  command({
+    name: "credits balance",
+    summary: "what the project can spend now, and what calls in flight hold",
+    options: { project: required("<id>", "the project") },
+    examples: ["dmt credits balance --project demo"],
+    run: async ({ values, open }) => {
+      const services = await open();
+      return services.credits.balance(await services.project(values.project));
+    },
+    print: (balance) =>
+      `${balance.projectId}: available ${formatUsd(balance.availableMicros)}, held ${formatUsd(balance.heldMicros)}`,
+  }),
+  command({
+    name: "credits ledger",
+    summary: "the credit statement: grants, what calls were charged (per day or lease), a running balance",
+    options: {
+      project: required("<id>", "the project"),
+      from: text("YYYY-MM-DD", "the first day (UTC; default 29 days before --to)"),
+      to: text("YYYY-MM-DD", "the last day (UTC; default today)"),
+      by: text("day|lease", "one line of charges per day (default) or per lease"),
+    },
+    examples: ["dmt credits ledger --project demo --from 2026-11-01 --to 2026-11-30"],
+    run: async ({ values, open }) => {
+      const period = parseStatementQuery({ from: values.from, to: values.to, group: values.by }, Date.now());
+      const services = await open();
+      return readStatement(services.credits, await services.project(values.project), period);
+    },
+    print: formatStatement,
+  }),
+];
