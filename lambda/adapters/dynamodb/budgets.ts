@@ -4,13 +4,12 @@ import {
   type DynamoDBClient,
   GetItemCommand,
   PutItemCommand,
-  QueryCommand,
-  ScanCommand,
   UpdateItemCommand,
 } from "@aws-sdk/client-dynamodb";
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
 import { type Budget, type BudgetStore, counterExpiry, projectOfBudget } from "../../core/budgets";
 import type { Hold, HoldCharges, HoldResult, Settlement } from "../../core/credits";
+import { queryAll, scanItems } from "./paging";
 import type { TableNames } from "./tables";
 
 /**
@@ -96,22 +95,13 @@ export class DynamoBudgets implements BudgetStore {
   }
 
   async list(projectId: string): Promise<Budget[]> {
-    const budgets: Budget[] = [];
-    let start: Record<string, unknown> | undefined;
-    do {
-      const page = await this.db.send(
-        new QueryCommand({
-          TableName: this.tables.budgets,
-          KeyConditionExpression: "projectId = :p",
-          ExpressionAttributeValues: marshall({ ":p": projectId }),
-          ConsistentRead: true,
-          ExclusiveStartKey: start && marshall(start),
-        }),
-      );
-      for (const item of page.Items ?? []) budgets.push(unmarshall(item) as Budget);
-      start = page.LastEvaluatedKey && unmarshall(page.LastEvaluatedKey);
-    } while (start);
-    return budgets;
+    const budgets = await queryAll(this.db, {
+      TableName: this.tables.budgets,
+      KeyConditionExpression: "projectId = :p",
+      ExpressionAttributeValues: marshall({ ":p": projectId }),
+      ConsistentRead: true,
+    });
+    return budgets as Budget[];
   }
 
   async delete(budgetId: string): Promise<boolean> {
@@ -221,39 +211,32 @@ export class DynamoBudgets implements BudgetStore {
   /** The sweeper: settles every expired hold at the charges noted on it. Idempotent. */
   async releaseExpired(now: number): Promise<BudgetSweepReport> {
     const report: BudgetSweepReport = { holdsSettled: 0 };
-    let start: Record<string, unknown> | undefined;
-    do {
-      const page = await this.db.send(
-        new ScanCommand({
-          TableName: this.tables.budgetCounters,
-          FilterExpression: "#open > :zero",
-          ExpressionAttributeNames: { "#open": "open" },
-          ExpressionAttributeValues: marshall({ ":zero": 0 }),
-          ConsistentRead: true,
-          ExclusiveStartKey: start && marshall(start),
-        }),
-      );
-      for (const raw of page.Items ?? []) {
-        const item = unmarshall(raw) as CounterItem;
-        for (const [name, marker] of markers(item)) {
-          if (marker.x > now) continue;
-          const hold: Hold = {
-            projectId: item.counterId,
-            holdId: name.slice(MARKER.length),
-            micros: marker.m,
-            createdAt: marker.t,
-            expiresAt: marker.x,
-          };
-          const noted = {
-            chargedMicros: marker.c ?? 0,
-            uncollectedMicros: marker.u ?? 0,
-            calls: marker.k ?? 0,
-          };
-          if (await this.settleMarker(hold, noted)) report.holdsSettled++;
-        }
+    const open = scanItems(this.db, {
+      TableName: this.tables.budgetCounters,
+      FilterExpression: "#open > :zero",
+      ExpressionAttributeNames: { "#open": "open" },
+      ExpressionAttributeValues: marshall({ ":zero": 0 }),
+      ConsistentRead: true,
+    });
+    for await (const raw of open) {
+      const item = raw as CounterItem;
+      for (const [name, marker] of markers(item)) {
+        if (marker.x > now) continue;
+        const hold: Hold = {
+          projectId: item.counterId,
+          holdId: name.slice(MARKER.length),
+          micros: marker.m,
+          createdAt: marker.t,
+          expiresAt: marker.x,
+        };
+        const noted = {
+          chargedMicros: marker.c ?? 0,
+          uncollectedMicros: marker.u ?? 0,
+          calls: marker.k ?? 0,
+        };
+        if (await this.settleMarker(hold, noted)) report.holdsSettled++;
       }
-      start = page.LastEvaluatedKey && unmarshall(page.LastEvaluatedKey);
-    } while (start);
+    }
     return report;
   }
 

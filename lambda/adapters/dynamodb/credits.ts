@@ -5,7 +5,6 @@ import {
   GetItemCommand,
   PutItemCommand,
   QueryCommand,
-  ScanCommand,
   UpdateItemCommand,
 } from "@aws-sdk/client-dynamodb";
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
@@ -28,6 +27,7 @@ import {
   validateMicros,
 } from "../../core/credits";
 import { errors } from "../../core/errors";
+import { scanItems } from "./paging";
 import type { TableNames } from "./tables";
 
 /**
@@ -234,33 +234,26 @@ export class DynamoCredits implements CreditStore {
 
   async releaseExpired(now: number): Promise<SweepReport> {
     const report: SweepReport = { holdsReleased: 0, settlementsCompleted: 0, grantsCompleted: 0 };
-    let start: Record<string, unknown> | undefined;
-    do {
-      const page = await this.db.send(
-        new ScanCommand({
-          TableName: this.tables.credits,
-          FilterExpression: "size(holds) > :zero OR size(grants) > :zero",
-          ExpressionAttributeValues: marshall({ ":zero": 0 }),
-          ConsistentRead: true,
-          ExclusiveStartKey: start && marshall(start),
-        }),
-      );
-      for (const raw of page.Items ?? []) {
-        const item = unmarshall(raw) as BalanceItem;
-        for (const [holdId, marker] of Object.entries(item.holds)) {
-          if (marker.x > now) continue;
-          const done = await this.applyResolution(item.projectId, holdId, marker, notedProposal(marker), now);
-          if (!done.applied) continue;
-          if (done.proposalWon) report.holdsReleased++;
-          else report.settlementsCompleted++;
-        }
-        for (const [grantId, marker] of Object.entries(item.grants)) {
-          if (marker.t > now - GRANT_REPAIR_DELAY_MS) continue;
-          if ((await this.completeGrant(item.projectId, grantId, marker)).applied) report.grantsCompleted++;
-        }
+    const open = scanItems(this.db, {
+      TableName: this.tables.credits,
+      FilterExpression: "size(holds) > :zero OR size(grants) > :zero",
+      ExpressionAttributeValues: marshall({ ":zero": 0 }),
+      ConsistentRead: true,
+    });
+    for await (const raw of open) {
+      const item = raw as BalanceItem;
+      for (const [holdId, marker] of Object.entries(item.holds)) {
+        if (marker.x > now) continue;
+        const done = await this.applyResolution(item.projectId, holdId, marker, notedProposal(marker), now);
+        if (!done.applied) continue;
+        if (done.proposalWon) report.holdsReleased++;
+        else report.settlementsCompleted++;
       }
-      start = page.LastEvaluatedKey && unmarshall(page.LastEvaluatedKey);
-    } while (start);
+      for (const [grantId, marker] of Object.entries(item.grants)) {
+        if (marker.t > now - GRANT_REPAIR_DELAY_MS) continue;
+        if ((await this.completeGrant(item.projectId, grantId, marker)).applied) report.grantsCompleted++;
+      }
+    }
     return report;
   }
 

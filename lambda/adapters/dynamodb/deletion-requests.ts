@@ -5,7 +5,6 @@ import {
   GetItemCommand,
   PutItemCommand,
   QueryCommand,
-  ScanCommand,
   UpdateItemCommand,
 } from "@aws-sdk/client-dynamodb";
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
@@ -18,6 +17,7 @@ import {
 } from "../../core/deletion";
 import { DeletionAlreadyCompletedError, DeletionFatalError } from "../../core/deletion-steps";
 import { errors } from "../../core/errors";
+import { queryItems, scanAll } from "./paging";
 
 const opts = { removeUndefinedValues: true };
 const FILE_MARK = "#file#";
@@ -143,27 +143,20 @@ export class DynamoDeletionRequests implements DeletionRequestStore {
 
   async fileCounts(projectId: string, requestId: string): Promise<DeletionFileCounts> {
     const counts: DeletionFileCounts = { rowsDeleted: 0, filesRewritten: 0, filesDeleted: 0 };
-    let start: Record<string, unknown> | undefined;
-    do {
-      const page = await this.db.send(
-        new QueryCommand({
-          TableName: this.table,
-          KeyConditionExpression: "projectId = :p AND begins_with(itemId, :files)",
-          ExpressionAttributeValues: marshall({ ":p": projectId, ":files": `${requestId}${FILE_MARK}` }),
-          ProjectionExpression: "#rows, removed",
-          ExpressionAttributeNames: { "#rows": "rows" },
-          ConsistentRead: true,
-          ExclusiveStartKey: start && marshall(start),
-        }),
-      );
-      for (const item of page.Items ?? []) {
-        const file = unmarshall(item) as { rows: number; removed: boolean };
-        counts.rowsDeleted += file.rows;
-        if (file.removed) counts.filesDeleted++;
-        else counts.filesRewritten++;
-      }
-      start = page.LastEvaluatedKey && unmarshall(page.LastEvaluatedKey);
-    } while (start);
+    const files = queryItems(this.db, {
+      TableName: this.table,
+      KeyConditionExpression: "projectId = :p AND begins_with(itemId, :files)",
+      ExpressionAttributeValues: marshall({ ":p": projectId, ":files": `${requestId}${FILE_MARK}` }),
+      ProjectionExpression: "#rows, removed",
+      ExpressionAttributeNames: { "#rows": "rows" },
+      ConsistentRead: true,
+    });
+    for await (const item of files) {
+      const file = item as { rows: number; removed: boolean };
+      counts.rowsDeleted += file.rows;
+      if (file.removed) counts.filesDeleted++;
+      else counts.filesRewritten++;
+    }
     return counts;
   }
 
@@ -223,26 +216,17 @@ export class DynamoDeletionRequests implements DeletionRequestStore {
   }
 
   async unfinished(): Promise<{ projectId: string; requestId: string }[]> {
-    const found: { projectId: string; itemId: string; createdAt: number }[] = [];
-    let start: Record<string, unknown> | undefined;
-    do {
-      const page = await this.db.send(
-        new ScanCommand({
-          TableName: this.table,
-          FilterExpression: "kind = :request AND (#status = :queued OR #status = :running)",
-          ProjectionExpression: "projectId, itemId, createdAt",
-          ExpressionAttributeNames: { "#status": "status" },
-          ExpressionAttributeValues: marshall({
-            ":request": "request",
-            ":queued": "queued",
-            ":running": "running",
-          }),
-          ExclusiveStartKey: start && marshall(start),
-        }),
-      );
-      for (const item of page.Items ?? []) found.push(unmarshall(item) as (typeof found)[number]);
-      start = page.LastEvaluatedKey && unmarshall(page.LastEvaluatedKey);
-    } while (start);
+    const found = (await scanAll(this.db, {
+      TableName: this.table,
+      FilterExpression: "kind = :request AND (#status = :queued OR #status = :running)",
+      ProjectionExpression: "projectId, itemId, createdAt",
+      ExpressionAttributeNames: { "#status": "status" },
+      ExpressionAttributeValues: marshall({
+        ":request": "request",
+        ":queued": "queued",
+        ":running": "running",
+      }),
+    })) as { projectId: string; itemId: string; createdAt: number }[];
     // Oldest first, the order they were accepted in.
     return found
       .sort((a, b) => a.createdAt - b.createdAt)

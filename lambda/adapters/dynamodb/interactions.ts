@@ -1,18 +1,10 @@
 import { createHash } from "node:crypto";
 import { gunzipSync, gzipSync } from "node:zlib";
 import {
-  type AttributeValue,
-  BatchGetItemCommand,
-  type BatchGetItemCommandOutput,
-  BatchWriteItemCommand,
-  type BatchWriteItemCommandOutput,
   DeleteItemCommand,
   type DynamoDBClient,
   GetItemCommand,
-  type KeysAndAttributes,
   PutItemCommand,
-  QueryCommand,
-  type QueryCommandOutput,
   type WriteRequest,
 } from "@aws-sdk/client-dynamodb";
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
@@ -33,6 +25,7 @@ import {
 import { boundedKeyPart, groupByRollup } from "../../core/interactions-usage";
 import type { InteractionRecord } from "../../core/record";
 import { hasBodies, type RetentionCutoffs, type RetentionIndex, withoutBodies } from "../../core/retention";
+import { batchGet, batchWrite, queryItems } from "./paging";
 import { breakdownTarget, DynamoUsageRollups, modelTarget, type RollupTarget } from "./rollups";
 import type { TableNames } from "./tables";
 
@@ -117,9 +110,6 @@ export const ROUND_RECORDS = PACK_RECORDS;
 const PACK_BYTES = 300_000;
 /** Entries outlive the listing window by a week, then DynamoDB may collect them (in AWS). */
 const GC_AFTER_MS = (INDEX_RETENTION_DAYS + 7) * DAY_MS;
-const READ_BATCH = 100;
-const WRITE_BATCH = 25;
-const MAX_ROUNDS = 8;
 /** Entries a filtered page may examine before it returns what it found, with a cursor to go on. */
 export const PAGE_SCAN_BUDGET = 1000;
 /** Packs per Query round of a listing (DynamoDB stops a round at 1 MB); entries written before packs, per round. */
@@ -131,11 +121,8 @@ const REWRITE_ROUNDS = 30;
 /** The last millisecond a bucket's 15 digits can name. */
 const LAST_MS = 999_999_999_999_999;
 
-const backoff = (round: number) =>
-  round === 0 ? Promise.resolve() : new Promise((resolve) => setTimeout(resolve, 25 * 2 ** round));
-
-const chunks = <T>(items: readonly T[], size: number): T[][] =>
-  Array.from({ length: Math.ceil(items.length / size) }, (_, i) => items.slice(i * size, (i + 1) * size));
+/** Names the index in errors. */
+const INDEX = "the interactions index";
 
 const bucketOf = (startedAt: number) => startedAt - (((startedAt % BUCKET_MS) + BUCKET_MS) % BUCKET_MS);
 const digits = (ms: number) => String(ms).padStart(15, "0");
@@ -588,29 +575,20 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
   }
 
   /** The project's items with a sort key in [low, high], page by page. */
-  private async *between(
+  private between(
     projectId: string,
     low: string,
     high: string,
     options: { projection?: string; newestFirst?: boolean; round: number },
   ): AsyncGenerator<Record<string, unknown>, undefined> {
-    let start: Record<string, AttributeValue> | undefined;
-    do {
-      const page: QueryCommandOutput = await this.db.send(
-        new QueryCommand({
-          TableName: this.tables.interactions,
-          KeyConditionExpression: "projectId = :p AND sk BETWEEN :low AND :high",
-          ExpressionAttributeValues: marshall({ ":p": projectId, ":low": low, ":high": high }),
-          ...(options.projection ? { ProjectionExpression: options.projection } : {}),
-          ScanIndexForward: !options.newestFirst,
-          Limit: options.round,
-          ExclusiveStartKey: start,
-        }),
-      );
-      for (const item of page.Items ?? []) yield unmarshall(item);
-      start = page.LastEvaluatedKey;
-    } while (start);
-    return undefined;
+    return queryItems(this.db, {
+      TableName: this.tables.interactions,
+      KeyConditionExpression: "projectId = :p AND sk BETWEEN :low AND :high",
+      ExpressionAttributeValues: marshall({ ":p": projectId, ":low": low, ":high": high }),
+      ...(options.projection ? { ProjectionExpression: options.projection } : {}),
+      ScanIndexForward: !options.newestFirst,
+      Limit: options.round,
+    });
   }
 
   /** The project's entries written before packs, of [since, until): their keys and transaction ids. */
@@ -757,29 +735,21 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
   }
 
   /** The project's items whose sort key begins with `prefix`, with these attributes, through a filter. */
-  private async *itemsBeginningWith(
+  private itemsBeginningWith(
     projectId: string,
     prefix: string,
     projection: string,
     filter?: { expression: string; values: Record<string, unknown> },
     consistent = false,
-  ) {
-    let start: QueryCommandOutput["LastEvaluatedKey"];
-    do {
-      const page: QueryCommandOutput = await this.db.send(
-        new QueryCommand({
-          TableName: this.tables.interactions,
-          KeyConditionExpression: "projectId = :p AND begins_with(sk, :prefix)",
-          ...(filter ? { FilterExpression: filter.expression } : {}),
-          ProjectionExpression: projection,
-          ExpressionAttributeValues: marshall({ ":p": projectId, ":prefix": prefix, ...filter?.values }),
-          ConsistentRead: consistent,
-          ExclusiveStartKey: start,
-        }),
-      );
-      for (const item of page.Items ?? []) yield unmarshall(item);
-      start = page.LastEvaluatedKey;
-    } while (start);
+  ): AsyncGenerator<Record<string, unknown>, undefined> {
+    return queryItems(this.db, {
+      TableName: this.tables.interactions,
+      KeyConditionExpression: "projectId = :p AND begins_with(sk, :prefix)",
+      ...(filter ? { FilterExpression: filter.expression } : {}),
+      ProjectionExpression: projection,
+      ExpressionAttributeValues: marshall({ ":p": projectId, ":prefix": prefix, ...filter?.values }),
+      ConsistentRead: consistent,
+    });
   }
 
   /** Purges one transaction written before packs: its entry, then its record. */
@@ -838,27 +808,14 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
 
   /** The items of these keys that exist (consistent reads), with these attributes. */
   private async batchGet(keys: readonly Record<string, string>[], projection: string) {
-    const found: Record<string, unknown>[] = [];
-    const table = this.tables.interactions;
-    for (const group of chunks(keys, READ_BATCH)) {
-      let request: Record<string, KeysAndAttributes> | undefined = {
-        [table]: {
-          Keys: group.map((k) => marshall(k)),
-          ProjectionExpression: projection,
-          ConsistentRead: true,
-        },
-      };
-      for (let round = 0; request && Object.keys(request).length > 0; round++) {
-        if (round >= MAX_ROUNDS) throw new Error("the interactions index kept throttling reads");
-        await backoff(round);
-        const out: BatchGetItemCommandOutput = await this.db.send(
-          new BatchGetItemCommand({ RequestItems: request }),
-        );
-        for (const item of out.Responses?.[table] ?? []) found.push(unmarshall(item));
-        request = out.UnprocessedKeys;
-      }
-    }
-    return found;
+    const found = await batchGet(
+      this.db,
+      this.tables.interactions,
+      keys.map((k) => marshall(k)),
+      { ProjectionExpression: projection, ConsistentRead: true },
+      INDEX,
+    );
+    return found.map((item): Record<string, unknown> => unmarshall(item));
   }
 
   private batchWrite(items: readonly Record<string, unknown>[]): Promise<void> {
@@ -869,19 +826,8 @@ export class DynamoInteractionIndex implements InteractionIndex, RetentionIndex 
     return this.batchSend(keys.map((key) => ({ DeleteRequest: { Key: marshall(key) } })));
   }
 
-  private async batchSend(requests: readonly WriteRequest[]): Promise<void> {
-    const table = this.tables.interactions;
-    for (const group of chunks(requests, WRITE_BATCH)) {
-      let request: Record<string, WriteRequest[]> | undefined = { [table]: group };
-      for (let round = 0; request && Object.keys(request).length > 0; round++) {
-        if (round >= MAX_ROUNDS) throw new Error("the interactions index kept throttling writes");
-        await backoff(round);
-        const out: BatchWriteItemCommandOutput = await this.db.send(
-          new BatchWriteItemCommand({ RequestItems: request }),
-        );
-        request = out.UnprocessedItems;
-      }
-    }
+  private batchSend(requests: readonly WriteRequest[]): Promise<void> {
+    return batchWrite(this.db, this.tables.interactions, requests, INDEX);
   }
 }
 

@@ -1,13 +1,11 @@
 import {
   type AttributeValue,
-  BatchGetItemCommand,
-  type BatchGetItemCommandOutput,
   ConditionalCheckFailedException,
   type DynamoDBClient,
-  type KeysAndAttributes,
   PutItemCommand,
 } from "@aws-sdk/client-dynamodb";
 import { type ClaimRequest, type Delivery, type DeliveryLedger, WRITTEN } from "../../core/delivery-ledger";
+import { batchGet } from "./paging";
 
 /**
  * Longer than SQS can keep a message (14 days), so no redelivery outlives its ledger entry. The TTL
@@ -23,17 +21,8 @@ const RETENTION_MS = 15 * 86_400_000;
  */
 export const CLAIM_LEASE_MS = 2 * 60_000;
 
-const READ_BATCH = 100;
-const MAX_ROUNDS = 8;
 /** Claims in flight at once: one conditional write per id (BatchWriteItem takes no conditions). */
 const CLAIM_CONCURRENCY = 16;
-
-/** Unprocessed items mean throttling: back off before the next round. */
-const backoff = (round: number) =>
-  round === 0 ? Promise.resolve() : new Promise((resolve) => setTimeout(resolve, 25 * 2 ** round));
-
-const chunks = <T>(items: T[], size: number): T[][] =>
-  Array.from({ length: Math.ceil(items.length / size) }, (_, i) => items.slice(i * size, (i + 1) * size));
 
 /**
  * The ledger in AWS, in the `warehouseDeliveries` table (partition key `transactionId`), the protocol of
@@ -142,28 +131,21 @@ export class DynamoDeliveryLedger implements DeliveryLedger {
 
   /** The items under these keys, consistently read. */
   private async read(keys: string[]): Promise<Map<string, Record<string, AttributeValue>>> {
+    const items = await batchGet(
+      this.db,
+      this.table,
+      keys.map((key) => ({ transactionId: { S: key } })),
+      {
+        ProjectionExpression: "transactionId, #file, claimedAt, #outcome",
+        ExpressionAttributeNames: { "#file": "file", "#outcome": "outcome" },
+        ConsistentRead: true,
+      },
+      "the delivery ledger",
+    );
     const found = new Map<string, Record<string, AttributeValue>>();
-    for (const group of chunks(keys, READ_BATCH)) {
-      let request: Record<string, KeysAndAttributes> | undefined = {
-        [this.table]: {
-          Keys: group.map((key) => ({ transactionId: { S: key } })),
-          ProjectionExpression: "transactionId, #file, claimedAt, #outcome",
-          ExpressionAttributeNames: { "#file": "file", "#outcome": "outcome" },
-          ConsistentRead: true,
-        },
-      };
-      for (let round = 0; request && Object.keys(request).length > 0; round++) {
-        if (round >= MAX_ROUNDS) throw new Error("the delivery ledger kept throttling reads");
-        await backoff(round);
-        const out: BatchGetItemCommandOutput = await this.db.send(
-          new BatchGetItemCommand({ RequestItems: request }),
-        );
-        for (const item of out.Responses?.[this.table] ?? []) {
-          const key = item.transactionId?.S;
-          if (key) found.set(key, item);
-        }
-        request = out.UnprocessedKeys;
-      }
+    for (const item of items) {
+      const key = item.transactionId?.S;
+      if (key) found.set(key, item);
     }
     return found;
   }

@@ -4,13 +4,13 @@ import {
   type DynamoDBClient,
   GetItemCommand,
   PutItemCommand,
-  QueryCommand,
   type QueryCommandInput,
   UpdateItemCommand,
 } from "@aws-sdk/client-dynamodb";
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
 import type { MemberStore, Membership, RequestLog, RequestRecord } from "../../core/members";
 import { ConflictError } from "../../core/ports";
+import { queryAll } from "./paging";
 import type { TableNames } from "./tables";
 
 const opts = { removeUndefinedValues: true };
@@ -51,7 +51,7 @@ export class DynamoMemberStore implements MemberStore, RequestLog {
   }
 
   listMemberships(userId: string): Promise<Membership[]> {
-    return this.queryAll({
+    return this.memberships({
       TableName: this.tables.members,
       KeyConditionExpression: "userId = :u",
       ExpressionAttributeValues: marshall({ ":u": userId }),
@@ -60,7 +60,7 @@ export class DynamoMemberStore implements MemberStore, RequestLog {
   }
 
   listProjectMembers(projectId: string): Promise<Membership[]> {
-    return this.queryAll({
+    return this.memberships({
       TableName: this.tables.members,
       IndexName: "byProject",
       KeyConditionExpression: "projectId = :p",
@@ -123,14 +123,7 @@ export class DynamoMemberStore implements MemberStore, RequestLog {
     );
   }
 
-  private async queryAll(input: QueryCommandInput): Promise<Membership[]> {
-    const items: Membership[] = [];
-    let start: QueryCommandInput["ExclusiveStartKey"];
-    do {
-      const page = await this.db.send(new QueryCommand({ ...input, ExclusiveStartKey: start }));
-      for (const item of page.Items ?? []) items.push(unmarshall(item) as Membership);
-      start = page.LastEvaluatedKey;
-    } while (start);
-    return items;
+  private async memberships(input: QueryCommandInput): Promise<Membership[]> {
+    return (await queryAll(this.db, input)) as Membership[];
   }
 }

@@ -4,8 +4,6 @@ import {
   DeleteItemCommand,
   type DynamoDBClient,
   PutItemCommand,
-  QueryCommand,
-  type QueryCommandOutput,
   UpdateItemCommand,
 } from "@aws-sdk/client-dynamodb";
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
@@ -27,6 +25,7 @@ import {
 } from "../../core/interactions-usage";
 import type { InteractionRecord } from "../../core/record";
 import type { UsageRollups } from "../../core/usage-rollups";
+import { queryAll } from "./paging";
 import type { TableNames } from "./tables";
 
 /**
@@ -116,23 +115,18 @@ export class DynamoUsageRollups implements UsageRollups {
   ) {}
 
   /** Every item of the project between two row ids, both included. */
-  private async items(projectId: string, low: string, high: string, consistent = false) {
-    const items: Record<string, unknown>[] = [];
-    let start: QueryCommandOutput["LastEvaluatedKey"];
-    do {
-      const page: QueryCommandOutput = await this.db.send(
-        new QueryCommand({
-          TableName: this.tables.usageRollups,
-          KeyConditionExpression: "projectId = :p AND rollupId BETWEEN :low AND :high",
-          ExpressionAttributeValues: marshall({ ":p": projectId, ":low": low, ":high": high }),
-          ConsistentRead: consistent,
-          ExclusiveStartKey: start,
-        }),
-      );
-      for (const item of page.Items ?? []) items.push(unmarshall(item));
-      start = page.LastEvaluatedKey;
-    } while (start);
-    return items;
+  private async items(
+    projectId: string,
+    low: string,
+    high: string,
+    consistent = false,
+  ): Promise<Record<string, unknown>[]> {
+    return queryAll(this.db, {
+      TableName: this.tables.usageRollups,
+      KeyConditionExpression: "projectId = :p AND rollupId BETWEEN :low AND :high",
+      ExpressionAttributeValues: marshall({ ":p": projectId, ":low": low, ":high": high }),
+      ConsistentRead: consistent,
+    });
   }
 
   async query(projectId: string, from: string, to: string): Promise<Rollup[]> {

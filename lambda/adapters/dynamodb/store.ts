@@ -3,13 +3,12 @@ import {
   type DynamoDBClient,
   GetItemCommand,
   PutItemCommand,
-  QueryCommand,
-  ScanCommand,
   UpdateItemCommand,
 } from "@aws-sdk/client-dynamodb";
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
 import type { ApiKeyRecord, Project } from "../../core/model";
 import { ConflictError, type Store } from "../../core/ports";
+import { queryAll, scanAll } from "./paging";
 import type { TableNames } from "./tables";
 
 const opts = { removeUndefinedValues: true };
@@ -35,15 +34,7 @@ export class DynamoStore implements Store {
   }
 
   async listProjects(): Promise<Project[]> {
-    const items: Project[] = [];
-    let start: Record<string, unknown> | undefined;
-    do {
-      const page = await this.db.send(
-        new ScanCommand({ TableName: this.tables.projects, ExclusiveStartKey: start && marshall(start) }),
-      );
-      for (const item of page.Items ?? []) items.push(unmarshall(item) as Project);
-      start = page.LastEvaluatedKey && unmarshall(page.LastEvaluatedKey);
-    } while (start);
+    const items = (await scanAll(this.db, { TableName: this.tables.projects })) as Project[];
     return items.sort((a, b) => a.projectId.localeCompare(b.projectId));
   }
 
@@ -56,22 +47,13 @@ export class DynamoStore implements Store {
   }
 
   async listKeys(projectId: string): Promise<ApiKeyRecord[]> {
-    const items: ApiKeyRecord[] = [];
-    let start: Record<string, unknown> | undefined;
-    do {
-      const page = await this.db.send(
-        new QueryCommand({
-          TableName: this.tables.keys,
-          IndexName: "byProject",
-          KeyConditionExpression: "projectId = :p",
-          ExpressionAttributeValues: marshall({ ":p": projectId }),
-          ExclusiveStartKey: start && marshall(start),
-        }),
-      );
-      for (const item of page.Items ?? []) items.push(unmarshall(item) as ApiKeyRecord);
-      start = page.LastEvaluatedKey && unmarshall(page.LastEvaluatedKey);
-    } while (start);
-    return items;
+    const items = await queryAll(this.db, {
+      TableName: this.tables.keys,
+      IndexName: "byProject",
+      KeyConditionExpression: "projectId = :p",
+      ExpressionAttributeValues: marshall({ ":p": projectId }),
+    });
+    return items as ApiKeyRecord[];
   }
 
   async revokeKey(keyId: string, at: number): Promise<ApiKeyRecord | undefined> {

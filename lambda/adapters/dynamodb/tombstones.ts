@@ -1,6 +1,7 @@
-import { type DynamoDBClient, PutItemCommand, QueryCommand } from "@aws-sdk/client-dynamodb";
-import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
+import { type DynamoDBClient, PutItemCommand } from "@aws-sdk/client-dynamodb";
+import { marshall } from "@aws-sdk/util-dynamodb";
 import type { Tombstone, TombstoneStore } from "../../core/deletion";
+import { type Item, queryAll } from "./paging";
 
 /**
  * Longer than SQS keeps a message (14 days): no record a tombstone covers can arrive after it expires.
@@ -33,25 +34,13 @@ export class DynamoTombstones implements TombstoneStore {
   }
 
   private async ofProject(projectId: string): Promise<Tombstone[]> {
-    const found: Tombstone[] = [];
-    let start: Record<string, unknown> | undefined;
-    do {
-      const page = await this.db.send(
-        new QueryCommand({
-          TableName: this.table,
-          KeyConditionExpression: "projectId = :p",
-          ExpressionAttributeValues: marshall({ ":p": projectId }),
-          // A tombstone written before the in-flight wait must be seen by every batch after it.
-          ConsistentRead: true,
-          ExclusiveStartKey: start && marshall(start),
-        }),
-      );
-      for (const item of page.Items ?? []) {
-        const { expiresAt: _expiresAt, ...tombstone } = unmarshall(item);
-        found.push(tombstone as Tombstone);
-      }
-      start = page.LastEvaluatedKey && unmarshall(page.LastEvaluatedKey);
-    } while (start);
-    return found;
+    const items = await queryAll(this.db, {
+      TableName: this.table,
+      KeyConditionExpression: "projectId = :p",
+      ExpressionAttributeValues: marshall({ ":p": projectId }),
+      // A tombstone written before the in-flight wait must be seen by every batch after it.
+      ConsistentRead: true,
+    });
+    return items.map(({ expiresAt: _expiresAt, ...tombstone }: Item) => tombstone as Tombstone);
   }
 }
