@@ -1,4 +1,5 @@
-import type { Vendor, VendorKeyStore } from "./vendor-keys";
+import type { VendorKeyStore } from "./vendor-keys";
+import type { VendorName } from "./vendor-names";
 
 /**
  * Caches which vendor key a project has (its plaintext, or none) for `ttlMs`, like the service-key
@@ -17,7 +18,7 @@ export class CachedVendorKeys {
     private readonly clock: () => number = Date.now,
   ) {}
 
-  lookup(projectId: string, vendor: Vendor): Promise<string | undefined> {
+  lookup(projectId: string, vendor: VendorName): Promise<string | undefined> {
     const id = `${projectId}\n${vendor}`;
     const now = this.clock();
     const hit = this.entries.get(id);

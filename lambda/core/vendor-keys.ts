@@ -7,11 +7,9 @@ import { VENDOR_NAMES, type VendorName } from "./vendor-names";
  * to the proxy's forwarder and nowhere else: never a log line, an error, a response or a stored record.
  */
 
-export type Vendor = VendorName;
-
 export interface VendorKeyView {
   projectId: string;
-  vendor: Vendor;
+  vendor: VendorName;
   last4: string;
   createdAt: number;
   updatedAt: number;
@@ -25,13 +23,13 @@ export interface VendorKeyStore {
   /** False when there was no key to delete. */
   delete(projectId: string, vendor: string): Promise<boolean>;
   /** The plaintext key, for the proxy's forwarder only. */
-  reveal(projectId: string, vendor: Vendor): Promise<string | undefined>;
+  reveal(projectId: string, vendor: VendorName): Promise<string | undefined>;
 }
 
 const MIN_KEY = 16;
 const MAX_KEY = 512;
 
-export function parseVendor(value: string): Vendor {
+export function parseVendor(value: string): VendorName {
   const vendor = VENDOR_NAMES.find((candidate) => candidate === value);
   if (!vendor) throw errors.invalidField("vendor", `must be one of ${VENDOR_NAMES.join(", ")}`);
   return vendor;
@@ -54,6 +52,6 @@ export function validateVendorKey(key: string): void {
 }
 
 /** Binds a stored key to its project and vendor: the ciphertext of one does not open as another. */
-export function vendorKeyContext(projectId: string, vendor: Vendor): string {
+export function vendorKeyContext(projectId: string, vendor: VendorName): string {
   return `dmt vendor key\n${projectId}\n${vendor}`;
 }

@@ -9,12 +9,12 @@ import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
 import { type KeyWrapper, openSecret, sealSecret } from "../../core/crypto";
 import {
   parseVendor,
-  type Vendor,
   type VendorKeyStore,
   type VendorKeyView,
   validateVendorKey,
   vendorKeyContext,
 } from "../../core/vendor-keys";
+import type { VendorName } from "../../core/vendor-names";
 import type { TableNames } from "./tables";
 
 /** Item: { projectId, vendor, last4, createdAt, updatedAt, wrappedKey, ciphertext }; no plaintext. */
@@ -78,7 +78,7 @@ export class DynamoVendorKeys implements VendorKeyStore {
     return out.Attributes !== undefined;
   }
 
-  async reveal(projectId: string, vendor: Vendor): Promise<string | undefined> {
+  async reveal(projectId: string, vendor: VendorName): Promise<string | undefined> {
     const out = await this.db.send(
       new GetItemCommand({ TableName: this.tables.vendorKeys, Key: marshall({ projectId, vendor }) }),
     );
