@@ -25,7 +25,7 @@
  * Guarantee: every acknowledged record has a row, and no id gets two, provided that
  *   - a writer's put lands, if ever, while its claim is live: in Lambda the consumer's timeout bounds
  *     the invocation, and a claim stays live for a lease longer than that timeout plus clock skew
- *     (CLAIM_LEASE_MS, adapters/dynamodb/ledger.ts); the file ledger serves one process, in which a claim is
+ *     (CLAIM_LEASE_MS below); the file ledger serves one process, in which a claim is
  *     live from d2 until d4 or d5;
  *   - the object store is strongly consistent and its puts are atomic (S3, and the folder store's
  *     rename), and a put answered with an error that d5 then finds missing never lands later;
@@ -66,3 +66,12 @@ export interface ClaimRequest {
 }
 
 export const WRITTEN: Delivery = { state: "written" };
+
+/**
+ * How long a claim keeps other consumers off its ids when its file is not there (the DynamoDB and
+ * memory ledgers): the writer's Lambda invocation ends within the consumer's timeout (60 s,
+ * lib/warehouse.ts), and a minute more covers clocks that disagree. Shorter than the queue's
+ * visibility timeout (6 min), so a message that failed finds the claims of its first delivery ended
+ * when it comes back.
+ */
+export const CLAIM_LEASE_MS = 2 * 60_000;

@@ -4,7 +4,13 @@ import {
   type DynamoDBClient,
   PutItemCommand,
 } from "@aws-sdk/client-dynamodb";
-import { type ClaimRequest, type Delivery, type DeliveryLedger, WRITTEN } from "../../core/delivery-ledger";
+import {
+  CLAIM_LEASE_MS,
+  type ClaimRequest,
+  type Delivery,
+  type DeliveryLedger,
+  WRITTEN,
+} from "../../core/delivery-ledger";
 import { batchGet } from "./paging";
 
 /**
@@ -12,14 +18,6 @@ import { batchGet } from "./paging";
  * only reclaims space; an expired entry that DynamoDB has not removed yet still counts.
  */
 const RETENTION_MS = 15 * 86_400_000;
-
-/**
- * How long a claim keeps other consumers off its ids when its file is not there: the writer's Lambda
- * invocation ends within the consumer's timeout (60 s, lib/warehouse.ts), and a minute more covers
- * clocks that disagree. Shorter than the queue's visibility timeout (6 min), so a message that failed
- * finds the claims of its first delivery ended when it comes back.
- */
-export const CLAIM_LEASE_MS = 2 * 60_000;
 
 /** Claims in flight at once: one conditional write per id (BatchWriteItem takes no conditions). */
 const CLAIM_CONCURRENCY = 16;
