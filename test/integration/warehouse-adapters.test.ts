@@ -22,10 +22,11 @@ import { S3ObjectStore } from "../../lambda/adapters/s3/object-store";
 import { presignS3Get } from "../../lambda/adapters/s3/presign";
 import { SqsDeadLetters, SqsRecordQueue } from "../../lambda/adapters/sqs/queue";
 import { RecordSpool, SPOOL_PREFIX } from "../../lambda/adapters/sqs/spool";
-import type { DeliveryLedger } from "../../lambda/core/delivery-ledger";
 import { jsonLogger, silentLogger } from "../../lambda/core/logger";
 import type { ObjectStore } from "../../lambda/core/object-store";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
+import { deliveryLedgerContract } from "../support/contracts/delivery-ledger";
+import { objectStoreContract } from "../support/contracts/object-store";
 
 let dir: string;
 beforeAll(() => {
@@ -160,62 +161,8 @@ async function* pieces(count: number, size: number): AsyncGenerator<Uint8Array> 
   for (let i = 0; i < count; i++) yield new Uint8Array(size).fill(65 + (i % 26));
 }
 
-describe.each<[string, () => ObjectStore]>([
-  ["folder", () => new FsObjectStore(join(dir, "store"))],
-  ["S3", () => new S3ObjectStore(s3Client, "bucket", "root")],
-])("%s object store", (_, open) => {
-  it("puts, gets, lists by prefix and deletes", async () => {
-    const store = open();
-    await store.put("a/dt=1/x.parquet", new TextEncoder().encode("one"));
-    await store.put("a/dt=2/y.parquet", new TextEncoder().encode("two"));
-    await store.put("a/dt=2/z.parquet", new TextEncoder().encode("three"));
-    await store.put("b/w.parquet", new TextEncoder().encode("four"));
-    expect(text(await store.get("a/dt=2/y.parquet"))).toBe("two");
-    expect(await store.get("a/missing")).toBeUndefined();
-    const list = async (prefix: string) => {
-      const out: string[] = [];
-      for await (const o of store.list(prefix)) out.push(`${o.key}:${o.size}`);
-      return out.sort();
-    };
-    expect(await list("a/")).toEqual(["a/dt=1/x.parquet:3", "a/dt=2/y.parquet:3", "a/dt=2/z.parquet:5"]);
-    expect(await list("a/dt=2")).toEqual(["a/dt=2/y.parquet:3", "a/dt=2/z.parquet:5"]);
-    expect(await list("nothing/")).toEqual([]);
-    await store.delete("a/dt=2/y.parquet");
-    await store.delete("a/dt=2/y.parquet");
-    expect(await list("a/dt=2/")).toEqual(["a/dt=2/z.parquet:5"]);
-  });
-
-  it("writes a streamed body whole, in parts when it is large", async () => {
-    const store = open();
-    await store.put("big/file.csv", pieces(17, 1024 * 1024), "text/csv");
-    const bytes = (await store.get("big/file.csv")) as Uint8Array;
-    expect(bytes.byteLength).toBe(17 * 1024 * 1024);
-    expect(bytes[16 * 1024 * 1024]).toBe(65 + 16);
-    await store.put("small/file.csv", pieces(2, 10));
-    expect(text(await store.get("small/file.csv"))).toBe("A".repeat(10) + "B".repeat(10));
-  });
-
-  it("keeps the old object when a streamed write fails, and leaves nothing half-written", async () => {
-    const store = open();
-    await store.put("keep/me.json", new TextEncoder().encode("old"));
-    async function* failing(): AsyncGenerator<Uint8Array> {
-      yield* pieces(9, 1024 * 1024);
-      throw new Error("producer failed");
-    }
-    await expect(store.put("keep/me.json", failing())).rejects.toThrow("producer failed");
-    expect(text(await store.get("keep/me.json"))).toBe("old");
-    const keys: string[] = [];
-    for await (const o of store.list("keep/")) keys.push(o.key);
-    expect(keys).toEqual(["keep/me.json"]);
-  });
-
-  it("refuses keys that could leave the store", async () => {
-    const store = open();
-    for (const key of ["../x", "a/../../x", "/abs", "a//b", "a\\b", ""]) {
-      await expect(store.put(key, new Uint8Array())).rejects.toThrow("invalid object key");
-    }
-  });
-});
+objectStoreContract("FsObjectStore", () => new FsObjectStore(join(dir, "store")));
+objectStoreContract("S3ObjectStore over a fake S3", () => new S3ObjectStore(s3Client, "bucket", "root"));
 
 describe("S3 specifics", () => {
   it("uploads a large body in parts under the store's prefix, and aborts a failed upload", async () => {
@@ -296,33 +243,17 @@ beforeAll(async () => {
 });
 afterAll(() => dynamo.close());
 
-describe.each<[string, (clock: () => number) => Promise<DeliveryLedger>]>([
-  ["file", (clock) => FileDeliveryLedger.open(join(dir, `ledger-${Math.random()}`), clock)],
-  [
-    "DynamoDB",
-    async (clock) =>
-      new DynamoDeliveryLedger(db(), tableNames({}, "ledger-test-").warehouseDeliveries, clock),
-  ],
-])("%s delivery ledger", (_, open) => {
-  it("knows exactly the written ids, across more ids than one request carries", async () => {
-    const ledger = await open(() => Date.UTC(2026, 0, 15));
-    const ids = Array.from({ length: 130 }, (_, i) => `t-${Math.random().toString(36).slice(2)}-${i}`);
-    expect(await ledger.lookup(ids)).toEqual(new Map());
-    const file = `interactions/project=p/dt=2026-01-15/${ids[0]}.parquet`;
-    const claimed = ids.slice(0, 120);
-    expect(
-      await ledger.claim(
-        file,
-        claimed.map((id) => ({ id })),
-      ),
-    ).toEqual(new Set(claimed));
-    await ledger.commit(file);
-    await ledger.commit(file);
-    const found = await ledger.lookup([...ids, ids[0] as string]);
-    expect([...found.keys()].sort()).toEqual(claimed.sort());
-    expect([...found.values()].every((d) => d.state === "written")).toBe(true);
-  });
-});
+deliveryLedgerContract(
+  "FileDeliveryLedger",
+  (clock) => FileDeliveryLedger.open(join(dir, `ledger-${Math.random()}`), clock),
+  { claimsExpire: false },
+);
+
+deliveryLedgerContract(
+  "DynamoDeliveryLedger over dynalite",
+  async (clock) => new DynamoDeliveryLedger(db(), tableNames({}, "ledger-test-").warehouseDeliveries, clock),
+  { claimsExpire: true },
+);
 
 describe("file delivery ledger", () => {
   it("survives a restart and keeps yesterday's ids", async () => {

@@ -15,13 +15,13 @@ import { DuckDBInstance } from "@duckdb/node-api";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { syntheticRecord } from "../../bench/warehouse-records";
 import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb/client";
-import { CLAIM_LEASE_MS, DynamoDeliveryLedger } from "../../lambda/adapters/dynamodb/ledger";
+import { DynamoDeliveryLedger } from "../../lambda/adapters/dynamodb/ledger";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { FileDeliveryLedger } from "../../lambda/adapters/fs/ledger";
 import { FsObjectStore } from "../../lambda/adapters/fs/object-store";
 import { FolderDeadLetters } from "../../lambda/adapters/in-process/dead-letters";
 import { parquetCodec } from "../../lambda/adapters/parquet/codec";
-import type { ClaimRequest, DeliveryLedger } from "../../lambda/core/delivery-ledger";
+import { CLAIM_LEASE_MS, type ClaimRequest, type DeliveryLedger } from "../../lambda/core/delivery-ledger";
 import { silentLogger } from "../../lambda/core/logger";
 import type { ObjectBody } from "../../lambda/core/object-store";
 import type { BatchResult, QueueBatch } from "../../lambda/core/queue";
@@ -325,23 +325,6 @@ describe("file ledger", () => {
       new Map([
         ["a", { state: "written" }],
         ["d", { state: "claimed", file: "f/three", live: false }],
-      ]),
-    );
-  });
-
-  it("moves a claim only from the file the caller saw", async () => {
-    const ledger = await FileDeliveryLedger.open(join(dir, `ledger-${++deployments}`));
-    expect(await ledger.claim("f/one", [{ id: "a" }, { id: "b" }])).toEqual(new Set(["a", "b"]));
-    expect(await ledger.lookup(["a"])).toEqual(
-      new Map([["a", { state: "claimed", file: "f/one", live: true }]]),
-    );
-    expect(await ledger.claim("f/two", [{ id: "a" }, { id: "b", replaces: "f/other" }])).toEqual(new Set());
-    await ledger.abandon("f/one");
-    expect(await ledger.claim("f/two", [{ id: "a", replaces: "f/one" }])).toEqual(new Set(["a"]));
-    expect(await ledger.lookup(["a", "b"])).toEqual(
-      new Map([
-        ["a", { state: "claimed", file: "f/two", live: true }],
-        ["b", { state: "claimed", file: "f/one", live: false }],
       ]),
     );
   });

@@ -1,0 +1,6 @@
+import { MemoryDeliveryLedger } from "../../../../lambda/adapters/memory/ledger";
+import { deliveryLedgerContract } from "../../../support/contracts/delivery-ledger";
+
+deliveryLedgerContract("MemoryDeliveryLedger", async (clock) => new MemoryDeliveryLedger(clock), {
+  claimsExpire: true,
+});
