@@ -5,7 +5,8 @@
 import { buildRecord, type InteractionInput, type InteractionRecord } from "../lambda/core/record";
 
 const MODELS = ["gpt-4o-mini", "claude-sonnet-4-5", "gemini-2.5-flash", "llama-3.3-70b-versatile"] as const;
-const VENDORS = ["openai", "anthropic", "gemini", "groq"] as const;
+/** The vendor of each of `MODELS`, in the same order. */
+const MODEL_VENDORS = ["openai", "anthropic", "gemini", "groq"] as const;
 const PROMPTS = [
   "Say hello",
   'Quote "this", please, and a comma',
@@ -25,7 +26,7 @@ export interface SyntheticOptions {
 /** The i-th synthetic record: deterministic, varied in model, vendor, user, status and body text. */
 export function syntheticRecord(i: number, options: SyntheticOptions = {}): InteractionRecord {
   const model = MODELS[i % MODELS.length] as string;
-  const vendor = VENDORS[i % VENDORS.length] as InteractionInput["vendor"];
+  const vendor = MODEL_VENDORS[i % MODEL_VENDORS.length] as InteractionInput["vendor"];
   const prompt = PROMPTS[i % PROMPTS.length] as string;
   const requestBody = JSON.stringify({
     model,
