@@ -45,9 +45,8 @@ export async function journalQueue(
   dataDir: string,
   logger: Logger,
 ): Promise<{ queue: DeliveryQueue; close(): Promise<void> }> {
-  const journal = await QueueJournal.open(eventsJournalDir(dataDir), logger);
-  // Segments of gone processes found here stay for the server: this process only appends.
-  journal.takeRecovered();
+  // Segments of gone processes stay for the server: this process only appends.
+  const journal = await QueueJournal.forAppending(eventsJournalDir(dataDir), logger);
   return {
     // A delay is not kept: the server's delivery waits out a retry's `notBefore` itself.
     queue: { send: async (body) => void (await journal.append(body)) },

@@ -1,9 +1,18 @@
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { QueueJournal } from "../../lambda/adapters/in-process/journal";
 import { silentLogger } from "../../lambda/core/logger";
+import { eventsJournalDir, journalQueue } from "../../lambda/local/events";
 import { until } from "../support/reliability";
 
 /** The local queue's journal on disk: what a writer that restarts in the same process takes over. */
@@ -86,5 +95,34 @@ describe("queue journal", () => {
     for (const record of recovered) successor.delivered(record.segment);
     await successor.close();
     expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it("a CLI's journal opens, appends and closes while the server delivers and removes other segments", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "dmt-journal-"));
+    dirs.push(dataDir);
+    const dir = eventsJournalDir(dataDir);
+    mkdirSync(dir, { recursive: true });
+    const server = await QueueJournal.open(dir, silentLogger);
+    // No process has this pid (Linux's pid_max is at most 2^22): the segments of CLI commands gone.
+    const gone = 4_194_304 + 7;
+    for (let round = 0; round < 5; round++) {
+      for (let n = 0; n < 100; n++) {
+        const name = `${gone}-${String(round * 100 + n).padStart(9, "0")}.jsonl`;
+        writeFileSync(join(dir, name), `{"event":${n}}\n`);
+      }
+      const taken = await server.adopt();
+      expect(taken).toHaveLength(100);
+      // The server delivers them and removes their files while a new command opens the journal.
+      const cli = journalQueue(dataDir, silentLogger);
+      for (const record of taken) server.delivered(record.segment);
+      const { queue, close } = await cli;
+      await queue.send(`{"event":"credits.granted","round":${round}}`, 0);
+      await close();
+    }
+    await server.close();
+    const left = readdirSync(dir);
+    // Only the commands' own segments, one event each, for the server of their data dir to deliver.
+    expect(left).toHaveLength(5);
+    expect(left.every((name) => name.startsWith(`${process.pid}-`))).toBe(true);
   });
 });

@@ -43,25 +43,46 @@ function closeFile(segment: JournalSegment): void {
   if (fd !== undefined) closeSync(fd);
 }
 
+/** The number of this process's next segment: past any a writer of the same pid left behind. */
+function nextOwnSegment(names: string[]): number {
+  let next = 0;
+  for (const name of names) {
+    const match = SEGMENT.exec(name);
+    if (Number(match?.[1]) === process.pid) next = Math.max(next, Number(match?.[2]) + 1);
+  }
+  return next;
+}
+
+/** A segment's text, or undefined when another process took it over and removed it meanwhile. */
+async function readSegment(path: string): Promise<string | undefined> {
+  try {
+    return await readFile(path, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw err;
+  }
+}
+
 /** Reads the segments of processes that are gone and that `take` accepts; empty ones are removed. */
 async function takeOver(
   dir: string,
   take: (path: string, pid: number) => boolean,
 ): Promise<{ recovered: RecoveredRecord[]; next: number }> {
   const recovered: RecoveredRecord[] = [];
-  let next = 0;
-  for (const name of (await readdir(dir)).sort()) {
+  const names = (await readdir(dir)).sort();
+  for (const name of names) {
     const match = SEGMENT.exec(name);
     const pid = Number(match?.[1]);
     const path = join(dir, name);
     if (!match || alive(pid) || !take(path, pid)) continue;
-    if (pid === process.pid) next = Math.max(next, Number(match[2]) + 1);
-    const lines = (await readFile(path, "utf8")).split("\n").filter(Boolean);
+    const text = await readSegment(path);
+    if (text === undefined) continue;
+    const lines = text.split("\n").filter(Boolean);
     const segment: JournalSegment = { path, pending: lines.length, sealed: true, tail: Promise.resolve() };
     if (lines.length === 0) await rm(path, { force: true });
     for (const body of lines) recovered.push({ body, segment });
   }
-  return { recovered, next };
+  return { recovered, next: nextOwnSegment(names) };
 }
 
 /**
@@ -105,6 +126,16 @@ export class QueueJournal {
     const journal = new QueueJournal(dir, logger, recovered, next);
     for (const { segment } of recovered) journal.adopted.add(segment.path);
     return journal;
+  }
+
+  /**
+   * Opens the journal in `dir` to append only (a short-lived process, the CLI): it reads no segment,
+   * so a server delivering and removing them meanwhile cannot fail it, and takes over none, so each
+   * record is delivered by the server alone, once.
+   */
+  static async forAppending(dir: string, logger: Logger): Promise<QueueJournal> {
+    await mkdir(dir, { recursive: true });
+    return new QueueJournal(dir, logger, [], nextOwnSegment(await readdir(dir)));
   }
 
   /**
