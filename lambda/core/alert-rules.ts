@@ -1,7 +1,8 @@
 /**
  * Alert rules per project. A rule fires once per crossing: firing disarms it with a conditional write
  * (only one process wins), and it re-arms when its condition clears. Kinds:
- * - `low_balance`: the available credits fell below an amount (re-arms when they are back at or above it);
+ * - `low_balance`: the credits granted minus those charged fell below an amount, holds for calls not yet
+ *   made not counted (re-arms when they are back at or above it: a grant);
  * - `budget_thresholds`: a budget's window reached a percentage of its limit (events/budget-alerts.ts);
  *   each (budget window, threshold) fires once, so a new window re-arms them all.
  */

@@ -327,8 +327,8 @@ export interface BudgetReport {
   userId: string | null;
   /** The call's store level is `none`: a user id may leave only as its keyed hash. */
   hideUserId: boolean;
-  /** A hard budget refused the call: its window cannot cover calls like it. */
-  refused: boolean;
+  /** A hard budget refused the call, whose maximum cost was this: its window could not cover it. */
+  refusedMicros?: number;
 }
 
 /** Who watches budgets' windows (the alert rules); metering/budgets.ts reports to it. */

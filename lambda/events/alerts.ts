@@ -154,8 +154,11 @@ export class BalanceAlerts {
         (r): r is LowBalanceRule => r.kind === "low_balance",
       );
       if (!rule) return;
-      const { availableMicros } = await this.deps.credits.balance(projectId);
-      const below = availableMicros < rule.thresholdMicros;
+      const balance = await this.deps.credits.balance(projectId);
+      // Money really gone: granted minus charged (settled and noted). What open holds reserve for
+      // calls not yet made is not spent, so it takes nothing off.
+      const unspentMicros = balance.availableMicros + balance.heldMicros;
+      const below = unspentMicros < rule.thresholdMicros;
       if (below && rule.armed) {
         const now = this.deps.clock();
         rule.armed = false;
@@ -166,7 +169,7 @@ export class BalanceAlerts {
             projectId,
             subject: rule.ruleId,
             data: {
-              available_usd: decimalUsd(availableMicros),
+              available_usd: decimalUsd(unspentMicros),
               threshold_usd: decimalUsd(rule.thresholdMicros),
             },
           });

@@ -23,9 +23,22 @@ const MARK_KEPT_MS = 7 * 86_400_000;
  * Budget-threshold alerts: after each call's charge, a budget window's spend against the project's
  * thresholds. A threshold fires once per budget window (per end user for a budget of each user): the
  * process whose conditional write marks it crossed publishes `budget.threshold` (below 100%) or
- * `budget.exceeded` (100%, or a hard budget refusing a call). A new window is a new counter, so every
+ * `budget.exceeded` (100%, or a hard budget refusing a call its recorded spend leaves no room for).
+ * Only recorded spend counts, never holds. A new window is a new counter, so every
  * threshold is armed again. If publishing fails the mark is taken back, so the next call fires it.
  */
+/**
+ * A hard budget refused a call because of what its window has recorded: the call would fit an empty
+ * window, not this one. A refusal for holds of calls under way, or for a call larger than the budget,
+ * says nothing about spend (at $0 spent it would be a false "exceeded").
+ */
+function refusedBySpend(report: BudgetReport): boolean {
+  const needed = report.refusedMicros;
+  if (needed === undefined) return false;
+  const { limitMicros } = report.budget;
+  return needed <= limitMicros && report.usedMicros + needed > limitMicros;
+}
+
 export class BudgetAlerts implements BudgetWatcher {
   /** `<counterId>#<percent>` this process knows crossed: no spend read for a window fully fired. */
   private readonly crossed = new Set<string>();
@@ -44,7 +57,7 @@ export class BudgetAlerts implements BudgetWatcher {
     for (const percent of rule.thresholds) {
       const key = `${counterId}#${percent}`;
       const reached = report.usedMicros * 100 >= budget.limitMicros * percent;
-      if (this.crossed.has(key) || !(reached || (report.refused && percent === 100))) continue;
+      if (this.crossed.has(key) || !(reached || (percent === 100 && refusedBySpend(report)))) continue;
       if (this.crossed.size >= MAX_REMEMBERED) this.crossed.clear();
       this.crossed.add(key);
       const now = this.deps.clock();
@@ -94,7 +107,7 @@ export class BudgetAlerts implements BudgetWatcher {
       limit_usd: decimalUsd(budget.limitMicros),
       used_micros: usedMicros,
       used_usd: decimalUsd(usedMicros),
-      refused: report.refused,
+      refused: report.refusedMicros !== undefined,
     };
   }
 }

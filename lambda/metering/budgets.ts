@@ -55,6 +55,8 @@ export interface BudgetWindowOf {
   budget: Budget;
   windowId: string;
   counterId: string;
+  /** When it refused the call: the call's maximum cost. */
+  refusedMicros?: number;
 }
 
 /** What a call took: given back by `finish`. */
@@ -170,7 +172,12 @@ export class BudgetGuard {
             error,
             remaining: rank,
             ...(each.budget && {
-              by: { budget: each.budget, windowId: each.span.id, counterId: each.counterId },
+              by: {
+                budget: each.budget,
+                windowId: each.span.id,
+                counterId: each.counterId,
+                refusedMicros: each.micros,
+              },
             }),
           };
         }
@@ -214,7 +221,7 @@ export class BudgetGuard {
    * in the call's after-work; a failure is logged, never the call's. Reads a counter only when a rule
    * watches it.
    */
-  async report(caller: BudgetCaller, windows: readonly BudgetWindowOf[], refused: boolean): Promise<void> {
+  async report(caller: BudgetCaller, windows: readonly BudgetWindowOf[]): Promise<void> {
     const watcher = this.deps.watcher;
     if (!watcher) return;
     await Promise.all(
@@ -222,7 +229,7 @@ export class BudgetGuard {
         try {
           if (!(await watcher.watching(each.budget, each.counterId))) return;
           const usedMicros = await this.spent(each.counterId);
-          await watcher.report({ ...each, ...caller, usedMicros, refused });
+          await watcher.report({ ...each, ...caller, usedMicros });
         } catch (err) {
           this.deps.logger.error("budget alert check failed", {
             ...errorFields(err),

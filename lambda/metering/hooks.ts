@@ -206,9 +206,10 @@ export function createMetering(deps: MeteringDeps): Metering {
       // Once the charge counts: the windows' spend (or the refusal) for the alert rules.
       if (deps.budgets && (state.budgetHolds?.budgets.length || state.budgetRefusal)) {
         const caller = { userId: state.userId ?? null, hideUserId: recordLevel(call) === "none" };
-        await (state.budgetRefusal
-          ? deps.budgets.report(caller, [state.budgetRefusal], true)
-          : deps.budgets.report(caller, state.budgetHolds?.budgets ?? [], false));
+        await deps.budgets.report(
+          caller,
+          state.budgetRefusal ? [state.budgetRefusal] : (state.budgetHolds?.budgets ?? []),
+        );
       }
     },
 

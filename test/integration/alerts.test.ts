@@ -3,10 +3,13 @@ import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
+import { activePriceCatalogue } from "../../lambda/adapters/fs/price-catalogue";
 import type { CloudEvent } from "../../lambda/core/cloudevent";
-import { parseUsd } from "../../lambda/core/credits";
+import { formatUsd, parseUsd } from "../../lambda/core/credits";
+import { holdMicros } from "../../lambda/core/metering";
 import { lowBalanceRule } from "../../lambda/events/alerts";
 import { addWebhook } from "../../lambda/events/webhooks";
+import { callBounds } from "../../lambda/vendors/bounds";
 import { startTestStack, type TestStack } from "../support/stack";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver";
 
@@ -16,6 +19,7 @@ import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-r
  */
 
 const WAIT = { timeout: 20_000, interval: 50 };
+const usd = (micros: number) => formatUsd(micros).slice(1);
 
 let stack: TestStack;
 let receiver: WebhookReceiver;
@@ -85,6 +89,36 @@ describe("low-balance alert", () => {
     await alerts.check(projectId); // $4 again: fires again
     await expect.poll(() => received().length, WAIT).toBe(2);
     expect(received()[1]?.data).toEqual({ available_usd: "4.00", threshold_usd: "5.00" });
+  });
+
+  it("holds for calls not yet made are not money gone: a lease's reservation fires nothing", async () => {
+    const body = { model: "gpt-4o", messages: [{ role: "user", content: "hi" }], max_tokens: 16_000 };
+    const price = activePriceCatalogue({}).priceFor("openai", body.model, new Date());
+    if (!price) throw new Error("gpt-4o has no price");
+    const hold = holdMicros(
+      price,
+      callBounds({ operation: "chat", json: body, form: undefined, uploadBytes: 0 }),
+    );
+    // A lease reserves many calls' maximum cost at once: most of this grant, well past the threshold.
+    const { projectId, key, received } = await watchedProject(usd(20 * hold));
+    await stack.events.rules.put(lowBalanceRule(projectId, usd(10 * hold), Date.now()));
+    stack.events.cachedRules.forget(projectId);
+    const res = await fetch(`${stack.url}/openai/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    expect(res.status).toBe(200);
+    await res.arrayBuffer();
+    const { availableMicros, heldMicros } = await credits.balance(projectId);
+    expect(availableMicros).toBeLessThan(10 * hold); // what the lease holds...
+    expect(availableMicros + heldMicros).toBeGreaterThan(19 * hold); // ...is not spent
+    await stack.events.alerts.check(projectId);
+    await stack.drain();
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    await stack.drain();
+    expect(received()).toEqual([]);
+    expect((await stack.events.rules.list(projectId))[0]).toMatchObject({ armed: true });
   });
 
   it("only one of several processes that see the crossing fires it", async () => {

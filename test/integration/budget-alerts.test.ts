@@ -212,6 +212,25 @@ describe("budget-threshold alerts", () => {
     expect(received()).toHaveLength(crossed.length + 1);
   });
 
+  it("a hard budget that refuses a call with nothing spent fires nothing", async () => {
+    const cost = await costOfACall();
+    const { projectId, key, keyId, received } = await watchedProject();
+    // Below one call's maximum cost: the hold is refused at $0 spent.
+    await setBudget(
+      stack.store,
+      budgets,
+      { projectId, keyId, usd: usd(Math.floor(cost / 2)), window: "day" },
+      Date.now(),
+    );
+    expect((await chat(key)).status).toBe(402);
+    expect((await chat(key)).status).toBe(402);
+    await stack.drain();
+    // What a wrong event would take to arrive.
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    await stack.drain();
+    expect(received()).toEqual([]);
+  });
+
   it("a budget of each user names the user, as a keyed hash when the key keeps nothing", async () => {
     const cost = await costOfACall();
     const { projectId, key, received } = await watchedProject({ store: "none" });
@@ -250,7 +269,6 @@ describe("budget-threshold alerts", () => {
       usedMicros,
       userId: null,
       hideUserId: false,
-      refused: false,
     });
     await Promise.all([one.report(report(today.id, 6_000_000)), two.report(report(today.id, 6_000_000))]);
     await one.report(report(today.id, 7_000_000)); // still past 50% only: nothing new

@@ -2,7 +2,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { buildEvent, type CloudEvent } from "../../lambda/events/cloudevent";
+import { buildEvent, type CloudEvent } from "../../lambda/core/cloudevent";
 import { eventMessage } from "../../lambda/events/delivery";
 import { eventsJournalDir } from "../../lambda/local/events";
 import { dmtJson, runDmt } from "../support/cli";
