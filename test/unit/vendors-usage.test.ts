@@ -4,7 +4,7 @@ import { emptyUsage, type Usage } from "../../lambda/core/usage";
 import type { Operation, UsageContext, VendorName } from "../../lambda/core/vendor-model";
 import { VENDOR_DEFINITIONS } from "../../lambda/vendors";
 import { JsonArrayReader } from "../../lambda/vendors/json-array";
-import { isUsageOnlyChunk, withoutNullUsage } from "../../lambda/vendors/openai/stream-usage";
+import { includeUsage, isUsageOnlyChunk, withoutNullUsage } from "../../lambda/vendors/openai/stream-usage";
 import { parseSseEvent, SseReader } from "../../lambda/vendors/sse";
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/${name}`, import.meta.url));
@@ -145,6 +145,24 @@ describe("OpenAI usage", () => {
       usage({ speechCharacters: 7, estimated: true }),
     );
     expect(fromResponse(context("models"), { data: [] })).toEqual(usage({}));
+  });
+
+  it("asks for a stream's usage by splicing include_usage in, leaving the client's bytes as sent", () => {
+    const ask = (text: string) => {
+      const asked = includeUsage.ask(Buffer.from(text), JSON.parse(text));
+      return asked && Buffer.from(asked).toString();
+    };
+    expect(ask('{ "model":"m",\n"stream":true}')).toBe(
+      '{"stream_options":{"include_usage":true}, "model":"m",\n"stream":true}',
+    );
+    // The client's own options are kept, with include_usage added.
+    expect(JSON.parse(ask('{"stream":true,"stream_options":{"include_usage":false,"x":1}}') ?? "")).toEqual({
+      stream: true,
+      stream_options: { include_usage: true, x: 1 },
+    });
+    // Asked by the client itself, or options the vendor must judge: nothing to ask, nothing to hide.
+    expect(ask('{"stream":true,"stream_options":{"include_usage":true}}')).toBeUndefined();
+    expect(ask('{"stream":true,"stream_options":"yes"}')).toBeUndefined();
   });
 
   it("recognises the usage-only chunk and removes the null usage of the others", () => {
