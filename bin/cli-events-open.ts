@@ -1,4 +1,6 @@
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { DynamoAlertRules } from "../lambda/adapters/dynamodb/alert-rules";
+import { DynamoDeliveryLog, DynamoWebhooks } from "../lambda/adapters/dynamodb/events";
 import type { TableNames } from "../lambda/adapters/dynamodb/tables";
 import { LocalMasterKey } from "../lambda/adapters/fs/master-key";
 import { undiciWebhookSender } from "../lambda/adapters/undici/webhook-sender";
@@ -44,7 +46,16 @@ export function cliEvents(
     policy: parts.policy,
     timeoutMs: 10_000,
   });
-  const { hooks: _proxyOnly, ...events } = composeEvents({ ...parts, sender, logger, clock: Date.now });
+  const { hooks: _proxyOnly, ...events } = composeEvents({
+    store: { alertRules: new DynamoAlertRules(parts.db, parts.tables), credits: parts.credits },
+    events: parts.publisher,
+    webhooks: new DynamoWebhooks(parts.db, parts.tables, parts.wrapper),
+    deliveryLog: new DynamoDeliveryLog(parts.db, parts.tables),
+    deliveryQueue: parts.queue,
+    webhookSender: sender,
+    logger,
+    clock: Date.now,
+  });
   return {
     ...events,
     policy: parts.policy,

@@ -1,32 +1,26 @@
-import { DynamoAlertRules } from "../adapters/dynamodb/alert-rules";
-import type { DynamoDBClient } from "../adapters/dynamodb/client";
-import type { TableNames } from "../adapters/dynamodb/tables";
+import type { AlertRuleStore } from "../core/alert-rules";
 import type { BudgetWatcher } from "../core/budgets";
 import type { ProxyHooks } from "../core/call";
 import type { EventPublisher } from "../core/cloudevent";
 import type { CreditStore } from "../core/credits";
-import type { Logger } from "../core/logger";
 import type { UserIdHasher } from "../core/privacy";
+import type { StorePorts } from "../core/store-ports";
 import { BalanceAlerts, CachedRules } from "../events/alerts";
 import { BudgetAlerts } from "../events/budget-alerts";
 import { eventHooks } from "../events/hooks";
+import type { Infrastructure } from "./infrastructure";
 
 /** How long a process takes a project's alert rules as read. */
 const RULES_CACHE_MS = 10_000;
 
-/** What the alert rules need: the rules' table, the balances and where events go. */
-export interface AlertsInfrastructure {
-  db: DynamoDBClient;
-  tables: Pick<TableNames, "alertRules">;
-  publisher: EventPublisher;
-  credits: Pick<CreditStore, "balance">;
-  logger: Logger;
-  clock: () => number;
-}
+/** What the alert rules need: the rules and the balances in the store, and where events go. */
+export type AlertsInfrastructure = Pick<Infrastructure, "events" | "logger" | "clock"> & {
+  store: Pick<StorePorts, "alertRules"> & { credits: Pick<CreditStore, "balance"> };
+};
 
 export interface Alerts {
   publisher: EventPublisher;
-  rules: DynamoAlertRules;
+  rules: AlertRuleStore;
   alerts: BalanceAlerts;
   /** The rules as this process read them lately. */
   cachedRules: CachedRules;
@@ -38,33 +32,27 @@ export interface Alerts {
 
 /**
  * The alert rules and the proxy's event hook, without webhooks: what a proxy function needs (in AWS
- * the bus's rule takes events to the delivery function).
+ * the bus's rule takes events to the delivery function). `composeProxy` and `composeEvents` call it.
  */
 export function composeAlerts(infra: AlertsInfrastructure): Alerts {
-  const rules = new DynamoAlertRules(infra.db, infra.tables);
-  const cachedRules = new CachedRules(rules, infra.clock, RULES_CACHE_MS);
+  const { events: publisher, logger, clock } = infra;
+  const rules = infra.store.alertRules;
+  const cachedRules = new CachedRules(rules, clock, RULES_CACHE_MS);
   const alerts = new BalanceAlerts({
     rules,
     cached: cachedRules,
-    credits: infra.credits,
-    publisher: infra.publisher,
-    logger: infra.logger,
-    clock: infra.clock,
+    credits: infra.store.credits,
+    publisher,
+    logger,
+    clock,
   });
   return {
-    publisher: infra.publisher,
+    publisher,
     rules,
     alerts,
     cachedRules,
-    hooks: eventHooks(infra.publisher, alerts, infra.logger),
+    hooks: eventHooks(publisher, alerts, logger),
     budgetAlerts: (userIds) =>
-      new BudgetAlerts({
-        rules,
-        cached: cachedRules,
-        publisher: infra.publisher,
-        userIds,
-        logger: infra.logger,
-        clock: infra.clock,
-      }),
+      new BudgetAlerts({ rules, cached: cachedRules, publisher, userIds, logger, clock }),
   };
 }

@@ -1,8 +1,9 @@
-import { createDashboardApp, type DashboardApiDeps } from "../app/dashboard/app";
+import { createDashboardApp } from "../app/dashboard/app";
 import type { TokenVerifier } from "../app/dashboard/auth";
-import type { EventPublisher } from "../core/cloudevent";
 import type { DeletionStarter } from "../core/deletion";
 import type { PriceCatalogue } from "../core/pricing";
+import type { AddressPolicy } from "../events/webhooks";
+import { composeEvents, type Events, type EventsInfrastructure } from "./events";
 import type { Infrastructure } from "./infrastructure";
 
 export interface DashboardApiSettings {
@@ -14,22 +15,28 @@ export interface DashboardApiSettings {
   prices: PriceCatalogue;
   /** Locally deletions run in process; in AWS the requests table's stream starts them. */
   deletionStarter?: DeletionStarter;
-  /** Where key and credit events go; absent: none are sent. */
-  events?: EventPublisher;
-  /** Alert rules, webhooks and their delivery log (Settings); absent: not served. */
-  alerting?: DashboardApiDeps["alerting"];
+  /** Where webhook URLs may point: public addresses in AWS, loopback too locally. */
+  webhookPolicy: AddressPolicy;
+  /**
+   * The events of a host that runs the proxy and the webhook delivery in the same process (the
+   * embedded host), shared with them; absent: composed here.
+   */
+  events?: Events;
 }
 
 /**
  * The dashboard API (`/dashboard/api/...`): keys, members, credits, BYOK keys (wrapped by the host's
  * key wrapper), the interactions index and rollups, export settings and downloads, privacy settings, deletion requests,
- * budgets and key policies.
+ * budgets and key policies; Settings -> Alerts and Webhooks, whose tests and resends are sent from here
+ * (retries go to the delivery queue); key and credit events.
  */
 export function composeDashboardApi(
-  infra: Pick<Infrastructure, "store" | "warehouseQuery" | "exportSettings" | "logger">,
+  infra: Pick<Infrastructure, "store" | "warehouseQuery" | "exportSettings" | "logger"> &
+    EventsInfrastructure,
   settings: DashboardApiSettings,
 ) {
   const { store } = infra;
+  const events = settings.events ?? composeEvents(infra);
   return createDashboardApp({
     store: store.keys,
     members: store.members,
@@ -39,8 +46,17 @@ export function composeDashboardApi(
     verifyToken: settings.verifyToken,
     logger: infra.logger,
     ...(settings.onKeyRevoked && { onKeyRevoked: settings.onKeyRevoked }),
-    ...(settings.events && { events: settings.events }),
-    ...(settings.alerting && { alerting: settings.alerting }),
+    // key.created, key.revoked, credits.granted.
+    events: events.publisher,
+    alerting: {
+      rules: events.rules,
+      cached: events.cachedRules,
+      alerts: events.alerts,
+      webhooks: events.webhooks,
+      log: events.log,
+      deliveries: events.deliveries,
+      policy: settings.webhookPolicy,
+    },
     interactions: { interactions: store.interactions, usage: store.interactions.rollups },
     settings: {
       exportSettings: infra.exportSettings,

@@ -1,3 +1,4 @@
+import type { EventPublisher } from "../core/cloudevent";
 import type { CopyPurger, DeletionQuery, WarehouseFiles } from "../core/deletion";
 import type { DeliveryLedger } from "../core/delivery-ledger";
 import type { ExportDestination, ExportSettingsStore } from "../core/export-destination";
@@ -8,6 +9,7 @@ import type { ObjectStore } from "../core/object-store";
 import type { UserIdHasher } from "../core/privacy";
 import type { DeadLetterSink, RecordQueue } from "../core/queue";
 import type { StorePorts } from "../core/store-ports";
+import type { DeliveryLog, DeliveryQueue, WebhookSender, WebhookStore } from "../core/webhook-delivery";
 
 /**
  * Everything a deployable needs from the host it runs on. Two hosts build one: AWS
@@ -43,4 +45,14 @@ export interface Infrastructure {
   hostPurgers: CopyPurger[];
   /** The keyed user-id hash of level `none`: a generated secret, or derived from the master key file. */
   userIds: UserIdHasher;
+  /** Where events go: the stack's EventBridge bus, or straight to the delivery queue. */
+  events: EventPublisher;
+  /** The projects' webhooks, their secrets under the host's key wrapper (KMS, the master key file). */
+  webhooks: WebhookStore;
+  /** Each delivery's attempts, for the dashboard and resends. */
+  deliveryLog: DeliveryLog;
+  /** Where webhook deliveries wait: SQS, or the in-process queue with its journal. */
+  deliveryQueue: DeliveryQueue;
+  /** Posts the signed webhook requests: to public addresses in AWS, to loopback too locally. */
+  webhookSender: WebhookSender;
 }

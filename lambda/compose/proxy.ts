@@ -1,8 +1,8 @@
 import type { Hono, MiddlewareHandler } from "hono";
 import type { AppEnv } from "../app/env";
 import { createProxyApp, type UpstreamState } from "../app/proxy/app";
-import type { BudgetWatcher } from "../core/budgets";
 import { combineHooks, PendingWork, type ProxyHooks } from "../core/call";
+import type { Logger } from "../core/logger";
 import { CachedVendorKeys } from "../core/metering-vendor-keys";
 import type { Metrics } from "../core/metrics";
 import type { PriceCatalogue } from "../core/pricing";
@@ -11,6 +11,7 @@ import type { VendorDefinition } from "../core/vendor-model";
 import { BudgetGuard } from "../metering/budgets";
 import { createMetering, type Metering } from "../metering/hooks";
 import { warehouseHooks } from "../warehouse/hooks";
+import { type Alerts, composeAlerts } from "./alerts";
 import type { Infrastructure } from "./infrastructure";
 
 export interface MeteringSettings {
@@ -26,10 +27,13 @@ export interface MeteringSettings {
 export interface ProxySettings {
   /** Absent: calls are relayed and recorded, not metered. */
   metering?: MeteringSettings;
-  /** More hooks, run after metering's and the record's, which they see on the call (`call.record`). */
+  /** More hooks, run after the events', which they see on the call. */
   hooks?: ProxyHooks[];
-  /** Told each budget window's spend after a call's charge: the budget-threshold alerts. */
-  budgetWatcher?: BudgetWatcher;
+  /**
+   * The alerts of a host that serves the dashboard in the same process (the embedded host), so that a
+   * rule edited there applies to the next call; absent: composed here, with this function's own cache.
+   */
+  alerts?: Alerts;
 }
 
 export interface ProxyPerVendor {
@@ -40,27 +44,34 @@ export interface ProxyPerVendor {
   auth: MiddlewareHandler<AppEnv>;
 }
 
-export interface Proxy {
-  /** Metering, the record and the metrics, in that order: what the proxy calls around each call. */
+export interface ProxyComposition {
+  /** Metering, the record, the metrics and the events, in that order: what the proxy calls around each call. */
   hooks: ProxyHooks;
   /** Metering, when it is on: the host settles its leases before it stops. */
   metering: Metering | undefined;
   /** Every call's after-work (settlement, record), which the host waits for before it freezes or stops. */
   pending: PendingWork;
-  /** One vendor's proxy app, with the hooks above. */
+  /**
+   * One vendor's proxy app, with the hooks above: the embedded host makes one per vendor at its start,
+   * a Lambda function one for each managed key of the moment (the operator may replace it).
+   */
   app(options: ProxyPerVendor): Hono<AppEnv>;
 }
 
 /**
  * The proxy with its hooks: metering (rate limit, credit and budget holds and their settlement, BYOK
  * keys, idempotency) over the store, then each call's record to the warehouse queue, then the call's
- * metrics.
+ * metrics, then its events (`usage.recorded`) and alerts (low balance, budget thresholds).
  */
 export function composeProxy(
-  infra: Pick<Infrastructure, "store" | "recordQueue" | "userIds" | "clock" | "logger" | "metrics">,
+  infra: Pick<
+    Infrastructure,
+    "store" | "recordQueue" | "userIds" | "events" | "clock" | "logger" | "metrics"
+  >,
   settings: ProxySettings,
-): Proxy {
+): ProxyComposition {
   const { store, logger, clock } = infra;
+  const alerts = settings.alerts ?? composeAlerts(infra);
   const metering =
     settings.metering &&
     createMetering({
@@ -80,7 +91,8 @@ export function composeProxy(
         cacheMs: settings.metering.keyCacheMs,
         holdTtlMs: settings.metering.holdTtlMs,
         noteChargesMs: settings.metering.noteChargesMs,
-        ...(settings.budgetWatcher && { watcher: settings.budgetWatcher }),
+        // Budget-threshold alerts, with user ids hashed as the records hash them.
+        watcher: alerts.budgetAlerts(infra.userIds),
       }),
     });
   // The order is the contract between the hooks: metering prices the call (`call.billing`), the
@@ -91,18 +103,23 @@ export function composeProxy(
       ...(metering ? [metering] : []),
       warehouseHooks(infra.recordQueue, infra.userIds),
       callMetrics(infra.metrics),
+      alerts.hooks,
       ...(settings.hooks ?? []),
     ],
     logger,
   );
   const pending = new PendingWork();
-  return {
-    hooks,
-    metering,
-    pending,
-    app: ({ managedKey, ...options }) =>
-      createProxyApp({ ...options, ...(managedKey !== undefined && { managedKey }), logger, hooks, pending }),
-  };
+  return { hooks, metering, pending, app: vendorApps({ hooks, pending, logger }) };
+}
+
+/** Each vendor's proxy app around `hooks`, whose after-work goes on `pending`. */
+export function vendorApps(around: {
+  hooks: ProxyHooks;
+  pending: PendingWork;
+  logger: Logger;
+}): ProxyComposition["app"] {
+  return ({ managedKey, ...options }) =>
+    createProxyApp({ ...options, ...(managedKey !== undefined && { managedKey }), ...around });
 }
 
 /**

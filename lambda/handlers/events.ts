@@ -1,7 +1,7 @@
 import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
-import { undiciWebhookSender } from "../adapters/undici/webhook-sender";
 import { composeEvents } from "../compose/events";
-import { awsHost, eventBridgePublisher, kmsKeyWrapper, sqsDeliveryQueue } from "./runtime/aws";
+import { awsHost, eventBridgePublisher } from "./runtime/aws";
+import { awsWebhooks } from "./runtime/aws-webhooks";
 import { parseEventsConfig } from "./runtime/config";
 import { withTelemetry } from "./runtime/telemetry";
 
@@ -12,20 +12,12 @@ import { withTelemetry } from "./runtime/telemetry";
  */
 const config = parseEventsConfig(process.env);
 const aws = awsHost(process.env, "events");
-const events = composeEvents({
-  db: aws.store.db,
-  tables: config.tables,
-  wrapper: kmsKeyWrapper(config)(),
-  queue: sqsDeliveryQueue(config),
-  sender: undiciWebhookSender({ policy: "public", timeoutMs: 10_000 }),
-  publisher: eventBridgePublisher(config),
-  credits: aws.store.credits,
-  logger: aws.logger,
-  clock: aws.clock,
-  ...(config.DMT_WEBHOOK_RETRY_DELAYS_MS
+const events = composeEvents(
+  { ...aws, ...awsWebhooks(config, aws.store.db), events: eventBridgePublisher(config) },
+  config.DMT_WEBHOOK_RETRY_DELAYS_MS
     ? { retryDelaysMs: config.DMT_WEBHOOK_RETRY_DELAYS_MS.split(",").map(Number) }
-    : {}),
-});
+    : {},
+);
 
 export const handler: (event: SQSEvent) => Promise<SQSBatchResponse> = withTelemetry(
   aws.telemetry,

@@ -1,5 +1,4 @@
 import { activePriceCatalogue } from "../adapters/fs/price-catalogue";
-import { composeAlerts } from "../compose/alerts";
 import { composeProxy } from "../compose/proxy";
 import {
   awsHost,
@@ -31,20 +30,12 @@ const aws = awsHost(process.env, "proxy", {
   dimensions: { vendor: config.DMT_VENDOR },
   keyWrapper: kmsKeyWrapper(metering),
 });
-const { userIds } = secretUserIds(process.env, aws.logger);
-const alerts = composeAlerts({
-  db: aws.store.db,
-  tables: metering.tables,
-  publisher: signedEventBridgePublisher(parseEventBusConfig(process.env)),
-  credits: aws.store.credits,
-  logger: aws.logger,
-  clock: aws.clock,
-});
 const proxy = composeProxy(
   {
     ...aws,
     ...sqsRecordQueue(parseRecordQueueConfig(process.env), aws.logger),
-    userIds,
+    ...secretUserIds(process.env, aws.logger),
+    events: signedEventBridgePublisher(parseEventBusConfig(process.env)),
   },
   {
     metering: {
@@ -54,11 +45,9 @@ const proxy = composeProxy(
       // A frozen container may never run again: each call's charge is noted before its invocation ends.
       noteChargesMs: 0,
     },
-    hooks: [alerts.hooks],
-    budgetWatcher: alerts.budgetAlerts(userIds),
   },
 );
-const { hooks, pending } = proxy;
+
 export const handler = awslambda.streamifyResponse(
-  createProxyHandler({ config, logger: aws.logger, hooks, pending, telemetry: aws.telemetry }),
+  createProxyHandler({ config, logger: aws.logger, proxy, telemetry: aws.telemetry }),
 );

@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import type { DynamoDBClient } from "../adapters/dynamodb/client";
-import { DynamoWebhooks } from "../adapters/dynamodb/events";
+import { DynamoDeliveryLog, DynamoWebhooks } from "../adapters/dynamodb/events";
 import type { TableNames } from "../adapters/dynamodb/tables";
 import { LocalMasterKey } from "../adapters/fs/master-key";
 import { FsObjectStore } from "../adapters/fs/object-store";
@@ -8,8 +8,7 @@ import { FolderDeadLetters } from "../adapters/in-process/dead-letters";
 import { QueueJournal } from "../adapters/in-process/journal";
 import { InProcessQueue } from "../adapters/in-process/queue";
 import { undiciWebhookSender } from "../adapters/undici/webhook-sender";
-import { composeEvents, type Events } from "../compose/events";
-import type { CreditStore } from "../core/credits";
+import type { Infrastructure } from "../compose/infrastructure";
 import type { Logger } from "../core/logger";
 import type { BatchHandler } from "../core/queue";
 import type { DeliveryQueue } from "../core/webhook-delivery";
@@ -19,17 +18,19 @@ export interface LocalEventsOptions {
   dataDir: string;
   db: DynamoDBClient;
   tables: TableNames;
-  credits: Pick<CreditStore, "balance">;
   logger: Logger;
   clock?: () => number;
-  /** Waits before webhook retries (tests use short ones). */
-  retryDelaysMs?: readonly number[];
   /** How long the receiver may take (default 10 s). */
   webhookTimeoutMs?: number;
 }
 
-export interface LocalEvents extends Events {
+/** The embedded host's event parts, for `composeEvents`: what the delivery function has in AWS. */
+export interface LocalEventParts
+  extends Pick<Infrastructure, "events" | "webhooks" | "deliveryLog" | "deliveryQueue" | "webhookSender"> {
+  /** The in-process delivery queue, with its journal. */
   queue: InProcessQueue;
+  /** Starts delivering, with the composed events' delivery handler. */
+  start(handler: BatchHandler): void;
   /** Stops delivering; what is undelivered (retries waiting) stays in the journal for the next start. */
   stop(): Promise<void>;
 }
@@ -61,11 +62,12 @@ const DELIVERY_TICK_MS = 250;
 const USAGE_WANTED_MS = 1_000;
 
 /**
- * The events of the local stack: the delivery code of the AWS delivery function, over the in-process
- * queue with its journal (`<data dir>/events-queue/`), so events and waiting retries survive a restart.
- * Webhooks may point at loopback here (a receiver on this machine), never at other private addresses.
+ * The events' parts on the embedded host: the delivery code of the AWS delivery function runs over the
+ * in-process queue with its journal (`<data dir>/events-queue/`), so events and waiting retries survive
+ * a restart. Webhooks may point at loopback here (a receiver on this machine), never at other private
+ * addresses.
  */
-export async function startLocalEvents(options: LocalEventsOptions): Promise<LocalEvents> {
+export async function openLocalEvents(options: LocalEventsOptions): Promise<LocalEventParts> {
   const clock = options.clock ?? Date.now;
   let handler: BatchHandler | undefined;
   const queue = new InProcessQueue({
@@ -81,38 +83,27 @@ export async function startLocalEvents(options: LocalEventsOptions): Promise<Loc
     // CLI commands (`credits grant`, `keys create`...) leave their events in the journal.
     adoptOthers: true,
   });
-  const sendQueue: DeliveryQueue = { send: (body, delayMs) => queue.enqueue(body, delayMs) };
-  const wrapper = LocalMasterKey.inDataDir(options.dataDir);
-  const sender = undiciWebhookSender({
+  const deliveryQueue: DeliveryQueue = { send: (body, delayMs) => queue.enqueue(body, delayMs) };
+  const webhooks = new DynamoWebhooks(options.db, options.tables, LocalMasterKey.inDataDir(options.dataDir));
+  const webhookSender = undiciWebhookSender({
     policy: "public-or-loopback",
     timeoutMs: options.webhookTimeoutMs ?? 10_000,
   });
-  const events = composeEvents({
-    db: options.db,
-    tables: options.tables,
-    wrapper,
-    queue: sendQueue,
-    sender,
-    // No bus here: a usage event no webhook names would go nowhere (wantedUsageOnly).
-    publisher: wantedUsageOnly(
-      queuePublisher(sendQueue, clock),
-      new DynamoWebhooks(options.db, options.tables, wrapper),
-      clock,
-      USAGE_WANTED_MS,
-    ),
-    credits: options.credits,
-    logger: options.logger,
-    clock,
-    ...(options.retryDelaysMs ? { retryDelaysMs: options.retryDelaysMs } : {}),
-  });
-  handler = events.deliveries.handler;
-  queue.start();
   return {
-    ...events,
+    // No bus here: a usage event no webhook names would go nowhere (wantedUsageOnly).
+    events: wantedUsageOnly(queuePublisher(deliveryQueue, clock), webhooks, clock, USAGE_WANTED_MS),
+    webhooks,
+    deliveryLog: new DynamoDeliveryLog(options.db, options.tables),
+    deliveryQueue,
+    webhookSender,
     queue,
+    start(deliveries) {
+      handler = deliveries;
+      queue.start();
+    },
     async stop() {
       await queue.stop();
-      await sender.close();
+      await webhookSender.close();
     },
   };
 }

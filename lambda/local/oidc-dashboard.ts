@@ -7,10 +7,6 @@ import { DASHBOARD_API_PREFIX } from "../app/dashboard/app";
 import { tokenVerifier } from "../app/dashboard/auth";
 import type { AppEnv } from "../app/env";
 import { composeDashboardApi, type DashboardApiSettings } from "../compose/dashboard-api";
-import type { Infrastructure } from "../compose/infrastructure";
-import type { EventPublisher } from "../core/cloudevent";
-import type { DeletionStarter } from "../core/deletion";
-import type { PriceCatalogue } from "../core/pricing";
 import { OIDC_PREFIX, startLocalOidc } from "./oidc";
 
 /**
@@ -40,16 +36,10 @@ interface NodeBindings {
 
 export interface LocalDashboardDeps {
   dataDir: string;
-  /** What the dashboard API reads and writes: the store, the warehouse's query layer, export settings. */
-  infra: Pick<Infrastructure, "store" | "warehouseQuery" | "exportSettings" | "logger">;
-  /** The proxy's catalogue: a key's model patterns are checked against its models. */
-  prices: PriceCatalogue;
-  onKeyRevoked?: (keyId: string) => void;
-  /** The runner that processes deletion requests. */
-  deletionStarter?: DeletionStarter;
-  events?: EventPublisher;
-  /** Settings -> Alerts and Webhooks. */
-  alerting?: DashboardApiSettings["alerting"];
+  /** What the dashboard API reads and writes: the store, the warehouse's query layer, export settings, events. */
+  infra: Parameters<typeof composeDashboardApi>[0];
+  /** The dashboard API's settings but the token check, which the identity provider started here gives. */
+  settings: Omit<DashboardApiSettings, "verifyToken">;
 }
 
 const under = (path: string, prefix: string) => path === prefix || path.startsWith(`${prefix}/`);
@@ -89,17 +79,13 @@ export function localDashboard(deps: LocalDashboardDeps): LocalDashboard {
         const origin = browserOrigin(serverUrl);
         const oidc = await startLocalOidc({ origin, dataDir: deps.dataDir, logger: deps.infra.logger });
         const api = composeDashboardApi(deps.infra, {
+          ...deps.settings,
           verifyToken: tokenVerifier({
             issuer: oidc.issuer,
             audience: oidc.audience,
             clientId: oidc.clientId,
             keys: createLocalJWKSet(oidc.jwks),
           }),
-          prices: deps.prices,
-          ...(deps.onKeyRevoked ? { onKeyRevoked: deps.onKeyRevoked } : {}),
-          ...(deps.deletionStarter ? { deletionStarter: deps.deletionStarter } : {}),
-          ...(deps.events ? { events: deps.events } : {}),
-          ...(deps.alerting ? { alerting: deps.alerting } : {}),
         });
         const web = createWebApp({
           origin,

@@ -3,12 +3,14 @@ import type { DynamoDBClient } from "../adapters/dynamodb/client";
 import { DynamoPorts } from "../adapters/dynamodb/ports";
 import { LocalMasterKey, localUserIdHasher } from "../adapters/fs/master-key";
 import { activePriceCatalogue } from "../adapters/fs/price-catalogue";
+import type { InProcessQueue } from "../adapters/in-process/queue";
 import { createUpstreamClient } from "../adapters/undici/client";
 import type { AppEnv } from "../app/env";
 import { requireKey } from "../app/key-auth";
 import { createRootApp } from "../app/root";
 import { composeKeyAuth } from "../compose/authorizer";
 import { composeDataApi } from "../compose/data-api";
+import { composeEvents, type Events, type EventsSettings } from "../compose/events";
 import type { Infrastructure } from "../compose/infrastructure";
 import { composeProxy } from "../compose/proxy";
 import { composeSweeper } from "../compose/sweeper";
@@ -21,7 +23,7 @@ import { VENDOR_NAMES, type VendorName } from "../core/vendor-model";
 import { type Sweeper, startSweeper } from "../metering/sweeper";
 import { VENDOR_DEFINITIONS } from "../vendors";
 import { type LocalConfig, vendorSettings } from "./config";
-import { type LocalEvents, type LocalEventsOptions, startLocalEvents } from "./events";
+import { type LocalEventsOptions, openLocalEvents } from "./events";
 import { createHttpServer } from "./http-server";
 import { type DashboardSignIn, localDashboard } from "./oidc-dashboard";
 import { type Simulator, startSimulator } from "./simulator";
@@ -43,8 +45,8 @@ export interface LocalStack {
   simulatedVendors: VendorName[];
   /** Where the dashboard is and the development user that signs in to it. */
   dashboard: DashboardSignIn;
-  /** Events, alert rules, webhooks and their delivery (lambda/local/events.ts). */
-  events: LocalEvents;
+  /** Events, alert rules, webhooks and their delivery, over the in-process queue (lambda/local/events.ts). */
+  events: Events & { queue: InProcessQueue };
   /** Resolves once the after-work of every call answered so far is done: credit leases settled, records written to the warehouse. */
   drain(): Promise<void>;
   close(): Promise<void>;
@@ -56,7 +58,7 @@ export interface LocalStackOptions {
   /** More proxy hooks, run after metering's, which they see on the call (the warehouse's record). */
   hooks?: ProxyHooks[];
   /** Webhook delivery: the waits before retries (the default spans over an hour) and the receiver's time. */
-  webhooks?: Pick<LocalEventsOptions, "retryDelaysMs" | "webhookTimeoutMs">;
+  webhooks?: Pick<LocalEventsOptions, "webhookTimeoutMs"> & EventsSettings;
   /**
    * The server's store client is the AWS SDK's, as in Lambda, not the lean one (dynalite-client.ts):
    * for tests that act inside the SDK's request pipeline, such as store faults inside its retry loop.
@@ -113,16 +115,17 @@ async function startOnStore(
   const { keys, usage } = composeKeyAuth({ store, logger }, config.DMT_KEY_CACHE_MS);
   const auth = requireKey({ keys, clock: Date.now, onAuthenticated: (a) => usage.touch(a.keyId) });
 
-  const events = await startLocalEvents({
+  const eventParts = await openLocalEvents({
     dataDir: config.dataDir,
     db: local.db,
     tables: local.tables,
-    credits: store.credits,
     logger,
     clock,
-    ...options.webhooks,
+    ...(options.webhooks?.webhookTimeoutMs !== undefined && {
+      webhookTimeoutMs: options.webhooks.webhookTimeoutMs,
+    }),
   });
-  opened.push(() => events.stop());
+  opened.push(() => eventParts.stop());
 
   // Every finished call becomes one interaction record: queued, written to Parquet within the flush interval.
   // Once written, the dashboard's index and daily rollups get it too; that work runs in a worker thread.
@@ -133,7 +136,7 @@ async function startOnStore(
     store: local,
     // Deletion requests run here; they purge the dashboard's index and rollups too.
     purgers: [store.interactions],
-    events: events.publisher,
+    events: eventParts.events,
   });
   opened.push(() => warehouse.close());
   // The local host's parts, for the same compositions the Lambda entries call (lambda/compose/).
@@ -147,7 +150,19 @@ async function startOnStore(
     warehouseQuery: warehouse.exports.query,
     exportSettings: warehouse.settings,
     openDestination: warehouse.exports.openDestination,
+    events: eventParts.events,
+    webhooks: eventParts.webhooks,
+    deliveryLog: eventParts.deliveryLog,
+    deliveryQueue: eventParts.deliveryQueue,
+    webhookSender: eventParts.webhookSender,
   } satisfies Partial<Infrastructure>;
+  // One process serves what are separate functions in AWS: the events are composed once, and the
+  // proxy and the dashboard share them (a rule edited in the dashboard applies to the next call).
+  const events = composeEvents(
+    infra,
+    options.webhooks?.retryDelaysMs ? { retryDelaysMs: options.webhooks.retryDelaysMs } : {},
+  );
+  eventParts.start(events.deliveries.handler);
   const proxy = composeProxy(infra, {
     ...(config.DMT_METERING === "on" && {
       metering: {
@@ -157,8 +172,8 @@ async function startOnStore(
         noteChargesMs: NOTE_CHARGES_MS,
       },
     }),
-    hooks: [events.hooks, ...(options.hooks ?? [])],
-    budgetWatcher: events.budgetAlerts(infra.userIds),
+    alerts: events,
+    ...(options.hooks && { hooks: options.hooks }),
   });
   const { metering, pending } = proxy;
   const deletionStarter = warehouse.deletion?.runner;
@@ -171,19 +186,13 @@ async function startOnStore(
   const dashboard = localDashboard({
     dataDir: config.dataDir,
     infra,
-    prices,
-    onKeyRevoked: (keyId) => keys.forget(keyId),
-    ...(deletionStarter && { deletionStarter }),
-    events: events.publisher,
-    alerting: {
-      rules: events.rules,
-      cached: events.cachedRules,
-      alerts: events.alerts,
-      webhooks: events.webhooks,
-      log: events.log,
-      deliveries: events.deliveries,
+    settings: {
+      prices,
+      onKeyRevoked: (keyId) => keys.forget(keyId),
+      ...(deletionStarter && { deletionStarter }),
       // Locally a webhook may be a receiver on this machine.
-      policy: "public-or-loopback",
+      webhookPolicy: "public-or-loopback",
+      events,
     },
   });
   const fallback = createRootApp(logger);
@@ -258,12 +267,12 @@ async function startOnStore(
     db: local.db,
     dashboard: signIn,
     simulatedVendors,
-    events,
+    events: { ...events, queue: eventParts.queue },
     async drain() {
       await pending.drain();
       await metering?.settle();
       await warehouse.queue.deliver();
-      await events.queue.deliver();
+      await eventParts.queue.deliver();
     },
     async close() {
       await server.close(10_000);
@@ -271,7 +280,7 @@ async function startOnStore(
       await pending.drain();
       await metering?.settle();
       // Deliveries stop here; events published later (a deletion finishing) wait in the journal.
-      await events.stop();
+      await eventParts.stop();
       await warehouse.close();
       await sweeper?.stop();
       await Promise.all(upstreams.map((u) => u.close()));

@@ -11,6 +11,8 @@ import { DynamoVendorKeys } from "../../lambda/adapters/dynamodb/vendor-keys";
 import { createKmsClient, KmsKeyWrapper } from "../../lambda/adapters/kms/key-wrapper";
 import { SPOOL_PREFIX } from "../../lambda/adapters/sqs/spool";
 import { SECURITY_HEADERS } from "../../lambda/app/security-headers";
+import { vendorApps } from "../../lambda/compose/proxy";
+import { PendingWork, type ProxyHooks } from "../../lambda/core/call";
 import type { CreditBalance } from "../../lambda/core/credits";
 import { DecryptionError, openSecret, sealSecret } from "../../lambda/core/crypto";
 import { errors } from "../../lambda/core/errors";
@@ -326,16 +328,18 @@ describe("proxy handler: calls through the API", () => {
       afterStarted = resolve;
     });
     const recorded: number[] = [];
+    const hooks: ProxyHooks = {
+      async after(_call, outcome) {
+        afterStarted();
+        await gate;
+        recorded.push(outcome.status);
+      },
+    };
+    const pending = new PendingWork();
     const withHooks = createProxyHandler({
       config: parseProxyConfig(process.env),
       logger: silentLogger,
-      hooks: {
-        async after(_call, outcome) {
-          afterStarted();
-          await gate;
-          recorded.push(outcome.status);
-        },
-      },
+      proxy: { pending, app: vendorApps({ hooks, pending, logger: silentLogger }) },
     }) as unknown as StreamingHandler;
 
     const stream = new CollectedResponse();

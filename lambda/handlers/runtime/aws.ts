@@ -16,7 +16,6 @@ import { S3WarehouseFiles } from "../../adapters/s3/deletion-files";
 import { S3ObjectStore } from "../../adapters/s3/object-store";
 import { S3SpoolWriter } from "../../adapters/s3/spool-writer";
 import { createSecretsClient, secretUserIdHasher } from "../../adapters/secrets-manager/secrets";
-import { SqsDeliveryQueue } from "../../adapters/sqs/delivery-queue";
 import { SqsDeadLetters, SqsRecordQueue } from "../../adapters/sqs/queue";
 import { RecordSpool } from "../../adapters/sqs/spool";
 import type { Infrastructure } from "../../compose/infrastructure";
@@ -264,17 +263,6 @@ export function dynamoDeliveryLedger(config: {
       config.tables.warehouseDeliveries,
     ),
   };
-}
-
-/** The webhook delivery queue (lib/events.ts): retries wait on the message's delay. */
-export function sqsDeliveryQueue(config: {
-  DMT_SQS_ENDPOINT?: string | undefined;
-  DMT_WEBHOOK_QUEUE_URL: string;
-}): SqsDeliveryQueue {
-  return new SqsDeliveryQueue(
-    new SQSClient(config.DMT_SQS_ENDPOINT ? { endpoint: config.DMT_SQS_ENDPOINT } : {}),
-    config.DMT_WEBHOOK_QUEUE_URL,
-  );
 }
 
 /**

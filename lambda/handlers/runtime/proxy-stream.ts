@@ -2,9 +2,8 @@ import type { LambdaFunctionURLEvent, StreamifyHandler } from "aws-lambda";
 import { streamHandle } from "hono/aws-lambda";
 import { CachedSecret, createSecretsClient } from "../../adapters/secrets-manager/secrets";
 import { createUpstreamClient } from "../../adapters/undici/client";
-import { createProxyApp } from "../../app/proxy/app";
 import { SECURITY_HEADERS } from "../../app/security-headers";
-import { PendingWork, type ProxyHooks } from "../../core/call";
+import type { ProxyComposition } from "../../compose/proxy";
 import { ApiError, errors } from "../../core/errors";
 import { errorFields, type Logger } from "../../core/logger";
 import { VENDOR_DEFINITIONS } from "../../vendors";
@@ -18,10 +17,11 @@ export type ProxyHandler = StreamifyHandler<LambdaFunctionURLEvent, void>;
 export interface ProxyHandlerDeps {
   config: ProxyConfig;
   logger: Logger;
-  /** Metering and recording (lambda/compose/proxy.ts); without them the proxy only relays. */
-  hooks?: ProxyHooks;
-  /** The hooks' after-work, which each invocation waits for before it ends. */
-  pending?: PendingWork;
+  /**
+   * The composed proxy (lambda/compose/proxy.ts): its app for the managed key of the moment, and the
+   * after-work each invocation waits for before it ends.
+   */
+  proxy: Pick<ProxyComposition, "app" | "pending">;
   /** Tags each invocation's logs and publishes its metrics once its work is done. */
   telemetry?: Pick<LambdaTelemetry, "begin" | "end">;
 }
@@ -31,13 +31,7 @@ export interface ProxyHandlerDeps {
  * locally, through `streamHandle`. API Gateway calls the URL over HTTP_PROXY with the origin secret
  * and the authorizer's decision in headers; anything else calling the URL is refused before any work.
  */
-export function createProxyHandler({
-  config,
-  logger,
-  hooks,
-  telemetry,
-  ...deps
-}: ProxyHandlerDeps): ProxyHandler {
+export function createProxyHandler({ config, logger, proxy, telemetry }: ProxyHandlerDeps): ProxyHandler {
   const vendor = VENDOR_DEFINITIONS[config.DMT_VENDOR];
   const upstream = createUpstreamClient({
     target: config.DMT_UPSTREAM_URL ?? vendor.defaultUpstream,
@@ -61,21 +55,18 @@ export function createProxyHandler({
     config.DMT_SECRET_CACHE_MS,
     logger,
   );
-  const pending = deps.pending ?? new PendingWork();
+  const { pending } = proxy;
 
   let current: { key: string | undefined; handle: ProxyHandler } | undefined;
   /** The proxy for the managed key of the moment: the operator may put or replace it while containers run. */
   const proxyFor = (key: string | undefined): ProxyHandler => {
     if (!current || current.key !== key) {
-      const app = createProxyApp({
+      const app = proxy.app({
         vendor,
         upstream,
         managedKey: key,
         upstreamState: key === undefined ? "missing_key" : "configured",
         auth: forwardedAuth,
-        logger,
-        ...(hooks && { hooks }),
-        pending,
       });
       // hono declares the buffered handler's type; streamHandle returns a streaming one.
       current = { key, handle: streamHandle(app) as unknown as ProxyHandler };
