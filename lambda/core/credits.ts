@@ -1,5 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { type ApiError, errors } from "./errors";
+import { formatUsd } from "./money";
+
+export { decimalUsd, formatUsd } from "./money";
 
 /**
  * Prepaid credits: a balance per project, holds taken before a call and settled after it, and a
@@ -152,21 +155,6 @@ export function parseUsd(text: string, field = "usd"): number {
   }
   if (micros === 0) throw errors.invalidField(field, "must be more than $0");
   return micros;
-}
-
-/** `$12.50`, `$0.000001`: two decimals at least, six at most, never a float on the way. */
-export function formatUsd(micros: number): string {
-  const sign = micros < 0 ? "-" : "";
-  const abs = Math.abs(micros);
-  const fraction = String(abs % MICROS_PER_USD)
-    .padStart(6, "0")
-    .replace(/0{1,4}$/, "");
-  return `${sign}$${Math.floor(abs / MICROS_PER_USD)}.${fraction}`;
-}
-
-/** `12.50`, `0.000001`: `formatUsd` without the `$`, the decimal string headers and events carry. */
-export function decimalUsd(micros: number): string {
-  return formatUsd(micros).replace("$", "");
 }
 
 export function validateMicros(field: string, value: number, max: number, min = 1): void {

@@ -3,16 +3,28 @@
  * leave as chunks of the body, so an export of any size streams in bounded memory.
  */
 import type { ExportFormat } from "./export-request";
+import { decimalUsd } from "./money";
 import { RECORD_COLUMNS } from "./record";
 
 export type ExportValue = string | number | boolean | null;
 
 /**
- * The columns of an export, in order. A row is encoded one of two ways: as its JSON object text (keys
- * in this order, timestamps as ISO 8601 UTC strings with milliseconds), or as one CSV line. Query
- * engines produce rows already encoded (DuckDB natively, in SQL), so the export only frames them.
+ * The columns of an export, in order: the record's, with `cost_usd` beside `cost_micros` (the same
+ * amount in dollars as `decimalUsd` writes it, `"0.000125"`; a JSON string, so no float rounds it). A
+ * row is encoded one of two ways: as its JSON object text (keys in this order, timestamps as ISO 8601
+ * UTC strings with milliseconds), or as one CSV line. Query engines produce rows already encoded
+ * (DuckDB natively, in SQL), so the export only frames them.
  */
-export const EXPORT_COLUMNS: readonly string[] = RECORD_COLUMNS.map((c) => c.name);
+export const EXPORT_COLUMNS: readonly string[] = RECORD_COLUMNS.flatMap((c) =>
+  c.name === "cost_micros" ? [c.name, "cost_usd"] : [c.name],
+);
+
+/** A row's value in an export column: `cost_usd` is derived from `cost_micros`. */
+function exportValue(row: Readonly<Record<string, ExportValue>>, name: string): ExportValue {
+  if (name !== "cost_usd") return row[name] ?? null;
+  const micros = row.cost_micros;
+  return typeof micros === "number" ? decimalUsd(micros) : null;
+}
 /** Columns whose text comes from callers or vendors: the ones formula neutralising applies to. */
 export const TEXT_COLUMNS: ReadonlySet<string> = new Set(
   RECORD_COLUMNS.filter((c) => c.kind === "string").map((c) => c.name),
@@ -43,13 +55,13 @@ export function csvCell(value: ExportValue, text: boolean): string {
 
 /** One row's CSV line, CRLF-terminated as RFC 4180 says. */
 export function csvLine(row: Readonly<Record<string, ExportValue>>): string {
-  return `${EXPORT_COLUMNS.map((name) => csvCell(row[name] ?? null, TEXT_COLUMNS.has(name))).join(",")}\r\n`;
+  return `${EXPORT_COLUMNS.map((name) => csvCell(exportValue(row, name), TEXT_COLUMNS.has(name))).join(",")}\r\n`;
 }
 
 /** One row's JSON text. */
 export function jsonRow(row: Readonly<Record<string, ExportValue>>): string {
   const ordered: Record<string, ExportValue> = {};
-  for (const name of EXPORT_COLUMNS) ordered[name] = row[name] ?? null;
+  for (const name of EXPORT_COLUMNS) ordered[name] = exportValue(row, name);
   return JSON.stringify(ordered);
 }
 

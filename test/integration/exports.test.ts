@@ -21,6 +21,7 @@ import { appShell } from "../../lambda/app/shell";
 import { EXPORT_COLUMNS } from "../../lambda/core/export-format";
 import { silentLogger } from "../../lambda/core/logger";
 import { TIER_LIMITS } from "../../lambda/core/model";
+import { decimalUsd } from "../../lambda/core/money";
 import type { QueueBatch } from "../../lambda/core/queue";
 import type { InteractionRecord } from "../../lambda/core/record";
 import { type LocalWarehouse, startLocalWarehouse } from "../../lambda/local/warehouse";
@@ -178,6 +179,7 @@ describe("POST /api/v1/exports, streamed", () => {
       expect(byId.get(record.transaction_id)).toEqual({
         ...record,
         started_at: new Date(record.started_at).toISOString(),
+        cost_usd: record.cost_micros === null ? null : decimalUsd(record.cost_micros),
       });
     }
   });

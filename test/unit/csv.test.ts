@@ -112,6 +112,23 @@ describe("csvLine and jsonRow", () => {
     expect(at("cost_micros")).toBe(String(record.cost_micros));
     expect(Object.keys(JSON.parse(jsonRow(record)))).toEqual(EXPORT_COLUMNS);
   });
+
+  it("write cost_usd beside cost_micros: the same amount in dollars, to the micro-dollar", () => {
+    const base = syntheticRecord(4) as Record<string, string | number | boolean | null>;
+    const costUsd = (micros: number | null) => {
+      const record = { ...base, cost_micros: micros };
+      const cells = parseCsv(csvLine(record))[0] ?? [];
+      const json = JSON.parse(jsonRow(record)) as Record<string, unknown>;
+      expect(cells[EXPORT_COLUMNS.indexOf("cost_usd")]).toBe(json.cost_usd ?? "");
+      return json.cost_usd;
+    };
+    expect(EXPORT_COLUMNS.indexOf("cost_usd")).toBe(EXPORT_COLUMNS.indexOf("cost_micros") + 1);
+    expect(costUsd(125)).toBe("0.000125");
+    expect(costUsd(1_500_000)).toBe("1.50");
+    expect(costUsd(12_345_678_901)).toBe("12345.678901");
+    expect(costUsd(0)).toBe("0.00");
+    expect(costUsd(null)).toBeNull();
+  });
 });
 
 describe("frameExport", () => {

@@ -81,9 +81,21 @@ describe("DuckDB encodes rows exactly as the JavaScript encoders do", () => {
       images: 3,
       speech_characters: 0,
       price_version: "Ünïcödé 日本語 🚀 \u2028",
+      cost_micros: 1_500_000,
     },
-    { ...syntheticRecord(2), audio_seconds: 3, request_body: "", response_body: null, request_id: null },
-    { ...syntheticRecord(3), started_at: Date.UTC(2026, 0, 15, 23, 59, 59, 999) },
+    {
+      ...syntheticRecord(2),
+      audio_seconds: 3,
+      request_body: "",
+      response_body: null,
+      request_id: null,
+      cost_micros: null,
+    },
+    {
+      ...syntheticRecord(3),
+      started_at: Date.UTC(2026, 0, 15, 23, 59, 59, 999),
+      cost_micros: 12_345_678_901,
+    },
   ];
 
   beforeAll(async () => {

@@ -5,7 +5,7 @@ import {
   StartQueryExecutionCommand,
   StopQueryExecutionCommand,
 } from "@aws-sdk/client-athena";
-import { csvLine, EXPORT_COLUMNS, type ExportValue, jsonRow } from "../../core/export-format";
+import { csvLine, type ExportValue, jsonRow } from "../../core/export-format";
 import type { InteractionQuery, WarehouseQuery } from "../../core/export-query";
 import type { ExportFormat } from "../../core/export-request";
 import { type ColumnKind, RECORD_COLUMNS } from "../../core/record";
@@ -52,7 +52,6 @@ const CONVERT: Record<ColumnKind, Convert> = {
   // Athena prints timestamps as `2026-01-02 03:04:05.678` (UTC, as written).
   timestamp: (t) => new Date(`${t.replace(" ", "T").replace(/ UTC$/, "")}Z`).toISOString(),
 };
-const CONVERTERS = RECORD_COLUMNS.map((c) => CONVERT[c.kind]);
 
 /** Queries in AWS: StartQueryExecution with ExecutionParameters, polling, then results page by page. */
 export class AthenaWarehouseQuery implements WarehouseQuery {
@@ -108,9 +107,9 @@ export class AthenaWarehouseQuery implements WarehouseQuery {
         }
         const data = row.Data ?? [];
         const object: Record<string, ExportValue> = {};
-        CONVERTERS.forEach((convert, i) => {
+        RECORD_COLUMNS.forEach((column, i) => {
           const text = data[i]?.VarCharValue;
-          object[EXPORT_COLUMNS[i] as string] = text === undefined ? null : convert(text);
+          object[column.name] = text === undefined ? null : CONVERT[column.kind](text);
         });
         rows.push(encode(object));
       }

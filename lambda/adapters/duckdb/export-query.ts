@@ -13,6 +13,7 @@ import {
 } from "@duckdb/node-api";
 import duckdb from "@duckdb/node-bindings";
 import { isCompactedFile } from "../../core/compaction";
+import { EXPORT_COLUMNS } from "../../core/export-format";
 import type { InteractionQuery, WarehouseQuery } from "../../core/export-query";
 import type { ExportFormat } from "../../core/export-request";
 import { PROJECT_ID_PATTERN } from "../../core/model";
@@ -81,19 +82,28 @@ function csvCellSql(kind: ColumnKind, column: string): string {
  */
 function rowEncoding(format: ExportFormat, separated: boolean): { cells: string; row: string } {
   const columns = RECORD_COLUMNS.map((c) => ({ kind: c.kind, name: `"${c.name}"` }));
+  // Each column's encoded value, with `cost_usd` after `cost_micros` (EXPORT_COLUMNS).
+  const encoded = (value: (c: { kind: ColumnKind; name: string }) => string, costUsd: string) =>
+    columns.flatMap((c) => (c.name === '"cost_micros"' ? [value(c), costUsd] : [value(c)]));
   if (format === "json") {
-    const fields = columns.map(
-      (c, i) => `'${i === 0 ? "{" : ","}${c.name}:', ${jsonValueSql(c.kind, c.name)}`,
+    const names = EXPORT_COLUMNS.map((name, i) => `'${i === 0 ? "{" : ","}"${name}":'`);
+    const values = encoded(
+      (c) => jsonValueSql(c.kind, c.name),
+      `coalesce('"' || ${DECIMAL_USD_SQL} || '"', 'null')`,
     );
+    const fields = values.map((value, i) => `${names[i]}, ${value}`);
     return { cells: "*", row: `concat(${separated ? "',', chr(10), " : ""}${fields.join(", ")}, '}')` };
   }
   return {
     cells: columns
       .map((c) => (c.kind === "string" ? `${neutralisedSql(c.name)} AS ${c.name}` : c.name))
       .join(", "),
-    row: `concat_ws(',', ${columns.map((c) => csvCellSql(c.kind, c.name)).join(", ")}) || chr(13) || chr(10)`,
+    row: `concat_ws(',', ${encoded((c) => csvCellSql(c.kind, c.name), `coalesce(${DECIMAL_USD_SQL}, '')`).join(", ")}) || chr(13) || chr(10)`,
   };
 }
+
+/** `cost_micros` in dollars as `decimalUsd` writes it: two decimals at least, six at most; null stays null. */
+const DECIMAL_USD_SQL = `(CAST("cost_micros" // 1000000 AS VARCHAR) || '.' || regexp_replace(lpad(CAST("cost_micros" % 1000000 AS VARCHAR), 6, '0'), '0{1,4}$', ''))`;
 
 /**
  * How much of a streamed result DuckDB buffers ahead of the reader. It sizes a batch by its fixed-width
