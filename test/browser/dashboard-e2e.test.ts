@@ -2,8 +2,8 @@ import OpenAI from "openai";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { activePriceCatalogue } from "../../lambda/adapters/fs/price-catalogue";
+import { formatUsd } from "../../lambda/core/money";
 import { costMicros } from "../../lambda/core/pricing";
-import { usd } from "../../web/src/format";
 import { launchBrowser, STEP_TIMEOUT_MS, screenshotOnFailure, signIn } from "../support/browser";
 import { startTestStack, type TestStack } from "../support/stack";
 
@@ -137,7 +137,7 @@ describe.sequential("the dashboard end to end", () => {
     const plain = rows().nth(1);
     const usage = first.usage;
     expect(await plain.textContent()).toContain(`${usage?.prompt_tokens} → ${usage?.completion_tokens}`);
-    expect(await plain.textContent()).toContain(usd(managedCost(usage)));
+    expect(await plain.textContent()).toContain(formatUsd(managedCost(usage)));
     expect(await plain.locator(".badge").allTextContents()).toEqual(["200", "Credits"]);
     // The user id is text: no image element was made from it.
     expect(await plain.locator(".user-id").textContent()).toBe(HTML_USER);

@@ -136,6 +136,11 @@ describe.sequential("the Interactions page in a browser", () => {
       // The cost's total is one band under its rows: its label and its figure look alike.
       const total = dialog.locator("table tfoot tr");
       expect(await total.textContent()).toMatch(/^Total\$\d+\.\d{6}$/);
+      // Each line's amount in dollars too, exact: no micro-dollar unit.
+      const amounts = await dialog.locator("table tbody td:last-child").allTextContents();
+      expect(amounts.length).toBeGreaterThan(0);
+      for (const amount of amounts) expect(amount).toMatch(/^\$\d+\.\d{2,}$/);
+      expect(await dialog.textContent()).not.toContain("µ");
       const looks = await total
         .locator("th, td")
         .evaluateAll((cells) =>
@@ -191,12 +196,15 @@ describe.sequential("the Interactions page in a browser", () => {
     "breaks the period's usage down by model, by API key and by end user, dearest first",
     async () => {
       await page.goto(`${stack.url}/dashboard/usage`);
-      // One day of calls in a 30-day range: the charts draw a week from it, so the bar is visible,
-      // and each says from when; each lists its two models in a legend of its own.
+      // One day of calls in a 30-day range: each chart draws the range's 30 days, and lists its two
+      // models in a legend of its own.
       const requestsChart = page.locator('.chart-card[data-metric="requests"]');
-      await expect.poll(() => requestsChart.getAttribute("data-days")).toBe("7");
-      const weekAgo = new Date(Date.now() - 6 * 86_400_000).toISOString().slice(0, 10);
-      expect(await requestsChart.locator(".chart-note").textContent()).toContain(`From ${weekAgo}`);
+      await expect.poll(() => requestsChart.getAttribute("data-days")).toBe("30");
+      for (const metric of ["tokens", "cost"]) {
+        expect(await page.locator(`.chart-card[data-metric="${metric}"]`).getAttribute("data-days")).toBe(
+          "30",
+        );
+      }
       expect(await requestsChart.locator(".chart-legend li").allTextContents()).toEqual([
         "OpenAI · gpt-4o",
         "OpenAI · gpt-4o-mini",
@@ -258,18 +266,20 @@ describe.sequential("the Interactions page in a browser", () => {
       await page.goto(`${stack.url}/dashboard/overview`);
       await expect.poll(() => section.isVisible()).toBe(true);
       expect(await section.textContent()).toContain("Project · per month");
-      expect(await section.textContent()).toMatch(/\$0\.\d\d of \$500\.00/);
+      // Summaries are to the cent, the exact amount on hover.
+      expect(await section.textContent()).toMatch(/(\$0\.\d\d|<\$0\.01) of \$500\.00/);
+      expect(await section.locator(".money").first().getAttribute("title")).toMatch(/^\$0\.\d{2,6}$/);
       expect(await section.locator("meter").count()).toBe(1);
       // Beside the top models: the top keys and end users by cost.
       await expect
         .poll(() => page.getByTestId("overview-top-keys").locator("li").allTextContents())
         .toEqual([
-          expect.stringMatching(/^ci-runner\$0\.\d+1 call$/),
-          expect.stringMatching(/^laptop\$0\.\d+2 calls$/),
+          expect.stringMatching(/^ci-runner(\$0\.\d\d|<\$0\.01)1 call$/),
+          expect.stringMatching(/^laptop(\$0\.\d\d|<\$0\.01)2 calls$/),
         ]);
       await expect
         .poll(() => page.getByTestId("overview-top-users").locator("li").allTextContents())
-        .toEqual([expect.stringMatching(/^user-ada\$0\.\d+2 calls$/)]);
+        .toEqual([expect.stringMatching(/^user-ada(\$0\.\d\d|<\$0\.01)2 calls$/)]);
       await page.setViewportSize({ width: 390, height: 844 });
       await page.waitForLoadState("networkidle");
       expect(await tooWide(page)).toEqual([]);

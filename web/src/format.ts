@@ -1,4 +1,4 @@
-import { formatCents } from "../../lambda/core/money";
+import { formatCents, formatUsd } from "../../lambda/core/money";
 import { h } from "./dom";
 
 const relative = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
@@ -34,16 +34,6 @@ export function formatDay(ms: number): HTMLElement {
   return h("time", { datetime: date.toISOString(), title: absolute.format(date) }, day.format(date));
 }
 
-/** Micro-USD as dollars: `$12.50`, `-$0.000125` (two decimals at least, six at most; no float on the way). */
-export function usd(micros: number): string {
-  const sign = micros < 0 ? "-" : "";
-  const abs = Math.abs(micros);
-  const fraction = String(abs % 1_000_000)
-    .padStart(6, "0")
-    .replace(/0{1,4}$/, "");
-  return `${sign}$${Math.floor(abs / 1_000_000).toLocaleString("en-US")}.${fraction}`;
-}
-
 const integer = new Intl.NumberFormat("en-US");
 const compact = new Intl.NumberFormat("en-US", { notation: "compact", maximumFractionDigits: 1 });
 
@@ -67,11 +57,6 @@ export function duration(ms: number): string {
   return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
 }
 
-/** Micro-USD as dollars with the precision the amount needs: `$0.000125` below a cent, else `$12.50`. */
-export function usdShort(micros: number): string {
-  return Math.abs(micros) < 10_000 ? usd(micros) : usd(Math.round(micros / 10_000) * 10_000);
-}
-
 const dated = new Intl.DateTimeFormat(undefined, {
   month: "short",
   day: "numeric",
@@ -91,15 +76,24 @@ export function logTime(ms: number, now = Date.now()): HTMLElement {
 }
 
 /**
- * An amount with its full precision on hover: to the cent by default (`$5.10`, title `$5.100227`),
- * or as `usdShort` shows it where sub-cent figures matter (a new project's first calls).
+ * A summary's amount (a total, a balance, spend per day, model, key or user): to the cent
+ * (`formatCents`), with the exact amount on hover (`formatUsd`), so `<$0.01` still says how much.
  */
-export function money(
-  micros: number,
-  options: { className?: string; format?: (micros: number) => string } = {},
-) {
-  const text = (options.format ?? formatCents)(micros);
-  return h("span", { class: `money ${options.className ?? ""}`.trim(), title: usd(micros) }, text);
+export function money(micros: number, className?: string): HTMLElement {
+  return h(
+    "span",
+    { class: `money ${className ?? ""}`.trim(), title: formatUsd(micros) },
+    formatCents(micros),
+  );
+}
+
+/**
+ * A chart's money labels, for values up to `peakMicros`: to the cent, or, on a chart whose values all
+ * stay under a cent (a new project's first calls), to the micro-dollar, where cents would label every
+ * line `<$0.01`.
+ */
+export function chartMoney(peakMicros: number): (micros: number) => string {
+  return peakMicros < 10_000 ? (micros) => formatUsd(Math.round(micros)) : formatCents;
 }
 
 /** The change from `previous` to `current` as people say it: `+12%`, `-3%`, `new`, or `—` when both are 0. */

@@ -1,6 +1,8 @@
+import { decimalMicros } from "../../../lambda/core/money";
 import type { BudgetInput, BudgetView } from "../api";
 import { h } from "../dom";
 import { formError, onSubmit } from "../form";
+import { money } from "../format";
 import { emptyState, errorMessage, loadInto, type Page, type PageContext, pageHead } from "./page";
 
 export const WINDOWS: Record<BudgetView["window"], string> = {
@@ -15,11 +17,12 @@ export function scopeLabel(budget: BudgetView): string {
   return budget.user === "*" ? "Each end user" : `End user ${budget.user}`;
 }
 
-/** How much of the window's limit is spent, as a bar (held amounts shown apart). */
+/** How much of the window's limit is spent, as a bar (held amounts shown apart), to the cent. */
 export function spendBar(budget: BudgetView): HTMLElement {
   if (budget.spent_usd === undefined) return h("span", { class: "muted" }, "Counted per user");
-  const limit = Number(budget.limit_usd);
-  const spent = Number(budget.spent_usd);
+  const limit = decimalMicros(budget.limit_usd);
+  const spent = decimalMicros(budget.spent_usd);
+  const held = decimalMicros(budget.held_usd ?? "0");
   const share = limit > 0 ? Math.min(1, spent / limit) : 0;
   const meter = h("meter", {
     min: "0",
@@ -33,8 +36,8 @@ export function spendBar(budget: BudgetView): HTMLElement {
     "div",
     { class: "budget-spend" },
     meter,
-    h("span", {}, `$${budget.spent_usd} of $${budget.limit_usd}`),
-    Number(budget.held_usd ?? 0) > 0 ? h("span", { class: "muted" }, ` ($${budget.held_usd} held)`) : null,
+    h("span", {}, money(spent), " of ", money(limit)),
+    held > 0 ? h("span", { class: "muted" }, " (", money(held), " held)") : null,
   );
 }
 

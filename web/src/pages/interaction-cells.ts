@@ -1,6 +1,6 @@
+import { formatUsd } from "../../../lambda/core/money";
 import type { InteractionSummary } from "../api";
 import { h } from "../dom";
-import { usd } from "../format";
 import { BILLING_HINTS, BILLING_LABELS } from "../labels";
 
 /** The cells a call shows both in the Interactions list and in its detail. */
@@ -47,6 +47,6 @@ export function costCell(row: InteractionSummary): HTMLElement {
     return h("span", { class: "muted", title: "No price is known for this model" }, "—");
   // Calls not paid from credits show the list price, marked so it is not read as a charge.
   return row.billing_mode === "managed"
-    ? h("span", {}, usd(row.cost_micros))
-    : h("span", { class: "muted", title: "List price; not charged to credits" }, usd(row.cost_micros));
+    ? h("span", {}, formatUsd(row.cost_micros))
+    : h("span", { class: "muted", title: "List price; not charged to credits" }, formatUsd(row.cost_micros));
 }

@@ -1,8 +1,9 @@
 import { INDEX_RETENTION_DAYS } from "../../../lambda/core/interaction-filters";
+import { formatMicrosText, formatUsd } from "../../../lambda/core/money";
 import type { CostBreakdown } from "../../../lambda/core/pricing/cost";
 import { ApiFailure, type Interaction, type InteractionSummary } from "../api";
 import { type Child, h, icon } from "../dom";
-import { count, duration, usd } from "../format";
+import { count, duration } from "../format";
 import { vendorLabel } from "../labels";
 import { billingBadge, costCell, type KeyNames, keyCell, statusBadge } from "./interaction-cells";
 import { loadInto, loadingState, modal, type PageContext } from "./page";
@@ -91,7 +92,7 @@ function costBreakdownSection(interaction: Interaction): HTMLElement | null {
     breakdown.markup === "1" ? "" : `Markup ×${breakdown.markup}, rounded up once to a whole micro-dollar.`,
     breakdown.charged_micros === undefined
       ? ""
-      : `Charged ${usd(breakdown.charged_micros)}: capped at the call's credit hold.`,
+      : `Charged ${formatUsd(breakdown.charged_micros)}: capped at the call's credit hold.`,
     unpriced.length > 0 ? `Reported but not priced: ${unpriced.join(", ")}.` : "",
   ].filter(Boolean);
   return h(
@@ -123,7 +124,7 @@ function costBreakdownSection(interaction: Interaction): HTMLElement | null {
               h("td", {}, h("code", {}, item.dimension)),
               h("td", { class: "num" }, `${count(item.quantity)} ${item.unit}`),
               h("td", { class: "num" }, `${item.rate_usd}${PER_LABELS[String(item.per)] ?? `/${item.per}`}`),
-              h("td", { class: "num" }, `${item.amount_micros} µ$`),
+              h("td", { class: "num" }, formatMicrosText(item.amount_micros)),
             ),
           ),
         ),
@@ -134,7 +135,7 @@ function costBreakdownSection(interaction: Interaction): HTMLElement | null {
             "tr",
             {},
             h("th", { scope: "row", colspan: "3" }, "Total"),
-            h("td", { class: "num" }, usd(breakdown.micros)),
+            h("td", { class: "num" }, formatUsd(breakdown.micros)),
           ),
         ),
       ),

@@ -8,9 +8,10 @@ import {
   PointElement,
   Tooltip,
 } from "chart.js";
+import { formatCents } from "../../../lambda/core/money";
 import type { AlertRuleView, BreakdownDimension, BudgetView, Overview, PeriodSpend } from "../api";
 import { type Child, h } from "../dom";
-import { money as cents, change, count, counted, relativeTime, usd, usdShort } from "../format";
+import { change, chartMoney, count, counted, money, relativeTime } from "../format";
 import { vendorLabel } from "../labels";
 import { scopeLabel, spendBar, WINDOWS } from "./budgets";
 import { emptyState, loadInto, type Page, type PageContext, pageHead } from "./page";
@@ -24,9 +25,6 @@ const TOP_BUDGETS = 5;
 Chart.register(LineController, LineElement, PointElement, CategoryScale, LinearScale, Filler, Tooltip);
 
 const dayLabel = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric", timeZone: "UTC" });
-
-/** Overview figures keep sub-cent amounts visible: a new project's first calls cost fractions of a cent. */
-const money = (micros: number) => cents(micros, { format: usdShort });
 
 /** The chart of the page last drawn: destroyed before the next one is drawn. */
 let live: Chart | undefined;
@@ -96,8 +94,9 @@ function creditTiles(overview: Overview): HTMLElement[] {
 function monthChart(overview: Overview): HTMLElement {
   const { days, cumulativeMicros } = overview.month;
   const total = cumulativeMicros.at(-1) ?? 0;
-  const summary = `Spend this month: ${usd(total)} charged to credits by ${overview.today}.`;
+  const summary = `Spend this month: ${formatCents(total)} charged to credits by ${overview.today}.`;
   const canvas = h("canvas", { role: "img", "aria-label": summary });
+  const axis = chartMoney(total);
   const card = h(
     "section",
     { class: "card chart-card", "data-testid": "overview-month" },
@@ -130,11 +129,11 @@ function monthChart(overview: Overview): HTMLElement {
       interaction: { mode: "index", intersect: false },
       scales: {
         x: { grid: { display: false }, ticks: { maxRotation: 0, autoSkipPadding: 12 } },
-        y: { beginAtZero: true, ticks: { callback: (v) => usd(Number(v)) } },
+        y: { beginAtZero: true, ticks: { callback: (v) => axis(Number(v)) } },
       },
       plugins: {
         legend: { display: false },
-        tooltip: { callbacks: { label: (item) => `Spent by then: ${usd(Number(item.raw))}` } },
+        tooltip: { callbacks: { label: (item) => `Spent by then: ${axis(Number(item.raw))}` } },
       },
     },
   });
@@ -302,7 +301,7 @@ function alertLine(rule: AlertRuleView): HTMLElement {
   return h(
     "li",
     { "data-rule": rule.ruleId },
-    h("span", { class: "budget-name" }, `Low balance: under ${usd(rule.thresholdMicros)}`),
+    h("span", { class: "budget-name" }, `Low balance: under ${formatCents(rule.thresholdMicros)}`),
     // Fired once per crossing; it re-arms when the balance is back above the amount.
     rule.armed || rule.firedAt === undefined
       ? h("span", { class: "muted" }, "Watching")

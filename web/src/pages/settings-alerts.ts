@@ -1,3 +1,4 @@
+import { formatCents } from "../../../lambda/core/money";
 import type { AlertRuleView, DeliveryView, WebhookView } from "../api";
 import { h, replace } from "../dom";
 import { formError, onSubmit } from "../form";
@@ -20,8 +21,7 @@ function card(title: string, intro: string, ...children: (Node | null)[]): HTMLE
 
 function ruleText(rule: AlertRuleView): string {
   if (rule.kind === "low_balance") {
-    const usd = (rule.thresholdMicros / 1_000_000).toFixed(2);
-    return `balance.low below $${usd}${rule.armed ? "" : " (fired; re-arms above it)"}`;
+    return `balance.low below ${formatCents(rule.thresholdMicros)}${rule.armed ? "" : " (fired; re-arms above it)"}`;
   }
   return `budget.threshold / budget.exceeded at ${rule.thresholds.map((p) => `${p}%`).join(", ")}`;
 }

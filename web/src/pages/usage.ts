@@ -1,7 +1,8 @@
 import { BarController, BarElement, CategoryScale, Chart, LinearScale, Tooltip } from "chart.js";
+import { formatCents } from "../../../lambda/core/money";
 import type { BreakdownDimension, BreakdownLine, BreakdownReport, UsageReport, UsageSeries } from "../api";
 import { h, replace } from "../dom";
-import { count, counted, shortCount, usd, usdShort } from "../format";
+import { chartMoney, count, counted, money, shortCount } from "../format";
 import { vendorLabel } from "../labels";
 import {
   emptyState,
@@ -60,21 +61,8 @@ function chartLines(report: UsageReport, metric: Metric): { label: string; value
 const formatters: Record<Metric, (v: number) => string> = {
   requests: count,
   tokens: shortCount,
-  cost: usdShort,
+  cost: formatCents,
 };
-
-/** Days a chart shows at least: one day of data is a bar among a week, not a sliver of a month. */
-const MIN_CHART_DAYS = 7;
-
-/**
- * The days a chart draws: from the first day with a call (earlier days are all zero), at least a week.
- * So a project's first day of calls shows as a visible bar, not a thin line at the edge of 90 days.
- */
-export function chartStart(report: Pick<UsageReport, "days" | "series">): number {
-  const first = report.days.findIndex((_, i) => report.series.some((s) => (s.requests[i] ?? 0) > 0));
-  if (first === -1) return 0;
-  return Math.max(0, Math.min(first, report.days.length - MIN_CHART_DAYS));
-}
 
 /** A legend in the page, beside the chart: it wraps instead of being clipped, whatever the series. */
 function legend(lines: { label: string }[]): HTMLElement {
@@ -90,26 +78,17 @@ function legend(lines: { label: string }[]): HTMLElement {
   );
 }
 
-/** A stacked bar chart, with a text summary for screen readers and tests. */
-function chartCard(full: UsageReport, metric: Metric, title: string, live: Chart[]): HTMLElement {
-  const start = chartStart(full);
-  const report = {
-    ...full,
-    days: full.days.slice(start),
-    series: full.series.map((s) => ({
-      ...s,
-      requests: s.requests.slice(start),
-      errors: s.errors.slice(start),
-      input_tokens: s.input_tokens.slice(start),
-      output_tokens: s.output_tokens.slice(start),
-      cost_micros: s.cost_micros.slice(start),
-    })),
-  };
+/**
+ * A stacked bar chart of every day of the range (a 30-day range draws 30 days, the quiet ones as
+ * gaps), with a text summary for screen readers and tests.
+ */
+function chartCard(report: UsageReport, metric: Metric, title: string, live: Chart[]): HTMLElement {
   const lines = chartLines(report, metric);
   const totals = report.days.map((_, i) => sum(lines.map((l) => l.values[i] ?? 0)));
   const total = sum(totals);
   const peak = totals.indexOf(Math.max(...totals));
   const format = formatters[metric];
+  const axis = metric === "cost" ? chartMoney(Math.max(...totals)) : format;
   const summary =
     total === 0
       ? `${title}: nothing in this range.`
@@ -126,13 +105,6 @@ function chartCard(full: UsageReport, metric: Metric, title: string, live: Chart
     h("h2", { class: "card-title" }, title, h("span", { class: "card-figure" }, format(total))),
     h("div", { class: "chart-box" }, canvas),
     legend(lines),
-    start > 0
-      ? h(
-          "p",
-          { class: "hint chart-note" },
-          `From ${report.days[0]}: nothing was called before in this range.`,
-        )
-      : null,
     h("p", { class: "sr-only" }, summary),
   );
   const chart = new Chart(canvas, {
@@ -154,7 +126,7 @@ function chartCard(full: UsageReport, metric: Metric, title: string, live: Chart
       interaction: { mode: "index", intersect: false },
       scales: {
         x: { stacked: true, grid: { display: false }, ticks: { maxRotation: 0, autoSkipPadding: 12 } },
-        y: { stacked: true, beginAtZero: true, ticks: { callback: (v) => format(Number(v)), precision: 0 } },
+        y: { stacked: true, beginAtZero: true, ticks: { callback: (v) => axis(Number(v)), precision: 0 } },
       },
       plugins: {
         // The legend is the page's own list below the chart (never clipped by the canvas).
@@ -162,7 +134,7 @@ function chartCard(full: UsageReport, metric: Metric, title: string, live: Chart
         tooltip: {
           callbacks: {
             label: (item) =>
-              `${item.dataset.label}: ${metric === "cost" ? usd(Number(item.raw)) : count(Number(item.raw))}`,
+              `${item.dataset.label}: ${metric === "cost" ? axis(Number(item.raw)) : count(Number(item.raw))}`,
           },
         },
       },
@@ -172,7 +144,7 @@ function chartCard(full: UsageReport, metric: Metric, title: string, live: Chart
   return card;
 }
 
-function tile(label: string, value: string, note: string, testId: string): HTMLElement {
+function tile(label: string, value: string | HTMLElement, note: string, testId: string): HTMLElement {
   return h(
     "div",
     { class: "tile" },
@@ -207,14 +179,14 @@ function tiles(report: UsageReport): HTMLElement {
     ),
     tile(
       "Charged to credits",
-      usd(managed.cost_micros),
+      money(managed.cost_micros),
       `${counted(managed.requests, "call")} with the service's keys`,
       "usage-charged",
     ),
     tile(
       "Own vendor keys",
       count(own),
-      `${usd(byok.cost_micros + dual.cost_micros)} at list price, not charged`,
+      `${formatCents(byok.cost_micros + dual.cost_micros)} at list price, not charged`,
       "usage-byok",
     ),
   );
@@ -254,8 +226,8 @@ const figures = (
   h("td", { class: "num" }, count(f.errors)),
   h("td", { class: "num" }, count(f.input_tokens)),
   h("td", { class: "num" }, count(f.output_tokens)),
-  h("td", { class: "num" }, usd(f.cost_micros)),
-  charged === undefined ? null : h("td", { class: "num" }, usd(charged)),
+  h("td", { class: "num" }, money(f.cost_micros)),
+  charged === undefined ? null : h("td", { class: "num" }, money(charged)),
 ];
 
 function modelTable(report: UsageReport): HTMLElement {
