@@ -295,6 +295,88 @@ describe("authorization between projects", () => {
   });
 });
 
+describe("no id oracle", () => {
+  /** The same id with its last characters changed: one that does not exist. */
+  const unknown = (id: string) => `${id.slice(0, -6)}${"zzzzzz"}`;
+  /** An answer with the id it names replaced: what must not tell the two ids apart. */
+  const shape = (answer: { status: number; body: unknown }, id: string) => ({
+    status: answer.status,
+    body: JSON.stringify(answer.body).replaceAll(id, "<id>"),
+  });
+
+  it("answers another project's ids as ids that do not exist, on every route that takes one", async () => {
+    const a = await newUser();
+    const b = await newUser();
+    const aKey = (await createKey(a.token, a.projectId, { name: "a" })).body.key as string;
+    const bCreated = await createKey(b.token, b.projectId, { name: "b" });
+    const bKey = bCreated.body.key as string;
+    const bKeyId = (bCreated.body.apiKey as { keyId: string }).keyId;
+    const budget = await api(b.token, "PUT", `/projects/${b.projectId}/budgets`, { usd: "5", window: "day" });
+    const bBudgetId = (budget.body.budget as { id: string }).id;
+    const hook = { url: "http://127.0.0.1:9/hook" };
+    const bHook = (await api(b.token, "POST", `/projects/${b.projectId}/webhooks`, hook)).body.webhook as {
+      webhookId: string;
+    };
+    const aHook = (await api(a.token, "POST", `/projects/${a.projectId}/webhooks`, hook)).body.webhook as {
+      webhookId: string;
+    };
+    const tested = await api(b.token, "POST", `/projects/${b.projectId}/webhooks/${bHook.webhookId}/test`);
+    const bEventId = (tested.body.delivery as { eventId: string }).eventId;
+    const call = await fetch(`${stack.url}/openai/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${bKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }] }),
+    });
+    await call.arrayBuffer();
+    const bTransaction = call.headers.get("x-dmt-transaction-id") ?? "";
+    const deletion = await fetch(`${stack.url}/api/v1/data`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${bKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ reason: "test", transaction_ids: ["none"] }),
+    });
+    const bRequestId = ((await deletion.json()) as { request_id: string }).request_id;
+    await stack.drain();
+    // Each id exists for its owner.
+    expect((await api(b.token, "GET", `/projects/${b.projectId}/interactions/${bTransaction}`)).status).toBe(
+      200,
+    );
+    expect(bEventId).toMatch(/^evt_/);
+
+    const base = `/projects/${a.projectId}`;
+    const dashboard: [string, (id: string) => string, string, ((id: string) => unknown)?][] = [
+      ["POST", (id) => `${base}/keys/${id}/revoke`, bKeyId],
+      ["PUT", (id) => `${base}/keys/${id}/policy`, bKeyId, () => ({ tpm: 10 })],
+      ["PUT", () => `${base}/budgets`, bKeyId, (id) => ({ keyId: id, usd: "5", window: "day" })],
+      ["DELETE", (id) => `${base}/budgets/${id}`, bBudgetId],
+      ["GET", (id) => `${base}/interactions/${id}`, bTransaction],
+      ["DELETE", (id) => `${base}/webhooks/${id}`, bHook.webhookId],
+      ["GET", (id) => `${base}/webhooks/${id}/deliveries`, bHook.webhookId],
+      ["POST", (id) => `${base}/webhooks/${id}/test`, bHook.webhookId],
+      ["POST", (id) => `${base}/webhooks/${aHook.webhookId}/deliveries/${id}/resend`, bEventId],
+    ];
+    for (const [method, path, id, body] of dashboard) {
+      const theirs = await api(a.token, method, path(id), body?.(id));
+      const none = await api(a.token, method, path(unknown(id)), body?.(unknown(id)));
+      expect(theirs.status, `${method} ${path(id)}`).toBe(404);
+      expect(shape(theirs, id), `${method} ${path(id)}`).toEqual(shape(none, unknown(id)));
+    }
+    const dataApi = async (path: string) => {
+      const res = await fetch(`${stack.url}${path}`, { headers: { authorization: `Bearer ${aKey}` } });
+      return { status: res.status, body: await res.json() };
+    };
+    for (const [path, id] of [
+      ["/api/v1/transactions/", bTransaction],
+      ["/api/v1/data/", bRequestId],
+    ] as const) {
+      const theirs = await dataApi(`${path}${id}`);
+      expect(theirs.status, path).toBe(404);
+      expect(shape(theirs, id), path).toEqual(shape(await dataApi(`${path}${unknown(id)}`), unknown(id)));
+    }
+    // B's things are untouched.
+    expect(await status(bKey)).toBe(200);
+  });
+});
+
 describe("tokens the dashboard API refuses", () => {
   it("refuses expired, wrong-audience, wrong-client and forged tokens with 401", async () => {
     const { projectId } = await newUser();
@@ -584,8 +666,9 @@ describe("budgets and key policies", () => {
       usd: "5",
       window: "day",
     });
-    expect(refused.status).toBe(400);
-    expect((refused.body.error as { message: string }).message).toContain("belongs to another project");
+    // Answered as for a key that does not exist: no oracle for other projects' ids.
+    expect(refused.status).toBe(404);
+    expect((refused.body.error as { message: string }).message).toBe(`Key '${foreignId}' was not found.`);
     // Another project's budget is not found from here.
     expect(
       (await api(other.token, "DELETE", `/projects/${other.projectId}/budgets/${budget.id}`)).status,

@@ -56,6 +56,11 @@ export function budgetRoutes(base: string, deps: BudgetRoutesDeps): RouteTable {
       // Sets the budget of that scope, subject and window: creates it, or changes its limit and flags.
       PUT: async (c) => {
         const input = parseBody(budgetBody, await readJsonObject(c, BODY_LIMIT));
+        // Another project's key reads as one that does not exist: no answer tells its id is taken.
+        if (input.keyId !== undefined && KEY_ID.test(input.keyId)) {
+          const key = await deps.store.getKey(input.keyId);
+          if (key?.projectId !== projectOf(c)) throw errors.notFound(`Key '${input.keyId}' was not found.`);
+        }
         const now = deps.clock();
         const budget = await setBudget(deps.store, deps.budgets, { projectId: projectOf(c), ...input }, now);
         return c.json({ budget: budgetView(budget, now) });
