@@ -2,14 +2,13 @@ import {
   ConditionalCheckFailedException,
   DeleteItemCommand,
   type DynamoDBClient,
-  GetItemCommand,
   PutItemCommand,
   UpdateItemCommand,
 } from "@aws-sdk/client-dynamodb";
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
 import { type Budget, type BudgetStore, counterExpiry, projectOfBudget } from "../../core/budgets";
 import type { Hold, HoldCharges, HoldResult, Settlement } from "../../core/credits";
-import { queryAll, scanItems } from "./paging";
+import { queryAll, readItem, scanItems } from "./paging";
 import type { TableNames } from "./tables";
 
 /**
@@ -84,14 +83,7 @@ export class DynamoBudgets implements BudgetStore {
   async get(budgetId: string): Promise<Budget | undefined> {
     const projectId = projectOfBudget(budgetId);
     if (!projectId) return undefined;
-    const out = await this.db.send(
-      new GetItemCommand({
-        TableName: this.tables.budgets,
-        Key: marshall({ projectId, budgetId }),
-        ConsistentRead: true,
-      }),
-    );
-    return out.Item && (unmarshall(out.Item) as Budget);
+    return (await readItem(this.db, this.tables.budgets, { projectId, budgetId })) as Budget | undefined;
   }
 
   async list(projectId: string): Promise<Budget[]> {
@@ -277,14 +269,7 @@ export class DynamoBudgets implements BudgetStore {
   }
 
   private async readCounter(counterId: string): Promise<CounterItem | undefined> {
-    const out = await this.db.send(
-      new GetItemCommand({
-        TableName: this.tables.budgetCounters,
-        Key: marshall({ counterId }),
-        ConsistentRead: true,
-      }),
-    );
-    return out.Item && (unmarshall(out.Item) as CounterItem);
+    return (await readItem(this.db, this.tables.budgetCounters, { counterId })) as CounterItem | undefined;
   }
 }
 

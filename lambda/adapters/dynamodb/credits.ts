@@ -2,7 +2,6 @@ import { randomBytes } from "node:crypto";
 import {
   ConditionalCheckFailedException,
   type DynamoDBClient,
-  GetItemCommand,
   PutItemCommand,
   QueryCommand,
   UpdateItemCommand,
@@ -27,7 +26,7 @@ import {
   validateMicros,
 } from "../../core/credits";
 import { errors } from "../../core/errors";
-import { scanItems } from "./paging";
+import { readItem, scanItems } from "./paging";
 import type { TableNames } from "./tables";
 
 /**
@@ -413,25 +412,12 @@ export class DynamoCredits implements CreditStore {
   }
 
   private async readEntry(projectId: string, id: string): Promise<LedgerEntry | undefined> {
-    const out = await this.db.send(
-      new GetItemCommand({
-        TableName: this.tables.ledger,
-        Key: marshall({ projectId, entryId: id }),
-        ConsistentRead: true,
-      }),
-    );
-    return out.Item && (unmarshall(out.Item) as LedgerEntry);
+    const entry = await readItem(this.db, this.tables.ledger, { projectId, entryId: id });
+    return entry as LedgerEntry | undefined;
   }
 
   private async readBalance(projectId: string): Promise<BalanceItem | undefined> {
-    const out = await this.db.send(
-      new GetItemCommand({
-        TableName: this.tables.credits,
-        Key: marshall({ projectId }),
-        ConsistentRead: true,
-      }),
-    );
-    return out.Item && (unmarshall(out.Item) as BalanceItem);
+    return (await readItem(this.db, this.tables.credits, { projectId })) as BalanceItem | undefined;
   }
 }
 

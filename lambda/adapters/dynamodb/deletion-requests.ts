@@ -2,7 +2,6 @@ import { createHash } from "node:crypto";
 import {
   ConditionalCheckFailedException,
   type DynamoDBClient,
-  GetItemCommand,
   PutItemCommand,
   QueryCommand,
   UpdateItemCommand,
@@ -17,7 +16,7 @@ import {
 } from "../../core/deletion";
 import { DeletionAlreadyCompletedError, DeletionFatalError } from "../../core/deletion-steps";
 import { errors } from "../../core/errors";
-import { queryItems, scanAll } from "./paging";
+import { queryItems, readItem, scanAll } from "./paging";
 
 const opts = { removeUndefinedValues: true };
 const FILE_MARK = "#file#";
@@ -54,15 +53,9 @@ export class DynamoDeletionRequests implements DeletionRequestStore {
 
   async get(projectId: string, requestId: string): Promise<DeletionRequestRecord | undefined> {
     if (!isDeletionRequestId(requestId)) return undefined;
-    const out = await this.db.send(
-      new GetItemCommand({
-        TableName: this.table,
-        Key: this.key(projectId, requestId),
-        ConsistentRead: true,
-      }),
-    );
-    if (!out.Item) return undefined;
-    const { itemId, kind: _kind, ...rest } = unmarshall(out.Item);
+    const stored = await readItem(this.db, this.table, { projectId, itemId: requestId });
+    if (!stored) return undefined;
+    const { itemId, kind: _kind, ...rest } = stored;
     return { ...rest, requestId: itemId } as DeletionRequestRecord;
   }
 

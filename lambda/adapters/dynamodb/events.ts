@@ -10,6 +10,7 @@ import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
 import { type KeyWrapper, openSecret, sealSecret } from "../../core/crypto";
 import type { Delivery, DeliveryLog, WebhookStore, WebhookView } from "../../core/webhook-delivery";
 import { webhookSecretContext } from "../../events/webhooks";
+import { readItem } from "./paging";
 import type { TableNames } from "./tables";
 
 /** Item: the webhook's view plus its secret, envelope-encrypted (core/crypto.ts); no plaintext. */
@@ -75,14 +76,9 @@ export class DynamoWebhooks implements WebhookStore {
   }
 
   private async item(projectId: string, webhookId: string): Promise<WebhookItem | undefined> {
-    const out = await this.db.send(
-      new GetItemCommand({
-        TableName: this.tables.webhooks,
-        Key: marshall({ projectId, webhookId }),
-        ConsistentRead: true,
-      }),
-    );
-    return out.Item && (unmarshall(out.Item) as WebhookItem);
+    return (await readItem(this.db, this.tables.webhooks, { projectId, webhookId })) as
+      | WebhookItem
+      | undefined;
   }
 }
 

@@ -3,11 +3,10 @@ import {
   ConditionalCheckFailedException,
   DeleteItemCommand,
   type DynamoDBClient,
-  GetItemCommand,
   PutItemCommand,
   UpdateItemCommand,
 } from "@aws-sdk/client-dynamodb";
-import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
+import { marshall } from "@aws-sdk/util-dynamodb";
 import {
   type BeginOutcome,
   IDEMPOTENCY_LEASE_MS,
@@ -16,6 +15,7 @@ import {
   MAX_REPLAY_BYTES,
   type StoredResponse,
 } from "../../core/idempotency";
+import { readItem } from "./paging";
 import type { TableNames } from "./tables";
 
 /**
@@ -186,14 +186,7 @@ export class DynamoIdempotency implements IdempotencyStore {
   }
 
   private async read(recordId: string): Promise<RecordItem | undefined> {
-    const out = await this.db.send(
-      new GetItemCommand({
-        TableName: this.tables.idempotency,
-        Key: marshall({ recordId }),
-        ConsistentRead: true,
-      }),
-    );
-    return out.Item && (unmarshall(out.Item) as RecordItem);
+    return (await readItem(this.db, this.tables.idempotency, { recordId })) as RecordItem | undefined;
   }
 }
 

@@ -2,15 +2,14 @@ import {
   ConditionalCheckFailedException,
   DeleteItemCommand,
   type DynamoDBClient,
-  GetItemCommand,
   PutItemCommand,
   type QueryCommandInput,
   UpdateItemCommand,
 } from "@aws-sdk/client-dynamodb";
-import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
+import { marshall } from "@aws-sdk/util-dynamodb";
 import type { MemberStore, Membership, RequestLog, RequestRecord } from "../../core/members";
 import { ConflictError } from "../../core/ports";
-import { queryAll } from "./paging";
+import { queryAll, readItem } from "./paging";
 import type { TableNames } from "./tables";
 
 const opts = { removeUndefinedValues: true };
@@ -40,14 +39,7 @@ export class DynamoMemberStore implements MemberStore, RequestLog {
   }
 
   async getMembership(userId: string, projectId: string): Promise<Membership | undefined> {
-    const out = await this.db.send(
-      new GetItemCommand({
-        TableName: this.tables.members,
-        Key: marshall({ userId, projectId }),
-        ConsistentRead: true,
-      }),
-    );
-    return out.Item && (unmarshall(out.Item) as Membership);
+    return (await readItem(this.db, this.tables.members, { userId, projectId })) as Membership | undefined;
   }
 
   listMemberships(userId: string): Promise<Membership[]> {
@@ -93,15 +85,9 @@ export class DynamoMemberStore implements MemberStore, RequestLog {
       return undefined;
     } catch (err) {
       if (!(err instanceof ConditionalCheckFailedException)) throw err;
-      const out = await this.db.send(
-        new GetItemCommand({
-          TableName: this.tables.dashboardRequests,
-          Key: marshall({ requestId: record.requestId }),
-          ConsistentRead: true,
-        }),
-      );
-      if (!out.Item) throw new ConflictError("idempotency record vanished; retry");
-      return unmarshall(out.Item) as RequestRecord;
+      const stored = await readItem(this.db, this.tables.dashboardRequests, { requestId: record.requestId });
+      if (!stored) throw new ConflictError("idempotency record vanished; retry");
+      return stored as RequestRecord;
     }
   }
 

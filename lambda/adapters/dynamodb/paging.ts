@@ -5,6 +5,7 @@ import {
   BatchWriteItemCommand,
   type BatchWriteItemCommandOutput,
   type DynamoDBClient,
+  GetItemCommand,
   type KeysAndAttributes,
   QueryCommand,
   type QueryCommandInput,
@@ -12,12 +13,13 @@ import {
   type ScanCommandInput,
   type WriteRequest,
 } from "@aws-sdk/client-dynamodb";
-import { unmarshall } from "@aws-sdk/util-dynamodb";
+import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
 
 /**
- * The read and write loops the DynamoDB adapters share: every page of a Query or a Scan (DynamoDB ends
- * a page at 1 MB, or at `Limit`), and batches of keys or writes repeated until DynamoDB has taken them
- * all (what it leaves unprocessed means throttling: back off, and give up after MAX_ROUNDS).
+ * The reads and the write loops the DynamoDB adapters share: one item by its key, every page of a
+ * Query or a Scan (DynamoDB ends a page at 1 MB, or at `Limit`), and batches of keys or writes repeated
+ * until DynamoDB has taken them all (what it leaves unprocessed means throttling: back off, and give
+ * up after MAX_ROUNDS).
  */
 
 /** An item as DynamoDB sends and takes it. */
@@ -49,6 +51,18 @@ async function* pages(
     start = page.LastEvaluatedKey;
   } while (start);
   return undefined;
+}
+
+/** The item under `key`, read consistently and unmarshalled; undefined when there is none. */
+export async function readItem(
+  db: DynamoDBClient,
+  table: string,
+  key: Record<string, unknown>,
+): Promise<Item | undefined> {
+  const out = await db.send(
+    new GetItemCommand({ TableName: table, Key: marshall(key), ConsistentRead: true }),
+  );
+  return out.Item && unmarshall(out.Item);
 }
 
 /** Every item a Query finds, unmarshalled, page by page: the next page is read when this one is used up. */

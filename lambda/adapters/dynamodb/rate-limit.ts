@@ -1,7 +1,6 @@
 import {
   ConditionalCheckFailedException,
   type DynamoDBClient,
-  GetItemCommand,
   UpdateItemCommand,
 } from "@aws-sdk/client-dynamodb";
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
@@ -14,6 +13,7 @@ import {
   type RateLimitDecision,
   type RateLimiter,
 } from "../../core/rate-limit";
+import { readItem } from "./paging";
 import type { TableNames } from "./tables";
 
 /**
@@ -212,14 +212,8 @@ export class DynamoRateLimiter implements RateLimiter {
   }
 
   private async read(bucketId: string): Promise<number | undefined> {
-    const out = await this.db.send(
-      new GetItemCommand({
-        TableName: this.tables.rateLimits,
-        Key: marshall({ bucketId }),
-        ConsistentRead: true,
-      }),
-    );
-    return out.Item && (unmarshall(out.Item) as { tat: number }).tat;
+    const item = await readItem(this.db, this.tables.rateLimits, { bucketId });
+    return item && (item as { tat: number }).tat;
   }
 
   private state(bucketId: string): BucketState {

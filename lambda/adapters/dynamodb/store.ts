@@ -1,14 +1,13 @@
 import {
   ConditionalCheckFailedException,
   type DynamoDBClient,
-  GetItemCommand,
   PutItemCommand,
   UpdateItemCommand,
 } from "@aws-sdk/client-dynamodb";
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
 import type { ApiKeyRecord, Project } from "../../core/model";
 import { ConflictError, type Store } from "../../core/ports";
-import { queryAll, scanAll } from "./paging";
+import { queryAll, readItem, scanAll } from "./paging";
 import type { TableNames } from "./tables";
 
 const opts = { removeUndefinedValues: true };
@@ -133,10 +132,7 @@ export class DynamoStore implements Store {
   }
 
   private async get<T>(table: string, key: Record<string, unknown>): Promise<T | undefined> {
-    const out = await this.db.send(
-      new GetItemCommand({ TableName: table, Key: marshall(key), ConsistentRead: true }),
-    );
-    return out.Item && (unmarshall(out.Item) as T);
+    return (await readItem(this.db, table, key)) as T | undefined;
   }
 
   private async putNew(table: string, item: object, keyAttribute: string, conflict: string): Promise<void> {
