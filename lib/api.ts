@@ -1,4 +1,4 @@
-import { CfnOutput, Duration, RemovalPolicy, Validations } from "aws-cdk-lib";
+import { CfnOutput, Duration, RemovalPolicy, Stack, Validations } from "aws-cdk-lib";
 import {
   AccessLogFormat,
   AuthorizationType,
@@ -41,6 +41,12 @@ export interface ApiProps {
   /** Stage-wide steady rate (requests per second) and burst; per-key limits are the service's own. */
   throttle: { rateLimit: number; burstLimit: number };
   domain?: CustomDomain;
+  /**
+   * Create API Gateway's account-level CloudWatch role (`AWS::ApiGateway::Account`, one per account
+   * and region, kept when the stack goes). Off by default: an account that already has one, or a second
+   * stack, would fight over it. An account without one needs it once, or its stage cannot log.
+   */
+  accountRole?: boolean;
 }
 
 /**
@@ -75,6 +81,7 @@ export class Api extends Construct {
   readonly restApi: RestApi;
   readonly authorizer: RequestAuthorizer;
   readonly accessLogs: LogGroup;
+  readonly executionLogs: LogGroup;
 
   constructor(scope: Construct, id: string, props: ApiProps) {
     super(scope, id);
@@ -83,12 +90,15 @@ export class Api extends Construct {
       removalPolicy: RemovalPolicy.DESTROY,
     });
     this.restApi = new RestApi(this, "RestApi", {
+      // Named after the stack: API Gateway's metrics are by API name, and CDK's default is the same
+      // `RestApi` in every stack of the account.
+      restApiName: Stack.of(this).stackName,
       description: "dmt: metering gateway for language-model vendors",
       endpointConfiguration: { types: [EndpointType.REGIONAL] },
       // Bodies pass byte for byte (multipart audio uploads, audio and image responses).
       binaryMediaTypes: ["*/*"],
-      // Access and execution logs need the account-level CloudWatch role of API Gateway.
-      cloudWatchRole: true,
+      // Access and execution logs need the account-level CloudWatch role of API Gateway (opt-in).
+      cloudWatchRole: props.accountRole === true,
       deployOptions: {
         stageName: STAGE_NAME,
         accessLogDestination: new LogGroupLogDestination(this.accessLogs),
@@ -105,6 +115,15 @@ export class Api extends Construct {
     // The stack publishes the URL as `ApiUrl`; drop the duplicate output RestApi adds.
     this.restApi.node.tryRemoveChild("Endpoint");
 
+    // The group API Gateway writes execution logs to, made here with a retention before the stage
+    // exists (API Gateway would make it on its first log line, kept forever).
+    this.executionLogs = new LogGroup(this, "ExecutionLogs", {
+      logGroupName: `API-Gateway-Execution-Logs_${this.restApi.restApiId}/${STAGE_NAME}`,
+      retention: props.logRetention,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    this.restApi.deploymentStage.node.addDependency(this.executionLogs);
+
     this.authorizer = this.createAuthorizer(props.authorizer);
     new GatewayResponses(this, "GatewayResponses", this.restApi);
 
@@ -114,7 +133,7 @@ export class Api extends Construct {
     });
 
     if (props.domain) this.addDomain(props.domain);
-    this.acknowledgeFindings();
+    this.acknowledgeFindings(props.accountRole === true);
   }
 
   /**
@@ -233,7 +252,7 @@ export class Api extends Construct {
     });
   }
 
-  private acknowledgeFindings(): void {
+  private acknowledgeFindings(accountRole: boolean): void {
     const api = Validations.of(this.restApi);
     api.acknowledge({
       id: "AwsSolutions-APIG2",
@@ -250,6 +269,7 @@ export class Api extends Construct {
       reason:
         "Callers are applications holding dmt service keys, not Cognito users; the Lambda REQUEST authorizer authenticates every method.",
     });
+    if (!accountRole) return;
     Validations.of(this.restApi.node.findChild("CloudWatchRole")).acknowledge({
       id: "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs]",
       reason:

@@ -1,5 +1,6 @@
 import { type App, type Environment, Validations } from "aws-cdk-lib";
 import { AwsSolutionsChecks } from "cdk-nag";
+import { EMAIL_PATTERN } from "./observability";
 import { VENDORS, type Vendor } from "./secrets";
 import { DmtStack } from "./stack";
 
@@ -21,6 +22,10 @@ export const CONTEXT = {
   priceOverride: "dmt:priceOverride",
   /** The factor on every charged cost, such as 1.1. */
   priceMarkup: "dmt:priceMarkup",
+  /** An email address subscribed to the alarm topic (SNS asks it to confirm first). */
+  alarmEmail: "dmt:alarmEmail",
+  /** `true`: create API Gateway's account-level CloudWatch role (once per account and region). */
+  apiGatewayAccountRole: "dmt:apiGatewayAccountRole",
 } as const;
 
 /**
@@ -45,6 +50,8 @@ export function defineApp(
   const athenaCutoff = context(CONTEXT.athenaBytesScannedCutoff);
   const priceOverride = context(CONTEXT.priceOverride);
   const priceMarkup = context(CONTEXT.priceMarkup);
+  const alarmEmail = context(CONTEXT.alarmEmail);
+  const accountRole = context(CONTEXT.apiGatewayAccountRole);
   const stack = new DmtStack(app, String(context(CONTEXT.stackName) ?? "Dmt"), {
     description: "dmt: metering gateway for language-model vendors",
     env,
@@ -55,12 +62,21 @@ export function defineApp(
     ...(athenaCutoff !== undefined && { athenaBytesScannedCutoff: parseByteCount(athenaCutoff) }),
     ...(priceOverride !== undefined && { priceOverrideFile: String(priceOverride) }),
     ...(priceMarkup !== undefined && { priceMarkup: parseMarkup(priceMarkup) }),
+    ...(alarmEmail !== undefined && { alarmEmail: parseEmail(alarmEmail) }),
+    apiGatewayAccountRole: accountRole === true || accountRole === "true",
     ...(domainName !== undefined && {
       domain: { name: String(domainName), certificateArn: String(certificateArn) },
     }),
   });
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
   return stack;
+}
+
+function parseEmail(value: unknown): string {
+  if (typeof value !== "string" || !EMAIL_PATTERN.test(value)) {
+    throw new Error(`${CONTEXT.alarmEmail}: ${JSON.stringify(value)} is not an email address.`);
+  }
+  return value;
 }
 
 /** Bucket names or patterns: comma-separated text from the command line, or a list in cdk.json. */

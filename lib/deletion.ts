@@ -6,6 +6,7 @@ import { LogGroup } from "aws-cdk-lib/aws-logs";
 import { CfnPipe } from "aws-cdk-lib/aws-pipes";
 import type { IBucket } from "aws-cdk-lib/aws-s3";
 import type { ISecret } from "aws-cdk-lib/aws-secretsmanager";
+import { Queue, QueueEncryption } from "aws-cdk-lib/aws-sqs";
 import {
   Choice,
   Condition,
@@ -86,6 +87,9 @@ class ManifestReader implements IItemReader {
   }
 }
 
+/** How often the pipe tries to start a run from a request record, and for how long, before giving up. */
+const PIPE_RETRIES = { attempts: 5, maxRecordAge: Duration.hours(1) };
+
 /** The steps Lambda: Athena queries and Parquet rewrites of one file each. */
 const STEPS_TIMEOUT = Duration.minutes(5);
 
@@ -109,6 +113,9 @@ export class DeletionWorkflow extends Construct {
   readonly stateMachine: StateMachine;
   readonly logGroup: LogGroup;
   readonly pipe: CfnPipe;
+  /** What the pipe gave up on: the stream records' positions (docs/aws.md, "Dead letters"). */
+  readonly pipeDeadLetterQueue: Queue;
+  readonly pipeLogGroup: LogGroup;
   private readonly store: Store;
   private readonly warehouseBucket: IBucket;
 
@@ -163,6 +170,21 @@ export class DeletionWorkflow extends Construct {
       logs: { destination: this.logGroup, level: LogLevel.ALL, includeExecutionData: false },
     });
     this.acknowledgeStateMachineRole();
+    this.pipeLogGroup = new LogGroup(this, "PipeLogs", {
+      logGroupName: `/aws/vendedlogs/pipes/${Stack.of(this).stackName}-deletion-requests`,
+      retention: props.defaults.logRetention,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    this.pipeDeadLetterQueue = new Queue(this, "PipeDeadLetterQueue", {
+      encryption: QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+      retentionPeriod: Duration.days(14),
+    });
+    Validations.of(this.pipeDeadLetterQueue).acknowledge({
+      id: "AwsSolutions-SQS3",
+      reason:
+        "This queue is the dead-letter queue of the deletion pipe (EventBridge Pipes' own setting, which cdk-nag does not see); nothing consumes it but the operator.",
+    });
     this.pipe = this.startOnNewRequest();
   }
 
@@ -305,12 +327,22 @@ export class DeletionWorkflow extends Construct {
       }),
     );
     this.stateMachine.grantStartExecution(role);
+    this.pipeDeadLetterQueue.grantSendMessages(role);
+    this.pipeLogGroup.grantWrite(role);
     const pipe = new CfnPipe(this, "StartOnRequest", {
       description: "dmt: a new deletion request starts the deletion workflow",
       roleArn: role.roleArn,
       source: table.attrStreamArn,
       sourceParameters: {
-        dynamoDbStreamParameters: { startingPosition: "LATEST", batchSize: 1 },
+        dynamoDbStreamParameters: {
+          startingPosition: "LATEST",
+          batchSize: 1,
+          // A record that cannot start a run goes to the dead-letter queue after a few tries, instead of
+          // holding its shard until the stream drops it (24 hours).
+          maximumRetryAttempts: PIPE_RETRIES.attempts,
+          maximumRecordAgeInSeconds: PIPE_RETRIES.maxRecordAge.toSeconds(),
+          deadLetterConfig: { arn: this.pipeDeadLetterQueue.queueArn },
+        },
         // Request items only: the per-file progress items share the table.
         filterCriteria: {
           filters: [
@@ -324,6 +356,11 @@ export class DeletionWorkflow extends Construct {
         },
       },
       target: this.stateMachine.stateMachineArn,
+      // Failures only, without the records (they hold ids only, but stay out of logs all the same).
+      logConfiguration: {
+        level: "ERROR",
+        cloudwatchLogsLogDestination: { logGroupArn: this.pipeLogGroup.logGroupArn },
+      },
       targetParameters: {
         stepFunctionStateMachineParameters: { invocationType: "FIRE_AND_FORGET" },
         inputTemplate:

@@ -1,13 +1,15 @@
-import { Duration } from "aws-cdk-lib";
+import { Duration, Validations } from "aws-cdk-lib";
 import { Alarm, ComparisonOperator, TreatMissingData } from "aws-cdk-lib/aws-cloudwatch";
 import { EventBus, Rule } from "aws-cdk-lib/aws-events";
 import { SqsQueue } from "aws-cdk-lib/aws-events-targets";
+import { PolicyStatement } from "aws-cdk-lib/aws-iam";
 import type { IKey } from "aws-cdk-lib/aws-kms";
 import type { Function as LambdaFunction } from "aws-cdk-lib/aws-lambda";
 import { SqsEventSource } from "aws-cdk-lib/aws-lambda-event-sources";
 import { Queue, QueueEncryption } from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
 import { BUS_SOURCE } from "../lambda/adapters/eventbridge/bus";
+import { WEBHOOK_SECRET_CONTEXT } from "../lambda/events/webhooks";
 import { DmtFunction, type LambdaDefaults } from "./lambda-defaults";
 import type { Store } from "./store";
 
@@ -17,6 +19,9 @@ export interface EventsProps {
   /** The key that wraps webhook secrets (the BYOK key: the same envelope scheme). */
   secretsKey: IKey;
 }
+
+/** How long EventBridge retries putting an event on the delivery queue before its dead-letter queue. */
+const RULE_RETRIES = { attempts: 20, maxEventAge: Duration.hours(2) };
 
 /** The delivery function's limits: a POST waits 10 s at most; a batch of 10 runs side by side. */
 const DELIVERY = { timeout: Duration.seconds(60), batchSize: 10, maxReceiveCount: 5 };
@@ -32,6 +37,9 @@ export class Events extends Construct {
   readonly bus: EventBus;
   readonly queue: Queue;
   readonly deadLetterQueue: Queue;
+  /** Events the rule could not put on the delivery queue (after its retries). */
+  readonly ruleDeadLetterQueue: Queue;
+  readonly rule: Rule;
   readonly delivery: DmtFunction;
   readonly deadLetterAlarm: Alarm;
 
@@ -51,11 +59,27 @@ export class Events extends Construct {
       visibilityTimeout: Duration.seconds(DELIVERY.timeout.toSeconds() * 6),
       deadLetterQueue: { queue: this.deadLetterQueue, maxReceiveCount: DELIVERY.maxReceiveCount },
     });
-    new Rule(this, "ToWebhooks", {
+    this.ruleDeadLetterQueue = new Queue(this, "RuleDeadLetterQueue", {
+      encryption: QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+      retentionPeriod: Duration.days(14),
+    });
+    Validations.of(this.ruleDeadLetterQueue).acknowledge({
+      id: "AwsSolutions-SQS3",
+      reason:
+        "This queue is the dead-letter queue of the webhook rule's target (an EventBridge setting, which cdk-nag does not see); nothing consumes it but the operator.",
+    });
+    this.rule = new Rule(this, "ToWebhooks", {
       eventBus: this.bus,
       description: "every dmt event to the webhook delivery queue",
       eventPattern: { source: [BUS_SOURCE] },
-      targets: [new SqsQueue(this.queue)],
+      targets: [
+        new SqsQueue(this.queue, {
+          deadLetterQueue: this.ruleDeadLetterQueue,
+          retryAttempts: RULE_RETRIES.attempts,
+          maxEventAge: RULE_RETRIES.maxEventAge,
+        }),
+      ],
     });
 
     this.delivery = new DmtFunction(this, "Delivery", {
@@ -76,7 +100,14 @@ export class Events extends Construct {
     );
     props.store.grant(fn, "webhooks", ["Query", "GetItem"]);
     props.store.grant(fn, "webhookDeliveries", ["GetItem", "PutItem"]);
-    props.secretsKey.grantDecrypt(fn);
+    // Webhook secrets only (their encryption context), never a customer's vendor key under the same key.
+    fn.addToRolePolicy(
+      new PolicyStatement({
+        actions: ["kms:Decrypt"],
+        resources: [props.secretsKey.keyArn],
+        conditions: { StringLike: { "kms:EncryptionContext:dmt:context": `${WEBHOOK_SECRET_CONTEXT}*` } },
+      }),
+    );
     this.queue.grantSendMessages(fn);
 
     this.deadLetterAlarm = new Alarm(this, "DeadLettersAlarm", {

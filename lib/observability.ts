@@ -7,11 +7,18 @@ import {
   Dashboard,
   GraphWidget,
   type IMetric,
+  MathExpression,
   Metric,
   TreatMissingData,
 } from "aws-cdk-lib/aws-cloudwatch";
+import { SnsAction } from "aws-cdk-lib/aws-cloudwatch-actions";
+import type { ITable } from "aws-cdk-lib/aws-dynamodb";
+import type { IEventBus, IRule } from "aws-cdk-lib/aws-events";
 import type { IFunction } from "aws-cdk-lib/aws-lambda";
 import { FilterPattern, type ILogGroup, MetricFilter } from "aws-cdk-lib/aws-logs";
+import type { CfnPipe } from "aws-cdk-lib/aws-pipes";
+import { Topic } from "aws-cdk-lib/aws-sns";
+import { EmailSubscription } from "aws-cdk-lib/aws-sns-subscriptions";
 import type { IQueue } from "aws-cdk-lib/aws-sqs";
 import type { IStateMachine } from "aws-cdk-lib/aws-stepfunctions";
 import { Construct } from "constructs";
@@ -19,7 +26,17 @@ import { Construct } from "constructs";
 export interface ObservabilityProps {
   restApi: RestApi;
   accessLogs: ILogGroup;
+  /** Subscribed by email to the alarm topic (a confirmation mail arrives first); none: subscribe later. */
+  alarmEmail?: string;
+  /**
+   * The account's concurrent-execution quota of Lambda in the region (default 1000, the AWS default);
+   * the alarm fires at 80% of it.
+   */
+  accountConcurrency?: number;
 }
+
+/** A loose check: something@somewhere.tld, no spaces (SNS sends a confirmation mail to the address). */
+export const EMAIL_PATTERN = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
 const MINUTE = Duration.minutes(1);
 const FIVE_MINUTES = Duration.minutes(5);
@@ -36,18 +53,49 @@ export interface WarehouseSignals {
 export const QUEUE_AGE_ALARM_SECONDS = 900;
 
 /**
- * Alarms and one CloudWatch dashboard. Each part of the stack adds its own row (`addFunction`, and
- * later the queue, the warehouse and the deletion workflow). Alarms have no actions yet: subscribe a
- * topic to `alarms` to be notified.
+ * Alarms, one SNS topic they all notify (going off and clearing), and one CloudWatch dashboard. Each
+ * part of the stack adds its own row and alarms (`addFunction`, `addWarehouse`...), or pushes its
+ * alarms onto `alarms`; `completeAlarms` connects them all to the topic once every part has added its own.
  */
 export class Observability extends Construct {
   readonly dashboard: Dashboard;
   readonly alarms: Alarm[] = [];
+  readonly topic: Topic;
 
   constructor(scope: Construct, id: string, props: ObservabilityProps) {
     super(scope, id);
     const { restApi } = props;
     this.dashboard = new Dashboard(this, "Dashboard", { defaultInterval: Duration.hours(3) });
+    // No KMS key: CloudWatch cannot publish to a topic under the AWS-managed SNS key, and a notification
+    // holds an alarm's name, state and threshold only.
+    this.topic = new Topic(this, "AlarmTopic", {
+      displayName: `${Stack.of(this).stackName} alarms`,
+      enforceSSL: true,
+    });
+    if (props.alarmEmail !== undefined) {
+      if (!EMAIL_PATTERN.test(props.alarmEmail)) {
+        throw new Error(`Alarm email ${JSON.stringify(props.alarmEmail)} is not an email address.`);
+      }
+      this.topic.addSubscription(new EmailSubscription(props.alarmEmail));
+    }
+
+    // The account's pool: every function of every stack in the region draws from it.
+    const quota = props.accountConcurrency ?? 1000;
+    this.alarm(
+      "AccountConcurrency",
+      new Metric({
+        namespace: "AWS/Lambda",
+        metricName: "ConcurrentExecutions",
+        statistic: "Maximum",
+        period: MINUTE,
+      }),
+      {
+        description: `Lambda ran more than 80% of the account's ${quota} concurrent executions in this region for 3 minutes; beyond it, calls are throttled. Ask AWS for a higher quota.`,
+        threshold: Math.floor(quota * 0.8),
+        evaluationPeriods: 3,
+        datapointsToAlarm: 3,
+      },
+    );
 
     // Average of 5XXError is the share of requests that failed on our side.
     const serverErrorRate = restApi.metricServerError({ statistic: "Average", period: MINUTE });
@@ -212,9 +260,115 @@ export class Observability extends Construct {
     );
   }
 
-  /** The alarm-status row; the stack adds it last, once every part has added its alarms. */
-  addAlarmOverview(): void {
+  /**
+   * A proxy function's alarms beyond its throttles: invocations that failed (a crash, not an error
+   * answer), and a p99 duration near the timeout (calls cut off, or vendors hanging).
+   */
+  addProxy(title: string, fn: IFunction, timeout: Duration): void {
+    this.alarm(`${title}Errors`, fn.metricErrors({ statistic: "Sum", period: FIVE_MINUTES }), {
+      description: `The ${title} function failed (not an error answer: the invocation itself) in the last 5 minutes.`,
+      threshold: 1,
+      evaluationPeriods: 1,
+      datapointsToAlarm: 1,
+    });
+    const limit = timeout.toMilliseconds();
+    this.alarm(`${title}DurationP99`, fn.metricDuration({ statistic: "p99", period: FIVE_MINUTES }), {
+      description: `The ${title} function's p99 duration was over 80% of its ${timeout.toMinutes()}-minute timeout for 15 minutes: calls near being cut off.`,
+      threshold: Math.floor(limit * 0.8),
+      evaluationPeriods: 3,
+      datapointsToAlarm: 3,
+    });
+  }
+
+  /** Throttled reads or writes on a table (on demand: a hot partition, or the account's table quota). */
+  addTableThrottles(title: string, table: ITable): void {
+    const metric = (metricName: string) =>
+      new Metric({
+        namespace: "AWS/DynamoDB",
+        metricName,
+        dimensionsMap: { TableName: table.tableName },
+        statistic: "Sum",
+        period: FIVE_MINUTES,
+      });
+    const throttled = new MathExpression({
+      expression: "FILL(reads, 0) + FILL(writes, 0)",
+      usingMetrics: { reads: metric("ReadThrottleEvents"), writes: metric("WriteThrottleEvents") },
+      label: `${title} throttle events`,
+      period: FIVE_MINUTES,
+    });
+    this.alarm(`${title}TableThrottles`, throttled, {
+      description: `DynamoDB throttled requests on the ${title} table in the last 5 minutes: calls waited or failed.`,
+      threshold: 1,
+      evaluationPeriods: 1,
+      datapointsToAlarm: 1,
+    });
+  }
+
+  /** An EventBridge pipe: executions that failed, and records in its dead-letter queue. */
+  addPipe(title: string, pipe: CfnPipe, deadLetterQueue: IQueue): void {
+    const failed = new Metric({
+      namespace: "AWS/EventBridge/Pipes",
+      metricName: "ExecutionFailed",
+      dimensionsMap: { PipeName: pipe.ref },
+      statistic: "Sum",
+      period: FIVE_MINUTES,
+    });
+    this.alarm(`${title}PipeFailed`, failed, {
+      description: `The ${title} pipe failed to deliver in the last 5 minutes; its log group says why.`,
+      threshold: 1,
+      evaluationPeriods: 1,
+      datapointsToAlarm: 1,
+    });
+    this.deadLetterAlarm(`${title}PipeDeadLetters`, deadLetterQueue, `records the ${title} pipe gave up on`);
+  }
+
+  /** An EventBridge rule on a bus of the stack: invocations that failed for good, and its dead letters. */
+  addRule(title: string, rule: IRule, bus: IEventBus, deadLetterQueue: IQueue): void {
+    const failed = new Metric({
+      namespace: "AWS/Events",
+      metricName: "FailedInvocations",
+      // A rule on a custom bus is measured by both names.
+      dimensionsMap: { EventBusName: bus.eventBusName, RuleName: rule.ruleName },
+      statistic: "Sum",
+      period: FIVE_MINUTES,
+    });
+    this.alarm(`${title}RuleFailed`, failed, {
+      description: `The ${title} rule failed to deliver events in the last 5 minutes.`,
+      threshold: 1,
+      evaluationPeriods: 1,
+      datapointsToAlarm: 1,
+    });
+    this.deadLetterAlarm(
+      `${title}RuleDeadLetters`,
+      deadLetterQueue,
+      `events the ${title} rule could not deliver`,
+    );
+  }
+
+  /**
+   * The alarm-status row, and every alarm connected to the topic; the stack calls it last, once every
+   * part has added its alarms.
+   */
+  completeAlarms(): void {
     this.dashboard.addWidgets(new AlarmStatusWidget({ title: "Alarms", alarms: this.alarms, width: 24 }));
+    const action = new SnsAction(this.topic);
+    for (const alarm of this.alarms) {
+      alarm.addAlarmAction(action);
+      alarm.addOkAction(action);
+    }
+  }
+
+  private deadLetterAlarm(id: string, queue: IQueue, what: string): void {
+    const visible = queue.metricApproximateNumberOfMessagesVisible({
+      statistic: "Maximum",
+      period: FIVE_MINUTES,
+    });
+    this.alarm(id, visible, {
+      description: `The dead-letter queue holds ${what}; each message says what it was.`,
+      threshold: 1,
+      evaluationPeriods: 1,
+      datapointsToAlarm: 1,
+    });
   }
 
   private alarm(

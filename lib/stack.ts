@@ -12,7 +12,7 @@ import { DmtFunction, type LambdaDefaults } from "./lambda-defaults";
 import { Metering, metricsNamespace } from "./metering";
 import { Observability } from "./observability";
 import { PRICE_VERSION_OUTPUT, PRICES_METADATA, type StackPrices, stackPrices } from "./prices";
-import { VendorProxy } from "./proxy";
+import { PROXY_TABLE_ACCESS, PROXY_TIMEOUT, VendorProxy } from "./proxy";
 import { Retention } from "./retention";
 import { Secrets, VENDORS, type Vendor } from "./secrets";
 import { constructId, Store } from "./store";
@@ -49,6 +49,10 @@ export interface DmtStackProps extends StackProps {
   priceOverrideFile?: string;
   /** The factor on every charged cost (default the override file's `markup`, else 1). */
   priceMarkup?: number;
+  /** Subscribed by email to the topic every alarm notifies. */
+  alarmEmail?: string;
+  /** Create API Gateway's account-level CloudWatch role (default false: see lib/api.ts). */
+  apiGatewayAccountRole?: boolean;
 }
 
 /** The output key under which a table's physical name is published (the CLI reads these). */
@@ -147,6 +151,7 @@ export class DmtStack extends Stack {
       dataApi: this.dataApi.function,
       logRetention,
       throttle: props.throttle ?? { rateLimit: 1000, burstLimit: 2000 },
+      ...(props.apiGatewayAccountRole !== undefined && { accountRole: props.apiGatewayAccountRole }),
       ...(props.domain && { domain: props.domain }),
     });
 
@@ -185,12 +190,21 @@ export class DmtStack extends Stack {
     this.observability = new Observability(this, "Observability", {
       restApi: this.api.restApi,
       accessLogs: this.api.accessLogs,
+      ...(props.alarmEmail !== undefined && { alarmEmail: props.alarmEmail }),
     });
     this.observability.addFunction("Authorizer", this.authorizer.function);
     this.observability.addFunction("DataApi", this.dataApi.function);
     this.observability.addFunction("DashboardApi", this.dashboard.api.function);
     for (const vendor of VENDORS) {
-      this.observability.addFunction(`Proxy${constructId(vendor)}`, this.proxies[vendor].fn.function);
+      const title = `Proxy${constructId(vendor)}`;
+      this.observability.addFunction(title, this.proxies[vendor].fn.function);
+      this.observability.addProxy(title, this.proxies[vendor].fn.function, PROXY_TIMEOUT);
+    }
+    // The tables every proxied call writes: throttling there slows or fails calls.
+    for (const [table, actions] of Object.entries(PROXY_TABLE_ACCESS) as [TableName, string[]][]) {
+      if (actions.some((action) => /^(Put|Update|Delete)Item$/.test(action))) {
+        this.observability.addTableThrottles(constructId(table), this.store.tables[table]);
+      }
     }
     this.observability.addWarehouse({
       queue: this.warehouse.queue,
@@ -208,6 +222,7 @@ export class DmtStack extends Stack {
     });
     this.observability.addFunction("CreditSweeper", this.metering.sweeper.function);
     this.observability.addDeletion(this.deletion.steps.function, this.deletion.stateMachine);
+    this.observability.addPipe("DeletionRequests", this.deletion.pipe, this.deletion.pipeDeadLetterQueue);
     this.events = new Events(this, "Events", {
       defaults,
       store: this.store,
@@ -220,6 +235,12 @@ export class DmtStack extends Stack {
     this.events.connectPublisher(this.deletion.steps.function);
     this.observability.addFunction("EventDelivery", this.events.delivery.function);
     this.observability.alarms.push(this.events.deadLetterAlarm);
+    this.observability.addRule(
+      "Webhooks",
+      this.events.rule,
+      this.events.bus,
+      this.events.ruleDeadLetterQueue,
+    );
     this.retention = new Retention(this, "Retention", {
       defaults,
       store: this.store,
@@ -234,7 +255,7 @@ export class DmtStack extends Stack {
       observability: this.observability,
     });
     this.observability.addFunction("Compaction", this.compaction.fn.function);
-    this.observability.addAlarmOverview();
+    this.observability.completeAlarms();
 
     this.addOutputs();
   }
@@ -276,6 +297,11 @@ export class DmtStack extends Stack {
     });
     new CfnOutput(this, "WebhookQueueUrl", { value: this.events.queue.queueUrl });
     new CfnOutput(this, "DashboardName", { value: this.observability.dashboard.dashboardName });
+    new CfnOutput(this, "AlarmTopicArn", {
+      value: this.observability.topic.topicArn,
+      description: "SNS topic every alarm notifies (going off and clearing): subscribe pagers or chat here",
+      exportName: `${this.stackName}-AlarmTopicArn`,
+    });
     new CfnOutput(this, PRICE_VERSION_OUTPUT, {
       value: this.prices.priceVersion,
       description: "Price version the proxy functions charge with (usage records' price_version)",

@@ -301,7 +301,14 @@ describe("starting and wiring", () => {
       DynamoDBStreamParameters: unknown;
       FilterCriteria: { Filters: { Pattern: string }[] };
     };
-    expect(source.DynamoDBStreamParameters).toEqual({ StartingPosition: "LATEST", BatchSize: 1 });
+    // Bounded: a record that cannot start a run goes to the dead-letter queue (operations.test.ts).
+    expect(source.DynamoDBStreamParameters).toEqual({
+      StartingPosition: "LATEST",
+      BatchSize: 1,
+      MaximumRetryAttempts: 5,
+      MaximumRecordAgeInSeconds: 3600,
+      DeadLetterConfig: { Arn: { "Fn::GetAtt": [logicalId(stack.deletion.pipeDeadLetterQueue), "Arn"] } },
+    });
     expect(source.FilterCriteria.Filters.map((f) => JSON.parse(f.Pattern))).toEqual([
       { eventName: ["INSERT"], dynamodb: { NewImage: { kind: { S: ["request"] } } } },
     ]);
