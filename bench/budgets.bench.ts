@@ -19,7 +19,7 @@ import { createKey, createProject } from "../lambda/core/accounts";
 import { setBudget } from "../lambda/core/budgets";
 import { silentLogger } from "../lambda/core/logger";
 import { parseLocalConfig } from "../lambda/local/config";
-import { startLocalStack } from "../lambda/local/stack";
+import { startEmbeddedHost } from "../lambda/local/host";
 import { median, percentile } from "./lib/stats";
 import { formatTable } from "./lib/table";
 
@@ -39,7 +39,7 @@ const WRITES = new Set(["PutItemCommand", "UpdateItemCommand", "DeleteItemComman
 async function main(): Promise<void> {
   const machine = { node: process.version, cpus: cpus().length, cpu: cpus()[0]?.model, loadavg: loadavg() };
   const dir = mkdtempSync(join(tmpdir(), "dmt-bench-budgets-"));
-  const stack = await startLocalStack(
+  const stack = await startEmbeddedHost(
     parseLocalConfig({ PORT: "0", DMT_DATA_DIR: dir, DMT_METERING: "on", DMT_LOG_LEVEL: "error" }),
     silentLogger,
   );

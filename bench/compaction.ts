@@ -28,7 +28,7 @@ import { createProject } from "../lambda/core/accounts";
 import { silentLogger } from "../lambda/core/logger";
 import { partitionPrefix } from "../lambda/core/record";
 import { runLocalCompaction } from "../lambda/local/compaction";
-import { openLocalStore } from "../lambda/local/stack";
+import { openLocalStore } from "../lambda/local/store";
 import { createWarehouseConsumer } from "../lambda/warehouse/consumer";
 import { formatTable } from "./lib/table";
 import { syntheticRecord } from "./warehouse-records";

@@ -12,7 +12,7 @@ import { DynamoInteractionIndex } from "../lambda/adapters/dynamodb/interactions
 import type { BillingMode } from "../lambda/core/call";
 import { buildRecord, type InteractionRecord } from "../lambda/core/record";
 import { VENDOR_NAMES, type VendorName } from "../lambda/core/vendor-names";
-import { openLocalStore } from "../lambda/local/stack";
+import { openLocalStore } from "../lambda/local/store";
 import { startDmtServe } from "../test/support/cli";
 import { formatTable } from "./lib/table";
 

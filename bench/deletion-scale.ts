@@ -27,7 +27,7 @@ import { deletionManifestKey, parseDeletionManifest } from "../lambda/core/delet
 import { silentLogger } from "../lambda/core/logger";
 import { partitionPrefix } from "../lambda/core/record";
 import { startLocalDeletion } from "../lambda/local/deletion";
-import { openLocalStore } from "../lambda/local/stack";
+import { openLocalStore } from "../lambda/local/store";
 import { localExportSettings } from "../lambda/local/warehouse";
 import { formatTable } from "./lib/table";
 import { syntheticRecord } from "./warehouse-records";

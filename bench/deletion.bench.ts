@@ -25,7 +25,7 @@ import { newDeletionRequest } from "../lambda/core/deletion";
 import { silentLogger } from "../lambda/core/logger";
 import type { QueueBatch } from "../lambda/core/queue";
 import { startLocalDeletion } from "../lambda/local/deletion";
-import { openLocalStore } from "../lambda/local/stack";
+import { openLocalStore } from "../lambda/local/store";
 import { localExportSettings } from "../lambda/local/warehouse";
 import { createWarehouseConsumer } from "../lambda/warehouse/consumer";
 import { formatTable } from "./lib/table";

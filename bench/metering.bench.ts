@@ -21,7 +21,7 @@ import { GetItemCommand } from "@aws-sdk/client-dynamodb";
 import { Pool } from "undici";
 import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
 import { createKey, createProject } from "../lambda/core/accounts";
-import { openLocalStore } from "../lambda/local/stack";
+import { openLocalStore } from "../lambda/local/store";
 import { type ServeProcess, startDmtServe } from "../test/support/cli";
 import { CHAT, type ChatTarget, chatLoad, type LoadFigures } from "./lib/chat-load";
 import { median, percentile } from "./lib/stats";

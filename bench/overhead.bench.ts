@@ -25,7 +25,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
 import { createKey, createProject } from "../lambda/core/accounts";
-import { openLocalStore } from "../lambda/local/stack";
+import { openLocalStore } from "../lambda/local/store";
 import { type ServeProcess, startDmtServe } from "../test/support/cli";
 import { CHAT, type ChatTarget, chatLoad, type LoadFigures } from "./lib/chat-load";
 import { median } from "./lib/stats";

@@ -17,7 +17,7 @@ import { join } from "node:path";
 import autocannon from "autocannon";
 import { Pool } from "undici";
 import { createKey, createProject } from "../lambda/core/accounts";
-import { openLocalStore } from "../lambda/local/stack";
+import { openLocalStore } from "../lambda/local/store";
 import { startDmtServe } from "../test/support/cli";
 import { formatTable } from "./lib/table";
 

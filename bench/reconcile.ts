@@ -15,8 +15,8 @@ import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
 import { LocalMasterKey } from "../lambda/adapters/fs/master-key";
 import { VENDOR_NAMES } from "../lambda/core/vendor-model";
 import { startSimulator } from "../lambda/local/simulator";
+import { simulatorEnv, startTestHost, testVendorKey } from "../test/support/host";
 import { reconcile, runMixedWorkload } from "../test/support/reliability-workload";
-import { simulatorEnv, startTestStack, testVendorKey } from "../test/support/stack";
 import { formatTable } from "./lib/table";
 import { machine } from "./report-machine";
 
@@ -32,7 +32,7 @@ const dualVendorKey = "sk-dual-vendor-0123456789abcdef";
 async function main(): Promise<void> {
   const startedOn = machine();
   const sim = await startSimulator();
-  const stack = await startTestStack({
+  const stack = await startTestHost({
     ...simulatorEnv(sim.origins),
     DMT_METERING: "on",
     DMT_WAREHOUSE_FLUSH_MS: "1000",

@@ -6,7 +6,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { createKey, createProject } from "../lambda/core/accounts";
-import { openLocalStore } from "../lambda/local/stack";
+import { openLocalStore } from "../lambda/local/store";
 import { startDmtServe } from "../test/support/cli";
 import { type AuthCost, measureCachedAuth } from "./lib/auth-cost";
 import { type LoadResult, runLoad } from "./lib/load";

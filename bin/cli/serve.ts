@@ -10,12 +10,12 @@ function shellQuote(text: string): string {
 /** Starts the local service and prints how to use it; it runs until a signal stops it. */
 async function serve(): Promise<void> {
   const config = parseLocalConfig();
-  const [{ jsonLogger }, { startLocalStack }] = await Promise.all([
+  const [{ jsonLogger }, { startEmbeddedHost }] = await Promise.all([
     import("../../lambda/core/logger"),
-    import("../../lambda/local/stack"),
+    import("../../lambda/local/host"),
   ]);
   const logger = jsonLogger(config.DMT_LOG_LEVEL);
-  const stack = await startLocalStack(config, logger);
+  const stack = await startEmbeddedHost(config, logger);
   // The commands to copy must reach this data dir too.
   const dmtPrefix = otherDataDir(config.dataDir)
     ? `DMT_DATA_DIR=${shellQuote(config.dataDir)} npx dmt `

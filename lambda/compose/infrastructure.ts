@@ -13,10 +13,12 @@ import type { DeliveryLog, DeliveryQueue, WebhookSender, WebhookStore } from "..
 
 /**
  * Everything a deployable needs from the host it runs on. Two hosts build one: AWS
- * (`handlers/runtime/aws.ts`: DynamoDB, S3, SQS, Athena, KMS, each client made once per container)
- * and the local stack (dynalite, files, the in-process queue, DuckDB, the local master key: built in
- * `local/stack.ts`, and for the warehouse's threads in `local/warehouse.ts` and `local/deletion.ts`). The compositions in this folder take what they use of it
- * (`Pick<Infrastructure, ...>`), so each local test runs the same assembly that is deployed.
+ * (`handlers/runtime/aws.ts`: DynamoDB, S3, SQS, Athena, KMS, EventBridge, each client made once per
+ * container) and the embedded host (dynalite, files, the in-process queues, DuckDB, the local master
+ * key: built in `local/host.ts` and `local/events.ts`, and for the warehouse's threads in
+ * `local/warehouse.ts` and `local/deletion.ts`). Every part is a port of `core/`. The compositions in
+ * this folder take what they use of it (`Pick<Infrastructure, ...>`), so each local test runs the same
+ * assembly that is deployed.
  */
 export interface Infrastructure {
   clock: () => number;

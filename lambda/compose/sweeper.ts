@@ -9,7 +9,7 @@ export type HoldsSweepReport = SweepReport & { budgetHoldsSettled: number };
  * The credit sweeper's one run: releases the credit holds a crashed or frozen proxy call left open once
  * they expired, settles its expired budget holds at the charges noted on them, and completes settlements
  * and grants a crash left half done (docs/metering.md). Runs may overlap or repeat: the protocol is
- * idempotent. AWS runs it every minute on a schedule, the local stack on a timer.
+ * idempotent. AWS runs it every minute on a schedule, the embedded host on a timer.
  */
 export function composeSweeper(
   infra: Pick<Infrastructure, "store" | "clock" | "logger" | "metrics">,

@@ -6,7 +6,7 @@ import { TABLES, type TableNames, tableNames } from "../adapters/dynamodb/tables
 import type { Store } from "../core/ports";
 import { runningStoreEndpoint, startEmbeddedDynamo } from "./embedded-dynamo";
 
-// Apart from stack.ts so that the CLI opens a store without loading the whole server. The AWS SDK is
+// Apart from host.ts so that the CLI opens a store without loading the whole server. The AWS SDK is
 // imported once the embedded store's worker is starting, so that the two overlap.
 
 /** The store of a data dir: the embedded dynalite, or the endpoint of the process that already serves it. */
@@ -41,7 +41,7 @@ function checkedTablesFile(dataDir: string): string {
 
 /**
  * `worker: false`: an embedded store opened here runs on this thread (startEmbeddedDynamo).
- * `sdkClient`: the AWS SDK's client even for the data dir's own dynalite (LocalStackOptions.sdkStoreClient).
+ * `sdkClient`: the AWS SDK's client even for the data dir's own dynalite (EmbeddedHostOptions.sdkStoreClient).
  */
 export async function openLocalStore(
   dataDir: string,

@@ -9,7 +9,7 @@ import {
   signIn,
   tooWide,
 } from "../support/browser";
-import { startTestStack, type TestStack } from "../support/stack";
+import { startTestHost, type TestHost } from "../support/host";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver";
 
 /**
@@ -23,7 +23,7 @@ const PROJECT = "alerts-demo";
 const STEP_MS = 180_000;
 const SLOW = { timeout: 60_000, interval: 500 };
 
-let stack: TestStack;
+let stack: TestHost;
 let receiver: WebhookReceiver;
 let browser: Browser;
 let page: Page;
@@ -31,7 +31,7 @@ let secret = "";
 const problems: string[] = [];
 
 beforeAll(async () => {
-  stack = await startTestStack();
+  stack = await startTestHost();
   receiver = await startWebhookReceiver();
   await stack.newKey({ projectId: PROJECT, name: "laptop" });
   await addDevMember(stack, PROJECT);

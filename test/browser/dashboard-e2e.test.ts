@@ -5,7 +5,7 @@ import { activePriceCatalogue } from "../../lambda/adapters/fs/price-catalogue";
 import { formatUsd } from "../../lambda/core/money";
 import { costMicros } from "../../lambda/core/pricing";
 import { launchBrowser, STEP_TIMEOUT_MS, screenshotOnFailure, signIn } from "../support/browser";
-import { startTestStack, type TestStack } from "../support/stack";
+import { startTestHost, type TestHost } from "../support/host";
 
 /**
  * The product end to end in a real browser (headless Chromium from npm, driven by playwright-core), with calls
@@ -19,7 +19,7 @@ import { startTestStack, type TestStack } from "../support/stack";
 /** A user id a caller may well send: shown as text everywhere, never as markup. */
 const HTML_USER = `<img src=x onerror="alert('xss')">`;
 
-let stack: TestStack;
+let stack: TestHost;
 let browser: Browser;
 let page: Page;
 let client: OpenAI;
@@ -27,7 +27,7 @@ let key = "";
 const problems: string[] = [];
 
 beforeAll(async () => {
-  stack = await startTestStack({ DMT_METERING: "on", DMT_WAREHOUSE_FLUSH_MS: "100" });
+  stack = await startTestHost({ DMT_METERING: "on", DMT_WAREHOUSE_FLUSH_MS: "100" });
   browser = await launchBrowser();
   const context = await browser.newContext({ viewport: { width: 1366, height: 900 } });
   page = await context.newPage();

@@ -10,7 +10,7 @@ import {
   signIn,
   tooWide,
 } from "../support/browser";
-import { startTestStack, type TestStack } from "../support/stack";
+import { startTestHost, type TestHost } from "../support/host";
 
 /**
  * The Interactions page in a real browser over the real local stack (metering on): calls through the
@@ -24,14 +24,14 @@ const STEP_MS = 180_000;
 /** What the background work (the warehouse) needs on a busy machine: polled each second. */
 const SLOW = { timeout: 120_000, interval: 1_000 };
 
-let stack: TestStack;
+let stack: TestHost;
 let browser: Browser;
 let page: Page;
 const keys = { laptop: { key: "", keyId: "" }, ci: { key: "", keyId: "" } };
 const problems: string[] = [];
 
 beforeAll(async () => {
-  stack = await startTestStack({ DMT_METERING: "on", DMT_WAREHOUSE_FLUSH_MS: "100" });
+  stack = await startTestHost({ DMT_METERING: "on", DMT_WAREHOUSE_FLUSH_MS: "100" });
   keys.laptop = await stack.newKey({ projectId: PROJECT, name: "laptop" });
   keys.ci = await stack.newKey({ projectId: PROJECT, name: "ci-runner" });
   await new DynamoCredits(stack.db, tableNames(process.env)).grant(PROJECT, 10_000_000, "invoice");

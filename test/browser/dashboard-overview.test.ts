@@ -10,7 +10,7 @@ import {
   signIn,
   tooWide,
 } from "../support/browser";
-import { startTestStack, type TestStack } from "../support/stack";
+import { startTestHost, type TestHost } from "../support/host";
 
 /**
  * The overview and the credit statement in a real browser (Chromium from @sparticuz/chromium, driven
@@ -23,14 +23,14 @@ const PROJECT = "overview-demo";
 /** Generous: the machine may be busy, and the steps wait on the warehouse and lease settlement. */
 const STEP_MS = 180_000;
 
-let stack: TestStack;
+let stack: TestHost;
 let browser: Browser;
 let page: Page;
 let key = "";
 const problems: string[] = [];
 
 beforeAll(async () => {
-  stack = await startTestStack({ DMT_METERING: "on", DMT_WAREHOUSE_FLUSH_MS: "100" });
+  stack = await startTestHost({ DMT_METERING: "on", DMT_WAREHOUSE_FLUSH_MS: "100" });
   ({ key } = await stack.newKey({ projectId: PROJECT, name: "laptop" }));
   await new DynamoCredits(stack.db, tableNames(process.env)).grant(PROJECT, 10_000_000, "invoice", "INV-1");
   await addDevMember(stack, PROJECT);

@@ -8,7 +8,7 @@ import {
   signIn,
   tooWide,
 } from "../support/browser";
-import { startTestStack, type TestStack } from "../support/stack";
+import { startTestHost, type TestHost } from "../support/host";
 
 /**
  * The Privacy card of Settings in a real browser, over the real local stack: an admin sets the store
@@ -21,13 +21,13 @@ const PROJECT = "privacy-demo";
 const STEP_MS = 180_000;
 const SLOW = { timeout: 60_000, interval: 500 };
 
-let stack: TestStack;
+let stack: TestHost;
 let browser: Browser;
 let page: Page;
 const problems: string[] = [];
 
 beforeAll(async () => {
-  stack = await startTestStack();
+  stack = await startTestHost();
   await stack.newKey({ projectId: PROJECT, name: "laptop" });
   await addDevMember(stack, PROJECT);
   browser = await launchBrowser();

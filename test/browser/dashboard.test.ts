@@ -1,7 +1,7 @@
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { launchBrowser, STEP_TIMEOUT_MS, screenshotOnFailure, signIn } from "../support/browser";
-import { startTestStack, type TestStack } from "../support/stack";
+import { startTestHost, type TestHost } from "../support/host";
 
 /**
  * The dashboard in a real browser (headless Chromium from npm, driven by playwright-core): sign in through the
@@ -9,14 +9,14 @@ import { startTestStack, type TestStack } from "../support/stack";
  * steps share one page and run in order. A failing step leaves a screenshot in test-results/.
  */
 
-let stack: TestStack;
+let stack: TestHost;
 let browser: Browser;
 let context: BrowserContext;
 let page: Page;
 const problems: string[] = [];
 
 beforeAll(async () => {
-  stack = await startTestStack();
+  stack = await startTestHost();
   browser = await launchBrowser();
   context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: stack.url });

@@ -13,7 +13,7 @@ import { syntheticRecord } from "../../bench/warehouse-records";
 import { newDeletionRequest } from "../../lambda/core/deletion";
 import { DELETION_FAILURE_STEP, DELETION_STEPS, NOT_RETRIED } from "../../lambda/core/deletion-steps";
 import { silentLogger } from "../../lambda/core/logger";
-import { openLocalStore } from "../../lambda/local/stack";
+import { openLocalStore } from "../../lambda/local/store";
 import { startLocalWarehouse } from "../../lambda/local/warehouse";
 import { defineApp } from "../../lib/app";
 import { IN_FLIGHT_WINDOW } from "../../lib/deletion";

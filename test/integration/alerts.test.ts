@@ -10,7 +10,7 @@ import { holdMicros } from "../../lambda/core/metering";
 import { lowBalanceRule } from "../../lambda/events/alerts";
 import { addWebhook } from "../../lambda/events/webhooks";
 import { callBounds } from "../../lambda/vendors/bounds";
-import { startTestStack, type TestStack } from "../support/stack";
+import { startTestHost, type TestHost } from "../support/host";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver";
 
 /**
@@ -21,12 +21,12 @@ import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-r
 const WAIT = { timeout: 20_000, interval: 50 };
 const usd = (micros: number) => formatUsd(micros).slice(1);
 
-let stack: TestStack;
+let stack: TestHost;
 let receiver: WebhookReceiver;
 let credits: DynamoCredits;
 
 beforeAll(async () => {
-  stack = await startTestStack({ DMT_METERING: "on" }, undefined, { webhooks: { retryDelaysMs: [50] } });
+  stack = await startTestHost({ DMT_METERING: "on" }, undefined, { webhooks: { retryDelaysMs: [50] } });
   receiver = await startWebhookReceiver();
   credits = new DynamoCredits(stack.db, tableNames(process.env));
 });

@@ -6,15 +6,15 @@ import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { revokeKey } from "../../lambda/core/accounts";
 import { generateKey, hashSecret } from "../../lambda/core/keys";
 import { runningStoreEndpoint } from "../../lambda/local/embedded-dynamo";
+import { startTestHost, type TestHost } from "../support/host";
 import { errorBody, expectSecurityHeaders, jsonOf, rawRequest, send } from "../support/http";
-import { startTestStack, type TestStack } from "../support/stack";
 
-let stack: TestStack;
+let stack: TestHost;
 let key: string;
 let projectId: string;
 beforeAll(async () => {
   // A short cache keeps the revocation test brief; the README's default is 5 s.
-  stack = await startTestStack({ DMT_KEY_CACHE_MS: "200" });
+  stack = await startTestHost({ DMT_KEY_CACHE_MS: "200" });
   ({ key, projectId } = await stack.newKey());
 });
 afterAll(() => stack.stop());

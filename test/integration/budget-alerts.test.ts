@@ -8,7 +8,7 @@ import type { CloudEvent } from "../../lambda/core/cloudevent";
 import { formatUsd, parseUsd } from "../../lambda/core/credits";
 import { budgetThresholdsRule } from "../../lambda/events/alerts";
 import { addWebhook } from "../../lambda/events/webhooks";
-import { startTestStack, type TestStack } from "../support/stack";
+import { startTestHost, type TestHost } from "../support/host";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver";
 
 /**
@@ -20,13 +20,13 @@ import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-r
 /** Only bounds a hang: deliveries wait on the after-work of calls, slow on a busy machine. */
 const WAIT = { timeout: 100_000, interval: 50 };
 
-let stack: TestStack;
+let stack: TestHost;
 let receiver: WebhookReceiver;
 let credits: DynamoCredits;
 let budgets: DynamoBudgets;
 
 beforeAll(async () => {
-  stack = await startTestStack({ DMT_METERING: "on" }, undefined, { webhooks: { retryDelaysMs: [50] } });
+  stack = await startTestHost({ DMT_METERING: "on" }, undefined, { webhooks: { retryDelaysMs: [50] } });
   receiver = await startWebhookReceiver();
   credits = new DynamoCredits(stack.db, tableNames(process.env));
   budgets = new DynamoBudgets(stack.db, tableNames(process.env));

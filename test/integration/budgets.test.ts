@@ -11,7 +11,7 @@ import { formatUsd } from "../../lambda/core/credits";
 import { holdMicros } from "../../lambda/core/metering";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
 import { callBounds } from "../../lambda/vendors/bounds";
-import { simulatorEnv, startTestStack, type TestStack } from "../support/stack";
+import { simulatorEnv, startTestHost, type TestHost } from "../support/host";
 
 /**
  * Budgets through the real local stack (dynalite, the proxy, the simulator): holds never take a
@@ -19,13 +19,13 @@ import { simulatorEnv, startTestStack, type TestStack } from "../support/stack";
  * left; key policies refuse models and tokens before anything is forwarded.
  */
 let simulator: Simulator;
-let stack: TestStack;
+let stack: TestHost;
 let budgets: DynamoBudgets;
 let credits: DynamoCredits;
 
 beforeAll(async () => {
   simulator = await startSimulator();
-  stack = await startTestStack({ ...simulatorEnv(simulator.origins), DMT_METERING: "on" });
+  stack = await startTestHost({ ...simulatorEnv(simulator.origins), DMT_METERING: "on" });
   budgets = new DynamoBudgets(stack.db, tableNames(process.env));
   credits = new DynamoCredits(stack.db, tableNames(process.env));
 });

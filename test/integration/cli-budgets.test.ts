@@ -1,19 +1,19 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { BudgetView } from "../../lambda/core/budgets";
 import { dmtJson, runDmt } from "../support/cli";
-import { startTestStack, type TestStack } from "../support/stack";
+import { startTestHost, type TestHost } from "../support/host";
 
 /**
  * `dmt budgets set|list|delete` and the key policy options. A server holds the data dir, so each
  * command uses its store rather than starting one of its own.
  */
-let stack: TestStack;
+let stack: TestHost;
 let dir: string;
 let keyId: string;
 let otherKeyId: string;
 
 beforeAll(async () => {
-  stack = await startTestStack();
+  stack = await startTestHost();
   dir = stack.dataDir;
   keyId = (await stack.newKey({ projectId: "acme" })).keyId;
   otherKeyId = (await stack.newKey({ projectId: "other" })).keyId;

@@ -5,7 +5,7 @@ import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { createProject } from "../../lambda/core/accounts";
 import type { CloudEvent } from "../../lambda/core/cloudevent";
 import { dmtJson, runDmt } from "../support/cli";
-import { startTestStack, type TestStack } from "../support/stack";
+import { startTestHost, type TestHost } from "../support/host";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver";
 
 /**
@@ -17,11 +17,11 @@ const WAIT = { timeout: 60_000, interval: 100 };
 /** Each CLI command is a whole process: on a busy machine a few seconds each. */
 const SLOW = { timeout: 600_000 };
 
-let stack: TestStack;
+let stack: TestHost;
 let receiver: WebhookReceiver;
 
 beforeAll(async () => {
-  stack = await startTestStack();
+  stack = await startTestHost();
   receiver = await startWebhookReceiver();
 });
 

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runningStoreEndpoint } from "../../lambda/local/embedded-dynamo";
 import { type CliResult, dmtJson, runDmt, startDmtServe } from "../support/cli";
-import { startTestStack, type TestStack } from "../support/stack";
+import { startTestHost, type TestHost } from "../support/host";
 
 /** Each step runs several whole CLI processes, each opening a store: generous for a busy machine. */
 const CLI_STEP_MS = 180_000;
@@ -179,9 +179,9 @@ describe("dmt with no server running", { timeout: CLI_STEP_MS }, () => {
 });
 
 describe("dmt while a server runs on the same data dir", { timeout: CLI_STEP_MS }, () => {
-  let stack: TestStack;
+  let stack: TestHost;
   beforeAll(async () => {
-    stack = await startTestStack({ DMT_KEY_CACHE_MS: "200" });
+    stack = await startTestHost({ DMT_KEY_CACHE_MS: "200" });
   });
   afterAll(() => stack.stop());
 

@@ -19,7 +19,7 @@ import { updatePrivacySettings } from "../../lambda/core/privacy";
 import { buildRecord, type InteractionRecord, partitionPrefix } from "../../lambda/core/record";
 import { emptyUsage } from "../../lambda/core/usage";
 import { runLocalCompaction } from "../../lambda/local/compaction";
-import { type LocalStore, openLocalStore } from "../../lambda/local/stack";
+import { type LocalStore, openLocalStore } from "../../lambda/local/store";
 import { type CompactionDeps, runCompaction } from "../../lambda/warehouse/compaction";
 import { createWarehouseConsumer } from "../../lambda/warehouse/consumer";
 

@@ -5,7 +5,7 @@ import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoMemberStore } from "../../lambda/adapters/dynamodb/members";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
-import { startTestStack, type TestStack } from "../support/stack";
+import { startTestHost, type TestHost } from "../support/host";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver";
 
 /**
@@ -14,14 +14,14 @@ import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-r
  * reading.
  */
 
-let stack: TestStack;
+let stack: TestHost;
 let receiver: WebhookReceiver;
 let signingKey: CryptoKey | Uint8Array;
 let kid: string;
 let alg: string;
 
 beforeAll(async () => {
-  stack = await startTestStack();
+  stack = await startTestHost();
   receiver = await startWebhookReceiver();
   const state = JSON.parse(readFileSync(join(stack.dataDir, "oidc.json"), "utf8")) as { signingKey: JWK };
   alg = state.signingKey.alg ?? "";

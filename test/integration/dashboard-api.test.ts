@@ -7,7 +7,7 @@ import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { SECURITY_HEADERS } from "../../lambda/app/security-headers";
 import { createProject } from "../../lambda/core/accounts";
 import { personalProjectId } from "../../lambda/core/members";
-import { startTestStack, type TestStack } from "../support/stack";
+import { startTestHost, type TestHost } from "../support/host";
 
 /**
  * The dashboard API on the real local stack. Tokens are minted with the local provider's own signing
@@ -15,13 +15,13 @@ import { startTestStack, type TestStack } from "../support/stack";
  * through the provider's sign-in.
  */
 
-let stack: TestStack;
+let stack: TestHost;
 let signingKey: CryptoKey | Uint8Array;
 let kid: string;
 let alg: string;
 
 beforeAll(async () => {
-  stack = await startTestStack();
+  stack = await startTestHost();
   const state = JSON.parse(readFileSync(join(stack.dataDir, "oidc.json"), "utf8")) as { signingKey: JWK };
   alg = state.signingKey.alg ?? "";
   signingKey = await importJWK(state.signingKey, alg);

@@ -6,7 +6,7 @@ import { DynamoDeletionRequests } from "../../lambda/adapters/dynamodb/deletion-
 import { DynamoMemberStore } from "../../lambda/adapters/dynamodb/members";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { hashUserId, newDeletionRequest } from "../../lambda/core/deletion";
-import { startTestStack, type TestStack } from "../support/stack";
+import { startTestHost, type TestHost } from "../support/host";
 
 /**
  * Settings, deletion requests, through the dashboard API on the real local stack: the same body and
@@ -15,13 +15,13 @@ import { startTestStack, type TestStack } from "../support/stack";
  * own signing key, as in dashboard-api.test.ts.
  */
 
-let stack: TestStack;
+let stack: TestHost;
 let signingKey: CryptoKey | Uint8Array;
 let kid: string;
 let alg: string;
 
 beforeAll(async () => {
-  stack = await startTestStack();
+  stack = await startTestHost();
   const state = JSON.parse(readFileSync(join(stack.dataDir, "oidc.json"), "utf8")) as { signingKey: JWK };
   alg = state.signingKey.alg ?? "";
   signingKey = await importJWK(state.signingKey, alg);

@@ -22,7 +22,7 @@ import { deltaOf, sumCounters } from "../../lambda/core/interactions-usage";
 import { silentLogger } from "../../lambda/core/logger";
 import { buildRecord, type InteractionRecord } from "../../lambda/core/record";
 import { withoutBodies } from "../../lambda/core/retention";
-import { type LocalStore, openLocalStore } from "../../lambda/local/stack";
+import { type LocalStore, openLocalStore } from "../../lambda/local/store";
 import { createWarehouseConsumer } from "../../lambda/warehouse/consumer";
 
 /**

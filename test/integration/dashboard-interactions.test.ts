@@ -6,7 +6,7 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
-import { startTestStack, type TestStack } from "../support/stack";
+import { startTestHost, type TestHost } from "../support/host";
 
 /**
  * The Interactions, Usage and Settings parts of the dashboard API on the real local stack: calls made
@@ -14,7 +14,7 @@ import { startTestStack, type TestStack } from "../support/stack";
  * index and rollups, read back through the dashboard API with tokens of the local provider's key.
  */
 
-let stack: TestStack;
+let stack: TestHost;
 let signingKey: CryptoKey | Uint8Array;
 let kid: string;
 let alg: string;
@@ -88,7 +88,7 @@ let key: string;
 let keyId: string;
 
 beforeAll(async () => {
-  stack = await startTestStack({ DMT_METERING: "on", DMT_WAREHOUSE_FLUSH_MS: "100" });
+  stack = await startTestHost({ DMT_METERING: "on", DMT_WAREHOUSE_FLUSH_MS: "100" });
   const state = JSON.parse(readFileSync(join(stack.dataDir, "oidc.json"), "utf8")) as { signingKey: JWK };
   alg = state.signingKey.alg ?? "";
   signingKey = await importJWK(state.signingKey, alg);

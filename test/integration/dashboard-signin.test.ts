@@ -2,8 +2,8 @@ import { createHash, randomBytes } from "node:crypto";
 import { decodeJwt } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SECURITY_HEADERS } from "../../lambda/app/security-headers";
+import { startTestHost, type TestHost } from "../support/host";
 import { jsonOf, rawRequest } from "../support/http";
-import { startTestStack, type TestStack } from "../support/stack";
 
 /**
  * Sign-in through the real local OpenID provider, over plain HTTP as a browser would drive it
@@ -11,9 +11,9 @@ import { startTestStack, type TestStack } from "../support/stack";
  * static files. The browser test (test/browser) drives the same flow through the SPA itself.
  */
 
-let stack: TestStack;
+let stack: TestHost;
 beforeAll(async () => {
-  stack = await startTestStack();
+  stack = await startTestHost();
 });
 afterAll(() => stack.stop());
 

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoDeletionRequests } from "../../lambda/adapters/dynamodb/deletion-requests";
 import { type DeletionRequestRecord, newDeletionRequest } from "../../lambda/core/deletion";
 import { ApiError } from "../../lambda/core/errors";
-import { type LocalStore, openLocalStore } from "../../lambda/local/stack";
+import { type LocalStore, openLocalStore } from "../../lambda/local/store";
 
 /**
  * `DeletionRequestStore.list` on the DynamoDB adapter, over the embedded DynamoDB (dynalite, the real

@@ -1,9 +1,9 @@
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestStack, type TestStack } from "../support/stack";
+import { startTestHost, type TestHost } from "../support/host";
 
 /** Deletion through the running local stack: the same routes and local runner `npm start` serves. */
-let stack: TestStack;
+let stack: TestHost;
 let key: string;
 const today = () => new Date().toISOString().slice(0, 10);
 
@@ -17,7 +17,7 @@ async function api(path: string, body?: unknown): Promise<{ status: number; json
 }
 
 beforeAll(async () => {
-  stack = await startTestStack({ DMT_WAREHOUSE_FLUSH_MS: "100" });
+  stack = await startTestHost({ DMT_WAREHOUSE_FLUSH_MS: "100" });
   ({ key } = await stack.newKey({ tier: "pro" }));
 });
 afterAll(() => stack.stop());

@@ -27,7 +27,7 @@ import { CachedKeyLookup } from "../../lambda/core/key-cache";
 import { jsonLogger } from "../../lambda/core/logger";
 import { INTERACTIONS_PREFIX, type InteractionRecord, partitionPrefix } from "../../lambda/core/record";
 import { startLocalDeletion } from "../../lambda/local/deletion";
-import { type LocalStore, openLocalStore } from "../../lambda/local/stack";
+import { type LocalStore, openLocalStore } from "../../lambda/local/store";
 import { type LocalWarehouse, startLocalWarehouse } from "../../lambda/local/warehouse";
 
 const U1 = "u1-alice@example.com";

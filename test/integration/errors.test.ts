@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestHost, type TestHost } from "../support/host";
 import {
   errorBody,
   expectSecurityHeaders,
@@ -7,13 +8,12 @@ import {
   send,
   type WireResponse,
 } from "../support/http";
-import { startTestStack, type TestStack } from "../support/stack";
 
-let stack: TestStack;
+let stack: TestHost;
 let auth: { Authorization: string };
 let restrictedAuth: { Authorization: string };
 beforeAll(async () => {
-  stack = await startTestStack();
+  stack = await startTestHost();
   auth = { Authorization: `Bearer ${(await stack.newKey()).key}` };
   restrictedAuth = { Authorization: `Bearer ${(await stack.newKey({ allow: ["openai:*"] })).key}` };
 });

@@ -6,7 +6,7 @@ import { buildEvent, type CloudEvent } from "../../lambda/core/cloudevent";
 import { eventMessage } from "../../lambda/events/delivery";
 import { eventsJournalDir } from "../../lambda/local/events";
 import { dmtJson, runDmt } from "../support/cli";
-import { startTestStack, type TestStack } from "../support/stack";
+import { startTestHost, type TestHost } from "../support/host";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver";
 
 /**
@@ -22,11 +22,11 @@ const BACKLOG = 3_000;
 /** No process has this pid (Linux's pid_max is at most 2^22). */
 const GONE_PID = 4_194_304 + 11;
 
-let stack: TestStack;
+let stack: TestHost;
 let receiver: WebhookReceiver;
 
 beforeAll(async () => {
-  stack = await startTestStack();
+  stack = await startTestHost();
   receiver = await startWebhookReceiver();
 });
 

@@ -6,7 +6,7 @@ import { DynamoExportSettings } from "../../lambda/adapters/dynamodb/export-sett
 import { FileExportSettings } from "../../lambda/adapters/fs/export-settings";
 import type { ExportSettingsStore } from "../../lambda/core/export-destination";
 import { DestinationError, parseExportDestination } from "../../lambda/core/export-destination";
-import { type LocalStore, openLocalStore } from "../../lambda/local/stack";
+import { type LocalStore, openLocalStore } from "../../lambda/local/store";
 
 // The export-settings port's cases, against each of its adapters: the file the local stack keeps,
 // and the projectSettings table Lambda reads (over dynalite).

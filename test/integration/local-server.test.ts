@@ -7,9 +7,9 @@ import { createKey, createProject, revokeKey } from "../../lambda/core/accounts"
 import { parseLocalConfig } from "../../lambda/local/config";
 import { runningStoreEndpoint, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 import { createHttpServer } from "../../lambda/local/http-server";
-import { openLocalStore } from "../../lambda/local/stack";
+import { openLocalStore } from "../../lambda/local/store";
+import { startTestHost, type TestHost } from "../support/host";
 import { errorBody, expectSecurityHeaders, jsonOf, rawRequest, send } from "../support/http";
-import { startTestStack, type TestStack } from "../support/stack";
 import { startTcpGate } from "../support/tcp-gate";
 import { writeLocalhostCertificate } from "../support/tls";
 
@@ -20,13 +20,13 @@ const mentioning = (text: string) => (chunk: Buffer) => chunk.includes(text);
 
 describe("TLS", () => {
   let certDir: string;
-  let stack: TestStack;
+  let stack: TestHost;
   let key: string;
   let https: Agent;
   beforeAll(async () => {
     certDir = temp("dmt-tls-");
     writeLocalhostCertificate(certDir);
-    stack = await startTestStack({
+    stack = await startTestHost({
       DMT_TLS_CERT: join(certDir, "cert.pem"),
       DMT_TLS_KEY: join(certDir, "key.pem"),
     });
@@ -129,7 +129,7 @@ describe("TLS", () => {
 
 describe("restart", () => {
   it("keeps projects and keys, revocations included", async () => {
-    const first = await startTestStack();
+    const first = await startTestHost();
     const dir = first.dataDir;
     try {
       const kept = await first.newKey();
@@ -138,7 +138,7 @@ describe("restart", () => {
       await first.stop(true);
       expect(runningStoreEndpoint(dir)).toBeUndefined();
 
-      const second = await startTestStack({}, dir);
+      const second = await startTestHost({}, dir);
       try {
         const ok = await fetch(`${second.url}/api/v1/status`, {
           headers: { Authorization: `Bearer ${kept.key}` },
@@ -166,7 +166,7 @@ describe("clean shutdown", () => {
     const gate = await startTcpGate(Number(new URL(dynamo.endpoint).port));
     try {
       // The server reaches the store through the gate, so a test can stop a store read midway.
-      const stack = await startTestStack({ DMT_DYNAMODB_ENDPOINT: `http://127.0.0.1:${gate.port}` });
+      const stack = await startTestHost({ DMT_DYNAMODB_ENDPOINT: `http://127.0.0.1:${gate.port}` });
       await createProject(stack.store, "shutdown", "free", Date.now());
       const created = [];
       for (let i = 0; i < 5; i++) {

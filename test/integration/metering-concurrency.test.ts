@@ -6,7 +6,7 @@ import type { CreditBalance } from "../../lambda/core/credits";
 import { holdMicros } from "../../lambda/core/metering";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
 import { callBounds } from "../../lambda/vendors/bounds";
-import { simulatorEnv, startTestStack, type TestStack } from "../support/stack";
+import { simulatorEnv, startTestHost, type TestHost } from "../support/host";
 
 /**
  * 200 calls at once against a balance that covers 50 of their holds, all in flight together (the vendor
@@ -14,12 +14,12 @@ import { simulatorEnv, startTestStack, type TestStack } from "../support/stack";
  * charges are the exact costs of the calls' usage.
  */
 let simulator: Simulator;
-let stack: TestStack;
+let stack: TestHost;
 let credits: DynamoCredits;
 
 beforeAll(async () => {
   simulator = await startSimulator();
-  stack = await startTestStack({ ...simulatorEnv(simulator.origins), DMT_METERING: "on" });
+  stack = await startTestHost({ ...simulatorEnv(simulator.origins), DMT_METERING: "on" });
   credits = new DynamoCredits(stack.db, tableNames(process.env));
 });
 afterAll(async () => {

@@ -6,9 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { createKey, createProject } from "../../lambda/core/accounts";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
-import { type LocalStore, openLocalStore } from "../../lambda/local/stack";
+import { type LocalStore, openLocalStore } from "../../lambda/local/store";
 import { type ServeProcess, startDmtServe } from "../support/cli";
-import { simulatorEnv } from "../support/stack";
+import { simulatorEnv } from "../support/host";
 
 /**
  * A server killed between a hold and its settlement (SIGKILL in the middle of a stream) leaves the hold

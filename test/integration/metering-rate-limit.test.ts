@@ -9,9 +9,9 @@ import { silentLogger } from "../../lambda/core/logger";
 import type { RateLimit } from "../../lambda/core/model";
 import { parseLocalConfig } from "../../lambda/local/config";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
+import { type EmbeddedHost, startEmbeddedHost } from "../../lambda/local/host";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
-import { type LocalStack, startLocalStack } from "../../lambda/local/stack";
-import { simulatorEnv } from "../support/stack";
+import { simulatorEnv } from "../support/host";
 
 /**
  * Per-key rate limits through two server stacks that share one store (as two processes or two Lambda
@@ -20,13 +20,13 @@ import { simulatorEnv } from "../support/stack";
 let simulator: Simulator;
 let dynamo: EmbeddedDynamo;
 const dirs: string[] = [];
-let first: LocalStack;
-let second: LocalStack;
+let first: EmbeddedHost;
+let second: EmbeddedHost;
 let credits: DynamoCredits;
 let now = Date.now();
 const clock = () => now;
 
-async function startStack(): Promise<LocalStack> {
+async function startStack(): Promise<EmbeddedHost> {
   const dir = mkdtempSync(join(tmpdir(), "dmt-rate-"));
   dirs.push(dir);
   const config = parseLocalConfig({
@@ -37,7 +37,7 @@ async function startStack(): Promise<LocalStack> {
     DMT_METERING: "on",
     ...simulatorEnv(simulator.origins),
   });
-  return startLocalStack(config, silentLogger, { clock });
+  return startEmbeddedHost(config, silentLogger, { clock });
 }
 
 beforeAll(async () => {
@@ -74,7 +74,7 @@ const chat = JSON.stringify({
   max_tokens: 16,
 });
 
-function call(stack: LocalStack, key: string, path = "/openai/v1/chat/completions"): Promise<Response> {
+function call(stack: EmbeddedHost, key: string, path = "/openai/v1/chat/completions"): Promise<Response> {
   const get = path.startsWith("/api/") || path.endsWith("/health");
   return fetch(`${stack.url}${path}`, {
     method: get ? "GET" : "POST",

@@ -17,10 +17,10 @@ import { type LedgerEntry, parseUsd } from "../../lambda/core/credits";
 import { silentLogger } from "../../lambda/core/logger";
 import { parseLocalConfig } from "../../lambda/local/config";
 import { runningStoreEndpoint } from "../../lambda/local/embedded-dynamo";
+import { type EmbeddedHost, startEmbeddedHost } from "../../lambda/local/host";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
-import { type LocalStack, startLocalStack } from "../../lambda/local/stack";
+import { simulatorEnv, testVendorKey } from "../support/host";
 import { rawRequest } from "../support/http";
-import { simulatorEnv, testVendorKey } from "../support/stack";
 
 /**
  * Metering through the local stack and the official SDKs: exact costs per vendor family, holds, 402,
@@ -30,7 +30,7 @@ import { simulatorEnv, testVendorKey } from "../support/stack";
 
 let simulator: Simulator;
 let spy: Server;
-let stack: LocalStack;
+let stack: EmbeddedHost;
 let dataDir: string;
 let credits: DynamoCredits;
 /** Events in order: store commands sent (while `recording`) and requests reaching the vendor. */
@@ -82,7 +82,7 @@ beforeAll(async () => {
     DMT_KEY_CACHE_MS: "60000",
     ...env,
   });
-  stack = await startLocalStack(config, silentLogger, { hooks: [recorder] });
+  stack = await startEmbeddedHost(config, silentLogger, { hooks: [recorder] });
   // Every store command the server sends, whichever client it has (the lean one for dynalite).
   const send = stack.db.send.bind(stack.db);
   stack.db.send = (async (command: { constructor: { name: string } }, ...rest: unknown[]) => {
@@ -382,7 +382,7 @@ describe("exact cost of known usage, per vendor family", () => {
   });
 
   it("applies the deployment's markup to what credits pay, rounded up once", async () => {
-    const marked = await startLocalStack(
+    const marked = await startEmbeddedHost(
       parseLocalConfig({
         PORT: "0",
         DMT_DATA_DIR: dataDir,
@@ -556,7 +556,7 @@ describe("prices", () => {
       DMT_DATA_DIR: join(dataDir, "never"),
       DMT_PRICES_OVERRIDE: file,
     });
-    await expect(startLocalStack(config, silentLogger)).rejects.toThrow(
+    await expect(startEmbeddedHost(config, silentLogger)).rejects.toThrow(
       "Invalid price override: groq/my-fine-tune: prices[0].output: required for a chat model",
     );
   });

@@ -14,7 +14,7 @@ import { createKey, createProject } from "../../lambda/core/accounts";
 import { jsonLogger } from "../../lambda/core/logger";
 import { type StoreLevel, updatePrivacySettings } from "../../lambda/core/privacy";
 import { parseLocalConfig } from "../../lambda/local/config";
-import { type LocalStack, startLocalStack } from "../../lambda/local/stack";
+import { type EmbeddedHost, startEmbeddedHost } from "../../lambda/local/host";
 
 /**
  * The guarantee of levels `metadata` and `none`: no byte of a request or response body reaches the
@@ -24,7 +24,7 @@ import { type LocalStack, startLocalStack } from "../../lambda/local/stack";
  * `full` find it, so the search can fail.
  */
 let dataDir: string;
-let stack: LocalStack;
+let stack: EmbeddedHost;
 const logLines: string[] = [];
 const names = tableNames(process.env);
 
@@ -37,7 +37,7 @@ beforeAll(async () => {
     DMT_METERING: "on",
     DMT_WAREHOUSE_FLUSH_MS: "100",
   });
-  stack = await startLocalStack(
+  stack = await startEmbeddedHost(
     config,
     jsonLogger("debug", (line) => void logLines.push(line)),
   );

@@ -12,14 +12,14 @@ import type { UpstreamClient } from "../../lambda/core/upstream";
 import { createHttpServer, type RunningServer } from "../../lambda/local/http-server";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
 import { VENDOR_DEFINITIONS } from "../../lambda/vendors";
-import { simulatorEnv, startTestStack, type TestStack } from "../support/stack";
+import { simulatorEnv, startTestHost, type TestHost } from "../support/host";
 
 /**
  * The lifecycle metering and the warehouse plug into, seen through a recording ProxyHooks on the real
  * proxy app (real auth over the real store, real upstream client, the simulator as the vendor).
  */
 let simulator: Simulator;
-let stack: TestStack;
+let stack: TestHost;
 let upstream: UpstreamClient;
 let server: RunningServer;
 let url: string;
@@ -57,7 +57,7 @@ async function nextOutcome(): Promise<{ call: ProxyCall; outcome: ProxyOutcome }
 
 beforeAll(async () => {
   simulator = await startSimulator();
-  stack = await startTestStack(simulatorEnv(simulator.origins));
+  stack = await startTestHost(simulatorEnv(simulator.origins));
   key = (await stack.newKey()).key;
   upstream = createUpstreamClient({
     target: simulator.origins.openai,

@@ -1,8 +1,8 @@
 import { type AddressInfo, connect, createServer, type Server, type Socket } from "node:net";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
+import { simulatorEnv, startTestHost, type TestHost, testVendorKey } from "../support/host";
 import { errorBody, expectSecurityHeaders, rawRequest, send } from "../support/http";
-import { simulatorEnv, startTestStack, type TestStack, testVendorKey } from "../support/stack";
 
 /**
  * A TCP relay in front of the simulator that shows what the proxy does on its upstream connections:
@@ -67,13 +67,13 @@ async function startWatch(targetPort: number): Promise<UpstreamWatch> {
 
 let simulator: Simulator;
 let watch: UpstreamWatch;
-let stack: TestStack;
+let stack: TestHost;
 let key: string;
 
 beforeAll(async () => {
   simulator = await startSimulator();
   watch = await startWatch(Number(new URL(simulator.url).port));
-  stack = await startTestStack({
+  stack = await startTestHost({
     ...simulatorEnv(simulator.origins),
     DMT_UPSTREAM_OPENAI: `http://127.0.0.1:${watch.port}/openai`,
   });
@@ -511,7 +511,7 @@ describe("bad inputs, refused before forwarding", () => {
 });
 
 describe("upstream failures", () => {
-  let failing: TestStack;
+  let failing: TestHost;
   let failingKey: string;
   let deadPort: number;
 
@@ -520,7 +520,7 @@ describe("upstream failures", () => {
     await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
     deadPort = (probe.address() as AddressInfo).port;
     await new Promise<void>((resolve) => probe.close(() => resolve()));
-    failing = await startTestStack({
+    failing = await startTestHost({
       ...simulatorEnv(simulator.origins),
       DMT_UPSTREAM_GROQ: `http://127.0.0.1:${deadPort}/openai`,
       DMT_UPSTREAM_IDLE_TIMEOUT_MS: "300",

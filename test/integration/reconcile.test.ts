@@ -4,7 +4,7 @@ import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import type { Drift } from "../../lambda/core/reconcile";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
 import { runDmt } from "../support/cli";
-import { simulatorEnv, startTestStack, type TestStack } from "../support/stack";
+import { simulatorEnv, startTestHost, type TestHost } from "../support/host";
 
 /**
  * `dmt reconcile` end to end: managed calls through the local stack to the simulator, which keeps what
@@ -20,7 +20,7 @@ const LONG_PROMPT = `Remember these facts for later. ${"The quick brown fox jump
 const CLI_TIMEOUT = 300_000;
 
 let simulator: Simulator;
-let stack: TestStack;
+let stack: TestHost;
 let key: string;
 
 const day = (offset: number) => new Date(Date.now() + offset * 86_400_000).toISOString().slice(0, 10);
@@ -64,7 +64,7 @@ function post(path: string, body: unknown, headers: Record<string, string> = {})
 
 beforeAll(async () => {
   simulator = await startSimulator();
-  stack = await startTestStack({ ...simulatorEnv(simulator.origins), DMT_METERING: "on" });
+  stack = await startTestHost({ ...simulatorEnv(simulator.origins), DMT_METERING: "on" });
   const created = await stack.newKey({ tier: "pro" });
   key = created.key;
   await new DynamoCredits(stack.db, tableNames(process.env)).grant(created.projectId, 50_000_000, "test");

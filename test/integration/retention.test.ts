@@ -15,7 +15,7 @@ import { buildRecord, type InteractionRecord, partitionPrefix } from "../../lamb
 import type { RetentionAudit } from "../../lambda/core/retention";
 import { emptyUsage } from "../../lambda/core/usage";
 import { runLocalRetention } from "../../lambda/local/retention";
-import { type LocalStore, openLocalStore } from "../../lambda/local/stack";
+import { type LocalStore, openLocalStore } from "../../lambda/local/store";
 import { RETENTION_AUDIT_PREFIX, runRetention } from "../../lambda/warehouse/retention";
 
 /**

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestStack, type TestStack } from "../support/stack";
+import { startTestHost, type TestHost } from "../support/host";
 
-let stack: TestStack;
+let stack: TestHost;
 beforeAll(async () => {
-  stack = await startTestStack();
+  stack = await startTestHost();
 });
 afterAll(() => stack.stop());
 

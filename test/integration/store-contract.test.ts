@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { openLocalStore } from "../../lambda/local/stack";
+import { openLocalStore } from "../../lambda/local/store";
 import { storeContract } from "../support/store-contract";
 
 // DynamoStore over the DynamoDB wire protocol, served by dynalite persisted on disk.

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { parseUsd } from "../../lambda/core/credits";
-import { startTestStack, type TestStack } from "../support/stack";
+import { startTestHost, type TestHost } from "../support/host";
 
 /**
  * The cost of each call: `x-dmt-cost-usd` and `x-dmt-billing-mode` on answers sent whole, and
@@ -11,12 +11,12 @@ import { startTestStack, type TestStack } from "../support/stack";
 
 const WAIT = { timeout: 30_000, interval: 100 };
 
-let stack: TestStack;
+let stack: TestHost;
 let owner: { key: string; projectId: string };
 let stranger: { key: string };
 
 beforeAll(async () => {
-  stack = await startTestStack({ DMT_METERING: "on", DMT_WAREHOUSE_FLUSH_MS: "100" });
+  stack = await startTestHost({ DMT_METERING: "on", DMT_WAREHOUSE_FLUSH_MS: "100" });
   owner = await stack.newKey();
   stranger = await stack.newKey();
   await new DynamoCredits(stack.db, tableNames(process.env)).grant(owner.projectId, parseUsd("10"), "test");

@@ -8,13 +8,13 @@ import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { activePriceCatalogue } from "../../lambda/adapters/fs/price-catalogue";
 import { costMicros } from "../../lambda/core/pricing";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
-import { simulatorEnv, startTestStack, type TestStack, testVendorKey } from "../support/stack";
+import { simulatorEnv, startTestHost, type TestHost, testVendorKey } from "../support/host";
 
 /**
  * The whole path: official SDK -> proxy (metering on) -> queue -> consumer -> Parquet -> export.
  */
 let sim: Simulator;
-let stack: TestStack;
+let stack: TestHost;
 let key: string;
 let projectId: string;
 
@@ -39,7 +39,7 @@ const today = () => new Date().toISOString().slice(0, 10);
 
 beforeAll(async () => {
   sim = await startSimulator();
-  stack = await startTestStack({
+  stack = await startTestHost({
     ...simulatorEnv(sim.origins),
     DMT_METERING: "on",
     DMT_WAREHOUSE_FLUSH_MS: "100",

@@ -11,7 +11,8 @@ import { jsonLogger, type Logger } from "../../lambda/core/logger";
 import type { InteractionRecord } from "../../lambda/core/record";
 import { parseLocalConfig } from "../../lambda/local/config";
 import { runningStoreEndpoint, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
-import { type LocalStore, openLocalStore, startLocalStack } from "../../lambda/local/stack";
+import { startEmbeddedHost } from "../../lambda/local/host";
+import { type LocalStore, openLocalStore } from "../../lambda/local/store";
 import {
   startThreadedWarehouse,
   type ThreadedWarehouse,
@@ -245,7 +246,7 @@ describe("the threaded warehouse", () => {
   });
 });
 
-describe("a local stack that fails to start", () => {
+describe("an embedded host that fails to start", () => {
   let dir: string;
   let taken: Server | undefined;
   beforeEach(() => {
@@ -296,7 +297,7 @@ describe("a local stack that fails to start", () => {
     const env = await prepare();
     const { logger } = capturedLogger();
     const config = parseLocalConfig({ PORT: "0", DMT_DATA_DIR: dir, DMT_METERING: "off", ...env });
-    await expect(startLocalStack(config, logger)).rejects.toThrow(error);
+    await expect(startEmbeddedHost(config, logger)).rejects.toThrow(error);
     // The store is closed: no endpoint published, and its LevelDB folder opens again in this process.
     expect(runningStoreEndpoint(dir)).toBeUndefined();
     const reopened = await startEmbeddedDynamo(dir);
@@ -304,9 +305,9 @@ describe("a local stack that fails to start", () => {
   });
 });
 
-/** Runs test/integration/local-stack-exit.ts in a child process that must exit on its own. */
-function runToExit(mode: "stack" | "warehouse", env: Record<string, string>): Promise<string> {
-  const script = new URL("./local-stack-exit.ts", import.meta.url).pathname;
+/** Runs test/integration/embedded-host-exit.ts in a child process that must exit on its own. */
+function runToExit(mode: "host" | "warehouse", env: Record<string, string>): Promise<string> {
+  const script = new URL("./embedded-host-exit.ts", import.meta.url).pathname;
   return new Promise((resolve, reject) => {
     execFile(
       process.execPath,
@@ -332,9 +333,9 @@ describe("a process that used the threaded warehouse", () => {
     expect(await runToExit("warehouse", { DMT_DATA_DIR: dir })).toBe("closed");
   });
 
-  it("exits on its own after the local stack failed to start", async () => {
+  it("exits on its own after the embedded host failed to start", async () => {
     writeFileSync(join(dir, "warehouse-queue"), "not a folder");
-    expect(await runToExit("stack", { DMT_DATA_DIR: dir })).toMatch(
+    expect(await runToExit("host", { DMT_DATA_DIR: dir })).toMatch(
       /^failed: The warehouse worker did not start \(EEXIST/,
     );
   });

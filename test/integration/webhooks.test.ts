@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CloudEvent } from "../../lambda/core/cloudevent";
 import { ApiError } from "../../lambda/core/errors";
 import { addWebhook } from "../../lambda/events/webhooks";
-import { startTestStack, type TestStack } from "../support/stack";
+import { startTestHost, type TestHost } from "../support/host";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver";
 
 /**
@@ -18,11 +18,11 @@ const RETRIES = { retryDelaysMs: [50, 100, 150], webhookTimeoutMs: 1000 };
 /** Outcomes are awaited generously: the machine may be busy. */
 const WAIT = { timeout: 20_000, interval: 50 };
 
-let stack: TestStack;
+let stack: TestHost;
 let receiver: WebhookReceiver;
 
 beforeAll(async () => {
-  stack = await startTestStack({}, undefined, { webhooks: RETRIES });
+  stack = await startTestHost({}, undefined, { webhooks: RETRIES });
   receiver = await startWebhookReceiver();
 });
 
@@ -204,10 +204,10 @@ describe("webhook delivery", () => {
 
 describe("a restart in the middle of a retry", () => {
   it("keeps the waiting retry in the journal and delivers it after the restart", async () => {
-    const restarting = await startTestStack({}, undefined, { webhooks: { retryDelaysMs: [3000] } });
+    const restarting = await startTestHost({}, undefined, { webhooks: { retryDelaysMs: [3000] } });
     const dataDir = restarting.dataDir;
     const own = await startWebhookReceiver();
-    let second: TestStack | undefined;
+    let second: TestHost | undefined;
     try {
       const { projectId } = await restarting.newKey();
       const { webhook, secret } = await addWebhook(
@@ -223,7 +223,7 @@ describe("a restart in the middle of a retry", () => {
       // The retry waits on disk.
       expect(readdirSync(join(dataDir, "events-queue")).length).toBeGreaterThan(0);
 
-      second = await startTestStack({}, dataDir);
+      second = await startTestHost({}, dataDir);
       await expect
         .poll(async () => (await second?.events.log.get(webhook.webhookId, event.id))?.status, WAIT)
         .toBe("delivered");

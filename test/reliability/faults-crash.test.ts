@@ -8,10 +8,10 @@ import { TRANSACTION_ID_HEADER } from "../../lambda/app/proxy/app";
 import { createKey, createProject } from "../../lambda/core/accounts";
 import { type Budget, counterId, setBudget, windowSpan } from "../../lambda/core/budgets";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
-import { type LocalStore, openLocalStore } from "../../lambda/local/stack";
+import { type LocalStore, openLocalStore } from "../../lambda/local/store";
 import { type ServeProcess, startDmtServe } from "../support/cli";
+import { simulatorEnv } from "../support/host";
 import { allLedgerEntries, tally, unresolvedOrDoubled, until, warehouseRows } from "../support/reliability";
-import { simulatorEnv } from "../support/stack";
 
 /**
  * A server killed with SIGKILL while calls stream and while records wait to be written, then started

@@ -14,13 +14,13 @@ import { RecordSpool, SPOOL_PREFIX } from "../../lambda/adapters/sqs/spool";
 import { createKey, createProject } from "../../lambda/core/accounts";
 import { jsonLogger, silentLogger } from "../../lambda/core/logger";
 import { parseLocalConfig } from "../../lambda/local/config";
+import { type EmbeddedHost, startEmbeddedHost } from "../../lambda/local/host";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
-import { type LocalStack, startLocalStack } from "../../lambda/local/stack";
 import { createWarehouseConsumer } from "../../lambda/warehouse/consumer";
 import { warehouseHooks } from "../../lambda/warehouse/hooks";
+import { simulatorEnv } from "../support/host";
 import { type Answered, countingFetch, until, warehouseRows } from "../support/reliability";
 import { type SqsStandIn, startSqsStandIn } from "../support/reliability-sqs";
-import { simulatorEnv } from "../support/stack";
 
 /**
  * Faults between the proxy and the warehouse: the queue refusing sends (the AWS producer's retries and
@@ -30,7 +30,7 @@ import { simulatorEnv } from "../support/stack";
 let sim: Simulator;
 let sqs: SqsStandIn;
 let sqsClient: SQSClient;
-let stack: LocalStack;
+let stack: EmbeddedHost;
 let dir: string;
 let dataDir: string;
 let spool: RecordSpool;
@@ -63,7 +63,7 @@ beforeAll(async () => {
     DMT_METERING: "off",
     DMT_WAREHOUSE_FLUSH_MS: "100",
   });
-  stack = await startLocalStack(config, logger, {
+  stack = await startEmbeddedHost(config, logger, {
     hooks: [warehouseHooks(producer, localUserIdHasher(dataDir))],
   });
 });

@@ -5,6 +5,7 @@ import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { counterId, setBudget, windowSpan } from "../../lambda/core/budgets";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
 import { DEFAULT_LEASES } from "../../lambda/metering/credit-leases";
+import { simulatorEnv, startTestHost, type TestHost } from "../support/host";
 import { expectSecurityHeaders } from "../support/http";
 import {
   allLedgerEntries,
@@ -15,7 +16,6 @@ import {
   unresolvedOrDoubled,
   warehouseRows,
 } from "../support/reliability";
-import { simulatorEnv, startTestStack, type TestStack } from "../support/stack";
 
 /**
  * Store faults on the credit hold (before the vendor is called) and on the settlement (after the
@@ -28,14 +28,14 @@ const HOLD_TTL_MS = 3_600_000;
 /** A credit lease's hold lasts its open time plus the hold TTL. */
 const LEASE_EXPIRY_MS = DEFAULT_LEASES.openMs + HOLD_TTL_MS;
 let sim: Simulator;
-let stack: TestStack;
+let stack: TestHost;
 let credits: DynamoCredits;
 let budgets: DynamoBudgets;
 let faults: StoreFaults;
 
 beforeAll(async () => {
   sim = await startSimulator();
-  stack = await startTestStack(
+  stack = await startTestHost(
     {
       ...simulatorEnv(sim.origins),
       DMT_METERING: "on",

@@ -5,6 +5,7 @@ import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { TRANSACTION_ID_HEADER } from "../../lambda/app/proxy/app";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
+import { simulatorEnv, startTestHost, type TestHost } from "../support/host";
 import { expectSecurityHeaders } from "../support/http";
 import {
   allLedgerEntries,
@@ -13,7 +14,6 @@ import {
   type WarehouseRow,
   warehouseRows,
 } from "../support/reliability";
-import { simulatorEnv, startTestStack, type TestStack } from "../support/stack";
 
 /**
  * Vendor-side faults, each injected in the simulator, each with what the client gets, what is stored
@@ -21,12 +21,12 @@ import { simulatorEnv, startTestStack, type TestStack } from "../support/stack";
  */
 const GRANT = 5_000_000;
 let sim: Simulator;
-let stack: TestStack;
+let stack: TestHost;
 let credits: DynamoCredits;
 
 beforeAll(async () => {
   sim = await startSimulator();
-  stack = await startTestStack({
+  stack = await startTestHost({
     ...simulatorEnv(sim.origins),
     DMT_METERING: "on",
     DMT_WAREHOUSE_FLUSH_MS: "100",

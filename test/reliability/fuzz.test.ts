@@ -13,8 +13,9 @@ import { createKey, createProject } from "../../lambda/core/accounts";
 import { jsonLogger } from "../../lambda/core/logger";
 import { VENDOR_NAMES } from "../../lambda/core/vendor-model";
 import { parseLocalConfig } from "../../lambda/local/config";
+import { type EmbeddedHost, startEmbeddedHost } from "../../lambda/local/host";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
-import { type LocalStack, startLocalStack } from "../../lambda/local/stack";
+import { simulatorEnv, testVendorKey } from "../support/host";
 import { filesHoldingSecrets } from "../support/reliability";
 import {
   describeRequest,
@@ -24,7 +25,6 @@ import {
   type RawAnswer,
   sendRaw,
 } from "../support/reliability-fuzz";
-import { simulatorEnv, testVendorKey } from "../support/stack";
 
 /**
  * Bad input over every route of every app (the four proxies, the data API, the dashboard API and its
@@ -48,7 +48,7 @@ const HEAP_GROWTH_BOUND = 64 * 1024 * 1024;
 const RSS_GROWTH_BOUND = 384 * 1024 * 1024;
 
 let sim: Simulator;
-let stack: LocalStack;
+let stack: EmbeddedHost;
 let dataDir: string;
 let credentials: FuzzCredentials;
 const logLines: string[] = [];
@@ -84,7 +84,7 @@ beforeAll(async () => {
     // Small enough that a fuzzed stream the simulator never ends cannot hold a run up.
     DMT_UPSTREAM_IDLE_TIMEOUT_MS: "5000",
   });
-  stack = await startLocalStack(
+  stack = await startEmbeddedHost(
     config,
     jsonLogger("debug", (line) => logLines.push(line)),
   );

@@ -7,9 +7,9 @@ import { LocalMasterKey } from "../../lambda/adapters/fs/master-key";
 import { counterId, setBudget, windowSpan } from "../../lambda/core/budgets";
 import { VENDOR_NAMES } from "../../lambda/core/vendor-model";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
+import { simulatorEnv, startTestHost, type TestHost, testVendorKey } from "../support/host";
 import { warehouseRows } from "../support/reliability";
 import { reconcile, runMixedWorkload } from "../support/reliability-workload";
-import { simulatorEnv, startTestStack, type TestStack, testVendorKey } from "../support/stack";
 
 /**
  * The books balance: a mixed workload through the official SDKs, then a count. Small here (CI);
@@ -22,11 +22,11 @@ const byokKey = (vendor: string) => `sk-byok-${vendor}-0123456789abcdef`;
 const dualVendorKey = "sk-dual-vendor-0123456789abcdef";
 
 let sim: Simulator;
-let stack: TestStack;
+let stack: TestHost;
 
 beforeAll(async () => {
   sim = await startSimulator();
-  stack = await startTestStack({
+  stack = await startTestHost({
     ...simulatorEnv(sim.origins),
     DMT_METERING: "on",
     DMT_WAREHOUSE_FLUSH_MS: "100",

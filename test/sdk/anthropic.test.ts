@@ -1,16 +1,16 @@
 import Anthropic from "@anthropic-ai/sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
-import { simulatorEnv, startTestStack, type TestStack, testVendorKey } from "../support/stack";
+import { simulatorEnv, startTestHost, type TestHost, testVendorKey } from "../support/host";
 
 let simulator: Simulator;
-let stack: TestStack;
+let stack: TestHost;
 let client: Anthropic;
 let serviceKey: string;
 
 beforeAll(async () => {
   simulator = await startSimulator();
-  stack = await startTestStack(simulatorEnv(simulator.origins));
+  stack = await startTestHost(simulatorEnv(simulator.origins));
   serviceKey = (await stack.newKey()).key;
   // The SDK sends its key as x-api-key, which the service accepts like a Bearer key.
   client = new Anthropic({ apiKey: serviceKey, baseURL: `${stack.url}/anthropic`, maxRetries: 0 });

@@ -1,16 +1,16 @@
 import { GoogleGenAI } from "@google/genai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
-import { simulatorEnv, startTestStack, type TestStack, testVendorKey } from "../support/stack";
+import { simulatorEnv, startTestHost, type TestHost, testVendorKey } from "../support/host";
 
 let simulator: Simulator;
-let stack: TestStack;
+let stack: TestHost;
 let ai: GoogleGenAI;
 let serviceKey: string;
 
 beforeAll(async () => {
   simulator = await startSimulator();
-  stack = await startTestStack(simulatorEnv(simulator.origins));
+  stack = await startTestHost(simulatorEnv(simulator.origins));
   serviceKey = (await stack.newKey()).key;
   // The SDK sends its key as x-goog-api-key, accepted on the Gemini family.
   ai = new GoogleGenAI({ apiKey: serviceKey, httpOptions: { baseUrl: `${stack.url}/gemini` } });

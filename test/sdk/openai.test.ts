@@ -1,16 +1,16 @@
 import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
-import { simulatorEnv, startTestStack, type TestStack } from "../support/stack";
+import { simulatorEnv, startTestHost, type TestHost } from "../support/host";
 
 let simulator: Simulator;
-let stack: TestStack;
+let stack: TestHost;
 let openai: OpenAI;
 let groq: OpenAI;
 
 beforeAll(async () => {
   simulator = await startSimulator();
-  stack = await startTestStack(simulatorEnv(simulator.origins));
+  stack = await startTestHost(simulatorEnv(simulator.origins));
   const { key } = await stack.newKey();
   openai = new OpenAI({ apiKey: key, baseURL: `${stack.url}/openai/v1`, maxRetries: 0 });
   groq = new OpenAI({ apiKey: key, baseURL: `${stack.url}/groq/v1`, maxRetries: 0 });

@@ -19,7 +19,7 @@ import { DynamoMemberStore } from "../../lambda/adapters/dynamodb/members";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { addMember, type GrantedRole } from "../../lambda/core/members";
 import { localUserDirectory } from "../../lambda/local/oidc";
-import type { TestStack } from "./stack";
+import type { TestHost } from "./host";
 
 /**
  * The browser that the browser tests (and the benchmark report's charts) drive: the headless Chromium
@@ -169,7 +169,7 @@ export function screenshotOnFailure(page: () => Page | undefined, prefix: string
 
 /** The development user made a member of `projectId`, with the code `dmt members add` runs. */
 export async function addDevMember(
-  stack: TestStack,
+  stack: TestHost,
   projectId: string,
   role: GrantedRole = "admin",
 ): Promise<void> {

@@ -30,12 +30,10 @@ import { type Simulator, startSimulator } from "./simulator";
 import { type LocalStore, openLocalStore } from "./store";
 import { startThreadedWarehouse } from "./warehouse-thread";
 
-export { type LocalStore, openLocalStore };
-
 /** A long-lived process notes finished calls' charges on the store in batches, once a second at most. */
 const NOTE_CHARGES_MS = 1000;
 
-export interface LocalStack {
+export interface EmbeddedHost {
   url: string;
   port: number;
   store: Store;
@@ -52,7 +50,7 @@ export interface LocalStack {
   close(): Promise<void>;
 }
 
-export interface LocalStackOptions {
+export interface EmbeddedHostOptions {
   /** The clock of metering (rate limits, holds, idempotency records); tests inject one. */
   clock?: () => number;
   /** More proxy hooks, run after metering's, which they see on the call (the warehouse's record). */
@@ -67,11 +65,11 @@ export interface LocalStackOptions {
 }
 
 /** The whole service in one process: the same apps the Lambda handlers wrap, over embedded parts. */
-export async function startLocalStack(
+export async function startEmbeddedHost(
   config: LocalConfig,
   logger: Logger,
-  options: LocalStackOptions = {},
-): Promise<LocalStack> {
+  options: EmbeddedHostOptions = {},
+): Promise<EmbeddedHost> {
   // First: a bad price file stops the start before anything runs, naming the model and field.
   const prices = activePriceCatalogue({
     DMT_PRICES_OVERRIDE: config.DMT_PRICES_OVERRIDE,
@@ -100,11 +98,11 @@ export async function startLocalStack(
 async function startOnStore(
   config: LocalConfig,
   logger: Logger,
-  options: LocalStackOptions,
+  options: EmbeddedHostOptions,
   prices: ReturnType<typeof activePriceCatalogue>,
   local: LocalStore,
   opened: (() => Promise<unknown>)[],
-): Promise<LocalStack> {
+): Promise<EmbeddedHost> {
   const clock = options.clock ?? Date.now;
   const store = new DynamoPorts(
     local.db,

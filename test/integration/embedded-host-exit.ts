@@ -1,11 +1,12 @@
 // Run in a child process by test/integration/warehouse-thread.test.ts, on the data dir DMT_DATA_DIR:
-// `stack` starts the local stack from the environment and closes it, `warehouse` sends a record through
+// `host` starts the embedded host from the environment and closes it, `warehouse` sends a record through
 // the threaded warehouse and closes it. Either prints how it ended, then the process must exit on its
 // own: a worker thread or a server left open would keep it alive.
 import { syntheticRecord } from "../../bench/warehouse-records";
 import { silentLogger } from "../../lambda/core/logger";
 import { parseLocalConfig } from "../../lambda/local/config";
-import { openLocalStore, startLocalStack } from "../../lambda/local/stack";
+import { startEmbeddedHost } from "../../lambda/local/host";
+import { openLocalStore } from "../../lambda/local/store";
 import { startThreadedWarehouse } from "../../lambda/local/warehouse-thread";
 
 const config = parseLocalConfig();
@@ -23,8 +24,8 @@ try {
     await warehouse.close();
     await local.close();
   } else {
-    const stack = await startLocalStack(config, silentLogger);
-    await stack.close();
+    const host = await startEmbeddedHost(config, silentLogger);
+    await host.close();
   }
   process.stdout.write("closed\n");
 } catch (err) {

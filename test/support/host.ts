@@ -5,9 +5,9 @@ import type { NewKeyInput } from "../../lambda/core/accounts";
 import { createKey, createProject } from "../../lambda/core/accounts";
 import { silentLogger } from "../../lambda/core/logger";
 import { parseLocalConfig } from "../../lambda/local/config";
-import { type LocalStack, type LocalStackOptions, startLocalStack } from "../../lambda/local/stack";
+import { type EmbeddedHost, type EmbeddedHostOptions, startEmbeddedHost } from "../../lambda/local/host";
 
-export interface TestStack extends LocalStack {
+export interface TestHost extends EmbeddedHost {
   dataDir: string;
   /** Creates a project (tier free unless given) and a key for it; returns the full key. */
   newKey(
@@ -20,11 +20,11 @@ export interface TestStack extends LocalStack {
 let counter = 0;
 
 /** Starts the real local stack (dynalite on a temp dir, port 0) for a test file. */
-export async function startTestStack(
+export async function startTestHost(
   env: Record<string, string> = {},
   dataDir?: string,
-  options: LocalStackOptions = {},
-): Promise<TestStack> {
+  options: EmbeddedHostOptions = {},
+): Promise<TestHost> {
   const dir = dataDir ?? mkdtempSync(join(tmpdir(), "dmt-test-"));
   // Metering is off unless a test asks for it: proxy tests need no credits or rate-limit headroom.
   const config = parseLocalConfig({
@@ -34,7 +34,7 @@ export async function startTestStack(
     DMT_METERING: "off",
     ...env,
   });
-  const stack = await startLocalStack(config, silentLogger, options);
+  const stack = await startEmbeddedHost(config, silentLogger, options);
   return {
     ...stack,
     dataDir: dir,
