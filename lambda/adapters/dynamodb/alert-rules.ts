@@ -3,11 +3,11 @@ import {
   DeleteItemCommand,
   type DynamoDBClient,
   PutItemCommand,
-  QueryCommand,
   UpdateItemCommand,
 } from "@aws-sdk/client-dynamodb";
-import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
+import { marshall } from "@aws-sdk/util-dynamodb";
 import type { AlertRule, AlertRuleStore } from "../../core/alert-rules";
+import { queryAll } from "./paging";
 import type { TableNames } from "./tables";
 
 /**
@@ -31,15 +31,13 @@ export class DynamoAlertRules implements AlertRuleStore {
   }
 
   async list(projectId: string): Promise<AlertRule[]> {
-    const out = await this.db.send(
-      new QueryCommand({
-        TableName: this.tables.alertRules,
-        KeyConditionExpression: "projectId = :p",
-        ExpressionAttributeValues: marshall({ ":p": projectId }),
-        ConsistentRead: true,
-      }),
-    );
-    return (out.Items ?? []).map((item) => unmarshall(item) as AlertRule);
+    const rules = await queryAll(this.db, {
+      TableName: this.tables.alertRules,
+      KeyConditionExpression: "projectId = :p",
+      ExpressionAttributeValues: marshall({ ":p": projectId }),
+      ConsistentRead: true,
+    });
+    return rules as AlertRule[];
   }
 
   async delete(projectId: string, ruleId: string): Promise<boolean> {

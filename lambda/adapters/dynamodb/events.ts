@@ -10,7 +10,7 @@ import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
 import { type KeyWrapper, openSecret, sealSecret } from "../../core/crypto";
 import type { Delivery, DeliveryLog, WebhookStore, WebhookView } from "../../core/webhook-delivery";
 import { webhookSecretContext } from "../../events/webhooks";
-import { readItem } from "./paging";
+import { queryAll, readItem } from "./paging";
 import type { TableNames } from "./tables";
 
 /** Item: the webhook's view plus its secret, envelope-encrypted (core/crypto.ts); no plaintext. */
@@ -42,16 +42,13 @@ export class DynamoWebhooks implements WebhookStore {
   }
 
   async list(projectId: string): Promise<WebhookView[]> {
-    // A project has at most MAX_WEBHOOKS: a single page.
-    const out = await this.db.send(
-      new QueryCommand({
-        TableName: this.tables.webhooks,
-        KeyConditionExpression: "projectId = :p",
-        ExpressionAttributeValues: marshall({ ":p": projectId }),
-        ConsistentRead: true,
-      }),
-    );
-    return (out.Items ?? []).map((item) => view(unmarshall(item) as WebhookItem));
+    const webhooks = await queryAll(this.db, {
+      TableName: this.tables.webhooks,
+      KeyConditionExpression: "projectId = :p",
+      ExpressionAttributeValues: marshall({ ":p": projectId }),
+      ConsistentRead: true,
+    });
+    return webhooks.map((item) => view(item as WebhookItem));
   }
 
   async get(projectId: string, webhookId: string): Promise<WebhookView | undefined> {

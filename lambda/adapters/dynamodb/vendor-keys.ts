@@ -2,7 +2,6 @@ import {
   DeleteItemCommand,
   type DynamoDBClient,
   GetItemCommand,
-  QueryCommand,
   UpdateItemCommand,
 } from "@aws-sdk/client-dynamodb";
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
@@ -15,6 +14,7 @@ import {
   vendorKeyContext,
 } from "../../core/vendor-keys";
 import type { VendorName } from "../../core/vendor-names";
+import { queryAll } from "./paging";
 import type { TableNames } from "./tables";
 
 /** Item: { projectId, vendor, last4, createdAt, updatedAt, wrappedKey, ciphertext }; no plaintext. */
@@ -55,16 +55,13 @@ export class DynamoVendorKeys implements VendorKeyStore {
   }
 
   async list(projectId: string): Promise<VendorKeyView[]> {
-    // At most one item per vendor: a single page.
-    const out = await this.db.send(
-      new QueryCommand({
-        TableName: this.tables.vendorKeys,
-        KeyConditionExpression: "projectId = :p",
-        ExpressionAttributeValues: marshall({ ":p": projectId }),
-        ConsistentRead: true,
-      }),
-    );
-    return (out.Items ?? []).map((item) => view(unmarshall(item) as VendorKeyItem));
+    const keys = await queryAll(this.db, {
+      TableName: this.tables.vendorKeys,
+      KeyConditionExpression: "projectId = :p",
+      ExpressionAttributeValues: marshall({ ":p": projectId }),
+      ConsistentRead: true,
+    });
+    return keys.map((item) => view(item as VendorKeyItem));
   }
 
   async delete(projectId: string, vendorName: string): Promise<boolean> {
