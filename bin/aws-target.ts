@@ -11,6 +11,7 @@ import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
 import { DynamoExportSettings } from "../lambda/adapters/dynamodb/export-settings";
 import { DynamoMemberStore } from "../lambda/adapters/dynamodb/members";
 import { DynamoPrivacySettings } from "../lambda/adapters/dynamodb/privacy-settings";
+import { DynamoUsageRollups } from "../lambda/adapters/dynamodb/rollups";
 import { DynamoStore } from "../lambda/adapters/dynamodb/store";
 import { TABLES, type TableName, type TableNames } from "../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
@@ -151,6 +152,7 @@ export function awsServices(target: AwsTarget) {
   return {
     store: new DynamoStore(target.db, target.tables),
     budgets: new DynamoBudgets(target.db, target.tables),
+    usage: new DynamoUsageRollups(target.db, target.tables),
     credits: new DynamoCredits(target.db, target.tables),
     vendorKeys: new DynamoVendorKeys(
       target.db,

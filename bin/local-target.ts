@@ -2,6 +2,7 @@ import { DynamoBudgets } from "../lambda/adapters/dynamodb/budgets";
 import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
 import { DynamoMemberStore } from "../lambda/adapters/dynamodb/members";
 import { DynamoPrivacySettings } from "../lambda/adapters/dynamodb/privacy-settings";
+import { DynamoUsageRollups } from "../lambda/adapters/dynamodb/rollups";
 import { tableNames } from "../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../lambda/adapters/dynamodb/vendor-keys";
 import { LocalMasterKey } from "../lambda/adapters/fs/master-key";
@@ -35,6 +36,7 @@ export async function openLocalTarget(dataDir: string, endpoint: string | undefi
       store: local.store,
       credits: new DynamoCredits(local.db, names),
       budgets: new DynamoBudgets(local.db, names),
+      usage: new DynamoUsageRollups(local.db, names),
       vendorKeys: new DynamoVendorKeys(local.db, names, LocalMasterKey.inDataDir(dataDir)),
       exportSettings: {
         async setExportDestination(projectId: string, url: string | undefined) {

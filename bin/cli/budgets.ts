@@ -36,7 +36,8 @@ export const budgetCommands = [
         includeByok: values["include-byok"],
       };
       const services = await open();
-      return budgetView(await setBudget(services.store, services.budgets, input, Date.now()), Date.now());
+      const now = Date.now();
+      return budgetView(await setBudget(services.store, services.budgets, input, now, services.usage), now);
     },
     print: (budget) =>
       `Budget ${budget.id}: ${budget.scope}${budget.key ? ` ${budget.key}` : ""}${budget.user ? ` ${budget.user}` : ""}, $${budget.limit_usd} per ${budget.window}${budget.soft ? " (soft)" : ""}.`,

@@ -7,6 +7,7 @@ import { errors } from "../../lambda/core/errors";
 import type { MemberStore, UserDirectory } from "../../lambda/core/members";
 import type { Store } from "../../lambda/core/ports";
 import type { RetentionAudit } from "../../lambda/core/retention";
+import type { UsageRollups } from "../../lambda/core/usage-rollups";
 import type { VendorKeyStore } from "../../lambda/core/vendor-keys";
 import { DEFAULT_DATA_DIR, type LocalConfig } from "../../lambda/local/config";
 import type { CompactionOptions } from "../../lambda/warehouse/compaction";
@@ -19,6 +20,8 @@ export interface Services {
   credits: CreditStore;
   vendorKeys: VendorKeyStore;
   budgets: DynamoBudgets;
+  /** The daily rollups: a budget set mid-window starts from what its scope spent in it already. */
+  usage: Pick<UsageRollups, "breakdown">;
   /** A file in the data dir locally; the `projectSettings` table in AWS (s3:// destinations only). */
   exportSettings: { setExportDestination(projectId: string, url: string | undefined): Promise<void> };
   members: MemberStore;

@@ -10,8 +10,10 @@ import {
 } from "./credits";
 import { globToRegExp } from "./endpoints";
 import { ApiError, errors } from "./errors";
+import { dayOf } from "./interactions";
 import { PROJECT_ID_PATTERN } from "./model";
 import type { Store } from "./ports";
+import type { UsageRollups } from "./usage-rollups";
 
 /**
  * Spend controls: budgets (a USD limit per project, key or end user, per UTC day, month or in total)
@@ -294,6 +296,11 @@ export interface BudgetStore {
   /** True when there was one to delete. */
   delete(budgetId: string): Promise<boolean>;
   spend(counterId: string): Promise<{ spentMicros: number; heldMicros: number }>;
+  /**
+   * The counter counts at least `micros` as spent (settled and noted): what its window recorded
+   * before the budget counted it. Raises its spend, never lowers it.
+   */
+  startFrom(counterId: string, micros: number): Promise<void>;
 }
 
 /** A counter with holds under a limit: adapters/dynamodb/budgets.ts. */
@@ -338,15 +345,40 @@ export interface BudgetWatcher {
   report(report: BudgetReport): Promise<void>;
 }
 
+/** The first day the rollups know of: a `total` window's recorded spend is summed from it. */
+const FIRST_DAY = "2000-01-01";
+
+/**
+ * What the budget's scope spent in its current window, as recorded (the daily rollups by key or by end
+ * user): the credits' charges, or with `includeByok` every call at list price. A budget of each user
+ * has no one scope: 0.
+ */
+export async function recordedSpend(
+  usage: Pick<UsageRollups, "breakdown">,
+  budget: Budget,
+  now: number,
+): Promise<number> {
+  if (budget.subject === EVERY_USER) return 0;
+  const to = dayOf(now);
+  const from = budget.window === "day" ? to : budget.window === "month" ? `${to.slice(0, 8)}01` : FIRST_DAY;
+  const rows = await usage.breakdown(budget.projectId, budget.scope === "user" ? "user" : "key", from, to);
+  return rows
+    .filter((row) => budget.scope === "project" || row.id === budget.subject)
+    .reduce((sum, row) => sum + (budget.includeByok ? row.cost_micros : row.charged_micros), 0);
+}
+
 /**
  * Sets a budget: a new one, or a new limit and flags for the budget of the same scope, subject and
  * window (so `set` twice changes one budget, keeping its id). A key must be one of the project's.
+ * With the rollups, the current window starts from what its scope spent in it already: a budget set
+ * mid-window counts the window from its start.
  */
 export async function setBudget(
   store: Pick<Store, "getProject" | "getKey">,
   budgets: BudgetStore,
   input: BudgetInput,
   now: number,
+  usage?: Pick<UsageRollups, "breakdown">,
 ): Promise<Budget> {
   const budget = newBudget(input, now);
   if (!(await store.getProject(budget.projectId))) {
@@ -367,6 +399,10 @@ export async function setBudget(
   );
   const saved = same ? { ...budget, budgetId: same.budgetId, createdAt: same.createdAt } : budget;
   await budgets.put(saved);
+  if (usage && saved.subject !== EVERY_USER) {
+    const counter = counterId(saved, windowSpan(saved.window, now), null);
+    await budgets.startFrom(counter, await recordedSpend(usage, saved, now));
+  }
   return saved;
 }
 

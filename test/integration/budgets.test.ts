@@ -3,6 +3,7 @@ import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoBudgets } from "../../lambda/adapters/dynamodb/budgets";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
+import { DynamoUsageRollups } from "../../lambda/adapters/dynamodb/rollups";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { activePriceCatalogue } from "../../lambda/adapters/fs/price-catalogue";
 import { updateKey } from "../../lambda/core/accounts";
@@ -173,6 +174,49 @@ describe("budgets under concurrency", () => {
     expect(dual.status).toBe(200);
     await stack.drain();
     expect((await budgets.spend(counterId(soft, span, null))).spentMicros).toBe(cost(r.json.usage));
+  });
+});
+
+describe("a budget set mid-window", () => {
+  it("starts from what its scope spent in the window already, and shows it", async () => {
+    const { key, keyId, projectId } = await stack.newKey({ tier: "pro" });
+    await credits.grant(projectId, 100 * hold, "test");
+    let before = 0;
+    for (let i = 0; i < 6; i++) {
+      const r = await chat(key);
+      expect(r.status).toBe(200);
+      before += cost(r.json.usage);
+    }
+    await stack.drain();
+    // Room for half a call after what the key spent today: the next call cannot fit.
+    const limit = before + Math.floor(hold / 2);
+    const budget = await setBudget(
+      stack.store,
+      budgets,
+      { projectId, keyId, usd: usd(limit), window: "day" },
+      Date.now(),
+      new DynamoUsageRollups(stack.db, tableNames(process.env)),
+    );
+    const span = windowSpan("day", Date.now());
+    expect((await budgets.spend(counterId(budget, span, null))).spentMicros).toBe(before);
+    const listed = await fetch(`${stack.url}/api/v1/budgets`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    const { data: views } = (await listed.json()) as { data: { id: string; spent_usd: string }[] };
+    expect(views.find((view) => view.id === budget.budgetId)?.spent_usd).toBe(usd(before));
+    await new Promise((resolve) => setTimeout(resolve, 250)); // the test stack caches budgets 200 ms
+    const refused = await chat(key);
+    expect(refused.status).toBe(402);
+    expect(refused.json.error.code).toBe("budget_exceeded");
+    // Set again (a new limit): counted once, not twice.
+    await setBudget(
+      stack.store,
+      budgets,
+      { projectId, keyId, usd: usd(limit + hold), window: "day" },
+      Date.now(),
+      new DynamoUsageRollups(stack.db, tableNames(process.env)),
+    );
+    expect((await budgets.spend(counterId(budget, span, null))).spentMicros).toBe(before);
   });
 });
 

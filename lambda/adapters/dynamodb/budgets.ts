@@ -115,6 +115,38 @@ export class DynamoBudgets implements BudgetStore {
     return { spentMicros: spent, heldMicros: (item?.used ?? 0) - spent };
   }
 
+  /**
+   * Raises the counter's spend to `micros` when it counts less: one conditional update on the
+   * settled spend it read (a settlement meanwhile moves noted charges into it: read again).
+   */
+  async startFrom(counterId: string, micros: number): Promise<void> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const item = await this.readCounter(counterId);
+      const counted = (item?.spent ?? 0) + notedCharges(item);
+      if (micros <= counted) return;
+      try {
+        await this.db.send(
+          new UpdateItemCommand({
+            TableName: this.tables.budgetCounters,
+            Key: marshall({ counterId }),
+            UpdateExpression:
+              "SET used = if_not_exists(used, :zero) + :d, spent = if_not_exists(spent, :zero) + :d",
+            ConditionExpression: item?.spent === undefined ? "attribute_not_exists(spent)" : "spent = :seen",
+            ExpressionAttributeValues: marshall({
+              ":zero": 0,
+              ":d": micros - counted,
+              ...(item?.spent !== undefined && { ":seen": item.spent }),
+            }),
+          }),
+        );
+        return;
+      } catch (err) {
+        if (!(err instanceof ConditionalCheckFailedException)) throw err;
+      }
+    }
+    throw new Error(`budget counter ${counterId} kept changing; its window's recorded spend was not added`);
+  }
+
   async charges(counterId: string): Promise<{ settledMicros: number; noted: Map<string, number> }> {
     const item = await this.readCounter(counterId);
     const noted = new Map<string, number>();

@@ -56,6 +56,14 @@ export class MemoryBudgets implements BudgetCounters {
     return { spentMicros: spent, heldMicros: (item?.used ?? 0) - spent };
   }
 
+  async startFrom(counterId: string, micros: number): Promise<void> {
+    const item = (await this.counters.get(counterId)) ?? { used: 0, spent: 0, holds: {} };
+    const { spentMicros } = await this.spend(counterId);
+    if (micros <= spentMicros) return;
+    const delta = micros - spentMicros;
+    await this.counters.put(counterId, { ...item, used: item.used + delta, spent: item.spent + delta });
+  }
+
   async charges(counterId: string): Promise<{ settledMicros: number; noted: Map<string, number> }> {
     const item = await this.counters.get(counterId);
     const noted = new Map<string, number>();

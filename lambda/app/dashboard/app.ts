@@ -99,6 +99,7 @@ export function createDashboardApp(deps: DashboardApiDeps): Hono<AppEnv> {
           store: deps.store,
           budgets: deps.budgets.store,
           catalogueModels: deps.budgets.catalogueModels,
+          ...(deps.interactions && { usage: deps.interactions.usage }),
           clock,
         })
       : {}),

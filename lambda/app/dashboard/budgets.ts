@@ -10,6 +10,7 @@ import {
 } from "../../core/budgets";
 import { errors } from "../../core/errors";
 import type { Store } from "../../core/ports";
+import type { UsageRollups } from "../../core/usage-rollups";
 import { readJsonObject } from "../body";
 import type { RouteTable } from "../routing";
 import { parseBody, projectOf } from "./requests";
@@ -20,6 +21,8 @@ export interface BudgetRoutesDeps {
   clock: () => number;
   /** The models of the price catalogue, for the warning about globs that match none. */
   catalogueModels: readonly string[];
+  /** The daily rollups: a budget set mid-window starts from what its scope spent in it already. */
+  usage?: Pick<UsageRollups, "breakdown">;
 }
 
 const BODY_LIMIT = 16 * 1024;
@@ -62,7 +65,13 @@ export function budgetRoutes(base: string, deps: BudgetRoutesDeps): RouteTable {
           if (key?.projectId !== projectOf(c)) throw errors.notFound(`Key '${input.keyId}' was not found.`);
         }
         const now = deps.clock();
-        const budget = await setBudget(deps.store, deps.budgets, { projectId: projectOf(c), ...input }, now);
+        const budget = await setBudget(
+          deps.store,
+          deps.budgets,
+          { projectId: projectOf(c), ...input },
+          now,
+          deps.usage,
+        );
         return c.json({ budget: budgetView(budget, now) });
       },
     },
