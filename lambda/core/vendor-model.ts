@@ -47,7 +47,19 @@ export interface VendorRoute {
   billing: "free" | "billable";
   /** A stream whose usage the vendor reports only when asked: how to ask, and what to hide again. */
   streamUsage?: StreamUsageRequest;
+  /** Where this route's stream events report usage: the last such event can carry the call's cost. */
+  usageInEvent?: UsageInEvent;
 }
+
+/**
+ * The usage object one stream event reports (the event's parsed JSON, and its SSE `event:` name),
+ * or undefined when it reports none. With `X-DMT-Include-Cost: 1` the proxy adds `dmt_cost_usd` to
+ * it in the last event that has one.
+ */
+export type UsageInEvent = (
+  event: Record<string, unknown>,
+  name: string | undefined,
+) => Record<string, unknown> | undefined;
 
 /**
  * Usage a vendor puts in a stream only when the request asks for it (OpenAI's

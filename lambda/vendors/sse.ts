@@ -51,3 +51,26 @@ export function parseSseEvent(block: string): SseEvent | undefined {
   }
   return data === undefined ? undefined : { event, data };
 }
+
+const LINE_BREAK = /(\r\n|\r|\n)/;
+
+/**
+ * The block with `data` in place of its data: its first `data:` line holds it, its other data lines go;
+ * its other lines (`event:`, `id:`, comments) and line breaks stay as they were. `data` is one line.
+ */
+export function withEventData(block: string, data: string): string {
+  const parts = block.split(LINE_BREAK);
+  let out = "";
+  let written = false;
+  // parts alternates a line and the break after it; the last line has none.
+  for (let i = 0; i < parts.length; i += 2) {
+    const line = parts[i] ?? "";
+    const lineBreak = parts[i + 1] ?? "";
+    if (!line.startsWith("data:")) out += line + lineBreak;
+    else if (!written) {
+      out += `data: ${data}${lineBreak}`;
+      written = true;
+    }
+  }
+  return out;
+}

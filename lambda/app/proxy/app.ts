@@ -171,6 +171,9 @@ export function createProxyApp(deps: ProxyDeps): Hono<AppEnv> {
           ...(hooks?.quote
             ? { answerHeaders: (usage: Usage) => costHeaders(hooks.quote?.(call, usage)) }
             : {}),
+          ...(hooks?.quote && c.req.header(INCLUDE_COST_HEADER) === "1"
+            ? { streamCost: (usage: Usage) => costUsd(hooks.quote?.(call, usage)) }
+            : {}),
           done: finish,
         });
       } catch (err) {
@@ -244,8 +247,16 @@ export const TRANSACTION_ID_HEADER = "x-dmt-transaction-id";
 /** What an answer sent whole cost (a decimal USD string; a managed call's includes the markup). */
 export const COST_HEADER = "x-dmt-cost-usd";
 
+/** `1` asks for a stream's cost in its last usage event, as `dmt_cost_usd`; any other value is ignored. */
+export const INCLUDE_COST_HEADER = "x-dmt-include-cost";
+
+function costUsd(micros: number | undefined): string | undefined {
+  return micros === undefined ? undefined : decimalUsd(micros);
+}
+
 function costHeaders(micros: number | undefined): Record<string, string> {
-  return micros === undefined ? {} : { [COST_HEADER]: decimalUsd(micros) };
+  const usd = costUsd(micros);
+  return usd === undefined ? {} : { [COST_HEADER]: usd };
 }
 
 function newCall(c: Context<AppEnv>, vendor: VendorDefinition): ProxyCall {

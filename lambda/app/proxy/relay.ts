@@ -9,12 +9,13 @@ import type {
   StreamUsageRequest,
   UsageContext,
   UsageExtractor,
+  UsageInEvent,
   VendorRoute,
 } from "../../core/vendor-model";
 import { headerValue, responseHeaders } from "../../vendors/headers";
-import { parseJson } from "../../vendors/json";
+import { asObject, type JsonObject, parseJson } from "../../vendors/json";
 import { JsonArrayReader } from "../../vendors/json-array";
-import { parseSseEvent, SseReader } from "../../vendors/sse";
+import { parseSseEvent, SseReader, withEventData } from "../../vendors/sse";
 import { securedResponse } from "../security-headers";
 
 export interface RelayOptions {
@@ -32,6 +33,11 @@ export interface RelayOptions {
   keepBytes?: number;
   /** Headers that depend on a whole answer's usage (its cost), for answers sent whole. */
   answerHeaders?(usage: Usage): Record<string, string>;
+  /**
+   * The client asked for the cost in the stream (`X-DMT-Include-Cost: 1`): a stream's cost, as
+   * `dmt_cost_usd` says it, from its final usage; undefined when unpriced.
+   */
+  streamCost?(usage: Usage): string | undefined;
   /** Called once, when the response ended (or broke, or the client left). */
   done(result: () => RelayResult): void;
 }
@@ -248,13 +254,21 @@ function createTap(options: RelayOptions, sse: boolean, contentType: string | un
     bytes += chunk.byteLength;
     return chunk;
   };
+  // A complete stream's figures are read once: the cost sent in it is the record's.
+  let final: ReturnType<StreamObserver["result"]> | undefined;
+  const observed = (complete: boolean) => {
+    if (!observer || !complete) return observer?.result(false);
+    final ??= observer.result(true);
+    return final;
+  };
   const result = (complete: boolean) => {
-    if (!observer) {
+    const seen = observed(complete);
+    if (!seen) {
       const usage = options.usage.fromResponse(options.usageContext, undefined);
       usage.complete = complete;
       return { usage, response: captureMetadata(bytes, contentType) };
     }
-    const { usage, message, text } = observer.result(complete);
+    const { usage, message, text } = seen;
     return { usage, response: captureValue(message, bytes, contentType, options.captureLimit), text };
   };
   if (!observer) return { pass: passAndCount, observe: () => {}, rest: () => EMPTY, result };
@@ -269,8 +283,14 @@ function createTap(options: RelayOptions, sse: boolean, contentType: string | un
       result,
     };
   }
-  const reader = new SseReader();
   const asked: StreamUsageRequest | undefined = options.stripUsage ? options.route.streamUsage : undefined;
+  const usageIn = options.route.usageInEvent;
+  if (!asked && usageIn && options.streamCost) {
+    const cost = options.streamCost;
+    const finalCost = () => cost(observed(true)?.usage ?? emptyUsage());
+    return { ...costInLastUsage(observer, usageIn, finalCost, passAndCount), result };
+  }
+  const reader = new SseReader();
   if (!asked) {
     return {
       pass: passAndCount,
@@ -301,5 +321,54 @@ function createTap(options: RelayOptions, sse: boolean, contentType: string | un
     observe: () => {},
     rest: () => passAndCount(encoder.encode(reader.rest())),
     result,
+  };
+}
+
+/**
+ * Puts the call's cost in the stream's last event with usage, as `dmt_cost_usd` in its usage object.
+ * Which event is the last is known only at the end, and its cost only from the final usage: so an
+ * event with usage is held, with what follows it, until the next one (then it passes as it came) or
+ * the end of the stream (then it passes with the cost). Events before it pass at once.
+ */
+function costInLastUsage(
+  observer: StreamObserver,
+  usageIn: UsageInEvent,
+  finalCost: () => string | undefined,
+  passAndCount: (chunk: Uint8Array) => Uint8Array,
+): Omit<Tap, "result"> {
+  const reader = new SseReader();
+  let held: { block: string; json: JsonObject; usage: JsonObject } | undefined;
+  let heldAfter = "";
+  return {
+    pass(chunk) {
+      let out = "";
+      for (const block of reader.blocks(chunk)) {
+        const event = parseSseEvent(block);
+        if (event) observer.event(event.data, event.event);
+        const json = event && asObject(parseJson(event.data));
+        const usage = json && usageIn(json, event.event);
+        if (json && usage) {
+          if (held) out += held.block + heldAfter;
+          held = { block, json, usage };
+          heldAfter = "";
+        } else if (held) heldAfter += block;
+        else out += block;
+      }
+      return passAndCount(encoder.encode(out));
+    },
+    observe: () => {},
+    rest() {
+      let out = "";
+      if (held) {
+        const cost = finalCost();
+        if (cost === undefined) out = held.block;
+        else {
+          held.usage.dmt_cost_usd = cost;
+          out = withEventData(held.block, JSON.stringify(held.json));
+        }
+        out += heldAfter;
+      }
+      return passAndCount(encoder.encode(out + reader.rest()));
+    },
   };
 }

@@ -1,4 +1,5 @@
 import type { VendorRoute } from "../../core/vendor-model";
+import { asObject } from "../json";
 import { healthRoutes, JSON_BODY_LIMIT } from "../routes";
 
 const json = { kind: "json", bodyLimit: JSON_BODY_LIMIT } as const;
@@ -12,6 +13,8 @@ export const anthropicRoutes: readonly VendorRoute[] = [
     ...json,
     stream: "body-flag",
     billing: "billable",
+    // The cumulative usage of the message, at its end.
+    usageInEvent: (event) => (event.type === "message_delta" ? asObject(event.usage) : undefined),
   },
   {
     method: "POST",

@@ -1,4 +1,5 @@
 import type { Operation, StreamDetection, VendorRoute } from "../../core/vendor-model";
+import { asObject } from "../json";
 import { healthRoutes, JSON_BODY_LIMIT } from "../routes";
 
 const MODEL_METHODS: [string, Operation, StreamDetection, "free" | "billable"][] = [
@@ -30,6 +31,8 @@ const modelRoutes = (version: string): VendorRoute[] => [
       bodyLimit: JSON_BODY_LIMIT,
       stream,
       billing,
+      // Every chunk may report the usage so far; the last one's is the total.
+      ...(stream === "always" ? { usageInEvent: (event) => asObject(event.usageMetadata) } : {}),
     }),
   ),
 ];

@@ -1,5 +1,5 @@
 import type { VendorRoute } from "../../core/vendor-model";
-import { includeUsage } from "../openai/stream-usage";
+import { includeUsage, openAiUsageInEvent } from "../openai/stream-usage";
 import { healthRoutes, JSON_BODY_LIMIT } from "../routes";
 
 const json = { kind: "json", bodyLimit: JSON_BODY_LIMIT, billing: "billable" } as const;
@@ -13,8 +13,16 @@ export const groqRoutes: readonly VendorRoute[] = [
     ...json,
     stream: "body-flag",
     streamUsage: includeUsage,
+    usageInEvent: openAiUsageInEvent,
   },
-  { method: "POST", path: "/v1/responses", operation: "responses", ...json, stream: "body-flag" },
+  {
+    method: "POST",
+    path: "/v1/responses",
+    operation: "responses",
+    ...json,
+    stream: "body-flag",
+    usageInEvent: openAiUsageInEvent,
+  },
   {
     method: "GET",
     path: "/v1/models",

@@ -1,6 +1,6 @@
 import type { VendorRoute } from "../../core/vendor-model";
 import { healthRoutes, JSON_BODY_LIMIT, UPLOAD_BODY_LIMIT } from "../routes";
-import { includeUsage } from "./stream-usage";
+import { includeUsage, openAiUsageInEvent } from "./stream-usage";
 
 const json = { kind: "json", bodyLimit: JSON_BODY_LIMIT } as const;
 const upload = { kind: "multipart", bodyLimit: UPLOAD_BODY_LIMIT, stream: "never" } as const;
@@ -15,6 +15,7 @@ export const openAiRoutes: readonly VendorRoute[] = [
     stream: "body-flag",
     billing: "billable",
     streamUsage: includeUsage,
+    usageInEvent: openAiUsageInEvent,
   },
   {
     method: "POST",
@@ -23,6 +24,7 @@ export const openAiRoutes: readonly VendorRoute[] = [
     ...json,
     stream: "body-flag",
     billing: "billable",
+    usageInEvent: openAiUsageInEvent,
   },
   {
     method: "POST",
@@ -31,6 +33,7 @@ export const openAiRoutes: readonly VendorRoute[] = [
     ...json,
     stream: "body-flag",
     billing: "billable",
+    usageInEvent: openAiUsageInEvent,
   },
   {
     method: "POST",

@@ -1,4 +1,4 @@
-import type { StreamUsageRequest } from "../../core/vendor-model";
+import type { StreamUsageRequest, UsageInEvent } from "../../core/vendor-model";
 import { asObject, parseJson } from "../json";
 
 const INCLUDE_USAGE_MEMBER = Buffer.from('"stream_options":{"include_usage":true},');
@@ -43,3 +43,10 @@ export const includeUsage: StreamUsageRequest = {
   added: isUsageOnlyChunk,
   withoutAdded: withoutNullUsage,
 };
+
+/**
+ * Where OpenAI-style streams report usage: a chat or completion chunk's `usage` (null but in the last
+ * chunk), or the Responses API's final event's `response.usage`.
+ */
+export const openAiUsageInEvent: UsageInEvent = (event) =>
+  asObject(event.usage) ?? asObject(asObject(event.response)?.usage);
