@@ -1,40 +1,18 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import type { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb/client";
-import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
-import { type TableNames, tableNames } from "../../lambda/adapters/dynamodb/tables";
-import type { LedgerEntry } from "../../lambda/core/credits";
-import { silentLogger } from "../../lambda/core/logger";
-import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
-import { CreditLeases, type LeaseOptions, type Reservation } from "../../lambda/metering/credit-leases";
+import { describe, expect, it } from "vitest";
+import { MemoryCredits } from "../../../lambda/adapters/memory/credits";
+import type { LedgerEntry } from "../../../lambda/core/credits";
+import { silentLogger } from "../../../lambda/core/logger";
+import { CreditLeases, type LeaseOptions, type Reservation } from "../../../lambda/metering/credit-leases";
 
-/** Credit leases over the real credits store (dynalite): what calls take, note, settle and are refused. */
-let dataDir: string;
-let dynamo: EmbeddedDynamo;
-let db: DynamoDBClient;
-let names: TableNames;
-let credits: DynamoCredits;
+/**
+ * Credit leases over the credits port (the memory adapter, which passes the same contract as DynamoDB):
+ * what calls take, note, settle and are refused.
+ */
 let now = 1_700_000_000_000;
 const clock = () => now;
+const credits = new MemoryCredits(clock);
 let projects = 0;
-
-beforeAll(async () => {
-  dataDir = mkdtempSync(join(tmpdir(), "dmt-leases-"));
-  dynamo = await startEmbeddedDynamo(dataDir);
-  db = createDynamoClient({ endpoint: dynamo.endpoint });
-  names = tableNames({}, "dmt-leases-");
-  await ensureTables(db, names);
-  credits = new DynamoCredits(db, names, clock);
-});
-afterAll(async () => {
-  db.destroy();
-  await dynamo.close();
-  rmSync(dataDir, { recursive: true, force: true });
-});
 
 const OPTIONS: LeaseOptions = {
   callsPerLease: 4,
@@ -89,10 +67,13 @@ describe("credit leases", () => {
     const projectId = await funded(10_000);
     // Counts the holds the book asks the store for.
     let holds = 0;
-    const counted = Object.create(credits) as DynamoCredits;
-    counted.hold = (...args) => {
-      holds++;
-      return credits.hold(...args);
+    const counted = {
+      hold: (...args: Parameters<MemoryCredits["hold"]>) => {
+        holds++;
+        return credits.hold(...args);
+      },
+      recordCharges: credits.recordCharges.bind(credits),
+      settleCharges: credits.settleCharges.bind(credits),
     };
     const book = new CreditLeases(counted, clock, silentLogger, OPTIONS);
     const calls = [];
@@ -198,5 +179,25 @@ describe("credit leases", () => {
       now += 50;
     }
     expect(await credits.balance(projectId)).toMatchObject({ availableMicros: 9_925, heldMicros: 0 });
+  });
+
+  it("two processes reserving at once never hold more than the balance, and settle to what their calls cost", async () => {
+    const projectId = await funded(3_000);
+    const books = [leases(), leases()];
+    const results = await Promise.all(
+      Array.from({ length: 60 }, (_, i) => (books[i % 2] as CreditLeases).reserve(projectId, 100)),
+    );
+    // Each call's reservation, with the process that took it (and finishes it).
+    const taken = results.flatMap((r, i) =>
+      r.ok ? [{ book: books[i % 2] as CreditLeases, r: r.reservation }] : [],
+    );
+    expect(taken.length).toBeGreaterThan(0);
+    expect(taken.length * 100).toBeLessThanOrEqual(3_000);
+    for (const { book, r } of taken) await book.finish(r, 70);
+    await Promise.all(books.map((book) => book.settleAll()));
+    expect(await credits.balance(projectId)).toMatchObject({
+      availableMicros: 3_000 - 70 * taken.length,
+      openHolds: 0,
+    });
   });
 });
