@@ -1,6 +1,6 @@
 import { en } from "zod/locales";
 import * as z from "zod/mini";
-import { VENDOR_NAMES, type VendorName } from "../vendor-names";
+import { VENDOR_NAMES } from "../vendor-names";
 import { decimalText, parseNanos } from "./decimal";
 
 /** The shape of `prices/catalogue.json` and of a deployment's override file (see prices/README.md). */
