@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { importJWK, type JWK, SignJWT } from "jose";
 import { DynamoInteractionIndex } from "../lambda/adapters/dynamodb/interactions";
-import type { BillingMode } from "../lambda/core/call";
+import type { BillingMode } from "../lambda/core/billing-mode";
 import { buildRecord, type InteractionRecord } from "../lambda/core/record";
 import { VENDOR_NAMES, type VendorName } from "../lambda/core/vendor-names";
 import { openLocalStore } from "../lambda/local/store";

@@ -1,32 +1,12 @@
 import type { AuthContext } from "./auth";
+import type { BillingMode } from "./billing-mode";
+import type { CapturedBody } from "./capture";
 import type { StoredResponse } from "./idempotency";
 import { errorFields, type Logger } from "./logger";
 import type { CostBreakdown } from "./pricing";
 import type { InteractionRecord } from "./record";
 import type { Usage } from "./usage";
 import type { VendorName, VendorRoute } from "./vendor-model";
-
-/**
- * How a call is paid: from prepaid credits (`managed`), with the project's stored vendor key (`byok`),
- * or with the vendor half of a dual key sent with the request (`dual`). The record's `billing_mode`.
- */
-export const BILLING_MODES = ["managed", "byok", "dual"] as const;
-export type BillingMode = (typeof BILLING_MODES)[number];
-
-/**
- * A request or response body as the call captured it and the interaction record keeps it: the text up
- * to a size cap (with a truncated flag), or, for binary bodies and uploads, only what it was and how
- * big (`core/capture.ts` makes them).
- */
-export interface CapturedBody {
-  /** Bytes on the wire (for a stream, what passed). */
-  bytes: number;
-  contentType?: string;
-  /** The body's text, or for a stream the assembled final message as JSON; absent for binary bodies. */
-  text?: string;
-  /** The text was cut. */
-  truncated: boolean;
-}
 
 /** What the record of a call says about its price; metering fills it in. */
 export interface CallBilling {

@@ -1,5 +1,19 @@
-import type { CapturedBody } from "./call";
 import { REDACTED, redactServiceKeys } from "./keys";
+
+/**
+ * A request or response body as the call captured it and the interaction record keeps it: the text up
+ * to a size cap (with a truncated flag), or, for binary bodies and uploads, only what it was and how
+ * big (made below).
+ */
+export interface CapturedBody {
+  /** Bytes on the wire (for a stream, what passed). */
+  bytes: number;
+  contentType?: string;
+  /** The body's text, or for a stream the assembled final message as JSON; absent for binary bodies. */
+  text?: string;
+  /** The text was cut. */
+  truncated: boolean;
+}
 
 const decoder = new TextDecoder();
 

@@ -4,7 +4,7 @@
  * into a clear answer instead of an empty export.
  */
 
-import { BILLING_MODES, type BillingMode } from "./call";
+import { BILLING_MODES, type BillingMode } from "./billing-mode";
 import { errors } from "./errors";
 import { VENDOR_NAMES, type VendorName } from "./vendor-names";
 

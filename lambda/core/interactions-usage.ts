@@ -5,7 +5,7 @@
  * Usage page reads a few dozen rollups instead of the warehouse.
  */
 import { createHash } from "node:crypto";
-import { BILLING_MODES, type BillingMode } from "./call";
+import { BILLING_MODES, type BillingMode } from "./billing-mode";
 import { errors } from "./errors";
 import { DAY_MS, dayOf, parseDay, startOfDay, statusClass } from "./interactions";
 import { type InteractionRecord, recordDay } from "./record";

@@ -8,7 +8,7 @@
  * Interactions keep the record schema's field names (core/record.ts), as exports do.
  */
 import { createHash } from "node:crypto";
-import { BILLING_MODES, type BillingMode } from "./call";
+import { BILLING_MODES, type BillingMode } from "./billing-mode";
 import { errors } from "./errors";
 import { INDEX_RETENTION_DAYS, LIST_FILTERS, STATUS_CLASSES, type StatusClass } from "./interaction-filters";
 import type { InteractionRecord } from "./record";

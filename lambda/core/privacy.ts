@@ -1,5 +1,4 @@
 import { createHmac } from "node:crypto";
-import type { ProxyCall } from "./call";
 import { errors } from "./errors";
 
 /**
@@ -70,7 +69,10 @@ export function requestStoreLevel(allowed: StoreLevel, header: string | undefine
  * What a call's record keeps: the key's level, or less if `X-DMT-Store` asked. A call refused for
  * its header is recorded without bodies whatever it asked: it may have meant to ask for less.
  */
-export function recordLevel(call: Pick<ProxyCall, "auth" | "storeHeader">): StoreLevel {
+export function recordLevel(call: {
+  auth: { store: StoreLevel };
+  storeHeader?: string | undefined;
+}): StoreLevel {
   try {
     return requestStoreLevel(call.auth.store, call.storeHeader);
   } catch {

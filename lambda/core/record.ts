@@ -7,7 +7,8 @@
  * The record builder takes no key material: service keys, vendor keys and the `api_key`/`key` query
  * parameters cannot reach a record because nothing that carries them is an input.
  */
-import { BILLING_MODES, type BillingMode, type CapturedBody } from "./call";
+import { BILLING_MODES, type BillingMode } from "./billing-mode";
+import type { CapturedBody } from "./capture";
 import { PROJECT_ID_PATTERN } from "./model";
 import { STORE_LEVELS, type StoreLevel } from "./privacy";
 import type { Usage } from "./usage";

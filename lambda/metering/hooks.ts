@@ -1,5 +1,6 @@
+import type { BillingMode } from "../core/billing-mode";
 import { modelAllowed, modelNotAllowedError } from "../core/budgets";
-import type { BeforeDecision, BillingMode, ProxyCall, ProxyHooks, ProxyOutcome } from "../core/call";
+import type { BeforeDecision, ProxyCall, ProxyHooks, ProxyOutcome } from "../core/call";
 import { type CreditStore, insufficientCreditsError } from "../core/credits";
 import { errors } from "../core/errors";
 import {

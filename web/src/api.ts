@@ -75,8 +75,8 @@ export interface CreditBalance {
   openHolds: number;
 }
 
+import type { BillingMode } from "../../lambda/core/billing-mode";
 import type { BreakdownDimension, BreakdownReport } from "../../lambda/core/breakdowns";
-import type { BillingMode } from "../../lambda/core/call";
 import type { ListFilter } from "../../lambda/core/interaction-filters";
 import type { Overview } from "../../lambda/core/overview";
 import type { Statement } from "../../lambda/core/statement";

@@ -3,14 +3,13 @@ import type { Context, Hono, MiddlewareHandler } from "hono";
 import { upstreamFailureError, upstreamFailureKind } from "../../adapters/undici/errors";
 import {
   type BeforeDecision,
-  type CapturedBody,
   PendingWork,
   type ProxyCall,
   type ProxyHooks,
   type ProxyOutcome,
   type RelayResult,
 } from "../../core/call";
-import { captureMetadata, captureText, redactCaptured } from "../../core/capture";
+import { type CapturedBody, captureMetadata, captureText, redactCaptured } from "../../core/capture";
 import { decimalUsd } from "../../core/credits";
 import { endpointOf } from "../../core/endpoints";
 import { ApiError, errors } from "../../core/errors";

@@ -1,6 +1,6 @@
 import { upstreamFailureKind } from "../../adapters/undici/errors";
-import type { CapturedBody, RelayResult } from "../../core/call";
-import { captureMetadata, captureText, captureValue } from "../../core/capture";
+import type { RelayResult } from "../../core/call";
+import { type CapturedBody, captureMetadata, captureText, captureValue } from "../../core/capture";
 import type { StoredResponse } from "../../core/idempotency";
 import type { UpstreamResponse } from "../../core/upstream";
 import { emptyUsage, type Usage } from "../../core/usage";
