@@ -175,6 +175,22 @@ export function budgetCountersContract(
       ).toBe(false);
       expect(await counters().spend(counter)).toEqual({ spentMicros: 310, heldMicros: 0 });
     });
+
+    it("starts a window from spend recorded before: raised to it once, never lowered, counted against the limit", async () => {
+      const counter = newCounter();
+      await counters().startFrom(counter, 600);
+      expect(await counters().spend(counter)).toEqual({ spentMicros: 600, heldMicros: 0 });
+      // Counted already (a budget set twice): nothing more; less: nothing lowered.
+      await counters().startFrom(counter, 600);
+      await subject.another().startFrom(counter, 100);
+      expect(await counters().spend(counter)).toEqual({ spentMicros: 600, heldMicros: 0 });
+      // Noted charges are spend too: only what they leave out is added.
+      const hold = await take(counter, 300, 1_000);
+      await counters().recordCharges(hold, { chargedMicros: 100, uncollectedMicros: 0, calls: 1 });
+      await counters().startFrom(counter, 750);
+      expect(await counters().spend(counter)).toEqual({ spentMicros: 750, heldMicros: 200 });
+      expect((await counters().hold(counter, newHoldId(), 100, now + MINUTE, 1_000)).ok).toBe(false);
+    });
   });
 
   describe(`budget counters contract, the sweeper: ${name}`, () => {
