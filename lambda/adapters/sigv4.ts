@@ -56,17 +56,22 @@ const longDate = (now: number) =>
     .replace(/[-:]/g, "")
     .replace(/\.\d{3}/, "");
 
-/** The last signing key: the key of a day, region and service is the same for every request. */
-let lastKey: { id: string; key: Buffer } | undefined;
+/**
+ * The signing key of a signer's last request: a key serves every request of its day, region, service
+ * and credentials, and deriving one costs four HMACs. Each signer (an adapter) holds its own.
+ */
+export class SigningKeys {
+  private last: { id: string; key: Buffer } | undefined;
 
-function signingKey(scope: SigningScope, day: string): Buffer {
-  const { credentials, region, service } = scope;
-  const id = [day, region, service, credentials.accessKeyId, credentials.secretAccessKey].join("\n");
-  if (lastKey?.id === id) return lastKey.key;
-  let key = hmac(`AWS4${credentials.secretAccessKey}`, day);
-  for (const part of [region, service, "aws4_request"]) key = hmac(key, part);
-  lastKey = { id, key };
-  return key;
+  of(scope: SigningScope, day: string): Buffer {
+    const { credentials, region, service } = scope;
+    const id = [day, region, service, credentials.accessKeyId, credentials.secretAccessKey].join("\n");
+    if (this.last?.id === id) return this.last.key;
+    let key = hmac(`AWS4${credentials.secretAccessKey}`, day);
+    for (const part of [region, service, "aws4_request"]) key = hmac(key, part);
+    this.last = { id, key };
+    return key;
+  }
 }
 
 /** The path of the canonical request: as sent, or (escapePath) normalized and encoded once more. */
@@ -95,11 +100,11 @@ function canonicalQuery(params: readonly (readonly [string, string])[]): string 
 }
 
 /** The signature of a canonical request, with the credential scope it names. */
-function sign(scope: SigningScope, date: string, canonicalRequest: string) {
+function sign(scope: SigningScope, date: string, canonicalRequest: string, keys: SigningKeys) {
   const day = date.slice(0, 8);
   const credentialScope = `${day}/${scope.region}/${scope.service}/aws4_request`;
   const stringToSign = [ALGORITHM, date, credentialScope, sha256Hex(canonicalRequest)].join("\n");
-  const signature = createHmac("sha256", signingKey(scope, day)).update(stringToSign, "utf8").digest("hex");
+  const signature = createHmac("sha256", keys.of(scope, day)).update(stringToSign, "utf8").digest("hex");
   return { credentialScope, signature };
 }
 
@@ -112,6 +117,7 @@ export function signHeaders(
   request: SignedTarget & { query?: readonly (readonly [string, string])[]; headers: Record<string, string> },
   body: string | Uint8Array,
   scope: SigningScope,
+  keys = new SigningKeys(),
 ): Record<string, string> {
   const date = longDate(scope.now);
   const headers: Record<string, string> = { ...request.headers, "x-amz-date": date };
@@ -130,7 +136,7 @@ export function signHeaders(
     signedHeaders,
     headers["x-amz-content-sha256"],
   ].join("\n");
-  const { credentialScope, signature } = sign(scope, date, canonicalRequest);
+  const { credentialScope, signature } = sign(scope, date, canonicalRequest, keys);
   headers.authorization =
     `${ALGORITHM} Credential=${scope.credentials.accessKeyId}/${credentialScope}, ` +
     `SignedHeaders=${signedHeaders}, Signature=${signature}`;
@@ -141,7 +147,12 @@ export function signHeaders(
  * The query string of a presigned URL (query authentication, only `host` signed, UNSIGNED-PAYLOAD),
  * valid for `expiresSeconds` (1 s to 7 days); temporary credentials also end it when they expire.
  */
-export function presignQuery(target: SignedTarget, scope: SigningScope, expiresSeconds: number): string {
+export function presignQuery(
+  target: SignedTarget,
+  scope: SigningScope,
+  expiresSeconds: number,
+  keys = new SigningKeys(),
+): string {
   const date = longDate(scope.now);
   const day = date.slice(0, 8);
   const params: [string, string][] = [
@@ -165,7 +176,7 @@ export function presignQuery(target: SignedTarget, scope: SigningScope, expiresS
     "host",
     "UNSIGNED-PAYLOAD",
   ].join("\n");
-  return `${query}&X-Amz-Signature=${sign(scope, date, canonicalRequest).signature}`;
+  return `${query}&X-Amz-Signature=${sign(scope, date, canonicalRequest, keys).signature}`;
 }
 
 /**
@@ -173,7 +184,12 @@ export function presignQuery(target: SignedTarget, scope: SigningScope, expiresS
  * function's credentials as an SDK client's provider resolves them.
  */
 export async function sendSigned(
-  signer: { service: string; region: string; credentials: () => Promise<SigningCredentials> },
+  signer: {
+    service: string;
+    region: string;
+    credentials: () => Promise<SigningCredentials>;
+    keys: SigningKeys;
+  },
   request: {
     method: string;
     url: URL;

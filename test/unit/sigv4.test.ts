@@ -6,7 +6,7 @@
 import { createHash, createHmac } from "node:crypto";
 import { SignatureV4 } from "@smithy/signature-v4";
 import { describe, expect, it } from "vitest";
-import { presignQuery, type SigningCredentials, signHeaders } from "../../lambda/adapters/sigv4";
+import { presignQuery, type SigningCredentials, SigningKeys, signHeaders } from "../../lambda/adapters/sigv4";
 
 type SourceData = string | ArrayBuffer | ArrayBufferView;
 const bytes = (data: SourceData): Uint8Array => {
@@ -144,5 +144,27 @@ describe("the same signature as the SDK's signer", () => {
   it("a path encoded once more for services other than S3", async () => {
     const request = { method: "POST", path: "/a%20b/./c/", headers: {}, body: "" };
     expect(ours("events", EXAMPLE, request)).toEqual(await sdk("events", EXAMPLE, request));
+  });
+});
+
+describe("a signer's keys", () => {
+  it("signs as a fresh key does after the day, the region or the credentials change", () => {
+    const keys = new SigningKeys();
+    const request = { method: "POST", host: "service.example", path: "/", headers: {} };
+    const scopes = [
+      { service: "events", region: "eu-west-1", credentials: EXAMPLE, now: NOW },
+      { service: "events", region: "eu-west-1", credentials: EXAMPLE, now: NOW + 3_600_000 },
+      { service: "events", region: "eu-west-1", credentials: EXAMPLE, now: NOW + 86_400_000 },
+      { service: "events", region: "us-east-1", credentials: EXAMPLE, now: NOW + 86_400_000 },
+      {
+        service: "events",
+        region: "us-east-1",
+        credentials: { ...EXAMPLE, secretAccessKey: "rotated" },
+        now: NOW,
+      },
+    ];
+    const signatures = scopes.map((scope) => signHeaders(request, "{}", scope, keys).authorization);
+    expect(signatures).toEqual(scopes.map((scope) => signHeaders(request, "{}", scope).authorization));
+    expect(new Set(signatures).size).toBe(scopes.length);
   });
 });

@@ -1,6 +1,6 @@
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import { buildEvent, type CloudEvent, type EventPublisher } from "../../core/cloudevent";
-import { sendSigned } from "../sigv4";
+import { SigningKeys, sendSigned } from "../sigv4";
 import { busEntry, checkPut } from "./bus";
 
 export interface SignedPublisherOptions {
@@ -20,6 +20,8 @@ export interface SignedPublisherOptions {
  * for S3.
  */
 export class SignedEventBridgePublisher implements EventPublisher {
+  private readonly keys = new SigningKeys();
+
   constructor(private readonly options: SignedPublisherOptions) {}
 
   async publish(input: Parameters<EventPublisher["publish"]>[0]): Promise<CloudEvent> {
@@ -30,7 +32,7 @@ export class SignedEventBridgePublisher implements EventPublisher {
       Entries: [{ ...busEntry(this.options.busName, event), Time: Date.parse(event.time) / 1000 }],
     });
     const response = await sendSigned(
-      { service: "events", region, credentials: this.options.credentials },
+      { service: "events", region, credentials: this.options.credentials, keys: this.keys },
       {
         method: "POST",
         url,

@@ -1,6 +1,6 @@
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import { assertObjectKey, type ObjectBody, type ObjectStore } from "../../core/object-store";
-import { sendSigned } from "../sigv4";
+import { SigningKeys, sendSigned } from "../sigv4";
 
 export interface S3SpoolWriterOptions {
   bucket: string;
@@ -16,6 +16,8 @@ export interface S3SpoolWriterOptions {
  * Signed by the adapters' SigV4 signer (../sigv4.ts), with the function's credentials.
  */
 export class S3SpoolWriter implements Pick<ObjectStore, "put"> {
+  private readonly keys = new SigningKeys();
+
   constructor(private readonly options: S3SpoolWriterOptions) {}
 
   async put(key: string, body: ObjectBody, contentType = "application/octet-stream"): Promise<void> {
@@ -28,7 +30,7 @@ export class S3SpoolWriter implements Pick<ObjectStore, "put"> {
       ? new URL(`${endpoint.replace(/\/+$/, "")}/${bucket}${path}`)
       : new URL(`https://${bucket}.s3.${region}.amazonaws.com${path}`);
     const response = await sendSigned(
-      { service: "s3", region, credentials: this.options.credentials },
+      { service: "s3", region, credentials: this.options.credentials, keys: this.keys },
       {
         method: "PUT",
         url,
