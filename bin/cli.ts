@@ -1,23 +1,8 @@
 import { parseArgs } from "node:util";
-import { ApiError } from "../lambda/core/errors";
 import { parseLocalConfig } from "../lambda/local/config";
-import { alertCommands } from "./cli/alerts";
-import { budgetCommands } from "./cli/budgets";
-import type { Command } from "./cli/command";
-import { compactionCommands } from "./cli/compaction";
-import { creditCommands } from "./cli/credits";
-import { keyCommands } from "./cli/keys";
-import { memberCommands } from "./cli/members";
+import { COMMANDS } from "./cli/commands";
 import { UsageError } from "./cli/options";
-import { priceCommands } from "./cli/prices";
-import { projectCommands } from "./cli/projects";
-import { reconcileCommands } from "./cli/reconcile";
-import { retentionCommands } from "./cli/retention";
-import { serveCommands } from "./cli/serve";
 import { servicesOpener } from "./cli/services";
-import { settingsCommands } from "./cli/settings";
-import { vendorKeyCommands } from "./cli/vendor-keys";
-import { webhookCommands } from "./cli/webhooks";
 
 /**
  * `dmt`: the local server and the operator commands, one module per group under bin/cli/. Every
@@ -29,23 +14,6 @@ import { webhookCommands } from "./cli/webhooks";
  * `--version` is answered before this module loads (cli-entry.ts).
  */
 
-/** Every command, in the order `dmt --help` lists them. */
-const COMMANDS: Command[] = [
-  ...serveCommands,
-  ...projectCommands,
-  ...keyCommands,
-  ...budgetCommands,
-  ...creditCommands,
-  ...memberCommands,
-  ...vendorKeyCommands,
-  ...settingsCommands,
-  ...retentionCommands,
-  ...compactionCommands,
-  ...priceCommands,
-  ...reconcileCommands,
-  ...alertCommands,
-  ...webhookCommands,
-];
 const byName = new Map(COMMANDS.map((c) => [c.name, c]));
 
 function help(): string {
@@ -55,8 +23,13 @@ function help(): string {
     "",
     ...COMMANDS.map((c) => `  ${`dmt ${c.name}`.padEnd(width)}  ${c.summary}`),
     "",
-    "'dmt <command> --help' shows a command's options. Every command takes --json, and --stack <name>",
-    "(or DMT_STACK) to work on a deployed AWS stack instead of the local data dir.",
+    "'dmt <command> --help' shows a command's options and examples. Every command takes --json, and",
+    "--stack <name> (or DMT_STACK) to work on a deployed AWS stack instead of the local data dir.",
+    "",
+    "One argument style: --project <id> names the project a command works in, and the item it acts on",
+    "(a key, budget, webhook, alert rule) comes after the command: dmt keys revoke --project demo laptop.",
+    "Keys and budgets, whose ids are unique, may leave --project out; a key may be named by its name",
+    "where no other key of its project has it.",
     "",
     "Environment: DMT_DATA_DIR (default ./.dmt), PORT (default 8787); see README.",
   ].join("\n");
@@ -114,9 +87,14 @@ async function main(argv: string[]): Promise<number> {
       strict: true,
     });
   } catch (err) {
-    throw new UsageError(`${argumentProblem(err)}; usage: ${command.usage}`);
+    throw new UsageError(argumentProblem(err), command.usage);
   }
-  if (parsed.positionals.length !== command.argCount) throw new UsageError(command.usage);
+  const { positionals } = parsed;
+  const missing = command.args[positionals.length];
+  if (missing !== undefined) throw new UsageError(`missing ${missing}`, command.usage);
+  if (positionals.length > command.args.length) {
+    throw new UsageError(`unexpected argument '${positionals[command.args.length]}'`, command.usage);
+  }
 
   const { stack, json } = parsed.values;
   const stackName = (typeof stack === "string" ? stack : undefined) ?? (process.env.DMT_STACK || undefined);
@@ -124,7 +102,7 @@ async function main(argv: string[]): Promise<number> {
   try {
     const out = await command.execute(
       parsed.values,
-      parsed.positionals,
+      positionals,
       { open: services.open, stackName },
       json === true,
     );
@@ -141,9 +119,15 @@ main(process.argv.slice(2)).then(
     if (code >= 0) process.exitCode = code;
   },
   (err: unknown) => {
-    const usage = err instanceof UsageError;
-    const message = err instanceof ApiError || err instanceof Error ? err.message : String(err);
-    process.stderr.write(`dmt: ${usage ? "usage: " : ""}${message}\n`);
-    process.exitCode = usage ? 2 : 1;
+    // One line, "usage" said once: before the problem, or before the usage line that follows it.
+    if (err instanceof UsageError) {
+      const line = err.usage === undefined ? `usage: ${err.message}` : `${err.message}; usage: ${err.usage}`;
+      process.stderr.write(`dmt: ${line}\n`);
+      process.exitCode = 2;
+      return;
+    }
+    const message = err instanceof Error ? err.message : String(err);
+    process.stderr.write(`dmt: ${message}\n`);
+    process.exitCode = 1;
   },
 );

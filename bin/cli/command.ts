@@ -37,7 +37,8 @@ export interface Command {
   usage: string;
   /** The options for `parseArgs`, the common ones included. */
   options: Options;
-  argCount: number;
+  /** The positional arguments' placeholders. */
+  args: readonly string[];
   /** The whole `--help` text. */
   help(): string;
   /** Runs with what `parseArgs` read; resolves with the text to print (none for a service). */
@@ -103,7 +104,7 @@ export function command<const O extends Options, const A extends readonly string
     summary: spec.summary,
     usage,
     options: { ...spec.options, ...GLOBAL_OPTIONS },
-    argCount: args.length,
+    args,
     help: () => helpOf(usage, spec, spec.options),
     async execute(raw, positionals, context, json) {
       const values = readValues(spec.options, raw);

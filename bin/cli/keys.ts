@@ -9,14 +9,28 @@ import {
 } from "../../lambda/core/accounts";
 import { parseModels } from "../../lambda/core/budgets";
 import { errors } from "../../lambda/core/errors";
+import { findProjectKey } from "../../lambda/core/key-names";
 import { keyCreated, keyRevoked } from "../../lambda/events/account-events";
 import { command } from "./command";
 import { iso, table, warn } from "./format";
 import { date, repeated, required, text, UsageError, wholeNumber } from "./options";
+import type { Services } from "./services";
 
 /** The catalogue's model names, for the warning on a --models glob that matches none. */
 async function catalogueModels(): Promise<string[]> {
   return (await import("../../lambda/adapters/fs/price-catalogue")).catalogueModels();
+}
+
+/** `--project`, optional where a key's id alone names it. */
+const keyProject = text(
+  "<id>",
+  "the key's project: the key must be one of its keys, and may be given by name",
+);
+
+/** The key's id: the argument itself, or with --project the project's key of that id or name. */
+async function keyIdOf(services: Services, projectId: string | undefined, key: string): Promise<string> {
+  if (projectId === undefined) return key;
+  return (await findProjectKey(services.store, await services.project(projectId), key)).keyId;
 }
 
 /** `--models a,b*` of `keys create` and `keys update`. */
@@ -106,14 +120,18 @@ export const keyCommands = [
   command({
     name: "keys update",
     summary: "a key's model allowlist, tokens-per-minute limit and store level",
-    args: ["<key id>"],
+    args: ["<key>"],
     options: {
+      project: keyProject,
       models: text("<globs>|'*'", "the models the key may call, comma-separated; '*' allows all again"),
       tpm: wholeNumber("N|0", "tokens per minute the key may use; 0 removes the limit"),
       store: text("metadata|none|project", "what the key's calls keep; project: the project's level again"),
     },
-    examples: ["dmt keys update 3f9c0a1b2c3d4e5f --models 'gpt-4o-mini,claude-*' --tpm 20000"],
-    run: async ({ values, args: [keyId], open }) => {
+    examples: [
+      "dmt keys update 3f9c0a1b2c3d4e5f --models 'gpt-4o-mini,claude-*' --tpm 20000",
+      "dmt keys update --project demo laptop --tpm 0",
+    ],
+    run: async ({ values, args: [key], open }) => {
       const policy = {
         ...(values.models !== undefined ? { models: parseModels(values.models) } : {}),
         ...(values.tpm !== undefined ? { tpm: values.tpm } : {}),
@@ -122,6 +140,7 @@ export const keyCommands = [
       if (policy.models === undefined && policy.tpm === undefined && level === undefined)
         throw new UsageError("give --models, --tpm or --store");
       const services = await open();
+      const keyId = await keyIdOf(services, values.project, key);
       let record = await services.store.getKey(keyId);
       if (policy.models !== undefined || policy.tpm !== undefined) {
         const updated = await updateKey(services.store, keyId, policy, await catalogueModels());
@@ -136,21 +155,22 @@ export const keyCommands = [
       return keyView(record, Date.now());
     },
     print: (key) =>
-      `Updated key ${key.keyId}: models ${key.models?.join(",") ?? "any"}, tpm ${key.tpm ?? "no limit"}, stores ${key.store ?? "at the project's level"}.`,
+      `Updated key ${key.keyId} ("${key.name}"): models ${key.models?.join(",") ?? "any"}, tpm ${key.tpm ?? "no limit"}, stores ${key.store ?? "at the project's level"}.`,
   }),
   command({
     name: "keys revoke",
     summary: "revokes a key (revoking twice is harmless)",
-    args: ["<key id>"],
-    options: {},
-    examples: ["dmt keys revoke 3f9c0a1b2c3d4e5f"],
-    run: async ({ args: [keyId], open }) => {
+    args: ["<key>"],
+    options: { project: keyProject },
+    examples: ["dmt keys revoke 3f9c0a1b2c3d4e5f", "dmt keys revoke --project demo laptop"],
+    run: async ({ values, args: [key], open }) => {
       const services = await open();
+      const keyId = await keyIdOf(services, values.project, key);
       const before = await services.store.getKey(keyId);
       const revoked = await revokeKey(services.store, keyId, Date.now());
       if (before && !before.revoked) await (await services.events()).published(keyRevoked(revoked));
       return keyView(revoked, Date.now());
     },
-    print: (key) => `Revoked key ${key.keyId}.`,
+    print: (key) => `Revoked key ${key.keyId} ("${key.name}").`,
   }),
 ];

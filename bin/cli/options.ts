@@ -3,8 +3,18 @@
  * its help shows, and how its value is checked and typed. A command's `run` receives the typed values.
  */
 
-/** A mistake in how a command was called: one line on stderr and exit status 2. */
-export class UsageError extends Error {}
+/**
+ * A mistake in how a command was called: one line on stderr and exit status 2, with the command's usage
+ * line when the mistake is in its shape (an unknown option, a missing argument).
+ */
+export class UsageError extends Error {
+  constructor(
+    message: string,
+    readonly usage?: string,
+  ) {
+    super(message);
+  }
+}
 
 /** What `parseArgs` gives for one option. */
 export type RawValue = string | boolean | (string | boolean)[] | undefined;

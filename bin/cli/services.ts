@@ -20,8 +20,11 @@ export interface Services {
   credits: CreditStore;
   vendorKeys: VendorKeyStore;
   budgets: DynamoBudgets;
-  /** The daily rollups: a budget set mid-window starts from what its scope spent in it already. */
-  usage: Pick<UsageRollups, "breakdown">;
+  /**
+   * The daily rollups: what the dashboard's Usage page and `dmt usage` read, and where a budget set
+   * mid-window starts from what its scope spent in it already.
+   */
+  usage: UsageRollups;
   /** A file in the data dir locally; the `projectSettings` table in AWS (s3:// destinations only). */
   exportSettings: { setExportDestination(projectId: string, url: string | undefined): Promise<void> };
   members: MemberStore;

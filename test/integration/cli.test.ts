@@ -102,7 +102,11 @@ describe("dmt with no server running", { timeout: CLI_STEP_MS }, () => {
     const again = await dmtJson<ListedKey>(["keys", "revoke", created.id], dir);
     expect(again).toEqual(revoked);
     const human = await runDmt(["keys", "revoke", created.id], dir);
-    expect(human).toEqual({ code: 0, stdout: `Revoked key ${created.id}.\n`, stderr: "" });
+    expect(human).toEqual({
+      code: 0,
+      stdout: `Revoked key ${created.id} ("${created.name}").\n`,
+      stderr: "",
+    });
     const after = await dmtJson<ListedKey[]>(["keys", "list", "--project", "demo"], dir);
     expect(after.map((k) => k.status)).toEqual(["revoked", "active"]);
 
@@ -125,6 +129,8 @@ describe("dmt with no server running", { timeout: CLI_STEP_MS }, () => {
     expect(res.stderr.trimEnd().split("\n")).toHaveLength(1);
     if (typeof message === "string") expect(res.stderr).toBe(`${message}\n`);
     else expect(res.stderr).toMatch(message);
+    // Each error once: a usage error says "usage:" once, before the problem or before the usage line.
+    if (code === 2) expect(res.stderr.match(/usage:/g)).toHaveLength(1);
   };
 
   // Usage errors are found before the store is opened, so these may run side by side.
@@ -133,13 +139,18 @@ describe("dmt with no server running", { timeout: CLI_STEP_MS }, () => {
     [
       "an unknown option",
       ["keys", "create", "--project", "demo", "--name", "x", "--bogus"],
-      /^dmt: usage: unknown option --bogus; usage: dmt keys create --project <id>/,
+      /^dmt: unknown option --bogus; usage: dmt keys create --project <id>/,
     ],
     ["an unknown command", ["keys", "frob"], "dmt: usage: unknown command 'keys frob'; run 'dmt --help'"],
     [
       "a missing positional",
       ["projects", "create"],
-      "dmt: usage: dmt projects create <id> [--tier free|pro|enterprise] [--json]",
+      "dmt: missing <id>; usage: dmt projects create <id> [--tier free|pro|enterprise] [--json]",
+    ],
+    [
+      "an extra positional",
+      ["keys", "revoke", "a", "b"],
+      "dmt: unexpected argument 'b'; usage: dmt keys revoke <key> [--project <id>] [--json]",
     ],
     [
       "--rpm without --burst",

@@ -1,0 +1,35 @@
+import { alertCommands } from "./alerts";
+import { budgetCommands } from "./budgets";
+import type { Command } from "./command";
+import { compactionCommands } from "./compaction";
+import { creditCommands } from "./credits";
+import { keyCommands } from "./keys";
+import { memberCommands } from "./members";
+import { priceCommands } from "./prices";
+import { projectCommands } from "./projects";
+import { reconcileCommands } from "./reconcile";
+import { retentionCommands } from "./retention";
+import { serveCommands } from "./serve";
+import { settingsCommands } from "./settings";
+import { usageCommands } from "./usage";
+import { vendorKeyCommands } from "./vendor-keys";
+import { webhookCommands } from "./webhooks";
+
+/** Every `dmt` command, in the order `dmt --help` lists them. */
+export const COMMANDS: Command[] = [
+  ...serveCommands,
+  ...projectCommands,
+  ...keyCommands,
+  ...budgetCommands,
+  ...creditCommands,
+  ...usageCommands,
+  ...memberCommands,
+  ...vendorKeyCommands,
+  ...settingsCommands,
+  ...retentionCommands,
+  ...compactionCommands,
+  ...priceCommands,
+  ...reconcileCommands,
+  ...alertCommands,
+  ...webhookCommands,
+];
