@@ -1,7 +1,7 @@
 import { type BreakdownCounters, type BreakdownLine, breakdownReport } from "../../lambda/core/breakdowns";
-import { formatUsd } from "../../lambda/core/credits";
 import { parseUsageRange, type UsageReport, usageReport } from "../../lambda/core/interactions-usage";
 import { keyNames } from "../../lambda/core/key-names";
+import { formatCents } from "../../lambda/core/money";
 import { command } from "./command";
 import { table } from "./format";
 import { oneOf, required, text } from "./options";
@@ -130,15 +130,16 @@ function printUsage(result: UsageResult): string {
     failed: row.errors,
     "input tokens": row.input_tokens,
     "output tokens": row.output_tokens,
-    cost: formatUsd(row.cost_micros),
-    ...(row.charged_micros !== undefined && { charged: formatUsd(row.charged_micros) }),
+    cost: formatCents(row.cost_micros),
+    ...(row.charged_micros !== undefined && { charged: formatCents(row.charged_micros) }),
   }));
   const columns = [HEAD[result.by], "requests", "failed", "input tokens", "output tokens", "cost"];
   const { totals } = result;
   return [
     `Usage of ${result.project}, ${result.from} to ${result.to} (UTC), by ${result.by}:`,
     table(cells, charged ? [...columns, "charged"] : columns),
-    `Total: ${totals.requests} requests (${totals.errors} failed), ${totals.input_tokens} input and ${totals.output_tokens} output tokens, ${formatUsd(totals.cost_micros)} at list price, ${formatUsd(totals.charged_micros)} charged to credits.`,
+    `Total: ${totals.requests} requests (${totals.errors} failed), ${totals.input_tokens} input and ${totals.output_tokens} output tokens, ${formatCents(totals.cost_micros)} at list price, ${formatCents(totals.charged_micros)} charged to credits.`,
+    "Amounts to the cent, as the dashboard shows them; --json has them exactly, in micro-USD.",
   ].join("\n");
 }
 
