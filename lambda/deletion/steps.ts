@@ -226,7 +226,13 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
           type: "deletion.completed",
           projectId: state.projectId,
           subject: state.requestId,
-          data: { request_id: state.requestId, ...counts, copies_purged: request.copiesPurged },
+          data: {
+            request_id: state.requestId,
+            rows_deleted: counts.rowsDeleted,
+            files_rewritten: counts.filesRewritten,
+            files_deleted: counts.filesDeleted,
+            copies_purged: request.copiesPurged,
+          },
         },
         deps.logger,
       );
