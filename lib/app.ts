@@ -1,5 +1,6 @@
 import { type App, type Environment, Validations } from "aws-cdk-lib";
 import { AwsSolutionsChecks } from "cdk-nag";
+import type { SesSender } from "./dashboard";
 import { EMAIL_PATTERN } from "./observability";
 import { VENDORS, type Vendor } from "./secrets";
 import { DmtStack } from "./stack";
@@ -18,12 +19,16 @@ export const CONTEXT = {
   exportBuckets: "dmt:exportBuckets",
   /** Athena's scan limit per query in bytes (at least 10 MB; default 10 GiB). */
   athenaBytesScannedCutoff: "dmt:athenaBytesScannedCutoff",
+  /** The deletion workflow's Athena scan limit per query in bytes (at least 10 MB; default 1 TiB). */
+  deletionBytesScannedCutoff: "dmt:deletionBytesScannedCutoff",
   /** A price override file for the proxy functions (prices/README.md), relative to where cdk runs. */
   priceOverride: "dmt:priceOverride",
   /** The factor on every charged cost, such as 1.1. */
   priceMarkup: "dmt:priceMarkup",
   /** An email address subscribed to the alarm topic (SNS asks it to confirm first). */
   alarmEmail: "dmt:alarmEmail",
+  /** An identity verified in SES (`no-reply@example.com`, or `example.com`) that Cognito mails from. */
+  sesIdentity: "dmt:sesIdentity",
   /** `true`: create API Gateway's account-level CloudWatch role (once per account and region). */
   apiGatewayAccountRole: "dmt:apiGatewayAccountRole",
 } as const;
@@ -48,9 +53,11 @@ export function defineApp(
   const originSecretVersion = context(CONTEXT.originSecretVersion);
   const exportBuckets = context(CONTEXT.exportBuckets);
   const athenaCutoff = context(CONTEXT.athenaBytesScannedCutoff);
+  const deletionCutoff = context(CONTEXT.deletionBytesScannedCutoff);
   const priceOverride = context(CONTEXT.priceOverride);
   const priceMarkup = context(CONTEXT.priceMarkup);
   const alarmEmail = context(CONTEXT.alarmEmail);
+  const sesIdentity = context(CONTEXT.sesIdentity);
   const accountRole = context(CONTEXT.apiGatewayAccountRole);
   const stack = new DmtStack(app, String(context(CONTEXT.stackName) ?? "Dmt"), {
     description: "dmt: metering gateway for language-model vendors",
@@ -59,10 +66,16 @@ export function defineApp(
     ...(reserved !== undefined && { proxyReservedConcurrency: parseConcurrency(reserved) }),
     ...(originSecretVersion !== undefined && { originSecretVersion: String(originSecretVersion) }),
     ...(exportBuckets !== undefined && { exportBuckets: parseBucketList(exportBuckets) }),
-    ...(athenaCutoff !== undefined && { athenaBytesScannedCutoff: parseByteCount(athenaCutoff) }),
+    ...(athenaCutoff !== undefined && {
+      athenaBytesScannedCutoff: parseByteCount(CONTEXT.athenaBytesScannedCutoff, athenaCutoff),
+    }),
+    ...(deletionCutoff !== undefined && {
+      deletionBytesScannedCutoff: parseByteCount(CONTEXT.deletionBytesScannedCutoff, deletionCutoff),
+    }),
     ...(priceOverride !== undefined && { priceOverrideFile: String(priceOverride) }),
     ...(priceMarkup !== undefined && { priceMarkup: parseMarkup(priceMarkup) }),
     ...(alarmEmail !== undefined && { alarmEmail: parseEmail(alarmEmail) }),
+    ...(sesIdentity !== undefined && { ses: parseSesIdentity(sesIdentity) }),
     apiGatewayAccountRole: accountRole === true || accountRole === "true",
     ...(domainName !== undefined && {
       domain: { name: String(domainName), certificateArn: String(certificateArn) },
@@ -70,6 +83,20 @@ export function defineApp(
   });
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
   return stack;
+}
+
+/** A hostname of at least two labels, such as example.com. */
+const DOMAIN_PATTERN = /^(?=.{4,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/i;
+
+/** An address is the sender itself; a domain sends as no-reply@ that domain. */
+function parseSesIdentity(value: unknown): SesSender {
+  if (typeof value === "string" && EMAIL_PATTERN.test(value)) return { fromEmail: value };
+  if (typeof value === "string" && DOMAIN_PATTERN.test(value)) {
+    return { fromEmail: `no-reply@${value}`, verifiedDomain: value };
+  }
+  throw new Error(
+    `${CONTEXT.sesIdentity}: ${JSON.stringify(value)} is neither an email address nor a domain (an identity verified in SES).`,
+  );
 }
 
 function parseEmail(value: unknown): string {
@@ -99,12 +126,10 @@ function parseMarkup(value: unknown): number {
 }
 
 /** Bytes as a whole number; from the command line it arrives as text (the warehouse checks the range). */
-function parseByteCount(value: unknown): number {
+function parseByteCount(key: string, value: unknown): number {
   const bytes = typeof value === "string" && /^\d+$/.test(value) ? Number(value) : value;
   if (typeof bytes !== "number" || !Number.isSafeInteger(bytes)) {
-    throw new Error(
-      `${CONTEXT.athenaBytesScannedCutoff}: ${JSON.stringify(value)} is not a whole number of bytes.`,
-    );
+    throw new Error(`${key}: ${JSON.stringify(value)} is not a whole number of bytes.`);
   }
   return bytes;
 }

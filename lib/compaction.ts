@@ -34,7 +34,7 @@ export class Compaction extends Construct {
       timeout: Duration.minutes(15),
       // A merge holds its inputs decoded: up to 32 MB of Parquet, about a million rows.
       memorySize: 4096,
-      environment: { ...store.environment(), DMT_WAREHOUSE_BUCKET: warehouse.dataBucket.bucketName },
+      environment: { DMT_WAREHOUSE_BUCKET: warehouse.dataBucket.bucketName },
     });
     const fn = this.fn.function;
     store.grant(fn, "projects", ["Scan"]);

@@ -46,6 +46,7 @@ import {
   UserPool,
   type UserPoolClient,
   type UserPoolDomain,
+  UserPoolEmail,
 } from "aws-cdk-lib/aws-cognito";
 import { PolicyStatement, Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
 import type { IKey } from "aws-cdk-lib/aws-kms";
@@ -83,6 +84,17 @@ export interface DashboardProps {
   /** For the user pool (its users and groups): RETAIN keeps it when the stack is deleted. */
   removalPolicy: RemovalPolicy;
   logRetention: RetentionDays;
+  /**
+   * Cognito's mail (invitations, codes) through SES from this verified identity. Without it Cognito's
+   * own sender mails, whose small daily quota is for trials only.
+   */
+  ses?: SesSender;
+}
+
+/** An identity verified in SES in the stack's region: an address, or a domain and an address in it. */
+export interface SesSender {
+  fromEmail: string;
+  verifiedDomain?: string;
 }
 
 /**
@@ -134,6 +146,14 @@ export class Dashboard extends Construct {
       standardThreatProtectionMode: StandardThreatProtectionMode.FULL_FUNCTION,
       removalPolicy: props.removalPolicy,
       deletionProtection: props.removalPolicy === RemovalPolicy.RETAIN,
+      ...(props.ses && {
+        email: UserPoolEmail.withSES({
+          fromEmail: props.ses.fromEmail,
+          fromName: "dmt",
+          sesRegion: stack.region,
+          ...(props.ses.verifiedDomain !== undefined && { sesVerifiedDomain: props.ses.verifiedDomain }),
+        }),
+      }),
     });
     this.userPool.addGroup("Operators", {
       groupName: OPERATORS_GROUP,
@@ -170,7 +190,6 @@ export class Dashboard extends Construct {
       handler: "dashboard",
       description: "dmt: dashboard API (/dashboard/api)",
       defaults: props.defaults,
-      environment: props.store.environment(),
       // The HTTP API waits 30 s at most.
       timeout: Duration.seconds(29),
     });

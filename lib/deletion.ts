@@ -138,7 +138,7 @@ export class DeletionWorkflow extends Construct {
         DMT_TABLE_INTERACTIONS: store.tables.interactions.tableName,
         DMT_TABLE_USAGEROLLUPS: store.tables.usageRollups.tableName,
         DMT_WAREHOUSE_BUCKET: warehouse.dataBucket.bucketName,
-        DMT_ATHENA_WORKGROUP: warehouse.workGroup.ref,
+        DMT_ATHENA_WORKGROUP: warehouse.deletionWorkGroup.ref,
         DMT_WAREHOUSE_DATABASE: warehouse.database.ref,
         DMT_WAREHOUSE_TABLE: INTERACTIONS_TABLE,
         DMT_ATHENA_RESULTS_BUCKET: warehouse.resultsBucket.bucketName,
@@ -399,7 +399,7 @@ export class DeletionWorkflow extends Construct {
           stack.formatArn({
             service: "athena",
             resource: "workgroup",
-            resourceName: warehouse.workGroup.ref,
+            resourceName: warehouse.deletionWorkGroup.ref,
           }),
         ],
       }),

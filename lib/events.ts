@@ -88,7 +88,6 @@ export class Events extends Construct {
       defaults: props.defaults,
       timeout: DELIVERY.timeout,
       environment: {
-        ...props.store.environment(),
         DMT_BYOK_KEY_ARN: props.secretsKey.keyArn,
         DMT_WEBHOOK_QUEUE_URL: this.queue.queueUrl,
         DMT_EVENT_BUS_NAME: this.bus.eventBusName,

@@ -48,7 +48,7 @@ export class Metering extends Construct {
       defaults: props.defaults,
       // Runs may overlap (the protocol is idempotent); a long one still ends before the next few pile up.
       timeout: Duration.minutes(2),
-      environment: { ...props.store.environment(), DMT_METRICS_NAMESPACE: namespace },
+      environment: { DMT_METRICS_NAMESPACE: namespace },
     });
     const fn = this.sweeper.function;
     props.store.grant(fn, "credits", ["Scan", "UpdateItem"]);

@@ -63,7 +63,6 @@ export class VendorProxy extends Construct {
       description: `dmt: ${props.vendor} proxy (streaming, behind the API)`,
       defaults: props.defaults,
       environment: {
-        ...props.store.environment(),
         DMT_VENDOR: props.vendor,
         DMT_VENDOR_KEY_SECRET_ARN: props.vendorKey.secretArn,
         DMT_ORIGIN_SECRET_ARN: props.originSecret.secretArn,

@@ -36,7 +36,7 @@ export class Retention extends Construct {
       defaults: props.defaults,
       timeout: Duration.minutes(15),
       memorySize: 2048,
-      environment: { ...store.environment(), DMT_WAREHOUSE_BUCKET: warehouse.dataBucket.bucketName },
+      environment: { DMT_WAREHOUSE_BUCKET: warehouse.dataBucket.bucketName },
     });
     const fn = this.fn.function;
     store.grant(fn, "projects", ["Scan"]);

@@ -5,7 +5,7 @@ import { TABLES, type TableName } from "../lambda/adapters/dynamodb/tables";
 import type { LogLevel } from "../lambda/core/logger";
 import { Api, type CustomDomain } from "./api";
 import { Compaction } from "./compaction";
-import { Dashboard } from "./dashboard";
+import { Dashboard, type SesSender } from "./dashboard";
 import { DeletionWorkflow } from "./deletion";
 import { Events } from "./events";
 import { DmtFunction, type LambdaDefaults } from "./lambda-defaults";
@@ -42,6 +42,8 @@ export interface DmtStackProps extends StackProps {
   exportBuckets?: string[];
   /** Athena's scan limit per query in bytes (default 10 GiB). */
   athenaBytesScannedCutoff?: number;
+  /** The deletion workflow's Athena scan limit per query in bytes (default 1 TiB). */
+  deletionBytesScannedCutoff?: number;
   /**
    * A price override file (prices/README.md) the proxy functions charge with, read at synth (relative
    * to the current directory) and shipped in their bundles. Checked at synth: a bad file fails it.
@@ -49,6 +51,8 @@ export interface DmtStackProps extends StackProps {
   priceOverrideFile?: string;
   /** The factor on every charged cost (default the override file's `markup`, else 1). */
   priceMarkup?: number;
+  /** Cognito's mail through SES from this verified identity (default: Cognito's own sender, for trials). */
+  ses?: SesSender;
   /** Subscribed by email to the topic every alarm notifies. */
   alarmEmail?: string;
   /** Create API Gateway's account-level CloudWatch role (default false: see lib/api.ts). */
@@ -100,13 +104,16 @@ export class DmtStack extends Stack {
       ...(props.athenaBytesScannedCutoff !== undefined && {
         bytesScannedCutoffPerQuery: props.athenaBytesScannedCutoff,
       }),
+      ...(props.deletionBytesScannedCutoff !== undefined && {
+        deletionBytesScannedCutoffPerQuery: props.deletionBytesScannedCutoff,
+      }),
     });
 
     this.authorizer = new DmtFunction(this, "Authorizer", {
       handler: "authorizer",
       description: "dmt: API Gateway REQUEST authorizer (service keys)",
       defaults,
-      environment: { ...this.store.environment(), DMT_KEY_CACHE_MS: String(props.keyCacheMs ?? 5000) },
+      environment: { DMT_KEY_CACHE_MS: String(props.keyCacheMs ?? 5000) },
     });
     this.store.grant(this.authorizer.function, "keys", ["GetItem"]);
     this.store.grant(this.authorizer.function, "projects", ["GetItem"]);
@@ -184,6 +191,7 @@ export class DmtStack extends Stack {
       logsBucket: this.warehouse.logsBucket,
       removalPolicy,
       logRetention,
+      ...(props.ses && { ses: props.ses }),
     });
     this.api.addRootRoutes(this.dashboard.url);
 
@@ -288,6 +296,7 @@ export class DmtStack extends Stack {
       description: "Bucket exports: dmt settings set --project <id> --export-bucket s3://<this>/<id>/",
     });
     new CfnOutput(this, "AthenaWorkGroup", { value: this.warehouse.workGroup.ref });
+    new CfnOutput(this, "DeletionWorkGroup", { value: this.warehouse.deletionWorkGroup.ref });
     new CfnOutput(this, "WarehouseDatabase", { value: this.warehouse.database.ref });
     new CfnOutput(this, "RecordQueueUrl", { value: this.warehouse.queue.queueUrl });
     new CfnOutput(this, "DeadLetterQueueUrl", { value: this.warehouse.deadLetterQueue.queueUrl });

@@ -1,6 +1,7 @@
 import { RemovalPolicy } from "aws-cdk-lib";
 import { AttributeType, BillingMode, ProjectionType, Table, TableEncryption } from "aws-cdk-lib/aws-dynamodb";
 import { Grant, type IGrantable } from "aws-cdk-lib/aws-iam";
+import { Function as LambdaFunction } from "aws-cdk-lib/aws-lambda";
 import { Construct } from "constructs";
 import { TABLES, type TableName } from "../lambda/adapters/dynamodb/tables";
 
@@ -48,22 +49,20 @@ export class Store extends Construct {
     this.tables = tables;
   }
 
-  /** `DMT_TABLE_<NAME>` for every table: what `tableNames()` reads in the handlers. */
-  environment(): Record<string, string> {
-    const env: Record<string, string> = {};
-    for (const [name, table] of Object.entries(this.tables)) {
-      env[`DMT_TABLE_${name.toUpperCase()}`] = table.tableName;
-    }
-    return env;
-  }
-
-  /** Exactly these DynamoDB actions on one table (not its indexes), under optional IAM conditions. */
+  /**
+   * Exactly these DynamoDB actions on one table (not its indexes), under optional IAM conditions. A
+   * function granted a table is told its name (`DMT_TABLE_<NAME>`, what `tableNames()` reads in the
+   * handlers), and only the names of the tables it may use: Lambda's environment holds 4 KB in all.
+   */
   grant(
     grantee: IGrantable,
     table: TableName,
     actions: string[],
     conditions?: Record<string, Record<string, unknown>>,
   ): Grant {
+    if (grantee instanceof LambdaFunction) {
+      grantee.addEnvironment(`DMT_TABLE_${table.toUpperCase()}`, this.tables[table].tableName);
+    }
     return Grant.addToPrincipal({
       grantee,
       actions: actions.map((action) => `dynamodb:${action}`),

@@ -48,6 +48,12 @@ export const SPOOL_SCHEDULE = Duration.minutes(5);
 /** Athena's per-query scan limit by default: 10 GiB, about $0.05 per query at $5 per TB. */
 export const DEFAULT_BYTES_SCANNED_CUTOFF = 10 * 1024 ** 3;
 
+/**
+ * The deletion workflow's by default: 1 TiB, about $5 per query. Its scans read a whole project's
+ * history, which the exports' limit would stop for a large project, leaving a deletion undone.
+ */
+export const DEFAULT_DELETION_BYTES_SCANNED_CUTOFF = 1024 ** 4;
+
 export const INTERACTIONS_TABLE = "interactions";
 
 /** How long a bucket export stays in the stack's own export bucket. */
@@ -68,6 +74,8 @@ export interface WarehouseProps {
   exportBuckets?: string[];
   /** Athena's per-query scan limit in bytes (at least 10 MB); default 10 GiB. */
   bytesScannedCutoffPerQuery?: number;
+  /** The same for the deletion workflow's own workgroup; default 1 TiB. */
+  deletionBytesScannedCutoffPerQuery?: number;
 }
 
 /**
@@ -87,6 +95,8 @@ export class Warehouse extends Construct {
   readonly database: CfnDatabase;
   readonly table: CfnTable;
   readonly workGroup: CfnWorkGroup;
+  /** The deletion workflow's: its own scan limit, apart from the exports'. */
+  readonly deletionWorkGroup: CfnWorkGroup;
   readonly consumer: DmtFunction;
   readonly spoolResender: DmtFunction;
   private readonly store: Store;
@@ -104,8 +114,14 @@ export class Warehouse extends Construct {
       }
     }
     const cutoff = props.bytesScannedCutoffPerQuery ?? DEFAULT_BYTES_SCANNED_CUTOFF;
-    if (!Number.isInteger(cutoff) || cutoff < 10_000_000) {
-      throw new Error("bytesScannedCutoffPerQuery is a whole number of bytes, at least 10 MB.");
+    const deletionCutoff = props.deletionBytesScannedCutoffPerQuery ?? DEFAULT_DELETION_BYTES_SCANNED_CUTOFF;
+    for (const [name, bytes] of [
+      ["bytesScannedCutoffPerQuery", cutoff],
+      ["deletionBytesScannedCutoffPerQuery", deletionCutoff],
+    ] as const) {
+      if (!Number.isInteger(bytes) || bytes < 10_000_000) {
+        throw new Error(`${name} is a whole number of bytes, at least 10 MB.`);
+      }
     }
 
     // --- Buckets
@@ -207,23 +223,15 @@ export class Warehouse extends Construct {
         },
       },
     });
-    this.workGroup = new CfnWorkGroup(this, "WorkGroup", {
+    this.workGroup = this.newWorkGroup("WorkGroup", {
       name: `${stack.stackName}-warehouse`,
       description: "dmt: exports from the interaction records",
-      state: "ENABLED",
-      // Lets CloudFormation delete the workgroup although it has run queries.
-      recursiveDeleteOption: true,
-      workGroupConfiguration: {
-        enforceWorkGroupConfiguration: true,
-        engineVersion: { selectedEngineVersion: "Athena engine version 3" },
-        publishCloudWatchMetricsEnabled: true,
-        bytesScannedCutoffPerQuery: cutoff,
-        resultConfiguration: {
-          outputLocation: `s3://${this.resultsBucket.bucketName}/`,
-          encryptionConfiguration: { encryptionOption: "SSE_S3" },
-          expectedBucketOwner: Aws.ACCOUNT_ID,
-        },
-      },
+      cutoff,
+    });
+    this.deletionWorkGroup = this.newWorkGroup("DeletionWorkGroup", {
+      name: `${stack.stackName}-deletion`,
+      description: "dmt: the deletion workflow's scans of a project's records",
+      cutoff: deletionCutoff,
     });
 
     // --- Consumer
@@ -300,6 +308,31 @@ export class Warehouse extends Construct {
   /** What a record producer needs: the queue, and the bucket whose `queue-spool/` keeps what it refused. */
   private producerEnvironment(): Record<string, string> {
     return { DMT_QUEUE_URL: this.queue.queueUrl, DMT_WAREHOUSE_BUCKET: this.dataBucket.bucketName };
+  }
+
+  /** An Athena workgroup over the warehouse: engine 3, results in the results bucket, a scan limit. */
+  private newWorkGroup(
+    id: string,
+    props: { name: string; description: string; cutoff: number },
+  ): CfnWorkGroup {
+    return new CfnWorkGroup(this, id, {
+      name: props.name,
+      description: props.description,
+      state: "ENABLED",
+      // Lets CloudFormation delete the workgroup although it has run queries.
+      recursiveDeleteOption: true,
+      workGroupConfiguration: {
+        enforceWorkGroupConfiguration: true,
+        engineVersion: { selectedEngineVersion: "Athena engine version 3" },
+        publishCloudWatchMetricsEnabled: true,
+        bytesScannedCutoffPerQuery: props.cutoff,
+        resultConfiguration: {
+          outputLocation: `s3://${this.resultsBucket.bucketName}/`,
+          encryptionConfiguration: { encryptionOption: "SSE_S3" },
+          expectedBucketOwner: Aws.ACCOUNT_ID,
+        },
+      },
+    });
   }
 
   /** A proxy function records its calls: it may send to the queue and spool what the queue refuses. */

@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { App } from "aws-cdk-lib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TABLES, type TableName } from "../../lambda/adapters/dynamodb/tables";
 import { CONTEXT, defineApp } from "../../lib/app";
 import { REPO_ROOT } from "../../lib/lambda-defaults";
 import { PROXY_TIMEOUT } from "../../lib/proxy";
@@ -54,6 +55,13 @@ beforeAll(() => {
 const ofType = (all: Resources, type: string) => Object.entries(all).filter(([, r]) => r.Type === type);
 const idOf = (construct: { node: { defaultChild?: unknown } }) =>
   stack.getLogicalId(construct.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0]);
+/** A function's environment variables, as the template holds them. */
+function environmentOf(fn: { node: { defaultChild?: unknown } }): Record<string, unknown> {
+  const environment = resources[idOf(fn)]?.Properties.Environment as
+    | { Variables?: Record<string, unknown> }
+    | undefined;
+  return environment?.Variables ?? {};
+}
 const alarms = () => ofType(resources, "AWS::CloudWatch::Alarm").map(([, a]) => a.Properties);
 
 /** Alarms on a metric, by name and namespace (math alarms: on any of their metrics). */
@@ -266,5 +274,112 @@ describe("least privilege", () => {
         Condition: { StringLike: { "kms:EncryptionContext:dmt:context": "dmt webhook secret\n*" } },
       },
     ]);
+  });
+});
+
+describe("least privilege: table names", () => {
+  it("tells each function the names of exactly the tables its role may use", () => {
+    const tableOf = new Map(
+      (Object.keys(TABLES) as TableName[]).map((name) => [idOf(stack.store.tables[name]), name]),
+    );
+    const functions = ofType(resources, "AWS::Lambda::Function").filter(
+      ([id]) => !id.startsWith("CustomCDKBucketDeployment"),
+    );
+    expect(functions.length).toBeGreaterThan(10);
+    for (const [id, fn] of functions) {
+      const variables = (fn.Properties.Environment as { Variables?: Record<string, unknown> } | undefined)
+        ?.Variables;
+      const named = Object.keys(variables ?? {})
+        .filter((name) => name.startsWith("DMT_TABLE_"))
+        .sort();
+      const [roleId = ""] = (fn.Properties.Role as { "Fn::GetAtt": string[] })["Fn::GetAtt"];
+      const granted = new Set<string>();
+      for (const statement of statementsOf(roleId)) {
+        if (!JSON.stringify(statement.Action).includes("dynamodb:")) continue;
+        const text = JSON.stringify(statement.Resource);
+        for (const [tableId, name] of tableOf) {
+          if (text.includes(`"${tableId}"`)) granted.add(`DMT_TABLE_${name.toUpperCase()}`);
+        }
+      }
+      expect(named, id).toEqual([...granted].sort());
+    }
+    // The proxies, which had all 21: the ten tables a call uses.
+    const proxyVariables = Object.keys(environmentOf(stack.proxies.openai.fn.function)).filter((name) =>
+      name.startsWith("DMT_TABLE_"),
+    );
+    expect(proxyVariables).toHaveLength(10);
+  });
+});
+
+describe("Cognito's mail and deletion's Athena workgroup, from context", () => {
+  let variant: Resources;
+  beforeAll(() => {
+    variant = synthesize({
+      [CONTEXT.sesIdentity]: "no-reply@example.com",
+      [CONTEXT.deletionBytesScannedCutoff]: "50000000",
+    }).template.Resources;
+  });
+  const onlyOf = (all: Resources, type: string) => {
+    const found = ofType(all, type);
+    expect(found).toHaveLength(1);
+    return (found[0] as [string, Resource])[1].Properties;
+  };
+
+  it("Cognito mails with its own sender by default (trials), through SES from a verified identity when given", () => {
+    const byDefault = onlyOf(resources, "AWS::Cognito::UserPool").EmailConfiguration as
+      | { EmailSendingAccount?: string }
+      | undefined;
+    expect(byDefault?.EmailSendingAccount ?? "COGNITO_DEFAULT").toBe("COGNITO_DEFAULT");
+    const withSes = onlyOf(variant, "AWS::Cognito::UserPool").EmailConfiguration as Record<string, unknown>;
+    expect(withSes).toMatchObject({ EmailSendingAccount: "DEVELOPER", From: "dmt <no-reply@example.com>" });
+    expect(JSON.stringify(withSes.SourceArn)).toContain(":identity/no-reply@example.com");
+  });
+
+  it("a domain sends as no-reply@ it, and a malformed identity fails the synth naming it", () => {
+    const domain = synthesize({ [CONTEXT.sesIdentity]: "mail.example.com" }).template.Resources;
+    const config = onlyOf(domain, "AWS::Cognito::UserPool").EmailConfiguration as Record<string, unknown>;
+    expect(config.From).toBe("dmt <no-reply@mail.example.com>");
+    expect(JSON.stringify(config.SourceArn)).toContain(":identity/mail.example.com");
+    expect(() => synthesize({ [CONTEXT.sesIdentity]: "ops@@example" })).toThrow(
+      'dmt:sesIdentity: "ops@@example" is neither an email address nor a domain',
+    );
+  });
+
+  it("deletion scans in a workgroup of its own, with its own scan limit", () => {
+    const groups = (all: Resources) =>
+      new Map(
+        ofType(all, "AWS::Athena::WorkGroup").map(([id, g]) => [
+          id,
+          (g.Properties.WorkGroupConfiguration as { BytesScannedCutoffPerQuery: number })
+            .BytesScannedCutoffPerQuery,
+        ]),
+      );
+    const exportsId = stack.getLogicalId(stack.warehouse.workGroup);
+    const deletionId = stack.getLogicalId(stack.warehouse.deletionWorkGroup);
+    expect(groups(resources)).toEqual(
+      new Map([
+        [exportsId, 10 * 1024 ** 3],
+        [deletionId, 1024 ** 4],
+      ]),
+    );
+    expect(groups(variant)).toEqual(
+      new Map([
+        [exportsId, 10 * 1024 ** 3],
+        [deletionId, 50_000_000],
+      ]),
+    );
+    const steps = stack.deletion.steps.function;
+    const env = environmentOf(steps);
+    expect(env.DMT_ATHENA_WORKGROUP).toEqual({ Ref: deletionId });
+    const athena = (fn: typeof steps) =>
+      JSON.stringify(
+        statementsOf(idOf(fn.role as never)).filter((s) => JSON.stringify(s.Action).includes("athena:")),
+      );
+    expect(athena(steps)).toContain(deletionId);
+    expect(athena(steps)).not.toContain(exportsId);
+    expect(athena(stack.dataApi.function)).not.toContain(deletionId);
+    expect(() => synthesize({ [CONTEXT.deletionBytesScannedCutoff]: "lots" })).toThrow(
+      'dmt:deletionBytesScannedCutoff: "lots" is not a whole number of bytes.',
+    );
   });
 });

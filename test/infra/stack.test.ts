@@ -13,6 +13,7 @@ import { errors } from "../../lambda/core/errors";
 import { grantedContext, refusalContext } from "../../lambda/handlers/runtime/authorizer-context";
 import { CONTEXT, defineApp } from "../../lib/app";
 import { REPO_ROOT } from "../../lib/lambda-defaults";
+import { PROXY_TABLE_ACCESS } from "../../lib/proxy";
 import { VENDORS, type Vendor } from "../../lib/secrets";
 import type { DmtStack } from "../../lib/stack";
 import { tableOutputKey } from "../../lib/stack";
@@ -179,10 +180,14 @@ describe("Lambda functions", () => {
     }
   });
 
-  it("give the authorizer the table names and exactly the DynamoDB access it needs", () => {
+  it("give the authorizer the names of its two tables and exactly the DynamoDB access it needs", () => {
     const { Environment } = resources[logicalId(stack.authorizer.function)]?.Properties ?? {};
     const env = (Environment as { Variables: Record<string, unknown> }).Variables;
-    for (const name of Object.keys(TABLES) as TableName[]) {
+    expect(Object.keys(env).filter((name) => name.startsWith("DMT_TABLE_"))).toEqual([
+      "DMT_TABLE_KEYS",
+      "DMT_TABLE_PROJECTS",
+    ]);
+    for (const name of ["keys", "projects"] as const) {
       expect(env[`DMT_TABLE_${name.toUpperCase()}`]).toEqual({ Ref: logicalId(stack.store.tables[name]) });
     }
     expect(env.DMT_KEY_CACHE_MS).toBe("5000");
@@ -551,12 +556,18 @@ describe("proxy functions", () => {
     }
   });
 
-  it("are configured for metering: the BYOK key, every table, and the stack's metrics namespace", () => {
+  it("are configured for metering: the BYOK key, the tables metering uses, and the stack's metrics namespace", () => {
+    const used = Object.keys(PROXY_TABLE_ACCESS) as TableName[];
     for (const vendor of VENDORS) {
       const variables = environmentOf(stack.proxies[vendor].fn.function);
       expect(variables.DMT_BYOK_KEY_ARN).toEqual({ "Fn::GetAtt": [logicalId(stack.secrets.byokKey), "Arn"] });
       expect(variables.DMT_METRICS_NAMESPACE).toBe(`dmt/${stack.stackName}`);
-      for (const name of Object.keys(TABLES) as TableName[]) {
+      expect(
+        Object.keys(variables)
+          .filter((name) => name.startsWith("DMT_TABLE_"))
+          .sort(),
+      ).toEqual(used.map((name) => `DMT_TABLE_${name.toUpperCase()}`).sort());
+      for (const name of used) {
         expect(variables[`DMT_TABLE_${name.toUpperCase()}`]).toEqual({
           Ref: logicalId(stack.store.tables[name]),
         });

@@ -15,8 +15,9 @@ const base = z.object({
   DMT_METRICS_NAMESPACE: z._default(text, "dmt"),
 });
 
+/** Each function is given the names of the tables it may use (lib/store.ts), not all of them. */
 const tableVariables = Object.fromEntries(
-  Object.keys(TABLES).map((name) => [`DMT_TABLE_${name.toUpperCase()}`, text]),
+  Object.keys(TABLES).map((name) => [`DMT_TABLE_${name.toUpperCase()}`, z.optional(text)]),
 );
 
 const store = z.extend(base, {
@@ -146,7 +147,7 @@ export function parseBaseConfig(env: Record<string, string | undefined>): BaseCo
   return parseEnv(base, env);
 }
 
-/** For functions that use the store: every `DMT_TABLE_<NAME>` must be set (CDK sets them all). */
+/** For functions that use the store: the `DMT_TABLE_<NAME>` of each table the function may use. */
 export function parseStoreConfig(env: Record<string, string | undefined>): StoreConfig {
   return { ...parseEnv(store, env), tables: tableNames(env) };
 }
