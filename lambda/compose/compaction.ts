@@ -8,10 +8,13 @@ import type { Infrastructure } from "./infrastructure";
 /**
  * The compaction run (docs/warehouse.md): the daily scheduled function in AWS, `dmt compaction run`
  * locally. Each closed day's small consumer files become one file (or a few of up to 32 MB), exactly once
- * through the delivery ledger, under a lease per partition in the store.
+ * through the delivery ledger, under a lease per partition in the store. Its counts go to the metrics.
  */
 export function composeCompaction(
-  infra: Pick<Infrastructure, "warehouse" | "warehouseFiles" | "deliveries" | "clock" | "logger"> & {
+  infra: Pick<
+    Infrastructure,
+    "warehouse" | "warehouseFiles" | "deliveries" | "clock" | "logger" | "metrics"
+  > & {
     /** The project list (the store ports' `keys`) and the deletion tombstones. */
     store: { keys: Pick<Store, "listProjects">; tombstones: TombstoneReader };
     /**
@@ -21,8 +24,9 @@ export function composeCompaction(
     leases: PartitionLeases;
   },
 ): (options?: CompactionOptions) => Promise<CompactionReport> {
-  return (options = {}) =>
-    runCompaction(
+  const { metrics } = infra;
+  return async (options = {}) => {
+    const report = await runCompaction(
       {
         projects: infra.store.keys,
         objects: infra.warehouse,
@@ -36,4 +40,14 @@ export function composeCompaction(
       },
       options,
     );
+    const count = (outcome: string) => report.partitions.filter((p) => p.outcome === outcome).length;
+    metrics.add("PartitionsCompacted", "Count", count("compacted"));
+    metrics.add("PartitionsFailed", "Count", count("failed"));
+    metrics.add(
+      "FilesRemoved",
+      "Count",
+      report.partitions.reduce((sum, p) => sum + Math.max(0, p.filesBefore - p.filesAfter), 0),
+    );
+    return report;
+  };
 }

@@ -7,16 +7,17 @@ import type { Infrastructure } from "./infrastructure";
 /**
  * The retention run (docs/privacy.md): the daily scheduled function in AWS, `dmt retention run`
  * locally. Expired day partitions leave the warehouse, older bodies are dropped, the dashboard's
- * index follows; the rollups and the ledger are not touched.
+ * index follows; the rollups and the ledger are not touched. Its counts go to the metrics.
  */
 export function composeRetention(
-  infra: Pick<Infrastructure, "warehouse" | "warehouseFiles" | "clock" | "logger"> & {
+  infra: Pick<Infrastructure, "warehouse" | "warehouseFiles" | "clock" | "logger" | "metrics"> & {
     /** The project list (the store ports' `keys`) and the dashboard's index. */
     store: { keys: Pick<Store, "listProjects">; interactions: RetentionIndex };
   },
 ): (options?: RetentionOptions) => Promise<RetentionAudit> {
-  return (options = {}) =>
-    runRetention(
+  const { metrics } = infra;
+  return async (options = {}) => {
+    const audit = await runRetention(
       {
         projects: infra.store.keys,
         objects: infra.warehouse,
@@ -28,4 +29,23 @@ export function composeRetention(
       },
       options,
     );
+    const sum = (pick: (p: RetentionAudit["projects"][number]) => number) =>
+      audit.projects.reduce((total, p) => total + pick(p), 0);
+    metrics.add(
+      "PartitionsRemoved",
+      "Count",
+      sum((p) => p.partitionsRemoved.length),
+    );
+    metrics.add(
+      "RowsRemoved",
+      "Count",
+      sum((p) => p.rowsRemoved),
+    );
+    metrics.add(
+      "BodiesDropped",
+      "Count",
+      sum((p) => p.rowsBlanked),
+    );
+    return audit;
+  };
 }

@@ -28,18 +28,9 @@ export const handler = withTelemetry(
   async (event: unknown, context?: Context): Promise<CompactionReport> => {
     const asked = (event ?? {}) as { projectId?: unknown };
     const remaining = context?.getRemainingTimeInMillis() ?? Number.POSITIVE_INFINITY;
-    const report = await run({
+    return run({
       ...(typeof asked.projectId === "string" && { projectId: asked.projectId }),
       stopAt: Date.now() + remaining - LAST_START_BEFORE_TIMEOUT_MS,
     });
-    const count = (outcome: string) => report.partitions.filter((p) => p.outcome === outcome).length;
-    aws.metrics.add("PartitionsCompacted", "Count", count("compacted"));
-    aws.metrics.add("PartitionsFailed", "Count", count("failed"));
-    aws.metrics.add(
-      "FilesRemoved",
-      "Count",
-      report.partitions.reduce((sum, p) => sum + Math.max(0, p.filesBefore - p.filesAfter), 0),
-    );
-    return report;
   },
 );

@@ -15,26 +15,8 @@ const run = composeRetention({ ...aws, ...s3WarehouseFiles(config) });
 
 export const handler = withTelemetry(aws.telemetry, async (event: unknown): Promise<RetentionAudit> => {
   const asked = (event ?? {}) as { projectId?: unknown; dryRun?: unknown };
-  const audit = await run({
+  return run({
     ...(typeof asked.projectId === "string" && { projectId: asked.projectId }),
     dryRun: asked.dryRun === true,
   });
-  const sum = (pick: (p: RetentionAudit["projects"][number]) => number) =>
-    audit.projects.reduce((total, p) => total + pick(p), 0);
-  aws.metrics.add(
-    "PartitionsRemoved",
-    "Count",
-    sum((p) => p.partitionsRemoved.length),
-  );
-  aws.metrics.add(
-    "RowsRemoved",
-    "Count",
-    sum((p) => p.rowsRemoved),
-  );
-  aws.metrics.add(
-    "BodiesDropped",
-    "Count",
-    sum((p) => p.rowsBlanked),
-  );
-  return audit;
 });

@@ -9,6 +9,7 @@ import { FsObjectStore } from "../adapters/fs/object-store";
 import { composeCompaction } from "../compose/compaction";
 import type { CompactionReport } from "../core/compaction";
 import type { Logger } from "../core/logger";
+import { noMetrics } from "../core/metrics";
 import type { Store } from "../core/ports";
 import type { CompactionOptions } from "../warehouse/compaction";
 
@@ -35,5 +36,6 @@ export async function runLocalCompaction(
     deliveries: await FileDeliveryLedger.open(join(local.dataDir, "warehouse-ledger"), clock),
     clock,
     logger,
+    metrics: noMetrics,
   })(options);
 }

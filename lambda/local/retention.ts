@@ -6,6 +6,7 @@ import { FsWarehouseFiles } from "../adapters/fs/deletion-files";
 import { FsObjectStore } from "../adapters/fs/object-store";
 import { composeRetention } from "../compose/retention";
 import type { Logger } from "../core/logger";
+import { noMetrics } from "../core/metrics";
 import type { Store } from "../core/ports";
 import type { RetentionAudit } from "../core/retention";
 import type { RetentionOptions } from "../warehouse/retention";
@@ -28,5 +29,6 @@ export function runLocalRetention(
     warehouseFiles: new FsWarehouseFiles(warehouse),
     clock,
     logger,
+    metrics: noMetrics,
   })(options);
 }
