@@ -10,6 +10,11 @@ import { keyStoreLevel, type StoreLevel } from "./privacy";
 export interface AuthContext {
   projectId: string;
   keyId: string;
+  /**
+   * The key's name, for messages that name the key beside its id; absent where the caller comes from
+   * the Lambda authorizer's context, which does not carry it.
+   */
+  keyName?: string;
   tier: Tier;
   rateLimit: RateLimit;
   /** What the key's calls may store: the project's level, lowered by the key's. */
@@ -45,6 +50,7 @@ export async function authenticate(
   const context: AuthContext = {
     projectId: project.projectId,
     keyId: key.keyId,
+    keyName: key.name,
     tier: project.tier,
     rateLimit: effectiveRateLimit(project, key),
     store: keyStoreLevel(project, key),

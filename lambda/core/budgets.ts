@@ -187,21 +187,34 @@ export function projectOfBudget(budgetId: string): string | undefined {
   return match?.[1];
 }
 
-/** `the key abc...'s daily budget`, `user alice's monthly budget`, `the project's total budget`. */
-export function describeBudget(budget: Pick<Budget, "scope" | "subject" | "window">): string {
+/**
+ * `key abc... ("batch-job")'s daily budget` (the name when the key's is known), `user alice's monthly
+ * budget`, `the project's total budget`.
+ */
+export function describeBudget(
+  budget: Pick<Budget, "scope" | "subject" | "window">,
+  keyName?: string,
+): string {
   const window = budget.window === "day" ? "daily" : budget.window === "month" ? "monthly" : "total";
   if (budget.scope === "project") return `the project's ${window} budget`;
-  if (budget.scope === "key") return `key ${budget.subject}'s ${window} budget`;
+  if (budget.scope === "key") {
+    const named = keyName === undefined ? "" : ` (${JSON.stringify(keyName)})`;
+    return `key ${budget.subject}${named}'s ${window} budget`;
+  }
   if (budget.subject === EVERY_USER) return `the ${window} budget of each end user`;
   return `end user ${JSON.stringify(budget.subject)}'s ${window} budget`;
 }
 
-/** The 402 for a hard budget that cannot cover a call: which budget, what is left, when it resets. */
+/**
+ * The 402 for a hard budget that cannot cover a call: which budget (a key's by its id and, when known,
+ * its name: the calling key's), what is left, when it resets.
+ */
 export function budgetExceededError(
   budget: Budget,
   span: WindowSpan,
   neededMicros: number,
   remainingMicros: number,
+  keyName?: string,
 ): ApiError {
   const resets =
     span.resetsAt === undefined
@@ -212,7 +225,7 @@ export function budgetExceededError(
     402,
     "billing_error",
     "budget_exceeded",
-    `Budget exceeded: this request may cost up to ${formatUsd(neededMicros)} and ${describeBudget(budget)} ` +
+    `Budget exceeded: this request may cost up to ${formatUsd(neededMicros)} and ${describeBudget(budget, keyName)} ` +
       `of ${formatUsd(budget.limitMicros)} has ${formatUsd(Math.max(0, remainingMicros))} left. ${resets}`,
     headers,
   );

@@ -42,6 +42,8 @@ export interface BudgetGuardDeps {
 export interface BudgetClaim {
   projectId: string;
   keyId: string;
+  /** The key's name, when known: a refusal names the key by both. */
+  keyName?: string;
   userId: string | null;
   managed: boolean;
   /** The call's maximum cost, when it has a price (0: it counts against no budget). */
@@ -163,7 +165,7 @@ export class BudgetGuard {
       if (!result.value.ok) {
         const remaining = result.value.availableMicros;
         const error = each.budget
-          ? budgetExceededError(each.budget, each.span, each.micros, remaining)
+          ? budgetExceededError(each.budget, each.span, each.micros, remaining, claim.keyName)
           : tpmExceededError(claim.tpm?.limit ?? 0, each.span, now);
         // The TPM refusal first, then the budget with the least left.
         const rank = each.budget ? remaining : Number.NEGATIVE_INFINITY;

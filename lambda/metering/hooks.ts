@@ -125,7 +125,7 @@ export function createMetering(deps: MeteringDeps): Metering {
       const micros =
         mode === "managed" && state.price ? holdMicros(state.price, boundsOf(call, operation)) : 0;
 
-      const { projectId, keyId } = call.auth;
+      const { projectId, keyId, keyName } = call.auth;
       const price = state.price;
       state.userId = resolveUserId(call.userHeader, call.body);
       const budgeted: Promise<BudgetAdmission> | null =
@@ -133,6 +133,7 @@ export function createMetering(deps: MeteringDeps): Metering {
           ? deps.budgets.admit({
               projectId,
               keyId,
+              ...(keyName === undefined ? {} : { keyName }),
               userId: state.userId,
               managed: mode === "managed",
               // A BYOK call counts at list price; its hold is the same bound as a managed one's.

@@ -61,7 +61,7 @@ async function chat(key: string, headers: Record<string, string> = {}, payload: 
 
 describe("budgets under concurrency", () => {
   it("50 calls at once under three budgets never take the tightest past its limit", async () => {
-    const { key, keyId, projectId } = await stack.newKey({ tier: "pro" });
+    const { key, keyId, projectId } = await stack.newKey({ tier: "pro", name: "batch-job" });
     await credits.grant(projectId, 1000 * hold, "test");
     const now = Date.now();
     const covered = 20;
@@ -112,7 +112,8 @@ describe("budgets under concurrency", () => {
     expect(simulator.requests.length - before).toBe(answered.length);
     for (const r of refused) {
       expect(r.json.error).toMatchObject({ type: "billing_error", code: "budget_exceeded" });
-      expect(r.json.error.message).toContain(`key ${keyId}'s daily budget`);
+      // The key by its id and its name.
+      expect(r.json.error.message).toContain(`key ${keyId} ("batch-job")'s daily budget`);
       expect(r.json.error.message).toMatch(/resets at \d{4}-\d{2}-\d{2}T00:00:00\.000Z/);
     }
     for (const sample of samples) expect(sample).toBeLessThanOrEqual(covered * hold);

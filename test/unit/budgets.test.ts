@@ -137,6 +137,12 @@ describe("the refusal and the headers", () => {
     });
     expect(budgetHeaders(-5, windowSpan("total", at))).toEqual({ "X-Budget-Remaining-USD": "0.00" });
   });
+
+  it("names the key by its name beside its id when the name is known", () => {
+    const budget = newBudget({ projectId: "acme", keyId: "k".repeat(16), usd: "20", window: "day" }, at);
+    const error = budgetExceededError(budget, windowSpan("day", at), 1_500_000, 250_000, 'batch "nightly"');
+    expect(error.message).toContain(`key ${"k".repeat(16)} ("batch \\"nightly\\"")'s daily budget of $20.00`);
+  });
 });
 
 describe("key policies", () => {
