@@ -52,8 +52,22 @@ function argumentProblem(err: unknown): string {
 
 const HELP = new Set(["--help", "-h", "help"]);
 
-/** Runs a command line; resolves with the exit status, or -1 for a service that keeps running. */
-async function main(argv: string[]): Promise<number> {
+/**
+ * `dmt --stack Dmt keys list` as `dmt keys list --stack Dmt`: the options every command takes may come
+ * before the command's words, as the README's AWS examples write them.
+ */
+function commandFirst(argv: string[]): string[] {
+  let i = 0;
+  for (;;) {
+    const word = argv[i];
+    if (word === "--json" || word?.startsWith("--stack=")) i += 1;
+    else if (word === "--stack" && argv[i + 1] !== undefined) i += 2;
+    else return [...argv.slice(i), ...argv.slice(0, i)];
+  }
+}
+
+async function main(words: string[]): Promise<number> {
+  const argv = commandFirst(words);
   const [first, second] = argv;
   if (first === undefined || HELP.has(first)) {
     process.stdout.write(`${help()}\n`);

@@ -198,6 +198,20 @@ describe("dmt against a deployed stack", () => {
     expect(readdirSync(dataDir)).toEqual([]);
   });
 
+  it("takes --stack before the command too, as the README writes it", async () => {
+    for (const args of [
+      ["--stack", STACK, "projects", "list", "--json"],
+      [`--stack=${STACK}`, "--json", "projects", "list"],
+    ]) {
+      const listed = await dmt(args);
+      expect(listed, args.join(" ")).toMatchObject({ code: 0, stderr: "" });
+      expect(JSON.parse(listed.stdout)).toEqual(
+        expect.arrayContaining([expect.objectContaining({ projectId: "acme" })]),
+      );
+    }
+    expect(readdirSync(dataDir)).toEqual([]);
+  });
+
   it("takes the stack from DMT_STACK: credits granted there show in its ledger", async () => {
     const env = { DMT_STACK: STACK };
     expect((await dmt(["projects", "create", "beta"], { env })).code).toBe(0);
