@@ -3,6 +3,7 @@ import { budgetCommands } from "./budgets";
 import type { Command } from "./command";
 import { compactionCommands } from "./compaction";
 import { creditCommands } from "./credits";
+import { doctorCommands } from "./doctor";
 import { keyCommands } from "./keys";
 import { memberCommands } from "./members";
 import { priceCommands } from "./prices";
@@ -32,4 +33,5 @@ export const COMMANDS: Command[] = [
   ...reconcileCommands,
   ...alertCommands,
   ...webhookCommands,
+  ...doctorCommands,
 ];

@@ -1,0 +1,89 @@
+import { parseKey } from "../../lambda/core/keys";
+import { type DoctorReport, printReport, runDoctor } from "../doctor/checks";
+import { type Command, command } from "./command";
+import { readValues, required, text, UsageError, type Values, wholeNumber } from "./options";
+
+const OPTIONS = {
+  url: required(
+    "<base url>",
+    "the deployment's address: the stack's ApiUrl output, or http://127.0.0.1:8787",
+  ),
+  key: text("<dmt key>", "a key of the deployment; better in DMT_KEY, out of the shell's history"),
+  model: text(
+    "<model>",
+    "the Gemini model of the ':'-path and streamed calls (default gemini-2.5-flash-lite)",
+  ),
+  timeout: wholeNumber("<seconds>", "how long each request may take (default 30)"),
+  "record-wait": wholeNumber(
+    "<seconds>",
+    "how long the streamed call's record may take to appear (default 120)",
+  ),
+};
+
+const spec = {
+  name: "doctor",
+  summary: "checks a running deployment from outside, as a new operator would after cdk deploy",
+  details: [
+    "Checks, one line each: health, root, status (the key), refused (an unknown key's 401 and error",
+    "shape), forged-auth (a caller's x-dmt-auth-* headers are not trusted), gemini-path (a ':' path",
+    "reaches the proxy), stream (time to first byte), record (the streamed call's record appears),",
+    "export (a small export parses), security-headers (on every answer). A failure says what to do.",
+    "Exit status 0 when every check passes, 1 when one fails. The key is never printed, only its",
+    "public prefix. The calls cost a few tokens of the model.",
+  ].join("\n"),
+  options: OPTIONS,
+  examples: [
+    "dmt doctor --url https://abc123.execute-api.us-east-1.amazonaws.com/prod/   # the key in DMT_KEY",
+    "dmt doctor --url http://127.0.0.1:8787 --json",
+  ],
+  run: ({ values }: { values: Values<typeof OPTIONS> }): Promise<DoctorReport> =>
+    runDoctor({
+      url: urlOf(values.url),
+      key: keyOf(values.key),
+      model: values.model ?? "gemini-2.5-flash-lite",
+      timeoutMs: (values.timeout || 30) * 1000,
+      recordWaitMs: (values["record-wait"] ?? 120) * 1000,
+    }),
+  print: printReport,
+};
+
+/** The key from --key or DMT_KEY; a usage error that never repeats what was given. */
+function keyOf(given: string | undefined): string {
+  const key = given ?? process.env.DMT_KEY;
+  if (!key) throw new UsageError("a key is required: --key <dmt key>, or DMT_KEY in the environment");
+  const parsed = parseKey(key);
+  if (!parsed) throw new UsageError("the key is not a dmt key (dmt_<16 characters>_<43 characters>)");
+  return key;
+}
+
+function urlOf(given: string): string {
+  let url: URL | undefined;
+  try {
+    url = new URL(given);
+  } catch {
+    url = undefined;
+  }
+  if (!url || (url.protocol !== "http:" && url.protocol !== "https:")) {
+    throw new UsageError("--url must be an http:// or https:// address");
+  }
+  return url.href;
+}
+
+const base = command(spec);
+
+/**
+ * `dmt doctor`: the report goes to stdout either way; when a check failed, one line on stderr and exit
+ * status 1, as for any failed command.
+ */
+export const doctorCommands: Command[] = [
+  {
+    ...base,
+    async execute(raw, _positionals, _context, json) {
+      const report = await spec.run({ values: readValues(OPTIONS, raw) });
+      const out = json ? JSON.stringify(report, null, 2) : printReport(report);
+      if (report.failed === 0) return out;
+      process.stdout.write(`${out}\n`);
+      throw new Error(`doctor: ${report.failed} of ${report.checks.length} checks failed`);
+    },
+  },
+];

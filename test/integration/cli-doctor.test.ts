@@ -1,0 +1,163 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { DoctorReport } from "../../bin/doctor/checks";
+import { revokeKey } from "../../lambda/core/accounts";
+import { type CliResult, runDmt } from "../support/cli";
+import { startTestHost, type TestHost } from "../support/host";
+
+/** A whole CLI process and a dozen calls, on a machine that may be busy: generous. */
+const STEP_MS = 180_000;
+const CHECK_NAMES = [
+  "health",
+  "root",
+  "status",
+  "refused",
+  "forged-auth",
+  "gemini-path",
+  "stream",
+  "record",
+  "export",
+  "security-headers",
+];
+
+/** `dmt doctor` with the key in DMT_KEY (as the README advises), never on the command line. */
+function doctor(url: string, key: string, ...more: string[]): Promise<CliResult> {
+  return runDmt(["doctor", "--url", url, ...more], "/nonexistent-doctor-data-dir", { env: { DMT_KEY: key } });
+}
+
+function reportOf(result: CliResult): DoctorReport {
+  return JSON.parse(result.stdout) as DoctorReport;
+}
+
+/** Nothing a failure looks like from the inside: the doctor speaks in findings, never traces. */
+function expectNoTrace(result: CliResult): void {
+  expect(result.stdout + result.stderr).not.toMatch(/\n\s+at |Error:|TypeError|node:internal/);
+}
+
+/** A port that was open a moment ago and now is not: nothing listens there. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+describe("dmt doctor", { timeout: STEP_MS }, () => {
+  let host: TestHost;
+  let key: string;
+  let keyId: string;
+  let projectId: string;
+  let notDmt: Server;
+  let notDmtUrl: string;
+
+  beforeAll(async () => {
+    host = await startTestHost();
+    ({ key, keyId, projectId } = await host.newKey());
+    // A server that is not dmt, and one that repeats what it was sent: the key must still not show.
+    notDmt = createServer((req, res) => {
+      res.writeHead(200, { "content-type": "text/plain" });
+      res.end(`hello from something else; you sent ${JSON.stringify(req.headers)}`);
+    });
+    await new Promise<void>((resolve) => notDmt.listen(0, "127.0.0.1", resolve));
+    notDmtUrl = `http://127.0.0.1:${(notDmt.address() as AddressInfo).port}`;
+  }, STEP_MS);
+
+  afterAll(async () => {
+    await new Promise<void>((resolve) => notDmt?.close(() => resolve()));
+    await host?.stop();
+  });
+
+  it("passes every check against the local server, printing one line per check and a summary", async () => {
+    const result = await doctor(host.url, key);
+    expect(result.stderr).toBe("");
+    expect(result.code).toBe(0);
+    const lines = result.stdout.trimEnd().split("\n");
+    expect(lines[0]).toBe(`dmt doctor: ${host.url}/ with key dmt_${keyId}`);
+    for (const [i, name] of CHECK_NAMES.entries())
+      expect(lines[i + 1]).toMatch(new RegExp(`^✓ PASS  ${name} +\\S`));
+    expect(lines.at(-1)).toBe(`all ${CHECK_NAMES.length} checks passed`);
+    expect(result.stdout).toContain(`the key is active in project ${projectId}`);
+    expect(result.stdout).toMatch(/first byte after \d+ ms/);
+    expect(result.stdout).not.toContain(key);
+  });
+
+  it("--json gives the same checks, with the key's public prefix only", async () => {
+    const result = await doctor(host.url, key, "--json");
+    expect(result.code).toBe(0);
+    const report = reportOf(result);
+    expect(report).toMatchObject({ key: `dmt_${keyId}`, passed: CHECK_NAMES.length, failed: 0 });
+    expect(report.checks.map((c) => [c.name, c.ok])).toEqual(CHECK_NAMES.map((n) => [n, true]));
+    const stream = report.checks.find((c) => c.name === "stream");
+    const id = /transaction (\S+)/.exec(stream?.found ?? "")?.[1];
+    // The record the doctor found is the streamed call's, in the key's own project despite the forged headers.
+    const summary = await fetch(`${host.url}/api/v1/transactions/${id}`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    expect(summary.status).toBe(200);
+    expect(await summary.json()).toMatchObject({ transaction_id: id, streamed: true, vendor: "gemini" });
+    expect(result.stdout).not.toContain(key);
+  });
+
+  it("fails every check with a clear finding against a closed port, exit 1, no trace", async () => {
+    const url = `http://127.0.0.1:${await closedPort()}`;
+    const result = await doctor(url, key, "--json");
+    expect(result.code).toBe(1);
+    expect(result.stderr).toBe(`dmt: doctor: ${CHECK_NAMES.length} of ${CHECK_NAMES.length} checks failed\n`);
+    const report = reportOf(result);
+    expect(report.checks.map((c) => c.name)).toEqual(CHECK_NAMES);
+    for (const check of report.checks) {
+      expect(check.ok).toBe(false);
+      expect(check.fix).toMatch(/\S/);
+    }
+    expect(report.checks[0]?.found).toContain("nothing is listening at 127.0.0.1");
+    expectNoTrace(result);
+  });
+
+  it("fails the key's checks with a revoked key and says to create another; the keyless checks still pass", async () => {
+    const revoked = await host.newKey({ projectId });
+    await revokeKey(host.store, revoked.keyId, Date.now());
+    // The key cache (200 ms in tests) must forget the key was valid: it never was used, so nothing to forget.
+    const result = await doctor(host.url, revoked.key, "--json");
+    expect(result.code).toBe(1);
+    const report = reportOf(result);
+    const byName = new Map(report.checks.map((c) => [c.name, c]));
+    for (const name of ["health", "root", "refused", "security-headers"])
+      expect(byName.get(name)?.ok).toBe(true);
+    for (const name of ["status", "forged-auth", "gemini-path", "stream", "record", "export"]) {
+      expect(byName.get(name)?.ok).toBe(false);
+    }
+    expect(byName.get("status")?.found).toContain("This API key has been revoked.");
+    expect(byName.get("status")?.fix).toContain("dmt keys create");
+    expect(result.stdout).not.toContain(revoked.key);
+    expectNoTrace(result);
+  });
+
+  it("fails every check against a server that is not dmt, and never shows the key it echoed", async () => {
+    const human = await doctor(notDmtUrl, key);
+    expect(human.code).toBe(1);
+    const lines = human.stdout.split("\n").filter((l) => /^[✓✗]/.test(l));
+    expect(lines).toHaveLength(CHECK_NAMES.length);
+    for (const line of lines) expect(line).toMatch(/^✗ FAIL/);
+    expect(human.stdout).toMatch(/→ /);
+    expect(human.stdout).toContain(`dmt_${keyId}`);
+    expect(human.stdout + human.stderr).not.toContain(key);
+    expect(human.stdout + human.stderr).not.toContain(key.slice(-43));
+    expectNoTrace(human);
+  });
+
+  it("refuses bad input before any request: no key, a malformed key, a URL that is not http", async () => {
+    const noKey = await runDmt(["doctor", "--url", host.url], "/nonexistent-doctor-data-dir", {
+      env: { DMT_KEY: "" },
+    });
+    expect(noKey.code).toBe(2);
+    expect(noKey.stderr).toContain("a key is required");
+    const malformed = await doctor(host.url, "sk-not-a-dmt-key-123");
+    expect(malformed.code).toBe(2);
+    expect(malformed.stderr).not.toContain("sk-not-a-dmt-key-123");
+    const ftp = await doctor("ftp://127.0.0.1/", key);
+    expect(ftp.code).toBe(2);
+    expect(ftp.stderr).toContain("--url must be an http:// or https:// address");
+  });
+});
