@@ -49,6 +49,11 @@ export interface VendorRoute {
   streamUsage?: StreamUsageRequest;
   /** Where this route's stream events report usage: the last such event can carry the call's cost. */
   usageInEvent?: UsageInEvent;
+  /**
+   * The model the vendor runs when the call names none, from the fields the call does send (its JSON
+   * body's members or its form's text fields): the model the allowlist, the price and the record take.
+   */
+  defaultModel?: (field: (name: string) => unknown) => string;
 }
 
 /**

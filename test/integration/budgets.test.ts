@@ -281,6 +281,37 @@ describe("key policies", () => {
     expect(simulator.requests.length).toBe(before);
   });
 
+  it("a call that names no model is checked and priced as the model the vendor runs for it", async () => {
+    const { key, keyId, projectId } = await stack.newKey({ tier: "pro" });
+    await credits.grant(projectId, 10_000_000, "test");
+    await updateKey(stack.store, keyId, { models: ["dall-e-2"] }, []);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    const generate = (body: object, authorization = `Bearer ${key}`) =>
+      fetch(`${stack.url}/openai/v1/images/generations`, {
+        method: "POST",
+        headers: { authorization, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    // Managed: priced at dall-e-2, OpenAI's default, rather than refused for a missing model.
+    const managed = await generate({ prompt: "a lighthouse", size: "256x256" });
+    expect(managed.status).toBe(200);
+    await managed.arrayBuffer();
+    expect(Number(managed.headers.get("x-dmt-cost-usd"))).toBeGreaterThan(0);
+    // A parameter only gpt-image-1 takes makes OpenAI run it: outside this key's allowlist, in every mode.
+    const before = simulator.requests.length;
+    for (const authorization of [`Bearer ${key}`, `Bearer ${key};sk-callers-own-key-0123456789`]) {
+      const refused = await generate({ prompt: "a lighthouse", output_format: "webp" }, authorization);
+      expect(refused.status).toBe(403);
+      expect(((await refused.json()) as { error: { code: string } }).error.code).toBe("model_not_allowed");
+    }
+    expect(simulator.requests.length).toBe(before);
+    await updateKey(stack.store, keyId, { models: ["gpt-4o-mini"] }, []);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    const dual = await generate({ prompt: "a lighthouse" }, `Bearer ${key};sk-callers-own-key-0123456789`);
+    expect(dual.status).toBe(403);
+    expect(simulator.requests.length).toBe(before);
+  });
+
   it("a key past its tokens per minute gets 429 with Retry-After", async () => {
     const { key, keyId, projectId } = await stack.newKey({ tier: "pro" });
     await credits.grant(projectId, 100 * hold, "test");

@@ -17,7 +17,7 @@ export interface PreparedRequest {
   json: Record<string, unknown> | undefined;
   /** An upload's small text fields (`model`, `n`, `size`...). */
   form: Map<string, string> | undefined;
-  /** The model the body names: JSON `model` or an upload's `model` field. */
+  /** The model the body names (JSON `model`, an upload's `model` field), else the route's default. */
   model: string | undefined;
   stream: boolean;
   /** Usage was asked for on the client's behalf: what the asking added must not reach the client. */
@@ -51,7 +51,7 @@ export async function prepareRequest(c: Context<AppEnv>, route: VendorRoute): Pr
       contentType,
       json: undefined,
       form,
-      model: form.get("model"),
+      model: form.get("model") ?? route.defaultModel?.((name) => form.get(name)),
       stream: false,
       stripUsage: false,
     };
@@ -65,7 +65,12 @@ export async function prepareRequest(c: Context<AppEnv>, route: VendorRoute): Pr
     contentType,
     json,
     form: undefined,
-    model: typeof json.model === "string" ? json.model : undefined,
+    model:
+      typeof json.model === "string"
+        ? json.model
+        : json.model === undefined
+          ? route.defaultModel?.((name) => json[name])
+          : undefined,
     stream,
     stripUsage: withUsage !== undefined,
   };
