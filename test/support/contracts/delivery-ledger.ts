@@ -81,18 +81,21 @@ export function deliveryLedgerContract(
       expect(await ledger.lookup([id])).toEqual(new Map([[id, { state: "written" }]]));
     });
 
-    it.runIf(options.claimsExpire)("ends a claim whose file never came once its lease ran out", async () => {
-      let now = Date.UTC(2026, 0, 15, 12);
-      const ledger = await open(() => now);
-      const id = unique("leased");
-      const file = `f/${unique("leased")}`;
-      await ledger.claim(file, [{ id }]);
-      now += CLAIM_LEASE_MS - 1;
-      expect(await ledger.lookup([id])).toEqual(new Map([[id, { state: "claimed", file, live: true }]]));
-      now += 1;
-      expect(await ledger.lookup([id])).toEqual(new Map([[id, { state: "claimed", file, live: false }]]));
-      // Its writer, back, retries its own claim: it still holds it.
-      expect(await ledger.claim(file, [{ id }])).toEqual(new Set([id]));
-    });
+    // A ledger whose claims live per process (the file ledger) has no lease to run out: no case, not a skipped one.
+    if (options.claimsExpire) {
+      it("ends a claim whose file never came once its lease ran out", async () => {
+        let now = Date.UTC(2026, 0, 15, 12);
+        const ledger = await open(() => now);
+        const id = unique("leased");
+        const file = `f/${unique("leased")}`;
+        await ledger.claim(file, [{ id }]);
+        now += CLAIM_LEASE_MS - 1;
+        expect(await ledger.lookup([id])).toEqual(new Map([[id, { state: "claimed", file, live: true }]]));
+        now += 1;
+        expect(await ledger.lookup([id])).toEqual(new Map([[id, { state: "claimed", file, live: false }]]));
+        // Its writer, back, retries its own claim: it still holds it.
+        expect(await ledger.claim(file, [{ id }])).toEqual(new Set([id]));
+      });
+    }
   });
 }
