@@ -35,6 +35,12 @@ const STREAMS = [
     fixture: "gemini-stream.sse",
     body: { contents: [{ parts: [{ text: "hi" }] }] },
   },
+  {
+    vendor: "gemini (JSON array)",
+    path: "/gemini/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+    fixture: "gemini-stream.json",
+    body: { contents: [{ parts: [{ text: "hi" }] }] },
+  },
 ] as const;
 
 let vendor: Server;
@@ -47,7 +53,8 @@ beforeAll(async () => {
     received.push(req.headers);
     req.resume();
     const stream = STREAMS.find((s) => (req.url ?? "").endsWith(s.path.slice(s.path.indexOf("/", 1))));
-    res.writeHead(stream ? 200 : 404, { "content-type": "text/event-stream" });
+    const contentType = stream?.fixture.endsWith(".json") ? "application/json" : "text/event-stream";
+    res.writeHead(stream ? 200 : 404, { "content-type": contentType });
     // Cut where the network might: in the middle of events.
     const bytes = stream ? fixture(stream.fixture) : Buffer.alloc(0);
     for (let at = 0; at < bytes.length; at += 50) res.write(bytes.subarray(at, at + 50));

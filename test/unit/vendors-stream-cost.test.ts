@@ -6,6 +6,7 @@ import { decimalUsd } from "../../lambda/core/money";
 import type { Usage } from "../../lambda/core/usage";
 import type { VendorName } from "../../lambda/core/vendor-model";
 import { VENDOR_DEFINITIONS } from "../../lambda/vendors";
+import { JsonArrayReader } from "../../lambda/vendors/json-array";
 import { parseSseEvent, withEventData } from "../../lambda/vendors/sse";
 
 /**
@@ -33,13 +34,14 @@ function relay(
   path: string,
   body: Readable,
   streamCost: ((usage: Usage) => string | undefined) | undefined,
+  contentType = "text/event-stream",
 ) {
   const route = VENDOR_DEFINITIONS[vendor].routes.find((r) => r.method === "POST" && r.path === path);
   if (!route) throw new Error(`no route ${path}`);
   let usage: Promise<Usage> = Promise.reject(new Error("not done"));
   usage.catch(() => {});
   const relayed = relayResponse(
-    { status: 200, headers: { "content-type": "text/event-stream" }, body },
+    { status: 200, headers: { "content-type": contentType }, body },
     {
       route,
       usage: VENDOR_DEFINITIONS[vendor].usage,
@@ -175,6 +177,63 @@ describe("holding the last usage event", () => {
     for (const path of ["/v1/chat/completions", "/v1/responses"]) {
       const route = VENDOR_DEFINITIONS.groq.routes.find((r) => r.path === path);
       expect(route?.usageInEvent).toBe(openAi?.usageInEvent);
+    }
+  });
+});
+
+describe("Gemini's JSON-array stream (without alt=sse)", () => {
+  const original = fixture("gemini-stream.json").toString();
+  const path = "/v1beta/models/{model}:streamGenerateContent";
+
+  it.each([1, 7, 64, 1 << 20])(
+    "puts dmt_cost_usd in the last element with usageMetadata only (chunks of %i bytes)",
+    async (size) => {
+      const { relayed, usage } = relay(
+        "gemini",
+        path,
+        Readable.from(chunks(Buffer.from(original), size)),
+        priceOf,
+        "application/json; charset=UTF-8",
+      );
+      const sent = await (await relayed).text();
+      const elements = JSON.parse(sent) as { usageMetadata?: Record<string, unknown> }[];
+      const expected = JSON.parse(original) as typeof elements;
+      const last = expected.findLastIndex((element) => element.usageMetadata !== undefined);
+      expect(elements[last]?.usageMetadata?.dmt_cost_usd).toBe(priceOf(await usage()));
+      delete elements[last]?.usageMetadata?.dmt_cost_usd;
+      expect(elements).toEqual(expected);
+      // Up to the held element, the bytes are the vendor's.
+      const upTo = sent.lastIndexOf('{"candidates"');
+      expect(original.startsWith(sent.slice(0, upTo))).toBe(true);
+    },
+  );
+
+  it("passes byte for byte without the header", async () => {
+    for (const streamCost of [undefined, () => undefined]) {
+      const { relayed } = relay(
+        "gemini",
+        path,
+        Readable.from(chunks(Buffer.from(original), 7)),
+        streamCost,
+        "application/json",
+      );
+      expect(await (await relayed).text()).toBe(original);
+    }
+  });
+});
+
+describe("JsonArrayReader.pieces", () => {
+  it("hands on every character once, in order, whatever the chunks", () => {
+    const text = '[{"a":"}{,"},\r\n {"b":[1,{"c":2}]} ,{"d":"\\""}]\n';
+    for (const size of [1, 2, 5, 100]) {
+      const reader = new JsonArrayReader();
+      const pieces = chunks(Buffer.from(text), size).flatMap((chunk) => reader.pieces(chunk));
+      expect(pieces.map((piece) => piece.text).join("") + reader.rest()).toBe(text);
+      expect(pieces.filter((piece) => piece.element).map((piece) => piece.text)).toEqual([
+        '{"a":"}{,"}',
+        '{"b":[1,{"c":2}]}',
+        '{"d":"\\""}',
+      ]);
     }
   });
 });

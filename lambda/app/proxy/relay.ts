@@ -272,6 +272,14 @@ function createTap(options: RelayOptions, sse: boolean, contentType: string | un
     return { usage, response: captureValue(message, bytes, contentType, options.captureLimit), text };
   };
   if (!observer) return { pass: passAndCount, observe: () => {}, rest: () => EMPTY, result };
+  const asked: StreamUsageRequest | undefined = options.stripUsage ? options.route.streamUsage : undefined;
+  const usageIn = options.route.usageInEvent;
+  if (!asked && usageIn && options.streamCost) {
+    const cost = options.streamCost;
+    const finalCost = () => cost(observed(true)?.usage ?? emptyUsage());
+    const framing = sse ? sseFraming() : jsonArrayFraming();
+    return { ...costInLastUsage(framing, observer, usageIn, finalCost, passAndCount), result };
+  }
   if (!sse) {
     const reader = new JsonArrayReader();
     return {
@@ -282,13 +290,6 @@ function createTap(options: RelayOptions, sse: boolean, contentType: string | un
       rest: () => EMPTY,
       result,
     };
-  }
-  const asked: StreamUsageRequest | undefined = options.stripUsage ? options.route.streamUsage : undefined;
-  const usageIn = options.route.usageInEvent;
-  if (!asked && usageIn && options.streamCost) {
-    const cost = options.streamCost;
-    const finalCost = () => cost(observed(true)?.usage ?? emptyUsage());
-    return { ...costInLastUsage(observer, usageIn, finalCost, passAndCount), result };
   }
   const reader = new SseReader();
   if (!asked) {
@@ -324,6 +325,39 @@ function createTap(options: RelayOptions, sse: boolean, contentType: string | un
   };
 }
 
+/** How a stream is cut into events: SSE blocks, or the elements of a JSON array. */
+interface Framing {
+  /** The text a chunk completes, piece by piece: an event's text with its data, or text between events. */
+  pieces(chunk: Uint8Array): { text: string; data?: string; name?: string | undefined }[];
+  /** What is left at the end of the stream. */
+  rest(): string;
+  /** An event's text with `data` in place of its data. */
+  withData(text: string, data: string): string;
+}
+
+function sseFraming(): Framing {
+  const reader = new SseReader();
+  return {
+    pieces: (chunk) =>
+      reader.blocks(chunk).map((block) => {
+        const event = parseSseEvent(block);
+        return event ? { text: block, data: event.data, name: event.event } : { text: block };
+      }),
+    rest: () => reader.rest(),
+    withData: withEventData,
+  };
+}
+
+function jsonArrayFraming(): Framing {
+  const reader = new JsonArrayReader();
+  return {
+    pieces: (chunk) =>
+      reader.pieces(chunk).map((piece) => (piece.element ? { text: piece.text, data: piece.text } : piece)),
+    rest: () => reader.rest(),
+    withData: (_element, data) => data,
+  };
+}
+
 /**
  * Puts the call's cost in the stream's last event with usage, as `dmt_cost_usd` in its usage object.
  * Which event is the last is known only at the end, and its cost only from the final usage: so an
@@ -331,28 +365,27 @@ function createTap(options: RelayOptions, sse: boolean, contentType: string | un
  * the end of the stream (then it passes with the cost). Events before it pass at once.
  */
 function costInLastUsage(
+  framing: Framing,
   observer: StreamObserver,
   usageIn: UsageInEvent,
   finalCost: () => string | undefined,
   passAndCount: (chunk: Uint8Array) => Uint8Array,
 ): Omit<Tap, "result"> {
-  const reader = new SseReader();
-  let held: { block: string; json: JsonObject; usage: JsonObject } | undefined;
+  let held: { text: string; json: JsonObject; usage: JsonObject } | undefined;
   let heldAfter = "";
   return {
     pass(chunk) {
       let out = "";
-      for (const block of reader.blocks(chunk)) {
-        const event = parseSseEvent(block);
-        if (event) observer.event(event.data, event.event);
-        const json = event && asObject(parseJson(event.data));
-        const usage = json && usageIn(json, event.event);
+      for (const { text, data, name } of framing.pieces(chunk)) {
+        if (data !== undefined) observer.event(data, name);
+        const json = data === undefined ? undefined : asObject(parseJson(data));
+        const usage = json && usageIn(json, name);
         if (json && usage) {
-          if (held) out += held.block + heldAfter;
-          held = { block, json, usage };
+          if (held) out += held.text + heldAfter;
+          held = { text, json, usage };
           heldAfter = "";
-        } else if (held) heldAfter += block;
-        else out += block;
+        } else if (held) heldAfter += text;
+        else out += text;
       }
       return passAndCount(encoder.encode(out));
     },
@@ -361,14 +394,14 @@ function costInLastUsage(
       let out = "";
       if (held) {
         const cost = finalCost();
-        if (cost === undefined) out = held.block;
+        if (cost === undefined) out = held.text;
         else {
           held.usage.dmt_cost_usd = cost;
-          out = withEventData(held.block, JSON.stringify(held.json));
+          out = framing.withData(held.text, JSON.stringify(held.json));
         }
         out += heldAfter;
       }
-      return passAndCount(encoder.encode(out + reader.rest()));
+      return passAndCount(encoder.encode(out + framing.rest()));
     },
   };
 }
