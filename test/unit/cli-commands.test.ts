@@ -8,12 +8,12 @@ import { readValues } from "../../bin/cli/options";
  * command's own parser accepts (so an example cannot drift from the options it shows).
  */
 
-/** An example's words after `dmt`, as a POSIX shell splits them: no `VAR=x` prefix, no `< file`. */
+/** An example's words after `dmt`, as a POSIX shell splits them: no `VAR=x` prefix, `< file` or `# note`. */
 function words(example: string): string[] {
   const all = [...example.matchAll(/'([^']*)'|(\S+)/g)].map((m) => m[1] ?? m[2] ?? "");
   const start = all.indexOf("dmt");
-  const redirect = all.indexOf("<");
-  return all.slice(start + 1, redirect === -1 ? undefined : redirect);
+  const end = all.findIndex((word) => word === "<" || word.startsWith("#"));
+  return all.slice(start + 1, end === -1 ? undefined : end);
 }
 
 describe.each(COMMANDS.map((c) => [c.name, c] as const))("dmt %s --help", (name, command) => {
