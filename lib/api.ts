@@ -157,9 +157,15 @@ export class Api extends Construct {
    * `/{vendor}` and `/{vendor}/{proxy+}` to a proxy function's URL: HTTP_PROXY (method, headers, query
    * and body pass as sent), the response streamed for up to 15 minutes, and in request headers the
    * origin secret and each field of the authorizer's context (`authorizer-context.ts` reads them).
-   * `originSecret` is the header value as CloudFormation resolves it at deploy time.
+   * `originSecret` is the header value as CloudFormation resolves it at deploy time. Given the function
+   * itself instead, the routes invoke it (`addStreamingLambdaProxy`).
    */
-  addVendorProxy(vendor: string, functionUrl: string, originSecret: string): void {
+  addVendorProxy(vendor: string, target: { functionUrl: string; originSecret: string } | IFunction): void {
+    if (!("functionUrl" in target)) {
+      this.addStreamingLambdaProxy(vendor, target);
+      return;
+    }
+    const { functionUrl, originSecret } = target;
     const headers: Record<string, string> = {
       [`integration.request.header.${ORIGIN_SECRET_HEADER}`]: `'${originSecret}'`,
     };
@@ -185,6 +191,23 @@ export class Api extends Construct {
         integration(`${vendor}/{proxy}`, { "integration.request.path.proxy": "method.request.path.proxy" }),
         { authorizer: this.authorizer, requestParameters: { "method.request.path.proxy": true } },
       );
+  }
+
+  /**
+   * `/{vendor}` and `/{vendor}/{proxy+}` through API Gateway's Lambda proxy integration with response
+   * streaming (`InvokeWithResponseStream`, 15 minutes): the function has no URL and needs no origin
+   * secret, and the authorizer's context arrives in the event (`forwardedAuth` reads it there).
+   */
+  private addStreamingLambdaProxy(vendor: string, fn: IFunction): void {
+    const integration = new LambdaIntegration(fn, {
+      proxy: true,
+      responseTransferMode: ResponseTransferMode.STREAM,
+      timeout: PROXY_TIMEOUT,
+      allowTestInvoke: false,
+    });
+    const prefix = this.restApi.root.addResource(vendor);
+    prefix.addMethod("ANY", integration, { authorizer: this.authorizer });
+    prefix.addResource("{proxy+}").addMethod("ANY", integration, { authorizer: this.authorizer });
   }
 
   /**

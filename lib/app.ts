@@ -2,6 +2,7 @@ import { type App, type Environment, Validations } from "aws-cdk-lib";
 import { AwsSolutionsChecks } from "cdk-nag";
 import type { SesSender } from "./dashboard";
 import { EMAIL_PATTERN } from "./observability";
+import { PROXY_INTEGRATIONS, type ProxyIntegration } from "./proxy";
 import { VENDORS, type Vendor } from "./secrets";
 import { DmtStack } from "./stack";
 
@@ -29,6 +30,8 @@ export const CONTEXT = {
   alarmEmail: "dmt:alarmEmail",
   /** An identity verified in SES (`no-reply@example.com`, or `example.com`) that Cognito mails from. */
   sesIdentity: "dmt:sesIdentity",
+  /** `function-url` (default) or `lambda-stream`: how API Gateway reaches the proxy functions. */
+  proxyIntegration: "dmt:proxyIntegration",
   /** `true`: create API Gateway's account-level CloudWatch role (once per account and region). */
   apiGatewayAccountRole: "dmt:apiGatewayAccountRole",
 } as const;
@@ -58,6 +61,7 @@ export function defineApp(
   const priceMarkup = context(CONTEXT.priceMarkup);
   const alarmEmail = context(CONTEXT.alarmEmail);
   const sesIdentity = context(CONTEXT.sesIdentity);
+  const proxyIntegration = context(CONTEXT.proxyIntegration);
   const accountRole = context(CONTEXT.apiGatewayAccountRole);
   const stack = new DmtStack(app, String(context(CONTEXT.stackName) ?? "Dmt"), {
     description: "dmt: metering gateway for language-model vendors",
@@ -76,6 +80,7 @@ export function defineApp(
     ...(priceMarkup !== undefined && { priceMarkup: parseMarkup(priceMarkup) }),
     ...(alarmEmail !== undefined && { alarmEmail: parseEmail(alarmEmail) }),
     ...(sesIdentity !== undefined && { ses: parseSesIdentity(sesIdentity) }),
+    ...(proxyIntegration !== undefined && { proxyIntegration: parseProxyIntegration(proxyIntegration) }),
     apiGatewayAccountRole: accountRole === true || accountRole === "true",
     ...(domainName !== undefined && {
       domain: { name: String(domainName), certificateArn: String(certificateArn) },
@@ -83,6 +88,16 @@ export function defineApp(
   });
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
   return stack;
+}
+
+function parseProxyIntegration(value: unknown): ProxyIntegration {
+  const integration = PROXY_INTEGRATIONS.find((name) => name === value);
+  if (integration === undefined) {
+    throw new Error(
+      `${CONTEXT.proxyIntegration}: ${JSON.stringify(value)} is not one of ${PROXY_INTEGRATIONS.join(", ")}.`,
+    );
+  }
+  return integration;
 }
 
 /** A hostname of at least two labels, such as example.com. */

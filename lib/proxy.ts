@@ -10,6 +10,15 @@ import type { StackPrices } from "./prices";
 import type { Vendor } from "./secrets";
 import type { Store } from "./store";
 
+/**
+ * How API Gateway reaches the proxy functions: `function-url` (the default) over HTTP_PROXY to each
+ * function's public URL, with the origin secret; `lambda-stream` through API Gateway's Lambda proxy
+ * integration with response streaming (InvokeWithResponseStream): no URL, no origin secret, for
+ * accounts whose guardrails refuse public function URLs.
+ */
+export const PROXY_INTEGRATIONS = ["function-url", "lambda-stream"] as const;
+export type ProxyIntegration = (typeof PROXY_INTEGRATIONS)[number];
+
 /** The longest a proxied call may run: the streaming integration's timeout, and the function's. */
 export const PROXY_TIMEOUT = Duration.minutes(15);
 
@@ -37,7 +46,8 @@ export interface VendorProxyProps {
   store: Store;
   /** The managed key of this vendor, and nobody else's. */
   vendorKey: ISecret;
-  originSecret: ISecret;
+  /** The function-URL integration's shared secret; without it, no URL (`lambda-stream`). */
+  originSecret?: ISecret;
   /** Keys the user-id hash of level `none`. */
   userIdKey: ISecret;
   /** Unwraps the data keys of customers' own vendor keys (BYOK). */
@@ -48,13 +58,14 @@ export interface VendorProxyProps {
 }
 
 /**
- * One vendor's proxy function (`lambda/handlers/proxy.ts`) behind a function URL that streams. The URL
- * has no IAM auth: API Gateway's HTTP_PROXY integration cannot sign its requests, so the function
- * refuses every request that lacks the origin secret instead (docs/aws.md).
+ * One vendor's proxy function (`lambda/handlers/proxy.ts`), given an origin secret behind a function
+ * URL that streams. The URL has no IAM auth: API Gateway's HTTP_PROXY integration cannot sign its
+ * requests, so the function refuses every request that lacks the origin secret instead (docs/aws.md).
+ * Without one, API Gateway invokes the function itself and it has no URL.
  */
 export class VendorProxy extends Construct {
   readonly fn: DmtFunction;
-  readonly url: FunctionUrl;
+  readonly url: FunctionUrl | undefined;
 
   constructor(scope: Construct, id: string, props: VendorProxyProps) {
     super(scope, id);
@@ -65,7 +76,6 @@ export class VendorProxy extends Construct {
       environment: {
         DMT_VENDOR: props.vendor,
         DMT_VENDOR_KEY_SECRET_ARN: props.vendorKey.secretArn,
-        DMT_ORIGIN_SECRET_ARN: props.originSecret.secretArn,
         DMT_BYOK_KEY_ARN: props.byokKey.keyArn,
         DMT_USER_ID_KEY_SECRET_ARN: props.userIdKey.secretArn,
         DMT_METRICS_NAMESPACE: metricsNamespace(this),
@@ -76,12 +86,15 @@ export class VendorProxy extends Construct {
       ...(props.reservedConcurrency !== undefined && { reservedConcurrency: props.reservedConcurrency }),
     });
     const fn = this.fn.function;
-    this.url = fn.addFunctionUrl({
-      authType: FunctionUrlAuthType.NONE,
-      invokeMode: InvokeMode.RESPONSE_STREAM,
-    });
+    // The handler takes function-URL events with the secret when it knows one, API Gateway's otherwise.
+    if (props.originSecret) {
+      fn.addEnvironment("DMT_ORIGIN_SECRET_ARN", props.originSecret.secretArn);
+      props.originSecret.grantRead(fn);
+    }
+    this.url = props.originSecret
+      ? fn.addFunctionUrl({ authType: FunctionUrlAuthType.NONE, invokeMode: InvokeMode.RESPONSE_STREAM })
+      : undefined;
     props.vendorKey.grantRead(fn);
-    props.originSecret.grantRead(fn);
     props.userIdKey.grantRead(fn);
     for (const [table, actions] of Object.entries(PROXY_TABLE_ACCESS) as [TableName, string[]][]) {
       props.store.grant(fn, table, actions);

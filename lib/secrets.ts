@@ -11,6 +11,8 @@ export const VENDORS = VENDOR_NAMES;
 export interface SecretsProps {
   /** For the BYOK key: RETAIN keeps it, so stored customer vendor keys stay decryptable. */
   removalPolicy: RemovalPolicy;
+  /** The origin secret is the function-URL integration's (default true). */
+  originSecret?: boolean;
 }
 
 /**
@@ -21,7 +23,8 @@ export interface SecretsProps {
 export class Secrets extends Construct {
   readonly vendorKeys: Record<Vendor, Secret>;
   readonly byokKey: Key;
-  readonly originSecret: Secret;
+  /** Only with the function-URL integration. */
+  readonly originSecret: Secret | undefined;
   /** Keys the user-id hash of level `none`: the proxy functions and the deletion steps read it. */
   readonly userIdKey: Secret;
 
@@ -59,25 +62,30 @@ export class Secrets extends Construct {
         "Records of level none keep users as an HMAC under this key; a new key would stop deletion requests and per-user figures from matching the stored hashes (docs/privacy.md).",
     });
 
-    this.originSecret = new Secret(this, "OriginSecret", {
+    this.originSecret = props.originSecret === false ? undefined : this.createOriginSecret();
+  }
+
+  private createOriginSecret(): Secret {
+    const originSecret = new Secret(this, "OriginSecret", {
       description:
         "dmt: shared by API Gateway and the proxy functions; refuses direct calls to function URLs",
       // A header value: letters and digits only, ~285 bits.
       generateSecretString: { passwordLength: 48, excludePunctuation: true },
     });
-    Validations.of(this.originSecret).acknowledge({
+    Validations.of(originSecret).acknowledge({
       id: "AwsSolutions-SMG4",
       reason:
         "API Gateway's integrations take the origin secret at deploy time; it is rotated by putting a new value and deploying with its version id, while the functions accept the current and the previous value (docs/aws.md).",
     });
+    return originSecret;
   }
 
   /**
    * The origin secret as CloudFormation resolves it at deploy time: a dynamic reference, never the value.
    * CloudFormation reads it again only when the reference changes, so a rotation names the new version.
    */
-  originSecretReference(versionId?: string): string {
-    return SecretValue.secretsManager(this.originSecret.secretArn, {
+  originSecretReference(secret: Secret, versionId?: string): string {
+    return SecretValue.secretsManager(secret.secretArn, {
       ...(versionId !== undefined && { versionId }),
     }).unsafeUnwrap();
   }

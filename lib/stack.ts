@@ -12,7 +12,7 @@ import { DmtFunction, type LambdaDefaults } from "./lambda-defaults";
 import { Metering, metricsNamespace } from "./metering";
 import { Observability } from "./observability";
 import { PRICE_VERSION_OUTPUT, PRICES_METADATA, type StackPrices, stackPrices } from "./prices";
-import { PROXY_TABLE_ACCESS, PROXY_TIMEOUT, VendorProxy } from "./proxy";
+import { PROXY_TABLE_ACCESS, PROXY_TIMEOUT, type ProxyIntegration, VendorProxy } from "./proxy";
 import { Retention } from "./retention";
 import { Secrets, VENDORS, type Vendor } from "./secrets";
 import { constructId, Store } from "./store";
@@ -33,6 +33,11 @@ export interface DmtStackProps extends StackProps {
    * off). Default: none reserved, they share the account's pool.
    */
   proxyReservedConcurrency?: number | Partial<Record<Vendor, number>>;
+  /**
+   * How API Gateway reaches the proxy functions: their function URLs (default), or `lambda-stream`,
+   * its Lambda proxy integration with response streaming (no public URL, no origin secret).
+   */
+  proxyIntegration?: ProxyIntegration;
   /** The origin secret version API Gateway sends (after a rotation); default the current one. */
   originSecretVersion?: string;
   /**
@@ -95,7 +100,8 @@ export class DmtStack extends Stack {
     const defaults: LambdaDefaults = { logRetention, logLevel: props.logLevel ?? "info" };
 
     this.store = new Store(this, "Store", { removalPolicy });
-    this.secrets = new Secrets(this, "Secrets", { removalPolicy });
+    const functionUrls = (props.proxyIntegration ?? "function-url") === "function-url";
+    this.secrets = new Secrets(this, "Secrets", { removalPolicy, originSecret: functionUrls });
     this.warehouse = new Warehouse(this, "Warehouse", {
       defaults,
       store: this.store,
@@ -162,7 +168,6 @@ export class DmtStack extends Stack {
       ...(props.domain && { domain: props.domain }),
     });
 
-    const originSecret = this.secrets.originSecretReference(props.originSecretVersion);
     const reserved = props.proxyReservedConcurrency;
     const proxies = {} as Record<Vendor, VendorProxy>;
     for (const vendor of VENDORS) {
@@ -172,13 +177,22 @@ export class DmtStack extends Stack {
         defaults,
         store: this.store,
         vendorKey: this.secrets.vendorKeys[vendor],
-        originSecret: this.secrets.originSecret,
+        ...(this.secrets.originSecret && { originSecret: this.secrets.originSecret }),
         userIdKey: this.secrets.userIdKey,
         byokKey: this.secrets.byokKey,
         prices: this.prices,
         ...(reservedConcurrency !== undefined && { reservedConcurrency }),
       });
-      this.api.addVendorProxy(vendor, proxy.url.url, originSecret);
+      const { originSecret } = this.secrets;
+      this.api.addVendorProxy(
+        vendor,
+        proxy.url && originSecret
+          ? {
+              functionUrl: proxy.url.url,
+              originSecret: this.secrets.originSecretReference(originSecret, props.originSecretVersion),
+            }
+          : proxy.fn.function,
+      );
       this.warehouse.connectProducer(proxy.fn.function);
       proxies[vendor] = proxy;
     }
@@ -283,10 +297,12 @@ export class DmtStack extends Stack {
       });
     }
     new CfnOutput(this, "ByokKeyArn", { value: this.secrets.byokKey.keyArn });
-    new CfnOutput(this, "OriginSecretArn", {
-      value: this.secrets.originSecret.secretArn,
-      description: "Secret API Gateway sends to the proxy functions (rotation: docs/aws.md)",
-    });
+    if (this.secrets.originSecret) {
+      new CfnOutput(this, "OriginSecretArn", {
+        value: this.secrets.originSecret.secretArn,
+        description: "Secret API Gateway sends to the proxy functions (rotation: docs/aws.md)",
+      });
+    }
     new CfnOutput(this, "WarehouseBucket", {
       value: this.warehouse.dataBucket.bucketName,
       description: "Parquet interaction records under interactions/project=<id>/dt=<day>/",

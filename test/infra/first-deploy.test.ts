@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { App, type Environment } from "aws-cdk-lib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { defineApp } from "../../lib/app";
+import { CONTEXT, defineApp } from "../../lib/app";
 import { REPO_ROOT } from "../../lib/lambda-defaults";
 
 type Resource = { Type: string; Properties: Record<string, unknown> };
@@ -141,5 +141,56 @@ describe("W4: log groups that AWS services deliver to", () => {
       const name = resources[groupId]?.Properties.LogGroupName;
       expect(JSON.stringify(name)).toMatch(/^"\/aws\/vendedlogs\/states\//);
     }
+  });
+});
+
+describe("W3: the proxies through API Gateway's Lambda proxy integration, as an option", () => {
+  let streaming: Resources;
+  beforeAll(() => {
+    streaming = synthesize(undefined, { [CONTEXT.proxyIntegration]: "lambda-stream" });
+  });
+  const streamingRoutes = (all: Resources) =>
+    ofType(all, "AWS::ApiGateway::Method").filter(([, m]) =>
+      JSON.stringify(m.Properties.Integration).includes("/response-streaming-invocations"),
+    );
+
+  it("keeps the function URLs and their origin secret by default", () => {
+    expect(ofType(resources, "AWS::Lambda::Url")).toHaveLength(4);
+    expect(streamingRoutes(resources)).toEqual([]);
+  });
+
+  it("routes every vendor through InvokeWithResponseStream, with no function URL and no origin secret", () => {
+    expect(ofType(streaming, "AWS::Lambda::Url")).toEqual([]);
+    const secrets = ofType(streaming, "AWS::SecretsManager::Secret").map(([id]) => id);
+    expect(secrets).toHaveLength(5);
+    expect(secrets.filter((id) => id.includes("OriginSecret"))).toEqual([]);
+    const routes = streamingRoutes(streaming);
+    // `/{vendor}` and `/{vendor}/{proxy+}` for each of the four.
+    expect(routes).toHaveLength(8);
+    for (const [, method] of routes) {
+      expect(method.Properties).toMatchObject({
+        HttpMethod: "ANY",
+        AuthorizationType: "CUSTOM",
+        Integration: {
+          Type: "AWS_PROXY",
+          IntegrationHttpMethod: "POST",
+          ResponseTransferMode: "STREAM",
+          TimeoutInMillis: 900_000,
+        },
+      });
+    }
+    for (const [, fn] of ofType(streaming, "AWS::Lambda::Function")) {
+      expect(JSON.stringify(fn.Properties.Environment ?? {})).not.toContain("DMT_ORIGIN_SECRET_ARN");
+    }
+    const invokers = ofType(streaming, "AWS::Lambda::Permission").filter(
+      ([, p]) => p.Properties.Principal === "apigateway.amazonaws.com",
+    );
+    expect(invokers.length).toBeGreaterThanOrEqual(8);
+  });
+
+  it("refuses an integration it does not know, naming it", () => {
+    expect(() => synthesize(undefined, { [CONTEXT.proxyIntegration]: "alb" })).toThrow(
+      'dmt:proxyIntegration: "alb" is not one of function-url, lambda-stream.',
+    );
   });
 });

@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
 import { finished } from "node:stream/promises";
-import type { Context, LambdaFunctionURLEvent } from "aws-lambda";
+import type { APIGatewayProxyEvent, Context, LambdaFunctionURLEvent } from "aws-lambda";
 
 /** The HTTP metadata a streaming handler sends before its body (`awslambda.HttpResponseStream.from`). */
 export interface ResponsePrelude {
@@ -60,7 +60,7 @@ export function installStreamingRuntime(): void {
 }
 
 export type StreamingHandler = (
-  event: LambdaFunctionURLEvent,
+  event: LambdaFunctionURLEvent | APIGatewayProxyEvent,
   stream: CollectedResponse,
   context: Context,
 ) => Promise<void>;
@@ -68,7 +68,7 @@ export type StreamingHandler = (
 /** Invokes a streaming handler as the runtime does, once the stream has ended. */
 export async function invokeStreaming(
   handler: StreamingHandler,
-  event: LambdaFunctionURLEvent,
+  event: LambdaFunctionURLEvent | APIGatewayProxyEvent,
 ): Promise<CollectedResponse> {
   const stream = new CollectedResponse();
   await handler(event, stream, { awsRequestId: "test-request" } as Context);
@@ -115,6 +115,64 @@ export function functionUrlEvent({
       stage: "$default",
       time: "01/Jan/2026:00:00:00 +0000",
       timeEpoch: 1767225600000,
+    },
+  };
+}
+
+/**
+ * API Gateway's Lambda proxy event (REST, payload 1.0) for `/{vendor}/{proxy+}`, as its streaming
+ * integration sends it: the authorizer's context in `requestContext.authorizer`, the body in base64
+ * (the API takes every media type as binary).
+ */
+export function gatewayProxyEvent(
+  { method = "GET", path, headers = {}, body }: UrlRequest,
+  authorizer: Record<string, string | number>,
+): APIGatewayProxyEvent {
+  const [, vendor = "", ...rest] = path.split("/");
+  const domainName = "abcdefghij.execute-api.eu-west-1.amazonaws.com";
+  const nullIdentity = {
+    accessKey: null,
+    accountId: null,
+    apiKey: null,
+    apiKeyId: null,
+    caller: null,
+    clientCert: null,
+    cognitoAuthenticationProvider: null,
+    cognitoAuthenticationType: null,
+    cognitoIdentityId: null,
+    cognitoIdentityPoolId: null,
+    principalOrgId: null,
+    user: null,
+    userArn: null,
+  };
+  return {
+    httpMethod: method,
+    path,
+    resource: `/${vendor}/{proxy+}`,
+    pathParameters: { proxy: rest.join("/") },
+    headers: { host: domainName, ...headers },
+    multiValueHeaders: Object.fromEntries(
+      Object.entries({ host: domainName, ...headers }).map(([name, value]) => [name, [value]]),
+    ),
+    queryStringParameters: null,
+    multiValueQueryStringParameters: null,
+    stageVariables: null,
+    body: body === undefined ? null : Buffer.from(body).toString("base64"),
+    isBase64Encoded: body !== undefined,
+    requestContext: {
+      accountId: "123456789012",
+      apiId: "abcdefghij",
+      domainName,
+      authorizer: { ...authorizer, principalId: String(authorizer.keyId ?? "") },
+      httpMethod: method,
+      path: `/prod${path}`,
+      protocol: "HTTP/1.1",
+      requestId: "test-request",
+      requestTimeEpoch: 1767225600000,
+      resourceId: "abc123",
+      resourcePath: `/${vendor}/{proxy+}`,
+      stage: "prod",
+      identity: { ...nullIdentity, sourceIp: "203.0.113.7", userAgent: "test" },
     },
   };
 }

@@ -32,6 +32,7 @@ import { type SqsStandIn, startSqsStandIn } from "../support/reliability-sqs";
 import {
   CollectedResponse,
   functionUrlEvent,
+  gatewayProxyEvent,
   installStreamingRuntime,
   invokeStreaming,
   type SecretsEndpoint,
@@ -391,6 +392,56 @@ interface QueuedRecord {
 }
 
 const queued = (): QueuedRecord[] => sqs.accepted.map((body) => JSON.parse(body) as QueuedRecord);
+
+describe("proxy handler: behind API Gateway's Lambda proxy integration (dmt:proxyIntegration=lambda-stream)", () => {
+  /** The same handler as deployed without a function URL: no origin secret in its configuration. */
+  const streamingProxy = () => {
+    const { DMT_ORIGIN_SECRET_ARN: _url, ...env } = process.env;
+    const pending = new PendingWork();
+    return createProxyHandler({
+      config: parseProxyConfig(env),
+      logger: silentLogger,
+      proxy: { pending, app: vendorApps({ hooks: {}, pending, logger: silentLogger }) },
+    }) as unknown as StreamingHandler;
+  };
+  const request = (extra: Record<string, unknown> = {}) => ({
+    ...chat({}, extra),
+    headers: { authorization: `Bearer ${SERVICE_KEY}`, "content-type": "application/json" },
+  });
+
+  it("streams a call whose authorizer context arrives in the event, without headers or origin secret", async () => {
+    simulator.setChunkDelay(10);
+    const response = await invokeStreaming(
+      streamingProxy(),
+      gatewayProxyEvent(request({ stream: true }), identity),
+    );
+    expect(response.prelude?.statusCode).toBe(200);
+    expect(response.prelude?.headers["content-type"]).toMatch(/^text\/event-stream/);
+    expect(response.text().trimEnd().endsWith("data: [DONE]")).toBe(true);
+    expect(response.chunks.length).toBeGreaterThan(2);
+    expect(simulator.requests[0]?.headers.authorization).toBe(`Bearer ${MANAGED_KEY}`);
+    // It never asked for an origin secret.
+    expect(secrets.reads).not.toContain(ORIGIN_ARN);
+  });
+
+  it("answers the authorizer's refusal from the event's context, without the upstream", async () => {
+    const denied = errors.insufficientPermissions("openai:/v1/chat/completions");
+    const response = await invokeStreaming(
+      streamingProxy(),
+      gatewayProxyEvent(request(), refusalContext(denied)),
+    );
+    expectError(response, 403, denied.toBody());
+    expect(simulator.requests).toHaveLength(0);
+  });
+
+  it("takes only its own integration's events: no function-URL event there, no API Gateway event behind a URL", async () => {
+    const url = await invokeStreaming(streamingProxy(), functionUrlEvent(chat(fromApi())));
+    expectError(url, 403, directCallRefused().toBody());
+    const gateway = await invokeStreaming(handler, gatewayProxyEvent(request(), identity));
+    expectError(gateway, 403, directCallRefused().toBody());
+    expect(simulator.requests).toHaveLength(0);
+  });
+});
 
 describe("proxy handler: metering, records and metrics, as deployed", () => {
   beforeEach(() => {

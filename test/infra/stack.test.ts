@@ -71,7 +71,9 @@ function ofType(type: string): [string, Resources[string]][] {
 const integrationOf = (method: Resources[string]) =>
   (method.Properties?.Integration ?? {}) as { Type?: string; IntegrationResponses?: unknown };
 
-function logicalId(construct: { node: { defaultChild?: unknown } }): string {
+/** The origin secret and the function URLs exist with the default integration only: `undefined` fails here. */
+function logicalId(construct: { node: { defaultChild?: unknown } } | undefined): string {
+  if (construct === undefined) throw new Error("no such construct in this stack");
   return stack.getLogicalId(construct.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0]);
 }
 

@@ -1,4 +1,4 @@
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import * as z from "zod/mini";
 import type { AppEnv } from "../../app/env";
 import type { AuthContext } from "../../core/auth";
@@ -89,10 +89,15 @@ interface LambdaBindings {
   event?: { requestContext?: { authorizer?: unknown } };
 }
 
+/** The authorizer's context as a Lambda proxy integration hands it over, in the event. */
+function eventContext(c: Context<AppEnv>): unknown {
+  const env = c.env as LambdaBindings | undefined;
+  return env?.event?.requestContext?.authorizer;
+}
+
 /** The data API's auth in AWS: the authorizer already verified the key; read what it decided. */
 export const authorizerAuth: MiddlewareHandler<AppEnv> = async (c, next) => {
-  const env = c.env as LambdaBindings | undefined;
-  c.set("auth", authFromContext(env?.event?.requestContext?.authorizer));
+  c.set("auth", authFromContext(eventContext(c)));
   await next();
 };
 
@@ -113,14 +118,18 @@ export function contextHeader(field: string): string {
   return `x-dmt-auth-${field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
 }
 
-/** The proxy functions' auth in AWS: the authorizer's decision from the forwarded context headers. */
+/**
+ * The proxy functions' auth in AWS: the authorizer's decision from the event when API Gateway invoked
+ * the function (`dmt:proxyIntegration=lambda-stream`), else from the forwarded context headers (a
+ * function URL's events never carry an authorizer context).
+ */
 export const forwardedAuth: MiddlewareHandler<AppEnv> = async (c, next) => {
   const context: AuthorizerContext = {};
   for (const field of CONTEXT_FIELDS) {
     const value = c.req.header(contextHeader(field));
     if (value) context[field] = value;
   }
-  const auth = authFromContext(context);
+  const auth = authFromContext(eventContext(c) ?? context);
   // The vendor half of a dual key never enters the authorizer's context (contexts can end up in
   // execution logs): it is read from the request the authorizer saw, forwarded as is.
   const { vendorKey } = presentedCredentials({

@@ -39,7 +39,8 @@ const proxy = z.extend(base, {
   DMT_VENDOR: oneOf(VENDOR_NAMES),
   /** Secrets Manager secrets (ARNs): the managed vendor key, and the origin secret API Gateway sends. */
   DMT_VENDOR_KEY_SECRET_ARN: text,
-  DMT_ORIGIN_SECRET_ARN: text,
+  /** Behind a function URL; unset, the function takes API Gateway's Lambda proxy events only. */
+  DMT_ORIGIN_SECRET_ARN: z.optional(text),
   /** How long a container keeps secret values before reading them again. */
   DMT_SECRET_CACHE_MS: numberIn(0, 3_600_000, 300_000),
   /** Another Secrets Manager endpoint (tests); unset in AWS. */

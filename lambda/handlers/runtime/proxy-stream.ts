@@ -1,4 +1,4 @@
-import type { LambdaFunctionURLEvent, StreamifyHandler } from "aws-lambda";
+import type { APIGatewayProxyEvent, LambdaFunctionURLEvent, StreamifyHandler } from "aws-lambda";
 import { streamHandle } from "hono/aws-lambda";
 import { CachedSecret, createSecretsClient } from "../../adapters/secrets-manager/secrets";
 import { createUpstreamClient } from "../../adapters/undici/client";
@@ -12,7 +12,11 @@ import type { ProxyConfig } from "./config";
 import { directCallRefused, ORIGIN_SECRET_HEADER, originVerified } from "./origin";
 import type { LambdaTelemetry } from "./telemetry";
 
-export type ProxyHandler = StreamifyHandler<LambdaFunctionURLEvent, void>;
+/** A function URL's event, or API Gateway's own (REST, payload 1.0) when it invokes the function. */
+export type ProxyEvent = LambdaFunctionURLEvent | APIGatewayProxyEvent;
+export type ProxyHandler = StreamifyHandler<ProxyEvent, void>;
+
+const fromApiGateway = (event: ProxyEvent): event is APIGatewayProxyEvent => "httpMethod" in event;
 
 export interface ProxyHandlerDeps {
   config: ProxyConfig;
@@ -27,9 +31,10 @@ export interface ProxyHandlerDeps {
 }
 
 /**
- * One vendor's proxy (`DMT_VENDOR`) behind its Lambda function URL, streaming: the same Hono app as
- * locally, through `streamHandle`. API Gateway calls the URL over HTTP_PROXY with the origin secret
- * and the authorizer's decision in headers; anything else calling the URL is refused before any work.
+ * One vendor's proxy (`DMT_VENDOR`), streaming: the same Hono app as locally, through `streamHandle`.
+ * Behind its function URL, API Gateway calls over HTTP_PROXY with the origin secret and the
+ * authorizer's decision in headers, and anything else calling the URL is refused before any work; with
+ * `dmt:proxyIntegration=lambda-stream` API Gateway invokes it with the decision in the event.
  */
 export function createProxyHandler({ config, logger, proxy, telemetry }: ProxyHandlerDeps): ProxyHandler {
   const vendor = VENDOR_DEFINITIONS[config.DMT_VENDOR];
@@ -40,13 +45,16 @@ export function createProxyHandler({ config, logger, proxy, telemetry }: ProxyHa
   });
   const secrets = createSecretsClient(config.DMT_SECRETS_ENDPOINT);
   // The previous value too: during a rotation API Gateway sends it until redeployed (docs/aws.md).
-  const originSecret = new CachedSecret(
-    secrets,
-    config.DMT_ORIGIN_SECRET_ARN,
-    ["AWSCURRENT", "AWSPREVIOUS"],
-    config.DMT_SECRET_CACHE_MS,
-    logger,
-  );
+  const originSecret =
+    config.DMT_ORIGIN_SECRET_ARN === undefined
+      ? undefined
+      : new CachedSecret(
+          secrets,
+          config.DMT_ORIGIN_SECRET_ARN,
+          ["AWSCURRENT", "AWSPREVIOUS"],
+          config.DMT_SECRET_CACHE_MS,
+          logger,
+        );
   // Created empty: until the operator puts a value, only dual keys can call this vendor.
   const managedKey = new CachedSecret(
     secrets,
@@ -74,12 +82,18 @@ export function createProxyHandler({ config, logger, proxy, telemetry }: ProxyHa
     return current.handle;
   };
 
-  /** The proxy for this request, or why it is refused: a request without the origin secret gets nothing else. */
-  const admit = async (event: LambdaFunctionURLEvent): Promise<ProxyHandler | ApiError> => {
+  /**
+   * The proxy for this request, or why it is refused. Behind a function URL (an origin secret
+   * configured) only URL events with the secret pass; without one (`lambda-stream`) only API Gateway's
+   * own invocations, which only the API may make. A request refused gets nothing else.
+   */
+  const admit = async (event: ProxyEvent): Promise<ProxyHandler | ApiError> => {
     try {
-      if (!originVerified(event.headers[ORIGIN_SECRET_HEADER], await originSecret.values())) {
-        return directCallRefused();
-      }
+      const admitted = originSecret
+        ? !fromApiGateway(event) &&
+          originVerified(event.headers[ORIGIN_SECRET_HEADER], await originSecret.values())
+        : fromApiGateway(event);
+      if (!admitted) return directCallRefused();
       const [key] = await managedKey.values();
       return proxyFor(key);
     } catch (err) {
