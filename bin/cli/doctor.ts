@@ -27,9 +27,11 @@ const spec = {
     "Checks, one line each: health, root, status (the key), refused (an unknown key's 401 and error",
     "shape), forged-auth (a caller's x-dmt-auth-* headers are not trusted), gemini-path (a ':' path",
     "reaches the proxy), stream (time to first byte), record (the streamed call's record appears),",
-    "export (a small export parses), security-headers (on every answer). A failure says what to do.",
+    "client-leaves (a client leaving mid-stream is noticed), export (a small export parses),",
+    "security-headers (on every answer). A failure says what to do; SKIP marks a check that could",
+    "prove nothing (it does not fail the run).",
     "Exit status 0 when every check passes, 1 when one fails. The key is never printed, only its",
-    "public prefix. The calls cost a few tokens of the model.",
+    "public prefix. Four calls ask the model for an answer (~650 output tokens in all).",
   ].join("\n"),
   options: OPTIONS,
   examples: [

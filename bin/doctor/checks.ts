@@ -1,5 +1,15 @@
 import { displayPrefix, parseKey } from "../../lambda/core/keys";
-import { type Answer, type Client, describe, isObject, jsonOf, NoAnswer, send, serviceError } from "./http";
+import {
+  type Answer,
+  type Client,
+  describe,
+  isObject,
+  jsonOf,
+  NoAnswer,
+  send,
+  sendAndLeave,
+  serviceError,
+} from "./http";
 
 /**
  * `dmt doctor`'s checks: a running deployment seen from outside, as a new operator sees it after
@@ -15,6 +25,8 @@ export interface CheckResult {
   found: string;
   /** What to do about a failure. */
   fix?: string;
+  /** It passed without proving anything: what it saw is in `found`. */
+  inconclusive?: true;
 }
 
 export interface DoctorReport {
@@ -73,6 +85,9 @@ class CheckFailed extends Error {
 
 const fail = (found: string, fix: string) => new CheckFailed(found, fix);
 
+/** What a check found when it passed, or, when it could prove nothing either way, why not. */
+type Outcome = string | { inconclusive: string };
+
 /** What the checks learn as they go, and every answer they saw (for the security headers). */
 interface Run {
   input: DoctorInput;
@@ -98,10 +113,11 @@ const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
 const json = { "content-type": "application/json" };
 const geminiPath = (model: string, method: string) =>
   `gemini/v1beta/models/${encodeURIComponent(model)}:${method}`;
-const geminiBody = (prompt: string) =>
+/** A prompt for Gemini, its answer held to a few tokens unless a longer one is the point. */
+const geminiBody = (prompt: string, maxOutputTokens = 16) =>
   JSON.stringify({
     contents: [{ role: "user", parts: [{ text: prompt }] }],
-    generationConfig: { maxOutputTokens: 16 },
+    generationConfig: { maxOutputTokens },
   });
 
 /** What to do when the key itself was refused, from the service's error. */
@@ -249,9 +265,11 @@ async function stream(run: Run): Promise<string> {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function record(run: Run): Promise<string> {
-  const id = run.transactionId;
-  if (!id) throw fail("no streamed call to look up", "make the stream check pass first");
+/** A call's summary from the data API, once it appears (within --record-wait), or a failure. */
+async function waitForRecord(
+  run: Run,
+  id: string,
+): Promise<{ summary: Record<string, unknown>; waitedS: string }> {
   const started = performance.now();
   let pause = 250;
   for (;;) {
@@ -259,28 +277,73 @@ async function record(run: Run): Promise<string> {
       headers: bearer(run.input.key),
     });
     const body = jsonOf(answer);
-    const waited = ((performance.now() - started) / 1000).toFixed(1);
-    if (answer.status === 200 && isObject(body) && body.transaction_id === id) {
-      if (body.streamed !== true) {
-        throw fail(
-          `the record of ${id} says it was not streamed`,
-          "the proxy's record of a stream is wrong: a bug",
-        );
-      }
-      return `the record of ${id} appeared after ${waited} s in the key's project (status ${String(body.status)}, streamed)`;
-    }
+    const waitedS = ((performance.now() - started) / 1000).toFixed(1);
+    if (answer.status === 200 && isObject(body) && body.transaction_id === id)
+      return { summary: body, waitedS };
     if (answer.status !== 404) {
       throw fail(`GET /api/v1/transactions/${id}: ${describe(answer)}`, keyFix(answer) || UNREACHABLE_FIX);
     }
     if (performance.now() - started + pause > run.input.recordWaitMs) {
       throw fail(
-        `the record of ${id} did not appear in the key's project within ${waited} s`,
+        `the record of ${id} did not appear in the key's project within ${waitedS} s`,
         "records reach the index through the queue and its consumer (up to a minute in AWS): look at the consumer function's errors and the dead-letter queue, or raise --record-wait",
       );
     }
     await sleep(pause);
     pause = Math.min(pause * 2, 5000);
   }
+}
+
+async function record(run: Run): Promise<string> {
+  const id = run.transactionId;
+  if (!id) throw fail("no streamed call to look up", "make the stream check pass first");
+  const { summary, waitedS } = await waitForRecord(run, id);
+  if (summary.streamed !== true) {
+    throw fail(
+      `the record of ${id} says it was not streamed`,
+      "the proxy's record of a stream is wrong: a bug",
+    );
+  }
+  return `the record of ${id} appeared after ${waitedS} s in the key's project (status ${String(summary.status)}, streamed)`;
+}
+
+/** The record's error code, when it has one. */
+const errorCodeOf = (summary: Record<string, unknown>) =>
+  isObject(summary.error) && typeof summary.error.code === "string" ? summary.error.code : undefined;
+
+async function clientLeaves(run: Run): Promise<Outcome> {
+  const path = `${geminiPath(run.input.model, "streamGenerateContent")}?alt=sse`;
+  const answer = await sendAndLeave(run.client, path, {
+    method: "POST",
+    headers: { ...json, ...bearer(run.input.key) },
+    body: geminiBody(
+      "Count slowly from one to two hundred in words, one number on each line, and say nothing else.",
+    ),
+  });
+  const id = answer.headers.get("x-dmt-transaction-id");
+  if (answer.leftAfterMs === undefined || !id) {
+    throw fail(
+      `POST /${path}: ${describe(answer)}${id ? "" : ", no x-dmt-transaction-id header"}`,
+      keyFix(answer) || "a streamed call must answer text/event-stream: make the stream check pass first",
+    );
+  }
+  const left = Math.round(answer.leftAfterMs);
+  const { summary } = await waitForRecord(run, id);
+  const latency = typeof summary.latency_ms === "number" ? summary.latency_ms : undefined;
+  if (errorCodeOf(summary) === "client_closed_request") {
+    return `left after ${left} ms; the proxy heard of it and recorded client_closed_request, ending at ${latency ?? "?"} ms`;
+  }
+  // The record counts from the call's arrival, which is after we sent it: ending before we left, the
+  // answer was whole by then, and there was nothing to stop.
+  if (summary.status === "success" && latency !== undefined && latency <= left) {
+    return {
+      inconclusive: `the whole answer (${latency} ms) came before the client left (${left} ms): nothing to stop; a slower vendor answer shows it`,
+    };
+  }
+  throw fail(
+    `left after ${left} ms, yet the record says ${String(summary.status)} (${errorCodeOf(summary) ?? "no error"}) after ${latency ?? "?"} ms: the proxy went on streaming to nobody`,
+    "the proxy function did not hear that the client left (it is billed for the vendor's whole answer): see docs/aws.md, 'What only a real deploy confirms'",
+  );
 }
 
 async function exportCheck(run: Run): Promise<string> {
@@ -326,7 +389,7 @@ async function securityHeaders(run: Run): Promise<string> {
 }
 
 /** The checks in the order they run. */
-const CHECKS: [string, (run: Run) => Promise<string>][] = [
+const CHECKS: [string, (run: Run) => Promise<Outcome>][] = [
   ["health", health],
   ["root", root],
   ["status", status],
@@ -335,6 +398,7 @@ const CHECKS: [string, (run: Run) => Promise<string>][] = [
   ["gemini-path", geminiColonPath],
   ["stream", stream],
   ["record", record],
+  ["client-leaves", clientLeaves],
   ["export", exportCheck],
   ["security-headers", securityHeaders],
 ];
@@ -344,13 +408,18 @@ export async function runDoctor(input: DoctorInput): Promise<DoctorReport> {
   const parsed = parseKey(input.key);
   const keyPrefix = parsed ? displayPrefix(parsed.keyId) : "(not a dmt key)";
   const base = input.url.endsWith("/") ? input.url : `${input.url}/`;
-  // Every request could time out, and the record may take its whole wait: past that, stop.
-  const deadline = AbortSignal.timeout(input.timeoutMs * (CHECKS.length + 4) + input.recordWaitMs);
+  // Every request could time out, and each of the two records may take its whole wait: past that, stop.
+  const deadline = AbortSignal.timeout(input.timeoutMs * (CHECKS.length + 4) + 2 * input.recordWaitMs);
   const run: Run = { input, client: { base, timeoutMs: input.timeoutMs, deadline }, answers: [] };
   const checks: CheckResult[] = [];
   for (const [name, check] of CHECKS) {
     try {
-      checks.push({ name, ok: true, found: await check(run) });
+      const outcome = await check(run);
+      checks.push(
+        typeof outcome === "string"
+          ? { name, ok: true, found: outcome }
+          : { name, ok: true, found: outcome.inconclusive, inconclusive: true },
+      );
     } catch (err) {
       if (err instanceof CheckFailed) checks.push({ name, ok: false, found: err.found, fix: err.fix });
       else if (err instanceof NoAnswer)
@@ -380,14 +449,17 @@ export function printReport(report: DoctorReport): string {
   const width = Math.max(...report.checks.map((c) => c.name.length));
   const lines = [`dmt doctor: ${report.url} with key ${report.key}`];
   for (const check of report.checks) {
-    lines.push(`${check.ok ? "✓ PASS" : "✗ FAIL"}  ${check.name.padEnd(width)}  ${check.found}`);
+    const mark = check.inconclusive ? "- SKIP" : check.ok ? "✓ PASS" : "✗ FAIL";
+    lines.push(`${mark}  ${check.name.padEnd(width)}  ${check.found}`);
     if (check.fix) lines.push(`${" ".repeat(width + 10)}→ ${check.fix}`);
   }
   const total = report.checks.length;
+  const skipped = report.checks.filter((c) => c.inconclusive).map((c) => c.name);
+  const unproven = skipped.length > 0 ? ` (inconclusive: ${skipped.join(", ")})` : "";
   lines.push(
     report.failed === 0
-      ? `all ${total} checks passed`
-      : `${report.passed} of ${total} checks passed, ${report.failed} failed`,
+      ? `all ${total} checks passed${unproven}`
+      : `${report.passed} of ${total} checks passed${unproven}, ${report.failed} failed`,
   );
   return lines.join("\n");
 }

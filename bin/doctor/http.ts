@@ -45,6 +45,43 @@ export async function send(
   }
 }
 
+/** What a client that left after the first byte saw; `leftAfterMs` is undefined when it read the whole answer. */
+export interface LeftAnswer extends Answer {
+  leftAfterMs?: number;
+}
+
+/**
+ * Sends a request for a streamed answer and goes away after its first body byte, as a client that
+ * closes a tab does. Any other answer (an error, a plain body) is read whole, to be described.
+ */
+export async function sendAndLeave(
+  client: Client,
+  path: string,
+  init: { method?: string; headers?: Record<string, string>; body?: string },
+): Promise<LeftAnswer> {
+  const url = new URL(path, client.base);
+  const leave = new AbortController();
+  const signal = AbortSignal.any([AbortSignal.timeout(client.timeoutMs), client.deadline, leave.signal]);
+  const started = performance.now();
+  try {
+    const response = await fetch(url, { ...init, redirect: "manual", signal });
+    const streamed = response.headers.get("content-type")?.startsWith("text/event-stream") === true;
+    if (response.status !== 200 || !streamed || !response.body) {
+      const { body, firstByteMs } = await readBody(response, started);
+      return { status: response.status, headers: response.headers, body, firstByteMs };
+    }
+    const reader = response.body.getReader();
+    const first = await reader.read();
+    const leftAfterMs = performance.now() - started;
+    leave.abort();
+    reader.releaseLock();
+    const body = first.value ? new TextDecoder().decode(first.value) : "";
+    return { status: 200, headers: response.headers, body, firstByteMs: leftAfterMs, leftAfterMs };
+  } catch (err) {
+    throw new NoAnswer(why(err, url, client.timeoutMs, client.deadline));
+  }
+}
+
 async function readBody(response: Response, started: number): Promise<{ body: string; firstByteMs: number }> {
   let firstByteMs = performance.now() - started;
   if (!response.body) return { body: "", firstByteMs };

@@ -3,8 +3,9 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DoctorReport } from "../../bin/doctor/checks";
 import { revokeKey } from "../../lambda/core/accounts";
+import { type Simulator, startSimulator } from "../../lambda/local/simulator";
 import { type CliResult, runDmt } from "../support/cli";
-import { startTestHost, type TestHost } from "../support/host";
+import { simulatorEnv, startTestHost, type TestHost } from "../support/host";
 
 /** A whole CLI process and a dozen calls, on a machine that may be busy: generous. */
 const STEP_MS = 180_000;
@@ -17,6 +18,7 @@ const CHECK_NAMES = [
   "gemini-path",
   "stream",
   "record",
+  "client-leaves",
   "export",
   "security-headers",
 ];
@@ -46,6 +48,7 @@ async function closedPort(): Promise<number> {
 
 describe("dmt doctor", { timeout: STEP_MS }, () => {
   let host: TestHost;
+  let simulator: Simulator;
   let key: string;
   let keyId: string;
   let projectId: string;
@@ -53,7 +56,9 @@ describe("dmt doctor", { timeout: STEP_MS }, () => {
   let notDmtUrl: string;
 
   beforeAll(async () => {
-    host = await startTestHost();
+    // Gemini paced as a real vendor is, so a client that leaves after the first byte leaves mid-answer.
+    simulator = await startSimulator({ chunkDelayMs: 100 });
+    host = await startTestHost(simulatorEnv({ gemini: simulator.origins.gemini }));
     ({ key, keyId, projectId } = await host.newKey());
     // A server that is not dmt, and one that repeats what it was sent: the key must still not show.
     notDmt = createServer((req, res) => {
@@ -67,6 +72,7 @@ describe("dmt doctor", { timeout: STEP_MS }, () => {
   afterAll(async () => {
     await new Promise<void>((resolve) => notDmt?.close(() => resolve()));
     await host?.stop();
+    await simulator?.close();
   });
 
   it("passes every check against the local server, printing one line per check and a summary", async () => {
@@ -80,6 +86,9 @@ describe("dmt doctor", { timeout: STEP_MS }, () => {
     expect(lines.at(-1)).toBe(`all ${CHECK_NAMES.length} checks passed`);
     expect(result.stdout).toContain(`the key is active in project ${projectId}`);
     expect(result.stdout).toMatch(/first byte after \d+ ms/);
+    expect(result.stdout).toMatch(
+      /left after \d+ ms; the proxy heard of it and recorded client_closed_request/,
+    );
     expect(result.stdout).not.toContain(key);
   });
 
@@ -125,7 +134,15 @@ describe("dmt doctor", { timeout: STEP_MS }, () => {
     const byName = new Map(report.checks.map((c) => [c.name, c]));
     for (const name of ["health", "root", "refused", "security-headers"])
       expect(byName.get(name)?.ok).toBe(true);
-    for (const name of ["status", "forged-auth", "gemini-path", "stream", "record", "export"]) {
+    for (const name of [
+      "status",
+      "forged-auth",
+      "gemini-path",
+      "stream",
+      "record",
+      "client-leaves",
+      "export",
+    ]) {
       expect(byName.get(name)?.ok).toBe(false);
     }
     expect(byName.get("status")?.found).toContain("This API key has been revoked.");
@@ -159,5 +176,70 @@ describe("dmt doctor", { timeout: STEP_MS }, () => {
     const ftp = await doctor("ftp://127.0.0.1/", key);
     expect(ftp.code).toBe(2);
     expect(ftp.stderr).toContain("--url must be an http:// or https:// address");
+  });
+});
+
+/**
+ * A stand-in for a deployment whose proxy never hears a client leave: its streams answer and its
+ * records say success after `latencyMs`. Only the streamed call and the record are served.
+ */
+async function streamingStandIn(latencyMs: number): Promise<{ url: string; close(): Promise<void> }> {
+  const server = createServer((req, res) => {
+    if (req.method === "POST" && req.url?.includes(":streamGenerateContent")) {
+      res.writeHead(200, { "content-type": "text/event-stream", "x-dmt-transaction-id": "t-stand-in" });
+      res.end('data: {"candidates":[]}\n\n');
+      return;
+    }
+    if (req.url === "/api/v1/transactions/t-stand-in") {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(
+        JSON.stringify({
+          transaction_id: "t-stand-in",
+          status: "success",
+          latency_ms: latencyMs,
+          streamed: true,
+        }),
+      );
+      return;
+    }
+    res.writeHead(404).end();
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+describe("dmt doctor's client-leaves check", { timeout: STEP_MS }, () => {
+  const key = `dmt_${"a".repeat(16)}_${"B".repeat(43)}`;
+  const clientLeaves = (report: DoctorReport) => report.checks.find((c) => c.name === "client-leaves");
+
+  it("fails when the record says the answer ran on, whole, long after the client left", async () => {
+    const standIn = await streamingStandIn(600_000);
+    try {
+      const result = await doctor(standIn.url, key, "--json");
+      expect(result.code).toBe(1);
+      const check = clientLeaves(reportOf(result));
+      expect(check).toMatchObject({ ok: false });
+      expect(check?.found).toContain("the proxy went on streaming to nobody");
+      expect(check?.fix).toContain("did not hear that the client left");
+    } finally {
+      await standIn.close();
+    }
+  });
+
+  it("says it proved nothing when the whole answer came before the client left", async () => {
+    const standIn = await streamingStandIn(0);
+    try {
+      const result = await doctor(standIn.url, key);
+      expect(result.code).toBe(1); // the stand-in fails the other checks
+      expect(result.stdout).toMatch(
+        /^- SKIP {2}client-leaves +the whole answer \(0 ms\) came before the client left/m,
+      );
+      expect(result.stdout).toMatch(/checks passed \(inconclusive: client-leaves\), \d+ failed$/m);
+    } finally {
+      await standIn.close();
+    }
   });
 });
