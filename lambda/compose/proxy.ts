@@ -8,6 +8,7 @@ import type { Metrics } from "../core/metrics";
 import type { PriceCatalogue } from "../core/pricing";
 import type { UpstreamClient } from "../core/upstream";
 import type { VendorDefinition } from "../core/vendor-model";
+import { checkedAfterCharges } from "../events/alerts";
 import { BudgetGuard } from "../metering/budgets";
 import { createMetering, type Metering } from "../metering/hooks";
 import { warehouseHooks } from "../warehouse/hooks";
@@ -75,7 +76,11 @@ export function composeProxy(
   const metering =
     settings.metering &&
     createMetering({
-      credits: store.credits,
+      // Charges noted in batches count after the call's own check: each note checks the balance again.
+      credits:
+        settings.metering.noteChargesMs > 0
+          ? checkedAfterCharges(store.credits, alerts.alerts)
+          : store.credits,
       limiter: store.rateLimiter,
       idempotency: store.idempotency,
       vendorKeys: new CachedVendorKeys(store.vendorKeys, settings.metering.keyCacheMs),

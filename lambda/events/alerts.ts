@@ -131,6 +131,30 @@ export function lowBalanceRule(projectId: string, amount: string, now: number): 
   };
 }
 
+/**
+ * The credits' writes of a lease's charges, each followed by a balance check of its project: where a
+ * process notes its calls' charges in batches, the check after a call comes before its charge counts,
+ * and this one sees it.
+ */
+export function checkedAfterCharges(
+  credits: Pick<CreditStore, "hold" | "recordCharges" | "settleCharges">,
+  alerts: Pick<BalanceAlerts, "check">,
+): Pick<CreditStore, "hold" | "recordCharges" | "settleCharges"> {
+  return {
+    hold: (projectId, holdId, micros, expiresAt) => credits.hold(projectId, holdId, micros, expiresAt),
+    async recordCharges(hold, charges) {
+      const noted = await credits.recordCharges(hold, charges);
+      if (noted) await alerts.check(hold.projectId);
+      return noted;
+    },
+    async settleCharges(hold, charges) {
+      const settlement = await credits.settleCharges(hold, charges);
+      await alerts.check(hold.projectId);
+      return settlement;
+    },
+  };
+}
+
 export interface BalanceAlertDeps {
   rules: AlertRuleStore;
   /** The rules as read lately (firing updates the copy). */

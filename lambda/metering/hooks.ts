@@ -28,7 +28,7 @@ import { CreditLeases, DEFAULT_LEASES, type Reservation } from "./credit-leases"
 import { checkRateLimit } from "./rate-limit";
 
 export interface MeteringDeps {
-  credits: CreditStore;
+  credits: Pick<CreditStore, "hold" | "recordCharges" | "settleCharges">;
   limiter: RateLimiter;
   idempotency: IdempotencyStore;
   vendorKeys: CachedVendorKeys;

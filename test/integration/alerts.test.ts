@@ -121,6 +121,38 @@ describe("low-balance alert", () => {
     expect((await stack.events.rules.list(projectId))[0]).toMatchObject({ armed: true });
   });
 
+  it("one managed call that crosses the threshold fires it, though its charge is noted after the call", async () => {
+    const call = (key: string) =>
+      fetch(`${stack.url}/openai/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }] }),
+      });
+    // What one such call costs (every call of this body costs the same against the simulator).
+    const probe = await stack.newKey();
+    await credits.grant(probe.projectId, parseUsd("1"), "test");
+    const probed = await call(probe.key);
+    await probed.arrayBuffer();
+    const cost = parseUsd(probed.headers.get("x-dmt-cost-usd") ?? "");
+    expect(cost).toBeGreaterThan(1);
+
+    const { projectId, key, received } = await watchedProject("1");
+    // Above the balance less half a call: the one call crosses it, and no call comes after.
+    await stack.events.rules.put(
+      lowBalanceRule(projectId, usd(1_000_000 - Math.floor(cost / 2)), Date.now()),
+    );
+    stack.events.cachedRules.forget(projectId);
+    const res = await call(key);
+    expect(res.status).toBe(200);
+    await res.arrayBuffer();
+    await stack.drain();
+    await expect.poll(() => received().length, WAIT).toBe(1);
+    expect(received()[0]?.data).toEqual({
+      available_usd: usd(1_000_000 - cost),
+      threshold_usd: usd(1_000_000 - Math.floor(cost / 2)),
+    });
+  });
+
   it("only one of several processes that see the crossing fires it", async () => {
     const { projectId, received } = await watchedProject("3");
     await stack.events.rules.put(lowBalanceRule(projectId, "5", Date.now()));
