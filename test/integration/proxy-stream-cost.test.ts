@@ -132,6 +132,20 @@ describe.each(STREAMS)("a $vendor stream", (stream) => {
     );
   });
 
+  it("repeats the stream, cost included, when an idempotent call is replayed", async () => {
+    const headers = {
+      "X-DMT-Include-Cost": "1",
+      "X-Request-ID": `replay-${stream.fixture.replace(/\W/g, "-")}`,
+    };
+    const first = await call(stream, headers);
+    received.length = 0;
+    const again = await call(stream, headers);
+    expect(received).toHaveLength(0);
+    expect(again.text).toBe(first.text);
+    expect(first.text).toContain('"dmt_cost_usd":"');
+    expect(await recordedCost(first.id)).toBe(/"dmt_cost_usd":"([^"]*)"/.exec(first.text)?.[1]);
+  });
+
   it("says a dual-key call's cost as its record does (the list price)", async () => {
     const { text, id } = await call(
       stream,
