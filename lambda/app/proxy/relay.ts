@@ -49,7 +49,8 @@ const encoder = new TextEncoder();
  * Turns a vendor response into the client's response. Waits for the first body chunk (so a vendor that
  * answers headers and then nothing is still a 504), then:
  * - streams (SSE, Gemini's JSON array) and binary bodies are forwarded chunk by chunk as they arrive,
- *   with usage read from each chunk after it was handed on;
+ *   with usage read from each chunk after it was handed on (when the client asked for the cost in the
+ *   stream, the last event with usage waits for the end, see `costInLastUsage`);
  * - other bodies (JSON answers, vendor errors) are small and complete at once: sent whole, read after.
  * Throws what the upstream client threw when the body fails before its first byte.
  */
@@ -231,7 +232,8 @@ async function readRest(first: Uint8Array, iterator: AsyncIterator<Uint8Array>):
 
 /**
  * Passes a stream's chunks on and observes them. Observation happens after a chunk was handed on, so
- * reading usage never delays it; only the strip variant, which must see an event to drop it, observes first.
+ * reading usage never delays it; only the variants that rewrite events (hiding the usage asked for, adding
+ * the cost) observe first: they must see an event to change it.
  */
 interface Tap {
   /** The bytes to send for this chunk (the chunk itself unless usage is stripped). */
