@@ -1,6 +1,7 @@
 import { createDashboardApp } from "../app/dashboard/app";
 import type { TokenVerifier } from "../app/dashboard/auth";
 import type { DeletionStarter } from "../core/deletion";
+import type { UserDirectory } from "../core/members";
 import type { PriceCatalogue } from "../core/pricing";
 import type { AddressPolicy } from "../events/webhooks";
 import { composeEvents, type Events, type EventsInfrastructure } from "./events";
@@ -15,6 +16,8 @@ export interface DashboardApiSettings {
   prices: PriceCatalogue;
   /** Locally deletions run in process; in AWS the requests table's stream starts them. */
   deletionStarter?: DeletionStarter;
+  /** The identity provider's users by email, for invitations from the Members page; absent: not offered. */
+  directory?: UserDirectory;
   /** Where webhook URLs may point: public addresses in AWS, loopback too locally. */
   webhookPolicy: AddressPolicy;
   /**
@@ -46,6 +49,7 @@ export function composeDashboardApi(
     verifyToken: settings.verifyToken,
     logger: infra.logger,
     ...(settings.onKeyRevoked && { onKeyRevoked: settings.onKeyRevoked }),
+    ...(settings.directory && { directory: settings.directory }),
     // key.created, key.revoked, credits.granted.
     events: events.publisher,
     alerting: {

@@ -38,6 +38,8 @@ export interface MemberStore {
   listProjectMembers(projectId: string): Promise<Membership[]>;
   /** False when there was no such membership. */
   removeMembership(userId: string, projectId: string): Promise<boolean>;
+  /** Gives an existing membership another role; undefined when there was no such membership. */
+  setRole(userId: string, projectId: string, role: Role): Promise<Membership | undefined>;
 }
 
 /** The identity provider's users, by email: the local provider's, or Cognito's user pool. */
@@ -109,6 +111,51 @@ export async function removeMember(
   const existing = await members.getMembership(userId, input.projectId);
   if (!existing || !(await members.removeMembership(userId, input.projectId))) {
     throw errors.notFound(`${email} is not a member of '${input.projectId}'.`);
+  }
+  return existing;
+}
+
+/**
+ * The membership the dashboard's Members page changes: a 404 when the user is not a member, and a
+ * refusal for the personal project's owner, whose access is the project itself.
+ */
+async function changeableMembership(
+  members: MemberStore,
+  projectId: string,
+  userId: string,
+): Promise<Membership> {
+  const existing = await members.getMembership(userId, projectId);
+  if (!existing) throw errors.notFound(`That user is not a member of '${projectId}'.`);
+  if (existing.role === "owner") {
+    throw errors.badRequest(
+      "owner_membership",
+      "The owner of a personal project keeps their access and role; change other members only.",
+    );
+  }
+  return existing;
+}
+
+/** Gives a member (not the owner) another role, viewer or admin; the membership as it now is. */
+export async function changeMemberRole(
+  members: MemberStore,
+  input: { projectId: string; userId: string; role: string },
+): Promise<Membership> {
+  const role = GRANTED_ROLES.find((granted) => granted === input.role);
+  if (role === undefined) throw errors.invalidField("role", `must be one of ${GRANTED_ROLES.join(", ")}`);
+  await changeableMembership(members, input.projectId, input.userId);
+  const changed = await members.setRole(input.userId, input.projectId, role);
+  if (!changed) throw errors.notFound(`That user is not a member of '${input.projectId}'.`);
+  return changed;
+}
+
+/** Takes a member's (not the owner's) access to a project away, by user id; the membership removed. */
+export async function removeMemberById(
+  members: MemberStore,
+  input: { projectId: string; userId: string },
+): Promise<Membership> {
+  const existing = await changeableMembership(members, input.projectId, input.userId);
+  if (!(await members.removeMembership(input.userId, input.projectId))) {
+    throw errors.notFound(`That user is not a member of '${input.projectId}'.`);
   }
   return existing;
 }

@@ -7,7 +7,7 @@ import { DASHBOARD_API_PREFIX } from "../app/dashboard/app";
 import { tokenVerifier } from "../app/dashboard/auth";
 import type { AppEnv } from "../app/env";
 import { composeDashboardApi, type DashboardApiSettings } from "../compose/dashboard-api";
-import { OIDC_PREFIX, startLocalOidc } from "./oidc";
+import { localUserDirectory, OIDC_PREFIX, startLocalOidc } from "./oidc";
 
 /**
  * The dashboard on the local server: the identity provider at `/oidc`, the dashboard API at
@@ -80,6 +80,8 @@ export function localDashboard(deps: LocalDashboardDeps): LocalDashboard {
         const oidc = await startLocalOidc({ origin, dataDir: deps.dataDir, logger: deps.infra.logger });
         const api = composeDashboardApi(deps.infra, {
           ...deps.settings,
+          // Invitations find the local provider's users (the development user).
+          directory: localUserDirectory(deps.dataDir),
           verifyToken: tokenVerifier({
             issuer: oidc.issuer,
             audience: oidc.audience,

@@ -6,8 +6,8 @@ import {
   type QueryCommandInput,
   UpdateItemCommand,
 } from "@aws-sdk/client-dynamodb";
-import { marshall } from "@aws-sdk/util-dynamodb";
-import type { MemberStore, Membership, RequestLog, RequestRecord } from "../../core/members";
+import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
+import type { MemberStore, Membership, RequestLog, RequestRecord, Role } from "../../core/members";
 import { ConflictError } from "../../core/ports";
 import { queryAll, readItem } from "./paging";
 import type { TableNames } from "./tables";
@@ -69,6 +69,26 @@ export class DynamoMemberStore implements MemberStore, RequestLog {
       }),
     );
     return out.Attributes !== undefined;
+  }
+
+  async setRole(userId: string, projectId: string, role: Role): Promise<Membership | undefined> {
+    try {
+      const out = await this.db.send(
+        new UpdateItemCommand({
+          TableName: this.tables.members,
+          Key: marshall({ userId, projectId }),
+          UpdateExpression: "SET #role = :role",
+          ConditionExpression: "attribute_exists(userId)",
+          ExpressionAttributeNames: { "#role": "role" },
+          ExpressionAttributeValues: marshall({ ":role": role }),
+          ReturnValues: "ALL_NEW",
+        }),
+      );
+      return out.Attributes && (unmarshall(out.Attributes) as Membership);
+    } catch (err) {
+      if (err instanceof ConditionalCheckFailedException) return undefined;
+      throw err;
+    }
   }
 
   async begin(record: RequestRecord, now: number): Promise<RequestRecord | undefined> {

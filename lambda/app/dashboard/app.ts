@@ -4,7 +4,14 @@ import type { EventPublisher } from "../../core/cloudevent";
 import type { CreditStore } from "../../core/credits";
 import { ApiError, errors } from "../../core/errors";
 import type { Logger } from "../../core/logger";
-import { canWrite, type MemberStore, type RequestLog, requireMembership, signIn } from "../../core/members";
+import {
+  canWrite,
+  type MemberStore,
+  type RequestLog,
+  requireMembership,
+  signIn,
+  type UserDirectory,
+} from "../../core/members";
 import { PROJECT_ID_PATTERN } from "../../core/model";
 import type { Store } from "../../core/ports";
 import type { PrivacySettingsStore } from "../../core/privacy";
@@ -19,6 +26,7 @@ import { budgetRoutes } from "./budgets";
 import { type DeletionRoutesDeps, deletionRoutes } from "./deletion";
 import { type InteractionRoutesDeps, interactionRoutes } from "./interactions";
 import { keyRoutes } from "./keys";
+import { memberRoutes } from "./members";
 import { overviewRoutes } from "./overview";
 import { privacyRoutes } from "./privacy";
 import { type SettingsRoutesDeps, settingsRoutes } from "./settings";
@@ -26,6 +34,8 @@ import { type SettingsRoutesDeps, settingsRoutes } from "./settings";
 export interface DashboardApiDeps {
   store: Store;
   members: MemberStore;
+  /** The identity provider's users by email, for the Members page's invitations; absent: not offered. */
+  directory?: UserDirectory;
   requests: RequestLog;
   credits: CreditStore;
   vendorKeys: VendorKeyStore;
@@ -93,6 +103,7 @@ export function createDashboardApp(deps: DashboardApiDeps): Hono<AppEnv> {
       },
     },
     ...keyRoutes(PROJECT, { ...deps, clock }),
+    ...memberRoutes(PROJECT, { ...deps, clock }),
     ...billingRoutes(PROJECT, { ...deps, clock }),
     ...(deps.budgets
       ? budgetRoutes(PROJECT, {
