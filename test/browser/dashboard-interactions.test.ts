@@ -91,11 +91,11 @@ describe.sequential("the Interactions page in a browser", () => {
         `laptop${keys.laptop.keyId}`,
         `laptop${keys.laptop.keyId}`,
       ]);
-      // Today's calls too show their date, not only their time.
-      const day = new Intl.DateTimeFormat("en-US", { month: "short", day: "numeric" }).format(new Date());
-      const time = await page.locator("table.interactions tbody tr time").first().textContent();
-      expect(time).toContain(day);
-      expect(time).toMatch(/\d\d:\d\d:\d\d/);
+      // Today's calls too show their date, not only their time: UTC, ISO-like, the zone shown.
+      const time = page.locator("table.interactions tbody tr time").first();
+      const iso = (await time.getAttribute("datetime")) ?? "";
+      expect(Date.now() - Date.parse(iso)).toBeLessThan(3_600_000);
+      expect(await time.textContent()).toBe(`${iso.slice(0, 10)} ${iso.slice(11, 19)} UTC`);
     },
     STEP_MS,
   );

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { importJWK, type JWK, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestStack, type TestStack } from "../support/stack";
+import { startTestHost, type TestHost } from "../support/host";
 
 /**
  * The Members routes of the dashboard API (lambda/app/dashboard/members.ts) on the real local stack:
@@ -11,14 +11,14 @@ import { startTestStack, type TestStack } from "../support/stack";
  * absent. Tokens are minted with the local provider's signing key, as in dashboard-api.test.ts.
  */
 
-let stack: TestStack;
+let stack: TestHost;
 let signingKey: CryptoKey | Uint8Array;
 let kid: string;
 let alg: string;
 let devUser: { sub: string; email: string };
 
 beforeAll(async () => {
-  stack = await startTestStack();
+  stack = await startTestHost();
   const state = JSON.parse(readFileSync(join(stack.dataDir, "oidc.json"), "utf8")) as {
     signingKey: JWK;
     devUser: { sub: string; email: string };

@@ -42,9 +42,12 @@ export interface BudgetInput {
 export interface MemberProject {
   projectId: string;
   tier: string;
-  role: "owner" | "member";
+  role: Role;
   personal: boolean;
 }
+
+/** A member of a project as the Members page lists it (lambda/app/dashboard/members.ts). */
+export type { MemberView };
 
 export interface Me {
   user: { id: string; operator: boolean };
@@ -75,9 +78,11 @@ export interface CreditBalance {
   openHolds: number;
 }
 
+import type { MemberView } from "../../lambda/app/dashboard/members";
 import type { BillingMode } from "../../lambda/core/billing-mode";
 import type { BreakdownDimension, BreakdownReport } from "../../lambda/core/breakdowns";
 import type { ListFilter } from "../../lambda/core/interaction-filters";
+import type { GrantedRole, Role } from "../../lambda/core/members";
 import type { Overview } from "../../lambda/core/overview";
 import type { Statement } from "../../lambda/core/statement";
 import type { VendorName } from "../../lambda/core/vendor-names";
@@ -529,6 +534,26 @@ export class Api {
       `/webhooks/${encodeURIComponent(webhookId)}/deliveries/${encodeURIComponent(eventId)}/resend`,
     );
     return (await this.call<{ delivery: DeliveryView }>("POST", path)).delivery;
+  }
+
+  members(projectId: string): Promise<{ members: MemberView[]; canInvite: boolean }> {
+    return this.call("GET", this.project(projectId, "/members"));
+  }
+
+  inviteMember(
+    projectId: string,
+    input: { email: string; role: GrantedRole },
+  ): Promise<{ member: MemberView; added: boolean }> {
+    return this.call("POST", this.project(projectId, "/members"), input);
+  }
+
+  async setMemberRole(projectId: string, userId: string, role: GrantedRole): Promise<MemberView> {
+    const path = this.project(projectId, `/members/${encodeURIComponent(userId)}`);
+    return (await this.call<{ member: MemberView }>("PUT", path, { role })).member;
+  }
+
+  async removeMember(projectId: string, userId: string): Promise<void> {
+    await this.send("DELETE", this.project(projectId, `/members/${encodeURIComponent(userId)}`));
   }
 
   async revokeKey(projectId: string, keyId: string): Promise<KeyView> {

@@ -81,6 +81,12 @@ const ICONS: Record<string, string[]> = {
   download: ["M12 4v11", "M7 10l5 5 5-5", "M5 20h14"],
   close: ["M6 6l12 12", "M18 6L6 18"],
   filter: ["M4 5h16l-6 8v5l-4 2v-7z"],
+  users: [
+    "M9 11a4 4 0 1 0 0-8 4 4 0 0 0 0 8z",
+    "M3 21v-1a6 6 0 0 1 12 0v1",
+    "M16 3.5a4 4 0 0 1 0 7",
+    "M21 21v-1a6 6 0 0 0-4-5.6",
+  ],
   trash: ["M4 7h16", "M10 11v6", "M14 11v6", "M6 7l1 13h10l1-13", "M9 7V4h6v3"],
 };
 
@@ -114,4 +120,33 @@ export function labelTableCells(root: HTMLElement): void {
   };
   new MutationObserver(label).observe(root, { childList: true, subtree: true });
   label();
+}
+
+/** Marks a control, or a form (all its fields), as one that changes the project: viewers see it disabled. */
+export function writes<T extends HTMLElement>(control: T): T {
+  control.setAttribute("data-writes", "");
+  return control;
+}
+
+/**
+ * While `locked()` (the signed-in user is a viewer of the project shown), disables every control in
+ * `root` marked by `writes`, as it appears, each described by the note `reasonId` (why, and whom to
+ * ask): a viewer learns it before filling in a form, not after.
+ */
+export function lockWrites(root: HTMLElement, locked: () => boolean, reasonId: string): void {
+  const lock = () => {
+    if (!locked()) return;
+    for (const marked of root.querySelectorAll<HTMLElement>("[data-writes]")) {
+      const controls = marked instanceof HTMLFormElement ? [marked, ...marked.elements] : [marked];
+      for (const control of controls) {
+        if ("disabled" in control) control.disabled = true;
+        const described = control.getAttribute("aria-describedby") ?? "";
+        if (!described.split(" ").includes(reasonId)) {
+          control.setAttribute("aria-describedby", `${described} ${reasonId}`.trim());
+        }
+      }
+    }
+  };
+  new MutationObserver(lock).observe(root, { childList: true, subtree: true });
+  lock();
 }

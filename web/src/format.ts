@@ -1,8 +1,7 @@
 import { formatCents, formatUsd } from "../../lambda/core/money";
 import { h } from "./dom";
 
-const relative = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
-const absolute = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+const relative = new Intl.RelativeTimeFormat("en-US", { numeric: "auto" });
 const UNITS: [Intl.RelativeTimeFormatUnit, number][] = [
   ["year", 365 * 86_400_000],
   ["month", 30 * 86_400_000],
@@ -19,19 +18,33 @@ export function relativeTime(ms: number, now = Date.now()): string {
   return delta >= 0 ? "in a moment" : "just now";
 }
 
-/** A time as "3 days ago", with the exact date in a tooltip and for machines. */
-export function timeCell(ms: number | undefined, fallback: string): HTMLElement {
-  if (ms === undefined) return h("span", { class: "muted" }, fallback);
-  const date = new Date(ms);
-  return h("time", { datetime: date.toISOString(), title: absolute.format(date) }, relativeTime(ms));
+/**
+ * The one way the dashboard writes a time: UTC, ISO-like, the zone shown, as the API's days are UTC:
+ * `2026-12-07 03:13 UTC`, with `seconds` `2026-12-07 03:13:25 UTC`.
+ */
+export function formatTime(ms: number, options: { seconds?: boolean } = {}): string {
+  const iso = new Date(ms).toISOString();
+  return `${iso.slice(0, 10)} ${iso.slice(11, options.seconds ? 19 : 16)} UTC`;
 }
 
-const day = new Intl.DateTimeFormat(undefined, { dateStyle: "medium" });
+/** A UTC day as the dashboard writes it: `2026-12-07`. */
+export const formatDate = (ms: number) => new Date(ms).toISOString().slice(0, 10);
 
-/** A date without its time, with the exact time in a tooltip. */
-export function formatDay(ms: number): HTMLElement {
-  const date = new Date(ms);
-  return h("time", { datetime: date.toISOString(), title: absolute.format(date) }, day.format(date));
+/** A chart's day label: the month and day of an ISO day, `12-07` (the year is in the range). */
+export const chartDay = (isoDay: string) => isoDay.slice(5);
+
+/** A time (`formatTime`), how long ago or ahead in the tooltip; `fallback` when there is none. */
+export function timeCell(
+  ms: number | undefined,
+  fallback: string,
+  options: { seconds?: boolean; now?: number } = {},
+): HTMLElement {
+  if (ms === undefined) return h("span", { class: "muted" }, fallback);
+  return h(
+    "time",
+    { datetime: new Date(ms).toISOString(), title: relativeTime(ms, options.now) },
+    formatTime(ms, options),
+  );
 }
 
 const integer = new Intl.NumberFormat("en-US");
@@ -57,23 +70,8 @@ export function duration(ms: number): string {
   return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
 }
 
-const dated = new Intl.DateTimeFormat(undefined, {
-  month: "short",
-  day: "numeric",
-  hour: "2-digit",
-  minute: "2-digit",
-  second: "2-digit",
-});
-
-/** A log time: always the date with the time (a list spans days); exact and relative in a tooltip. */
-export function logTime(ms: number, now = Date.now()): HTMLElement {
-  const date = new Date(ms);
-  return h(
-    "time",
-    { datetime: date.toISOString(), title: `${absolute.format(date)} (${relativeTime(ms, now)})` },
-    dated.format(date),
-  );
-}
+/** A log time (a list spans days): the date and time to the second. */
+export const logTime = (ms: number) => timeCell(ms, "", { seconds: true });
 
 /**
  * A summary's amount (a total, a balance, spend per day, model, key or user): to the cent

@@ -1,11 +1,12 @@
 import { Api, type Me, type MemberProject } from "./api";
 import { Auth, CALLBACK_PATH, SIGNED_OUT_PATH } from "./auth";
 import type { DashboardConfig } from "./config";
-import { h, icon, labelTableCells, replace } from "./dom";
+import { h, icon, labelTableCells, lockWrites, replace } from "./dom";
 import { budgetsPage } from "./pages/budgets";
 import { creditsPage } from "./pages/credits";
 import { interactionsPage } from "./pages/interactions";
 import { keysPage } from "./pages/keys";
+import { membersPage } from "./pages/members";
 import { overviewPage } from "./pages/overview";
 import type { Page, PageContext } from "./pages/page";
 import { settingsPage } from "./pages/settings";
@@ -18,9 +19,11 @@ const PAGES: Page[] = [
   usagePage,
   creditsPage,
   budgetsPage,
+  membersPage,
   settingsPage,
 ];
 const HOME = overviewPage.path;
+const VIEWER_NOTE_ID = "viewer-note";
 const PROJECT_KEY = "dmt.project";
 
 const root = document.getElementById("app") as HTMLElement;
@@ -116,6 +119,18 @@ function chooseProject(projects: MemberProject[]): MemberProject | undefined {
 function shell(auth: Auth, api: Api, me: Me, email: string): void {
   let project = chooseProject(me.projects);
   const main = h("main", { id: "main", class: "content", tabindex: "-1" });
+  const isViewer = () => project?.role === "viewer";
+  // Viewers see every control that would change the project disabled, and this note says why.
+  const viewerNote = h(
+    "p",
+    { id: VIEWER_NOTE_ID, class: "callout info viewer-note", "data-testid": "viewer-note", hidden: true },
+    icon("alert"),
+    h(
+      "span",
+      {},
+      "You are a viewer of this project: you can see everything in it, and the controls that change it are disabled. Ask an admin of the project to make you an admin.",
+    ),
+  );
   const { element: toasts, toast } = toaster();
   const nav = h("nav", { "aria-label": "Dashboard" });
   const projectSelect = h(
@@ -132,16 +147,42 @@ function shell(auth: Auth, api: Api, me: Me, email: string): void {
   projectSelect.addEventListener("change", () => {
     project = me.projects.find((p) => p.projectId === projectSelect.value);
     if (project) localStorage.setItem(PROJECT_KEY, project.projectId);
+    setMenu(false);
     render();
   });
-  const signOut = h("button", { type: "button", class: "button quiet" }, icon("out"), "Sign out");
-  signOut.addEventListener("click", () => {
-    signOut.disabled = true;
-    void auth.signOut();
-  });
+  /** Who is signed in, and signing out: in the top bar, or on a phone at the end of the menu. */
+  const userBlock = (where: string) => {
+    const signOut = h("button", { type: "button", class: "button quiet" }, icon("out"), "Sign out");
+    signOut.addEventListener("click", () => {
+      signOut.disabled = true;
+      void auth.signOut();
+    });
+    return h(
+      "div",
+      { class: `user ${where}` },
+      me.user.operator ? h("span", { class: "badge operator" }, "Operator") : null,
+      h("span", { class: "user-email" }, email),
+      signOut,
+    );
+  };
+
+  // On a phone the project, the pages and the user fold into a menu, so the page starts at the top.
+  const sidebar = h("aside", { class: "sidebar" });
+  const menuButton = h(
+    "button",
+    { type: "button", class: "button quiet menu-button", "aria-expanded": "false", "aria-controls": "menu" },
+    icon("list"),
+    "Menu",
+  );
+  const setMenu = (open: boolean) => {
+    sidebar.classList.toggle("open", open);
+    menuButton.setAttribute("aria-expanded", String(open));
+  };
+  menuButton.addEventListener("click", () => setMenu(!sidebar.classList.contains("open")));
 
   const navigate = (path: string) => {
     history.pushState(null, "", path);
+    setMenu(false);
     render();
     main.focus();
   };
@@ -187,6 +228,7 @@ function shell(auth: Auth, api: Api, me: Me, email: string): void {
       replace(main, h("div", { class: "callout error", role: "alert" }, "You do not belong to any project."));
       return;
     }
+    viewerNote.hidden = !isViewer();
     page.render({ api, me, project, toast }, main);
   }
 
@@ -196,34 +238,30 @@ function shell(auth: Auth, api: Api, me: Me, email: string): void {
     h(
       "div",
       { class: "layout" },
-      h(
-        "aside",
-        { class: "sidebar" },
-        brand(),
-        h("label", { for: "project", class: "sidebar-label" }, "Project"),
-        projectSelect,
-        nav,
-      ),
+      sidebar,
       h(
         "div",
         { class: "main-column" },
-        h(
-          "header",
-          { class: "topbar" },
-          h(
-            "div",
-            { class: "user" },
-            me.user.operator ? h("span", { class: "badge operator" }, "Operator") : null,
-            h("span", { class: "user-email" }, email),
-            signOut,
-          ),
-        ),
+        h("header", { class: "topbar" }, userBlock("in-topbar")),
+        viewerNote,
         main,
       ),
     ),
     toasts,
   );
+  sidebar.append(
+    h("div", { class: "sidebar-head" }, brand(), menuButton),
+    h(
+      "div",
+      { class: "menu", id: "menu" },
+      h("label", { for: "project", class: "sidebar-label" }, "Project"),
+      projectSelect,
+      nav,
+      userBlock("in-menu"),
+    ),
+  );
   labelTableCells(main);
+  lockWrites(main, isViewer, VIEWER_NOTE_ID);
   window.addEventListener("popstate", render);
   render();
 }

@@ -2,7 +2,7 @@ import { decimalMicros } from "../../../lambda/core/money";
 import type { BudgetInput, BudgetView } from "../api";
 import { h } from "../dom";
 import { formError, onSubmit } from "../form";
-import { money } from "../format";
+import { formatTime, money } from "../format";
 import { emptyState, errorMessage, loadInto, type Page, type PageContext, pageHead } from "./page";
 
 export const WINDOWS: Record<BudgetView["window"], string> = {
@@ -87,7 +87,7 @@ function budgetForm(ctx: PageContext, onSaved: () => void, prefill?: BudgetView)
   );
   const form = h(
     "form",
-    { class: "form padded", novalidate: true },
+    { class: "form padded", novalidate: true, "data-writes": "" },
     error,
     h("label", { for: "budget-scope", class: "field-label" }, "Applies to"),
     h("div", { class: "inline" }, scope, subject),
@@ -176,13 +176,18 @@ export const budgetsPage: Page = {
                       {},
                       `${budget.soft ? "Soft" : "Hard"}${budget.include_byok ? ", BYOK counted" : ""}`,
                     ),
-                    h("td", {}, budget.resets_at ? new Date(budget.resets_at).toLocaleString() : "Never"),
+                    h("td", {}, budget.resets_at ? formatTime(Date.parse(budget.resets_at)) : "Never"),
                     h(
                       "td",
                       { class: "actions" },
                       h(
                         "button",
-                        { type: "button", class: "button", on: { click: () => showForm(budget) } },
+                        {
+                          type: "button",
+                          class: "button",
+                          "data-writes": "",
+                          on: { click: () => showForm(budget) },
+                        },
                         "Edit",
                       ),
                       h(
@@ -190,6 +195,7 @@ export const budgetsPage: Page = {
                         {
                           type: "button",
                           class: "button danger",
+                          "data-writes": "",
                           on: {
                             click: async () => {
                               try {

@@ -44,7 +44,6 @@ const PERIODS: [value: string, label: string][] = [
 
 const DAY_MS = 86_400_000;
 const isoDay = (ms: number) => new Date(ms).toISOString().slice(0, 10);
-const statementDay = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeZone: "UTC" });
 
 function periodOf(choice: string, now = Date.now()): { from: string; to: string } {
   const to = isoDay(now);
@@ -72,7 +71,7 @@ function statementTable(statement: Statement): HTMLElement {
     h(
       "tr",
       { "data-testid": testId },
-      h("td", { class: "edge" }, statementDay.format(Date.parse(day))),
+      h("td", { class: "edge" }, day),
       h("td", { class: "edge what" }, label),
       h("td", { class: "edge num" }),
       h("td", { class: "edge num" }, money(micros)),
@@ -104,7 +103,7 @@ function statementTable(statement: Statement): HTMLElement {
           h(
             "tr",
             { "data-kind": line.kind },
-            h("td", {}, statementDay.format(Date.parse(line.day))),
+            h("td", {}, line.day),
             h("td", { class: "what" }, ...describe(line, statement.grouping)),
             h(
               "td",
@@ -174,7 +173,7 @@ function grantForm(ctx: PageContext, onGranted: (balance: CreditBalance) => void
   const submit = h("button", { type: "submit", class: "button primary" }, "Grant credits");
   const form = h(
     "form",
-    { class: "form padded", novalidate: true },
+    { class: "form padded", novalidate: true, "data-writes": "" },
     error,
     h("label", { for: "grant-usd", class: "field-label" }, "Amount (USD)"),
     amount,

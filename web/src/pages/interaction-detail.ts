@@ -3,7 +3,7 @@ import { formatMicrosText, formatUsd } from "../../../lambda/core/money";
 import type { CostBreakdown } from "../../../lambda/core/pricing/cost";
 import { ApiFailure, type Interaction, type InteractionSummary } from "../api";
 import { type Child, h, icon } from "../dom";
-import { count, duration } from "../format";
+import { count, duration, formatTime } from "../format";
 import { vendorLabel } from "../labels";
 import { billingBadge, costCell, type KeyNames, keyCell, statusBadge } from "./interaction-cells";
 import { loadInto, loadingState, modal, type PageContext } from "./page";
@@ -265,7 +265,7 @@ export function openDetail(
     { id: "detail-title" },
     ...(row ? detailHeading(row.model, row.vendor) : ["Interaction"]),
   );
-  const when = h("p", { class: "muted" }, row ? new Date(row.started_at).toLocaleString() : "");
+  const when = h("p", { class: "muted" }, row ? formatTime(row.started_at, { seconds: true }) : "");
   const close = h(
     "button",
     {
@@ -305,7 +305,7 @@ export function openDetail(
         );
       }
       title.replaceChildren(...detailHeading(interaction.model, interaction.vendor));
-      when.textContent = new Date(interaction.started_at).toLocaleString();
+      when.textContent = formatTime(interaction.started_at, { seconds: true });
       return detailContent(interaction, names);
     },
   );

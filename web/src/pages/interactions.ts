@@ -7,7 +7,7 @@ import {
 import type { InteractionFilters, InteractionSummary, KeyView } from "../api";
 import { h, icon, replace } from "../dom";
 import { onSubmit } from "../form";
-import { count, counted, duration, logTime } from "../format";
+import { count, counted, duration, formatTime, logTime } from "../format";
 import { BILLING_LABELS, VENDOR_LABELS, vendorLabel } from "../labels";
 import { billingBadge, costCell, type KeyNames, keyCell, statusBadge } from "./interaction-cells";
 import { OPEN_PARAM, openDetail } from "./interaction-detail";
@@ -64,7 +64,7 @@ function rowOf(ctx: PageContext, row: InteractionSummary, names: KeyNames): HTML
         {
           type: "button",
           class: "link-button",
-          "aria-label": `Open the ${row.model ?? "interaction"} call of ${new Date(row.started_at).toLocaleString()}`,
+          "aria-label": `Open the ${row.model ?? "interaction"} call of ${formatTime(row.started_at, { seconds: true })}`,
         },
         logTime(row.started_at),
       ),

@@ -1,7 +1,7 @@
 import { ApiFailure, type CreatedKey, type KeyView, type NewKeyInput } from "../api";
 import { h, icon, replace } from "../dom";
 import { FieldError, formError, onSubmit } from "../form";
-import { formatDay, timeCell } from "../format";
+import { timeCell } from "../format";
 import {
   emptyState,
   errorMessage,
@@ -402,11 +402,7 @@ function keysTable(ctx: PageContext, keys: KeyView[], reload: () => void): HTMLE
             h("td", {}, accessCell(key.allow)),
             h("td", {}, timeCell(key.createdAt, "")),
             h("td", {}, timeCell(key.lastUsedAt, "Never")),
-            h(
-              "td",
-              {},
-              key.expiresAt === undefined ? h("span", { class: "muted" }, "Never") : formatDay(key.expiresAt),
-            ),
+            h("td", {}, timeCell(key.expiresAt, "Never")),
             h("td", {}, statusBadge(key.status)),
             h(
               "td",
@@ -417,6 +413,7 @@ function keysTable(ctx: PageContext, keys: KeyView[], reload: () => void): HTMLE
                     {
                       type: "button",
                       class: "button small danger-quiet",
+                      "data-writes": "",
                       "aria-label": `Revoke key ${key.name}`,
                       on: { click: () => openRevokeDialog(ctx, key, reload) },
                     },
@@ -441,7 +438,7 @@ export const keysPage: Page = {
     const create = () => openCreateDialog(ctx, refresh);
     const createButton = h(
       "button",
-      { type: "button", class: "button primary", on: { click: create } },
+      { type: "button", class: "button primary", "data-writes": "", on: { click: create } },
       icon("plus"),
       "Create key",
     );
@@ -474,7 +471,7 @@ export const keysPage: Page = {
                 "Create a key to call the proxy and the data API from your applications.",
                 h(
                   "button",
-                  { type: "button", class: "button primary", on: { click: create } },
+                  { type: "button", class: "button primary", "data-writes": "", on: { click: create } },
                   icon("plus"),
                   "Create your first key",
                 ),

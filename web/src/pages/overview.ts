@@ -11,7 +11,7 @@ import {
 import { formatCents } from "../../../lambda/core/money";
 import type { AlertRuleView, BreakdownDimension, BudgetView, Overview, PeriodSpend } from "../api";
 import { type Child, h } from "../dom";
-import { change, chartMoney, count, counted, money, relativeTime } from "../format";
+import { change, chartDay, chartMoney, count, counted, money, timeCell } from "../format";
 import { vendorLabel } from "../labels";
 import { scopeLabel, spendBar, WINDOWS } from "./budgets";
 import { emptyState, loadInto, type Page, type PageContext, pageHead } from "./page";
@@ -23,8 +23,6 @@ const TOP_SPENDERS = 5;
 const TOP_BUDGETS = 5;
 
 Chart.register(LineController, LineElement, PointElement, CategoryScale, LinearScale, Filler, Tooltip);
-
-const dayLabel = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric", timeZone: "UTC" });
 
 /** The chart of the page last drawn: destroyed before the next one is drawn. */
 let live: Chart | undefined;
@@ -108,7 +106,7 @@ function monthChart(overview: Overview): HTMLElement {
   live = new Chart(canvas, {
     type: "line",
     data: {
-      labels: days.map((d) => dayLabel.format(Date.parse(d))),
+      labels: days.map(chartDay),
       datasets: [
         {
           label: "Spent this month",
@@ -305,7 +303,7 @@ function alertLine(rule: AlertRuleView): HTMLElement {
     // Fired once per crossing; it re-arms when the balance is back above the amount.
     rule.armed || rule.firedAt === undefined
       ? h("span", { class: "muted" }, "Watching")
-      : h("span", { class: "alert-fired" }, `Fired ${relativeTime(rule.firedAt)}`),
+      : h("span", { class: "alert-fired" }, "Fired ", timeCell(rule.firedAt, "")),
   );
 }
 

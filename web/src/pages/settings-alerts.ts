@@ -1,13 +1,11 @@
 import { formatCents } from "../../../lambda/core/money";
 import type { AlertRuleView, DeliveryView, WebhookView } from "../api";
-import { h, replace } from "../dom";
+import { h, replace, writes } from "../dom";
 import { formError, onSubmit } from "../form";
 import { timeCell } from "../format";
 import { emptyState, errorMessage, loadInto, type PageContext } from "./page";
 
 /** Settings -> Alerts and Webhooks: the same rules and webhooks as `dmt alerts` and `dmt webhooks`. */
-
-const readOnlyOf = (ctx: PageContext) => String(ctx.project.role) === "viewer";
 
 function card(title: string, intro: string, ...children: (Node | null)[]): HTMLElement {
   return h(
@@ -41,8 +39,7 @@ export function alertsSection(ctx: PageContext): HTMLElement {
               "ul",
               { class: "alert-rules" },
               ...rules.map((rule) => {
-                const remove = h("button", { type: "button", class: "button small" }, "Delete");
-                remove.hidden = readOnlyOf(ctx);
+                const remove = writes(h("button", { type: "button", class: "button small" }, "Delete"));
                 remove.addEventListener("click", async () => {
                   remove.disabled = true;
                   try {
@@ -75,7 +72,7 @@ export function alertsSection(ctx: PageContext): HTMLElement {
   const submit = h("button", { type: "submit", class: "button primary" }, "Save alerts");
   const form = h(
     "form",
-    { class: "form padded", novalidate: true },
+    { class: "form padded", novalidate: true, "data-writes": "" },
     error,
     h("label", { for: "alert-low-balance", class: "field-label" }, "Low balance below (USD)"),
     lowBalance,
@@ -101,7 +98,7 @@ export function alertsSection(ctx: PageContext): HTMLElement {
     "Alerts",
     "Events sent once per crossing: balance.low when the credits fall below an amount; budget.threshold and budget.exceeded (100%) when a budget's window reaches a share of its limit.",
     list,
-    readOnlyOf(ctx) ? null : form,
+    form,
   );
 }
 
@@ -135,8 +132,8 @@ function deliveryLog(ctx: PageContext, webhook: WebhookView): HTMLElement {
               "tbody",
               {},
               ...deliveries.map((d) => {
-                const resend = h("button", { type: "button", class: "button small" }, "Resend");
-                resend.hidden = d.status === "delivered" || readOnlyOf(ctx);
+                const resend = writes(h("button", { type: "button", class: "button small" }, "Resend"));
+                resend.hidden = d.status === "delivered";
                 resend.addEventListener("click", async () => {
                   resend.disabled = true;
                   try {
@@ -180,9 +177,8 @@ function deliveryLog(ctx: PageContext, webhook: WebhookView): HTMLElement {
 function webhookItem(ctx: PageContext, webhook: WebhookView, reload: () => void): HTMLElement {
   const log = h("div", {});
   const show = h("button", { type: "button", class: "button small" }, "Deliveries");
-  const test = h("button", { type: "button", class: "button small" }, "Send test");
-  const remove = h("button", { type: "button", class: "button small danger" }, "Delete");
-  test.hidden = remove.hidden = readOnlyOf(ctx);
+  const test = writes(h("button", { type: "button", class: "button small" }, "Send test"));
+  const remove = writes(h("button", { type: "button", class: "button small danger" }, "Delete"));
   show.addEventListener("click", () => replace(log, deliveryLog(ctx, webhook)));
   test.addEventListener("click", async () => {
     test.disabled = true;
@@ -251,7 +247,7 @@ export function webhooksSection(ctx: PageContext): HTMLElement {
   const submit = h("button", { type: "submit", class: "button primary" }, "Add webhook");
   const form = h(
     "form",
-    { class: "form padded", novalidate: true },
+    { class: "form padded", novalidate: true, "data-writes": "" },
     error,
     h("label", { for: "webhook-url", class: "field-label" }, "URL"),
     url,
@@ -293,6 +289,6 @@ export function webhooksSection(ctx: PageContext): HTMLElement {
     "Each event is POSTed signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature), retried for over an hour; receivers deduplicate by webhook-id.",
     secretBox,
     list,
-    readOnlyOf(ctx) ? null : form,
+    form,
   );
 }

@@ -283,7 +283,7 @@ export function deletionSection(ctx: PageContext): HTMLElement {
   const request = () => openRequestDialog(ctx, added);
   const requestButton = h(
     "button",
-    { type: "button", class: "button primary", on: { click: request } },
+    { type: "button", class: "button primary", "data-writes": "", on: { click: request } },
     icon("trash"),
     "Request a deletion",
   );

@@ -136,6 +136,7 @@ function vendorKeysTable(ctx: PageContext, keys: VendorKeyView[], reload: () => 
                 {
                   type: "button",
                   class: "button small",
+                  "data-writes": "",
                   "aria-label": `${stored ? "Replace" : "Set"} the ${label} key`,
                   on: { click: () => openVendorKeyDialog(ctx, vendor, label, reload) },
                 },
@@ -147,6 +148,7 @@ function vendorKeysTable(ctx: PageContext, keys: VendorKeyView[], reload: () => 
                     {
                       type: "button",
                       class: "button small danger-quiet",
+                      "data-writes": "",
                       "aria-label": `Delete the ${label} key`,
                       on: { click: () => openDeleteDialog(ctx, vendor, label, reload) },
                     },
@@ -200,7 +202,7 @@ function destinationForm(ctx: PageContext, current: string | null, reload: () =>
   );
   const form = h(
     "form",
-    { class: "form padded", novalidate: true },
+    { class: "form padded", novalidate: true, "data-writes": "" },
     error,
     h("label", { for: "export-destination", class: "field-label" }, "Bucket URL"),
     input,
@@ -274,12 +276,10 @@ function privacySection(ctx: PageContext): HTMLElement {
 }
 
 function privacyForm(ctx: PageContext, current: PrivacyView, reload: () => void): HTMLElement {
-  // The role list the web knows predates viewers: compare as text.
-  const readOnly = String(ctx.project.role) === "viewer";
   const keeps = h("p", { class: "hint", id: "privacy-store-hint", "data-testid": "privacy-store-hint" });
   const store = h(
     "select",
-    { id: "privacy-store", disabled: readOnly, "aria-describedby": "privacy-store-hint" },
+    { id: "privacy-store", "aria-describedby": "privacy-store-hint" },
     ...STORE_LEVELS.map(([level, label]) =>
       h("option", { value: level, selected: level === current.store }, label),
     ),
@@ -297,16 +297,15 @@ function privacyForm(ctx: PageContext, current: PrivacyView, reload: () => void)
       // No min/max: the browser's own bubble would stop the submit; the API's message says what is wrong.
       value: value === null ? "" : String(value),
       placeholder: "Kept until deleted",
-      disabled: readOnly,
       "aria-describedby": `${id}-hint`,
     });
   const retention = days("privacy-retention", current.retentionDays);
   const bodyRetention = days("privacy-body-retention", current.bodyRetentionDays);
   const error = formError();
-  const save = h("button", { type: "submit", class: "button primary", disabled: readOnly }, "Save privacy");
+  const save = h("button", { type: "submit", class: "button primary" }, "Save privacy");
   const form = h(
     "form",
-    { class: "form padded", novalidate: true },
+    { class: "form padded", novalidate: true, "data-writes": "" },
     error,
     h("label", { for: "privacy-store", class: "field-label" }, "What records keep"),
     store,
@@ -325,7 +324,6 @@ function privacyForm(ctx: PageContext, current: PrivacyView, reload: () => void)
       { class: "hint", id: "privacy-body-retention-hint" },
       "Bodies older than this are blanked; no longer than the record retention. Empty: kept with the record.",
     ),
-    readOnly ? h("p", { class: "hint" }, "Viewers can see these settings; an admin can change them.") : null,
     h("div", { class: "dialog-actions" }, save),
   );
   // Empty is null (kept until deleted); anything else goes as typed, and the API says what is wrong.
@@ -381,7 +379,7 @@ function exportSection(ctx: PageContext): HTMLElement {
     h("div", { class: "filter" }, h("label", { for: id }, label), control);
   const form = h(
     "form",
-    { class: "form padded", novalidate: true },
+    { class: "form padded", novalidate: true, "data-writes": "" },
     error,
     h(
       "div",
@@ -454,7 +452,7 @@ function projectSection(ctx: PageContext): HTMLElement {
   const save = h("button", { type: "submit", class: "button primary" }, "Change tier");
   const form = h(
     "form",
-    { class: "form padded" },
+    { class: "form padded", "data-writes": "" },
     error,
     h("label", { for: "project-tier", class: "field-label" }, "Tier"),
     tier,

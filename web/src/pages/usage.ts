@@ -2,7 +2,7 @@ import { BarController, BarElement, CategoryScale, Chart, LinearScale, Tooltip }
 import { formatCents } from "../../../lambda/core/money";
 import type { BreakdownDimension, BreakdownLine, BreakdownReport, UsageReport, UsageSeries } from "../api";
 import { h, replace } from "../dom";
-import { chartMoney, count, counted, money, shortCount } from "../format";
+import { chartDay, chartMoney, count, counted, money, shortCount } from "../format";
 import { vendorLabel } from "../labels";
 import {
   emptyState,
@@ -29,7 +29,6 @@ const DAY_MS = 86_400_000;
 
 type Metric = "requests" | "tokens" | "cost";
 
-const dayLabel = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric", timeZone: "UTC" });
 const isoDay = (ms: number) => new Date(ms).toISOString().slice(0, 10);
 const sum = (values: number[]) => values.reduce((a, b) => a + b, 0);
 
@@ -110,7 +109,7 @@ function chartCard(report: UsageReport, metric: Metric, title: string, live: Cha
   const chart = new Chart(canvas, {
     type: "bar",
     data: {
-      labels: report.days.map((d) => dayLabel.format(Date.parse(d))),
+      labels: report.days.map(chartDay),
       datasets: lines.map((line, i) => ({
         label: line.label,
         data: line.values,
