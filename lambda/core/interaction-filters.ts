@@ -23,3 +23,18 @@ export type ListFilter = (typeof LIST_FILTERS)[number];
 /** The outcome classes the status filter takes besides one exact status code. */
 export const STATUS_CLASSES = ["success", "error"] as const;
 export type StatusClass = (typeof STATUS_CLASSES)[number];
+
+/** The refusals dmt makes itself, before any vendor is called, by kind. */
+export const REFUSAL_KIND_NAMES = ["credits", "budget", "rate", "policy"] as const;
+export type RefusalKind = (typeof REFUSAL_KIND_NAMES)[number];
+
+/**
+ * What each refusal kind of the status filter selects: the status and the error codes dmt answers that
+ * refusal with. 402 alone would mix running out of credits with a budget's limit.
+ */
+export const REFUSAL_KINDS: Record<RefusalKind, { status: number; codes: readonly string[] }> = {
+  credits: { status: 402, codes: ["insufficient_credits"] },
+  budget: { status: 402, codes: ["budget_exceeded"] },
+  rate: { status: 429, codes: ["rate_limit_exceeded"] },
+  policy: { status: 403, codes: ["insufficient_permissions", "model_not_allowed"] },
+};

@@ -10,11 +10,19 @@
 import { createHash } from "node:crypto";
 import { BILLING_MODES, type BillingMode } from "./billing-mode";
 import { errors } from "./errors";
-import { INDEX_RETENTION_DAYS, LIST_FILTERS, STATUS_CLASSES, type StatusClass } from "./interaction-filters";
+import {
+  INDEX_RETENTION_DAYS,
+  LIST_FILTERS,
+  REFUSAL_KIND_NAMES,
+  REFUSAL_KINDS,
+  type RefusalKind,
+  STATUS_CLASSES,
+  type StatusClass,
+} from "./interaction-filters";
 import type { InteractionRecord } from "./record";
 import { VENDOR_NAMES, type VendorName } from "./vendor-names";
 
-export { INDEX_RETENTION_DAYS, type StatusClass };
+export { INDEX_RETENTION_DAYS, type RefusalKind, type StatusClass };
 export const DEFAULT_PAGE_SIZE = 50;
 export const MAX_PAGE_SIZE = 100;
 
@@ -50,14 +58,31 @@ export function statusClass(record: Pick<InteractionRecord, "status_code" | "err
   return record.status_code >= 400 || record.error_type !== null ? "error" : "success";
 }
 
+/** Whether a call passes the status filter: its class, its kind of refusal, or its exact status. */
+export function matchesStatus(
+  record: Pick<InteractionRecord, "status_code" | "error_type" | "error_code">,
+  status: NonNullable<InteractionFilters["status"]>,
+): boolean {
+  if (typeof status === "number") return record.status_code === status;
+  if (status === "success" || status === "error") return statusClass(record) === status;
+  const refusal = REFUSAL_KINDS[status];
+  return record.status_code === refusal.status && refusal.codes.includes(record.error_code ?? "");
+}
+
+/** Whether the status filter selects failed calls only (the index lists those apart). */
+export function selectsFailures(status: InteractionFilters["status"]): boolean {
+  if (status === undefined || status === "success") return false;
+  return typeof status === "number" ? status >= 400 : true;
+}
+
 export interface InteractionFilters {
   vendor?: VendorName;
   /** Part of the model's name, in any case: `mini` finds `gpt-4o-mini`. */
   model?: string;
   keyId?: string;
   userId?: string;
-  /** A class of outcome, or one exact status code. */
-  status?: StatusClass | number;
+  /** A class of outcome, a kind of refusal dmt made, or one exact status code. */
+  status?: StatusClass | RefusalKind | number;
   billingMode?: BillingMode;
 }
 
@@ -196,9 +221,16 @@ export function parseListQuery(
   if (single.status !== undefined) {
     const status = single.status;
     const outcome = STATUS_CLASSES.find((name) => name === status);
+    const refusal = REFUSAL_KIND_NAMES.find((name) => name === status);
     if (outcome !== undefined) filters.status = outcome;
+    else if (refusal !== undefined) filters.status = refusal;
     else if (STATUS_CODE.test(status)) filters.status = Number(status);
-    else throw errors.invalidField("status", "must be success, error or a status code from 100 to 599.");
+    else {
+      throw errors.invalidField(
+        "status",
+        `must be success, error or a status code from 100 to 599, or a refusal: ${REFUSAL_KIND_NAMES.join(", ")}.`,
+      );
+    }
   }
 
   let limit = DEFAULT_PAGE_SIZE;

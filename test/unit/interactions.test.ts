@@ -17,9 +17,11 @@ import {
   entryPosition,
   INDEX_RETENTION_DAYS,
   type InteractionListQuery,
+  matchesStatus,
   parseListQuery,
   parseTransactionId,
   positionRange,
+  selectsFailures,
   statusClass,
   writeCursor,
 } from "../../lambda/core/interactions";
@@ -123,6 +125,42 @@ describe("the list query", () => {
     });
     expect(list({ status: "error" }).filters.status).toBe("error");
     expect(list({ status: "success" }).filters.status).toBe("success");
+    for (const kind of ["credits", "budget", "rate", "policy"]) {
+      expect(list({ status: kind }).filters.status).toBe(kind);
+    }
+  });
+
+  it("tells the refusals apart by kind: 402 out of credits is not 402 over a budget", () => {
+    const call = (status_code: number, error_code: string | null) => ({
+      status_code,
+      error_type: error_code === null ? null : "billing_error",
+      error_code,
+    });
+    const credits = call(402, "insufficient_credits");
+    const budget = call(402, "budget_exceeded");
+    const rate = call(429, "rate_limit_exceeded");
+    const endpoint = call(403, "insufficient_permissions");
+    const model = call(403, "model_not_allowed");
+    const vendor429 = call(429, "rate_limit_error_from_vendor");
+    const ok = call(200, null);
+    const kinds = ["credits", "budget", "rate", "policy"] as const;
+    const kindsOf = (record: ReturnType<typeof call>) => kinds.filter((k) => matchesStatus(record, k));
+    expect(kindsOf(credits)).toEqual(["credits"]);
+    expect(kindsOf(budget)).toEqual(["budget"]);
+    expect(kindsOf(rate)).toEqual(["rate"]);
+    expect(kindsOf(endpoint)).toEqual(["policy"]);
+    expect(kindsOf(model)).toEqual(["policy"]);
+    expect(kindsOf(vendor429)).toEqual([]);
+    expect(kindsOf(ok)).toEqual([]);
+    // The classes and exact codes still select as before.
+    expect(matchesStatus(budget, 402)).toBe(true);
+    expect(matchesStatus(budget, "error")).toBe(true);
+    expect(matchesStatus(ok, "success")).toBe(true);
+    expect(matchesStatus(ok, "error")).toBe(false);
+    for (const kind of kinds) expect(selectsFailures(kind)).toBe(true);
+    expect(selectsFailures("success")).toBe(false);
+    expect(selectsFailures(200)).toBe(false);
+    expect(selectsFailures(undefined)).toBe(false);
   });
 
   it("cuts a range to the retention window, and keeps a range before it empty", () => {

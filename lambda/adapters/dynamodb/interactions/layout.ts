@@ -5,6 +5,7 @@ import {
   INDEX_RETENTION_DAYS,
   type InteractionFilters,
   type InteractionSummary,
+  selectsFailures,
   statusClass,
   summaryOf,
 } from "../../../core/interactions";
@@ -85,8 +86,7 @@ export function listsOf(entry: InteractionSummary): string[] {
 export function listFor(filters: InteractionFilters): string | undefined {
   if (filters.userId !== undefined) return userPrefix(filters.userId);
   // A stream that broke after its 200 is in the error class: only an error code is surely a failure.
-  if (filters.status === "error" || (typeof filters.status === "number" && filters.status >= 400))
-    return ERRORS;
+  if (selectsFailures(filters.status)) return ERRORS;
   return billingPrefix(filters.billingMode);
 }
 

@@ -3,7 +3,7 @@ import type {
   InteractionListQuery,
   InteractionSummary,
 } from "../../../core/interactions";
-import { modelSearchOf, statusClass } from "../../../core/interactions";
+import { matchesStatus, modelSearchOf } from "../../../core/interactions";
 import type { InteractionRecord } from "../../../core/record";
 import {
   bucketOf,
@@ -129,8 +129,7 @@ function matches(entry: InteractionSummary, filters: InteractionFilters): boolea
   if (filters.userId !== undefined && entry.user_id !== filters.userId) return false;
   if (filters.keyId !== undefined && entry.key_id !== filters.keyId) return false;
   if (filters.billingMode !== undefined && entry.billing_mode !== filters.billingMode) return false;
-  if (typeof filters.status === "number" && entry.status_code !== filters.status) return false;
-  if (typeof filters.status === "string" && statusClass(entry) !== filters.status) return false;
+  if (filters.status !== undefined && !matchesStatus(entry, filters.status)) return false;
   if (filters.model !== undefined) {
     if (entry.model === null || !modelSearchOf(entry.model).includes(filters.model)) return false;
   }
