@@ -117,6 +117,18 @@ describe.sequential("alerts and webhooks in a browser", () => {
       await page.getByRole("button", { name: "Save alerts" }).click();
       await expect.poll(() => page.locator(".toasts").textContent(), SLOW).toContain("Alerts saved");
       await expect.poll(() => page.locator(".alert-rules").textContent(), SLOW).toContain("50%, 80%, 100%");
+      // Opened again, the form shows the rules as saved, not placeholders.
+      await openSettings();
+      await expect.poll(() => page.locator("#alert-thresholds").inputValue(), SLOW).toBe("50,80,100");
+      if (process.env.DMT_SHOTS) {
+        await page.locator("#alert-thresholds").scrollIntoViewIfNeeded();
+        await page.screenshot({ path: `${process.env.DMT_SHOTS}/alerts-form-desktop.png` });
+      }
+      // Saving what is saved already sends nothing, and says what to change.
+      await page.getByRole("button", { name: "Save alerts" }).click();
+      await expect
+        .poll(() => page.locator("form:has(#alert-thresholds) .form-error").textContent(), SLOW)
+        .toContain("Change the amount or the thresholds");
     },
     STEP_MS,
   );
@@ -129,6 +141,9 @@ describe.sequential("alerts and webhooks in a browser", () => {
       await page.getByRole("button", { name: "Deliveries" }).click();
       await page.locator("table.deliveries tbody tr").first().waitFor({ state: "visible" });
       expect(await tooWide(page)).toEqual([]);
+      if (process.env.DMT_SHOTS) {
+        await page.screenshot({ path: `${process.env.DMT_SHOTS}/settings-alerts-390.png`, fullPage: true });
+      }
       await page.getByRole("button", { name: "Add webhook" }).scrollIntoViewIfNeeded();
       expect(await page.getByRole("button", { name: "Add webhook" }).isVisible()).toBe(true);
       expect(problems).toEqual([]);

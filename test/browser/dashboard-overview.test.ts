@@ -154,7 +154,7 @@ describe.sequential("overview and statement in a browser", () => {
       expect(await grant.textContent()).toContain("invoice · INV-1");
       expect(await grant.locator(".credit").textContent()).toBe("+$10.00");
       const charges = page.locator('tr[data-kind="charges"]');
-      expect(await charges.textContent()).toContain("3 calls on 1 lease");
+      expect(await charges.textContent()).toContain("3 calls in 1 batch");
       // To the cent, with the exact amount on hover.
       const amount = charges.locator("td.num .money").first();
       expect(await amount.textContent()).toMatch(/^-(\$0\.\d\d|<\$0\.01)$/);
@@ -166,7 +166,13 @@ describe.sequential("overview and statement in a browser", () => {
       expect(await page.locator("table.statement").textContent()).not.toMatch(/Reserved|Hold|Release/);
 
       await page.selectOption("#statement-grouping", "lease");
-      await expect.poll(() => charges.textContent()).toContain("Calls on one lease");
+      await expect.poll(() => charges.textContent()).toContain("Calls settled together");
+      // "Lease" is our word, not the customer's; and the page says why its count differs.
+      expect((await page.locator("main").textContent())?.toLowerCase()).not.toContain("lease");
+      expect(await page.getByTestId("statement-counts").textContent()).toContain("Calls dmt refused");
+      if (process.env.DMT_SHOTS) {
+        await page.screenshot({ path: `${process.env.DMT_SHOTS}/credits-desktop.png`, fullPage: true });
+      }
     },
     STEP_MS,
   );

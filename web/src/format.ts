@@ -55,9 +55,9 @@ export function count(value: number): string {
   return integer.format(value);
 }
 
-/** A count of something: `1 call`, `1,234 calls`. */
-export function counted(value: number, noun: string): string {
-  return `${count(value)} ${noun}${value === 1 ? "" : "s"}`;
+/** A count of something: `1 call`, `1,234 calls`, `2 batches` (with its plural). */
+export function counted(value: number, noun: string, plural = `${noun}s`): string {
+  return `${count(value)} ${value === 1 ? noun : plural}`;
 }
 
 /** A large count in short: `12.3K`, `4.5M`. */

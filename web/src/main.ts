@@ -151,7 +151,7 @@ function shell(auth: Auth, api: Api, me: Me, email: string): void {
     render();
   });
   /** Who is signed in, and signing out: in the top bar, or on a phone at the end of the menu. */
-  const userBlock = (where: string) => {
+  const userBlock = () => {
     const signOut = h("button", { type: "button", class: "button quiet" }, icon("out"), "Sign out");
     signOut.addEventListener("click", () => {
       signOut.disabled = true;
@@ -159,13 +159,16 @@ function shell(auth: Auth, api: Api, me: Me, email: string): void {
     });
     return h(
       "div",
-      { class: `user ${where}` },
+      { class: "user" },
       me.user.operator ? h("span", { class: "badge operator" }, "Operator") : null,
       h("span", { class: "user-email" }, email),
       signOut,
     );
   };
 
+  const user = userBlock();
+  const topbar = h("header", { class: "topbar" });
+  const phoneUser = h("div", { class: "menu-user" });
   // On a phone the project, the pages and the user fold into a menu, so the page starts at the top.
   const sidebar = h("aside", { class: "sidebar" });
   const menuButton = h(
@@ -235,18 +238,7 @@ function shell(auth: Auth, api: Api, me: Me, email: string): void {
   replace(
     root,
     h("a", { href: "#main", class: "skip-link" }, "Skip to content"),
-    h(
-      "div",
-      { class: "layout" },
-      sidebar,
-      h(
-        "div",
-        { class: "main-column" },
-        h("header", { class: "topbar" }, userBlock("in-topbar")),
-        viewerNote,
-        main,
-      ),
-    ),
+    h("div", { class: "layout" }, sidebar, h("div", { class: "main-column" }, topbar, viewerNote, main)),
     toasts,
   );
   sidebar.append(
@@ -257,9 +249,14 @@ function shell(auth: Auth, api: Api, me: Me, email: string): void {
       h("label", { for: "project", class: "sidebar-label" }, "Project"),
       projectSelect,
       nav,
-      userBlock("in-menu"),
+      phoneUser,
     ),
   );
+  // One user block, moved where the layout shows it (the media query of styles.css).
+  const phone = window.matchMedia("(max-width: 800px)");
+  const placeUser = () => (phone.matches ? phoneUser : topbar).append(user);
+  phone.addEventListener("change", placeUser);
+  placeUser();
   labelTableCells(main);
   lockWrites(main, isViewer, VIEWER_NOTE_ID);
   window.addEventListener("popstate", render);

@@ -27,7 +27,7 @@ function balanceCard(balance: CreditBalance): HTMLElement {
             "span",
             {},
             money(inFlight),
-            ` in flight on ${counted(balance.openHolds, "open lease")} (`,
+            ` in flight for calls not yet settled (${counted(balance.openHolds, "open batch", "open batches")}, `,
             money(balance.chargedInFlightMicros),
             " charged so far, settled within seconds)",
           ),
@@ -61,9 +61,13 @@ function describe(line: StatementLine, grouping: Statement["grouping"]): Child[]
     (line.uncollectedMicros ?? 0) > 0
       ? [" · ", money(line.uncollectedMicros ?? 0), " above the holds, not charged"]
       : [];
+  // A lease is our word: customers see calls settled together, in a batch.
   return grouping === "lease"
-    ? ["Calls on one lease", h("small", {}, `${calls} · lease ${line.ref ?? ""}`, ...uncollected)]
-    : ["Calls", h("small", {}, `${calls} on ${counted(line.leases ?? 0, "lease")}`, ...uncollected)];
+    ? ["Calls settled together", h("small", {}, `${calls} · batch ${line.ref ?? ""}`, ...uncollected)]
+    : [
+        "Calls",
+        h("small", {}, `${calls} in ${counted(line.leases ?? 0, "batch", "batches")}`, ...uncollected),
+      ];
 }
 
 function statementTable(statement: Statement): HTMLElement {
@@ -131,6 +135,12 @@ function statementBody(statement: Statement): Child[] {
           "Grants, and the charges of calls billed to credits, appear here.",
         )
       : statementTable(statement),
+    // Why its count of calls may be below the Overview's and Usage's: those count refusals too.
+    h(
+      "p",
+      { class: "hint", "data-testid": "statement-counts" },
+      "Counts only the calls charged to credits. Calls dmt refused (out of credits, over a budget, rate limits, key policies), failed calls that cost nothing and calls on your own vendor keys are not on the statement; Usage and Interactions count them.",
+    ),
     openLeases > 0
       ? h(
           "p",
@@ -139,7 +149,7 @@ function statementBody(statement: Statement): Child[] {
           money(chargedMicros),
           " charged and ",
           money(heldMicros),
-          ` reserved on ${counted(openLeases, "open lease")}. Available now: `,
+          ` reserved for calls not yet settled (${counted(openLeases, "open batch", "open batches")}). Available now: `,
           money(statement.availableMicros),
           ".",
         )
@@ -222,7 +232,7 @@ export const creditsPage: Page = {
       "select",
       { id: "statement-grouping", "aria-label": "Charges" },
       h("option", { value: "day" }, "Charges per day"),
-      h("option", { value: "lease" }, "Charges per lease"),
+      h("option", { value: "lease" }, "Charges per batch"),
     );
     replace(
       main,

@@ -1,6 +1,8 @@
 import {
   INDEX_RETENTION_DAYS,
   LIST_FILTERS,
+  REFUSAL_KIND_NAMES,
+  type RefusalKind,
   STATUS_CLASSES,
   type StatusClass,
 } from "../../../lambda/core/interaction-filters";
@@ -25,12 +27,18 @@ import {
 const AUTO_CONTINUE = 4;
 
 const OUTCOME_LABELS: Record<StatusClass, string> = { success: "Succeeded", error: "Failed" };
+/** One filter per kind of refusal dmt makes, each with the status it is answered with. */
+const REFUSAL_LABELS: Record<RefusalKind, string> = {
+  credits: "402 · Refused: out of credits",
+  budget: "402 · Refused: over a budget",
+  rate: "429 · Refused: rate limit",
+  policy: "403 · Refused: key's endpoints or models",
+};
 
 const STATUSES: [value: string, label: string][] = [
   ["", "Any status"],
   ...STATUS_CLASSES.map((outcome): [string, string] => [outcome, OUTCOME_LABELS[outcome]]),
-  ["429", "429 · Rate limited"],
-  ["402", "402 · Out of credits"],
+  ...REFUSAL_KIND_NAMES.map((kind): [string, string] => [kind, REFUSAL_LABELS[kind]]),
 ];
 
 function filtersFromUrl(): InteractionFilters {

@@ -1,7 +1,7 @@
-import { formatCents } from "../../../lambda/core/money";
+import { decimalUsd, formatCents } from "../../../lambda/core/money";
 import type { AlertRuleView, DeliveryView, WebhookView } from "../api";
 import { h, replace, writes } from "../dom";
-import { formError, onSubmit } from "../form";
+import { FieldError, formError, onSubmit } from "../form";
 import { timeCell } from "../format";
 import { emptyState, errorMessage, loadInto, type PageContext } from "./page";
 
@@ -27,11 +27,28 @@ function ruleText(rule: AlertRuleView): string {
 export function alertsSection(ctx: PageContext): HTMLElement {
   const projectId = ctx.project.projectId;
   const list = h("div", { class: "padded" });
+  /** The rules as saved: the form shows them, and sends only what was changed. */
+  const current = { lowBalanceUsd: "", budgetThresholds: "" };
+  const showCurrent = (rules: AlertRuleView[]) => {
+    const saved = { lowBalanceUsd: "", budgetThresholds: "" };
+    for (const rule of rules) {
+      if (rule.kind === "low_balance") saved.lowBalanceUsd = decimalUsd(rule.thresholdMicros);
+      else saved.budgetThresholds = rule.thresholds.join(",");
+    }
+    // A field the user is editing keeps what they typed.
+    if (lowBalance.value.trim() === current.lowBalanceUsd) lowBalance.value = saved.lowBalanceUsd;
+    if (thresholds.value.trim() === current.budgetThresholds) thresholds.value = saved.budgetThresholds;
+    Object.assign(current, saved);
+  };
   const load = () =>
     loadInto(
       list,
       { loading: "Loading alert rules…", failed: "The alert rules", rows: 2 },
-      () => ctx.api.alertRules(projectId),
+      async () => {
+        const rules = await ctx.api.alertRules(projectId);
+        showCurrent(rules);
+        return rules;
+      },
       (rules, reload) =>
         rules.length === 0
           ? h("p", { class: "hint padded" }, "No alert rules yet.")
@@ -83,10 +100,20 @@ export function alertsSection(ctx: PageContext): HTMLElement {
   onSubmit(form, {
     error,
     button: submit,
-    read: () => ({
-      ...(lowBalance.value.trim() !== "" && { lowBalanceUsd: lowBalance.value.trim() }),
-      ...(thresholds.value.trim() !== "" && { budgetThresholds: thresholds.value.trim() }),
-    }),
+    read: () => {
+      const changed = (input: HTMLInputElement, saved: string) =>
+        input.value.trim() !== "" && input.value.trim() !== saved;
+      const input = {
+        ...(changed(lowBalance, current.lowBalanceUsd) && { lowBalanceUsd: lowBalance.value.trim() }),
+        ...(changed(thresholds, current.budgetThresholds) && {
+          budgetThresholds: thresholds.value.trim(),
+        }),
+      };
+      if (Object.keys(input).length === 0) {
+        throw new FieldError(lowBalance, "Change the amount or the thresholds to save a rule.");
+      }
+      return input;
+    },
     send: async (input) => {
       await ctx.api.setAlertRules(projectId, input);
       ctx.toast("Alerts saved.", "success");

@@ -277,9 +277,29 @@ function lineName(line: BreakdownLine, by: BreakdownDimension, keyNames: Map<str
       );
 }
 
-function dimensionTable(report: BreakdownReport, keyNames: Map<string, string>): HTMLElement {
+/**
+ * By end user, the calls that named none: all calls (the key breakdown's totals) less the users'.
+ * Without it the table would sum to less than the project.
+ */
+function withoutUser(report: BreakdownReport, all: BreakdownReport["totals"]): BreakdownReport["totals"] {
+  return {
+    requests: all.requests - report.totals.requests,
+    errors: all.errors - report.totals.errors,
+    input_tokens: all.input_tokens - report.totals.input_tokens,
+    output_tokens: all.output_tokens - report.totals.output_tokens,
+    cost_micros: all.cost_micros - report.totals.cost_micros,
+    charged_micros: all.charged_micros - report.totals.charged_micros,
+  };
+}
+
+function dimensionTable(
+  report: BreakdownReport,
+  keyNames: Map<string, string>,
+  allCalls?: BreakdownReport["totals"],
+): HTMLElement {
+  const anonymous = report.by === "user" && allCalls ? withoutUser(report, allCalls) : undefined;
   const label = report.by === "key" ? "API key" : "End user";
-  if (report.lines.length === 0) {
+  if (report.lines.length === 0 && (anonymous?.requests ?? 0) === 0) {
     return emptyState(
       "chart",
       report.by === "key" ? "No calls in this range" : "No call in this range named a user",
@@ -296,6 +316,16 @@ function dimensionTable(report: BreakdownReport, keyNames: Map<string, string>):
       ...figures(line, line.charged_micros),
     ),
   );
+  if (anonymous && anonymous.requests > 0) {
+    rows.push(
+      h(
+        "tr",
+        { "data-id": "none" },
+        h("td", { class: "muted", title: "Calls that named no end user" }, "No end user"),
+        ...figures(anonymous, anonymous.charged_micros),
+      ),
+    );
+  }
   if (report.other) {
     rows.push(
       h(
@@ -353,16 +383,25 @@ function breakdownCard(ctx: PageContext, report: UsageReport): HTMLElement {
       return;
     }
     replace(holder, loadingState("Loading the breakdown…", 3));
-    let pending = loaded.get(view);
-    if (!pending) {
-      pending = ctx.api.breakdown(ctx.project.projectId, view, report.from, report.to);
-      loaded.set(view, pending);
-    }
+    const read = (dimension: BreakdownDimension) => {
+      let pending = loaded.get(dimension);
+      if (!pending) {
+        pending = ctx.api.breakdown(ctx.project.projectId, dimension, report.from, report.to);
+        loaded.set(dimension, pending);
+      }
+      return pending;
+    };
     try {
-      const [lines, names] = await Promise.all([pending, keyNames]);
-      if (shown === view) replace(holder, dimensionTable(lines, names));
+      // By user, the key breakdown's totals (every call) give the calls that named no user.
+      const [lines, names, all] = await Promise.all([
+        read(view),
+        keyNames,
+        view === "user" ? read("key") : undefined,
+      ]);
+      if (shown === view) replace(holder, dimensionTable(lines, names, all?.totals));
     } catch (err) {
       loaded.delete(view);
+      loaded.delete("key");
       if (shown === view)
         replace(
           holder,
