@@ -59,7 +59,7 @@ export interface AwsTarget {
 }
 
 /** The AWS SDK's words for a missing region or missing credentials, turned into what to set. */
-function setupProblem(err: Error, stackName: string): Error {
+export function setupProblem(err: Error, stackName: string): Error {
   // Missing, or set but empty or malformed (`export AWS_REGION=`).
   if (err.message === "Region is missing" || err.message.startsWith("Region not accepted")) {
     return new Error(

@@ -1,12 +1,12 @@
 import { parseKey } from "../../lambda/core/keys";
 import { type DoctorReport, printReport, runDoctor } from "../doctor/checks";
 import { type Command, command } from "./command";
-import { readValues, required, text, UsageError, type Values, wholeNumber } from "./options";
+import { readValues, text, UsageError, type Values, wholeNumber } from "./options";
 
 const OPTIONS = {
-  url: required(
+  url: text(
     "<base url>",
-    "the deployment's address: the stack's ApiUrl output, or http://127.0.0.1:8787",
+    "the deployment's address: the stack's ApiUrl output (read from the stack with --stack), or http://127.0.0.1:8787",
   ),
   key: text("<dmt key>", "a key of the deployment; better in DMT_KEY, out of the shell's history"),
   model: text(
@@ -37,15 +37,18 @@ const spec = {
   examples: [
     "dmt doctor --url https://abc123.execute-api.us-east-1.amazonaws.com/prod/   # the key in DMT_KEY",
     "dmt doctor --url http://127.0.0.1:8787 --json",
+    "dmt --stack Dmt doctor   # the stack's ApiUrl output; the key in DMT_KEY",
   ],
-  run: ({ values }: { values: Values<typeof OPTIONS> }): Promise<DoctorReport> =>
-    runDoctor({
-      url: urlOf(values.url),
-      key: keyOf(values.key),
+  run: async ({ values, stackName }: { values: Values<typeof OPTIONS>; stackName: string | undefined }) => {
+    const key = keyOf(values.key);
+    return runDoctor({
+      url: urlOf(values.url ?? (await apiUrlOf(stackName))),
+      key,
       model: values.model ?? "gemini-2.5-flash-lite",
       timeoutMs: (values.timeout || 30) * 1000,
       recordWaitMs: (values["record-wait"] ?? 120) * 1000,
-    }),
+    });
+  },
   print: printReport,
 };
 
@@ -56,6 +59,13 @@ function keyOf(given: string | undefined): string {
   const parsed = parseKey(key);
   if (!parsed) throw new UsageError("the key is not a dmt key (dmt_<16 characters>_<43 characters>)");
   return key;
+}
+
+/** Without --url, the stack's ApiUrl output (--stack or DMT_STACK). */
+async function apiUrlOf(stackName: string | undefined): Promise<string> {
+  if (stackName === undefined)
+    throw new UsageError("--url <base url> is required, or --stack <name> to use its ApiUrl");
+  return (await import("../doctor/stack-url")).stackApiUrl(stackName);
 }
 
 function urlOf(given: string): string {
@@ -80,8 +90,8 @@ const base = command(spec);
 export const doctorCommands: Command[] = [
   {
     ...base,
-    async execute(raw, _positionals, _context, json) {
-      const report = await spec.run({ values: readValues(OPTIONS, raw) });
+    async execute(raw, _positionals, { stackName }, json) {
+      const report: DoctorReport = await spec.run({ values: readValues(OPTIONS, raw), stackName });
       const out = json ? JSON.stringify(report, null, 2) : printReport(report);
       if (report.failed === 0) return out;
       process.stdout.write(`${out}\n`);

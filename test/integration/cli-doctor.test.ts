@@ -164,7 +164,59 @@ describe("dmt doctor", { timeout: STEP_MS }, () => {
     expectNoTrace(human);
   });
 
-  it("refuses bad input before any request: no key, a malformed key, a URL that is not http", async () => {
+  it("with --stack and no --url, checks the stack's ApiUrl output", async () => {
+    // CloudFormation's DescribeStacks, as the SDK reaches it through AWS_ENDPOINT_URL_CLOUDFORMATION.
+    const cloudFormation = createServer((req, res) => {
+      let body = "";
+      req.on("data", (chunk: Buffer) => {
+        body += chunk.toString();
+      });
+      req.on("end", () => {
+        const name = new URLSearchParams(body).get("StackName");
+        const outputs =
+          name === "Dmt"
+            ? `<Outputs><member><OutputKey>ApiUrl</OutputKey><OutputValue>${host.url}/</OutputValue></member></Outputs>`
+            : "";
+        res.writeHead(200, { "content-type": "text/xml" });
+        res.end(`<DescribeStacksResponse xmlns="http://cloudformation.amazonaws.com/doc/2010-05-15/">
+  <DescribeStacksResult><Stacks><member>
+    <StackId>arn:aws:cloudformation:eu-west-1:123456789012:stack/${name}/0f1e2d3c</StackId>
+    <StackName>${name}</StackName><CreationTime>2026-11-01T00:00:00Z</CreationTime>
+    <StackStatus>UPDATE_COMPLETE</StackStatus>${outputs}
+  </member></Stacks></DescribeStacksResult>
+  <ResponseMetadata><RequestId>test</RequestId></ResponseMetadata>
+</DescribeStacksResponse>`);
+      });
+    });
+    await new Promise<void>((resolve) => cloudFormation.listen(0, "127.0.0.1", resolve));
+    const aws = {
+      AWS_REGION: "eu-west-1",
+      AWS_ACCESS_KEY_ID: "AKIDEXAMPLE",
+      AWS_SECRET_ACCESS_KEY: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+      AWS_CONFIG_FILE: "/nonexistent-aws-config",
+      AWS_SHARED_CREDENTIALS_FILE: "/nonexistent-aws-credentials",
+      AWS_ENDPOINT_URL_CLOUDFORMATION: `http://127.0.0.1:${(cloudFormation.address() as AddressInfo).port}`,
+    };
+    try {
+      const run = (stack: string) =>
+        runDmt(["--stack", stack, "doctor", "--json"], "/nonexistent-doctor-data-dir", {
+          env: { ...aws, DMT_KEY: key },
+        });
+      const result = await run("Dmt");
+      expect(result.stderr).toBe("");
+      expect(result.code).toBe(0);
+      expect(reportOf(result)).toMatchObject({ url: `${host.url}/`, failed: 0 });
+      const bare = await run("Bare");
+      expect(bare.code).toBe(1);
+      expect(bare.stderr).toBe(
+        "dmt: Stack 'Bare' has no ApiUrl output: deploy the current version of the stack.\n",
+      );
+    } finally {
+      await new Promise<void>((resolve) => cloudFormation.close(() => resolve()));
+    }
+  });
+
+  it("refuses bad input before any request: no key, a malformed key, no URL, a URL that is not http", async () => {
     const noKey = await runDmt(["doctor", "--url", host.url], "/nonexistent-doctor-data-dir", {
       env: { DMT_KEY: "" },
     });
@@ -173,6 +225,11 @@ describe("dmt doctor", { timeout: STEP_MS }, () => {
     const malformed = await doctor(host.url, "sk-not-a-dmt-key-123");
     expect(malformed.code).toBe(2);
     expect(malformed.stderr).not.toContain("sk-not-a-dmt-key-123");
+    const noUrl = await runDmt(["doctor"], "/nonexistent-doctor-data-dir", {
+      env: { DMT_KEY: key, DMT_STACK: "" },
+    });
+    expect(noUrl.code).toBe(2);
+    expect(noUrl.stderr).toContain("--url <base url> is required, or --stack <name>");
     const ftp = await doctor("ftp://127.0.0.1/", key);
     expect(ftp.code).toBe(2);
     expect(ftp.stderr).toContain("--url must be an http:// or https:// address");
