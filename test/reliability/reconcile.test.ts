@@ -1,3 +1,4 @@
+import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoBudgets } from "../../lambda/adapters/dynamodb/budgets";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
@@ -5,11 +6,16 @@ import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../../lambda/adapters/dynamodb/vendor-keys";
 import { LocalMasterKey } from "../../lambda/adapters/fs/master-key";
 import { counterId, setBudget, windowSpan } from "../../lambda/core/budgets";
+import type { CloudEvent } from "../../lambda/core/cloudevent";
+import { formatUsd, parseUsd } from "../../lambda/core/credits";
 import { VENDOR_NAMES } from "../../lambda/core/vendor-model";
+import { lowBalanceRule } from "../../lambda/events/alerts";
+import { addWebhook } from "../../lambda/events/webhooks";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
 import { simulatorEnv, startTestHost, type TestHost, testVendorKey } from "../support/host";
 import { warehouseRows } from "../support/reliability";
 import { reconcile, runMixedWorkload } from "../support/reliability-workload";
+import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver";
 
 /**
  * The books balance: a mixed workload through the official SDKs, then a count. Small here (CI);
@@ -23,6 +29,7 @@ const dualVendorKey = "sk-dual-vendor-0123456789abcdef";
 
 let sim: Simulator;
 let stack: TestHost;
+let receiver: WebhookReceiver;
 
 beforeAll(async () => {
   sim = await startSimulator();
@@ -31,8 +38,10 @@ beforeAll(async () => {
     DMT_METERING: "on",
     DMT_WAREHOUSE_FLUSH_MS: "100",
   });
+  receiver = await startWebhookReceiver();
 });
 afterAll(async () => {
+  await receiver?.close();
   await stack?.stop();
   await sim?.close();
 });
@@ -67,6 +76,17 @@ describe("reconciliation", () => {
       { projectId: byok.projectId, usd: "1000", window: "total", includeByok: true },
       now,
     );
+    // A low-balance alert one micro-dollar under the grant: the first charge crosses it, and nothing
+    // a lease holds for calls not yet made may fire it before.
+    const threshold = formatUsd(MANAGED_GRANT - 1).slice(1);
+    await stack.events.rules.put(lowBalanceRule(managed.projectId, threshold, now));
+    stack.events.cachedRules.forget(managed.projectId);
+    const { secret } = await addWebhook(
+      stack.events.webhooks,
+      { projectId: managed.projectId, url: receiver.url, events: ["balance.low"] },
+      "public-or-loopback",
+      now,
+    );
     sim.inject({ vendor: "openai", fault: { kind: "status", status: 500 }, times: 2 });
     sim.inject({ vendor: "anthropic", fault: { kind: "status", status: 529 }, times: 1 });
 
@@ -77,6 +97,7 @@ describe("reconciliation", () => {
       concurrency: 8,
       idempotentEvery: 3,
       runId: String(process.pid),
+      includeCost: true,
     });
     await stack.drain();
 
@@ -111,6 +132,43 @@ describe("reconciliation", () => {
       spentMicros: costOf(byok.projectId, ["managed", "byok", "dual"]),
       heldMicros: 0,
     });
+    // Each streamed answer's cost in its last usage event is its record's cost: the charge, for a
+    // managed call; a replay repeats the cost its first answer carried.
+    const streamedRows = rows.filter((r) => r.streamed && r.status_code === 200 && (r.cost_micros ?? 0) > 0);
+    expect(run.streamCosts.length).toBeGreaterThan(0);
+    for (const { call, costUsd } of run.streamCosts) {
+      const key = call.mode === "byok" ? byok.projectId : managed.projectId;
+      const candidates = streamedRows.filter(
+        (r) =>
+          r.project_id === key &&
+          r.billing_mode === call.mode &&
+          (call.requestId ? r.request_id === call.requestId : r.request_id === null),
+      );
+      expect(
+        candidates.some((r) => r.cost_micros === parseUsd(costUsd)),
+        `call ${call.index} (${call.vendor}, ${call.mode}) said ${costUsd}`,
+      ).toBe(true);
+    }
+    const streamedManaged = run.streamCosts.filter((c) => c.call.mode === "managed" && !c.call.requestId);
+    const recordedManaged = streamedRows.filter(
+      (r) => r.project_id === managed.projectId && r.billing_mode === "managed" && r.request_id === null,
+    );
+    expect(streamedManaged.reduce((sum, c) => sum + parseUsd(c.costUsd), 0)).toBe(
+      recordedManaged.reduce((sum, r) => sum + (r.cost_micros ?? 0), 0),
+    );
+
+    // The alert fired once, on money really spent: what it reports is at most the threshold and at
+    // least what is left at the end, never a balance lowered by holds.
+    await expect.poll(() => receiver.received.length, { timeout: 60_000, interval: 100 }).toBeGreaterThan(0);
+    await stack.drain();
+    const alerts = receiver.received.map(
+      (r) => new Webhook(secret).verify(r.body, r.headers as Record<string, string>) as CloudEvent,
+    );
+    expect(alerts.map((e) => e.type)).toEqual(["balance.low"]);
+    const reported = parseUsd(String((alerts[0]?.data as { available_usd: string }).available_usd));
+    expect(reported).toBeLessThanOrEqual(MANAGED_GRANT - 1);
+    expect(reported).toBeGreaterThanOrEqual((await credits.balance(managed.projectId)).availableMicros);
+
     const { figures } = result;
     // The mix happened: vendor errors retried, replays, all three billing modes, streams and not.
     expect(figures.recordsByStatus["500"]).toBe(2);

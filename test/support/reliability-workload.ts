@@ -41,6 +41,8 @@ export interface WorkloadOptions {
   idempotentEvery: number;
   /** Distinguishes the X-Request-IDs of two runs against the same store. */
   runId: string;
+  /** Streams ask for their cost in the last usage event (`X-DMT-Include-Cost: 1`). */
+  includeCost?: boolean;
 }
 
 export interface PlannedCall {
@@ -57,6 +59,8 @@ export interface WorkloadResult {
   answered: Answered[];
   /** Calls the SDK gave up on (a vendor error it does not retry, say): counted, not fatal. */
   failed: { index: number; error: string }[];
+  /** With `includeCost`: each streamed answer's `dmt_cost_usd`, as the SDK parsed it. */
+  streamCosts: { call: PlannedCall; costUsd: string }[];
   seconds: number;
 }
 
@@ -105,19 +109,35 @@ function clientFor(vendor: VendorName, apiKey: string, url: string, fetch: typeo
   return new GoogleGenAI({ apiKey, httpOptions: { baseUrl: `${url}/gemini` } });
 }
 
-async function send(client: Client, call: PlannedCall): Promise<void> {
+/** `dmt_cost_usd` of a usage object the SDKs' types do not know it in. */
+const costIn = (usage: unknown): string | undefined =>
+  typeof usage === "object" && usage !== null && "dmt_cost_usd" in usage
+    ? String(usage.dmt_cost_usd)
+    : undefined;
+
+/** Sends one call; a stream's answer gives the last `dmt_cost_usd` it carried, if any. */
+async function send(client: Client, call: PlannedCall, includeCost: boolean): Promise<string | undefined> {
   const prompt = `Call ${call.index}: say something about ledgers and counting.`;
-  const headers: Record<string, string> = call.requestId ? { "X-Request-ID": call.requestId } : {};
+  const headers: Record<string, string> = {
+    ...(call.requestId ? { "X-Request-ID": call.requestId } : {}),
+    ...(includeCost && call.stream ? { "X-DMT-Include-Cost": "1" } : {}),
+  };
   const model = MODELS[call.vendor];
+  let cost: string | undefined;
   if (client instanceof OpenAI) {
     const body = { model, messages: [{ role: "user" as const, content: prompt }], max_tokens: MAX_TOKENS };
     if (!call.stream) {
       await client.chat.completions.create(body, { headers });
       return;
     }
-    for await (const _ of await client.chat.completions.create({ ...body, stream: true }, { headers })) {
+    const usage = includeCost ? { stream_options: { include_usage: true } } : {};
+    for await (const chunk of await client.chat.completions.create(
+      { ...body, ...usage, stream: true },
+      { headers },
+    )) {
+      cost = costIn(chunk.usage) ?? cost;
     }
-    return;
+    return cost;
   }
   if (client instanceof Anthropic) {
     const body = { model, max_tokens: MAX_TOKENS, messages: [{ role: "user" as const, content: prompt }] };
@@ -125,17 +145,24 @@ async function send(client: Client, call: PlannedCall): Promise<void> {
       await client.messages.create(body, { headers });
       return;
     }
-    for await (const _ of await client.messages.create({ ...body, stream: true }, { headers })) {
+    for await (const event of await client.messages.create({ ...body, stream: true }, { headers })) {
+      if (event.type === "message_delta") cost = costIn(event.usage) ?? cost;
     }
-    return;
+    return cost;
   }
-  const request = { model, contents: prompt, config: { maxOutputTokens: MAX_TOKENS } };
+  const config = {
+    maxOutputTokens: MAX_TOKENS,
+    ...(includeCost && call.stream ? { httpOptions: { headers } } : {}),
+  };
+  const request = { model, contents: prompt, config };
   if (!call.stream) {
     await client.models.generateContent(request);
     return;
   }
-  for await (const _ of await client.models.generateContentStream(request)) {
+  for await (const chunk of await client.models.generateContentStream(request)) {
+    cost = costIn(chunk.usageMetadata) ?? cost;
   }
+  return cost;
 }
 
 /**
@@ -145,6 +172,7 @@ async function send(client: Client, call: PlannedCall): Promise<void> {
 export async function runMixedWorkload(options: WorkloadOptions): Promise<WorkloadResult> {
   const answered: Answered[] = [];
   const failed: WorkloadResult["failed"] = [];
+  const streamCosts: WorkloadResult["streamCosts"] = [];
   const original = globalThis.fetch;
   const counting = countingFetch(answered, original);
   const clients = new Map<string, Client>();
@@ -164,7 +192,8 @@ export async function runMixedWorkload(options: WorkloadOptions): Promise<Worklo
       const client = clientOf(call);
       for (let round = 0; round < (call.requestId ? 2 : 1); round++) {
         try {
-          await send(client, call);
+          const costUsd = await send(client, call, options.includeCost ?? false);
+          if (costUsd !== undefined) streamCosts.push({ call, costUsd });
         } catch (err) {
           failed.push({ index: call.index, error: (err as Error).message.slice(0, 200) });
         }
@@ -179,7 +208,7 @@ export async function runMixedWorkload(options: WorkloadOptions): Promise<Worklo
   } finally {
     globalThis.fetch = original;
   }
-  return { plan, answered, failed, seconds: (performance.now() - started) / 1000 };
+  return { plan, answered, failed, streamCosts, seconds: (performance.now() - started) / 1000 };
 }
 
 export interface ReconcileInput {
