@@ -11,10 +11,22 @@ export const WINDOWS: Record<BudgetView["window"], string> = {
   total: "in total",
 };
 
-export function scopeLabel(budget: BudgetView): string {
+/** What a budget applies to; a key by its name with its id beside it (`names`: the project's keys). */
+export function scopeLabel(budget: BudgetView, names: ReadonlyMap<string, string> = new Map()): string {
   if (budget.scope === "project") return "Project";
-  if (budget.scope === "key") return `Key ${budget.key}`;
+  if (budget.scope === "key") {
+    const name = names.get(budget.key ?? "");
+    return name === undefined ? `Key ${budget.key}` : `Key ${name} (${budget.key})`;
+  }
   return budget.user === "*" ? "Each end user" : `End user ${budget.user}`;
+}
+
+/** The project's keys' names by id (revoked keys too); none when they cannot be read. */
+export function keyNamesOf(ctx: PageContext): Promise<Map<string, string>> {
+  return ctx.api
+    .listKeys(ctx.project.projectId)
+    .then((keys) => new Map(keys.map((k) => [k.keyId, k.name])))
+    .catch(() => new Map<string, string>());
 }
 
 /** How much of the window's limit is spent, as a bar (held amounts shown apart), to the cent. */
@@ -143,8 +155,8 @@ export const budgetsPage: Page = {
     const reload = loadInto(
       body,
       { loading: "Loading budgets", failed: "The budgets" },
-      () => ctx.api.budgets(ctx.project.projectId),
-      (budgets) =>
+      () => Promise.all([ctx.api.budgets(ctx.project.projectId), keyNamesOf(ctx)]),
+      ([budgets, names]) =>
         budgets.length === 0
           ? emptyState("gauge", "No budgets", "Calls are limited only by the project's credits.")
           : h(
@@ -168,7 +180,7 @@ export const budgetsPage: Page = {
                   h(
                     "tr",
                     { "data-budget": budget.id },
-                    h("td", {}, scopeLabel(budget)),
+                    h("td", {}, scopeLabel(budget, names)),
                     h("td", {}, WINDOWS[budget.window]),
                     h("td", {}, spendBar(budget)),
                     h(

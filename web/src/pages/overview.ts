@@ -13,7 +13,7 @@ import type { AlertRuleView, BreakdownDimension, BudgetView, Overview, PeriodSpe
 import { type Child, h } from "../dom";
 import { change, chartDay, chartMoney, count, counted, money, timeCell } from "../format";
 import { vendorLabel } from "../labels";
-import { scopeLabel, spendBar, WINDOWS } from "./budgets";
+import { keyNamesOf, scopeLabel, spendBar, WINDOWS } from "./budgets";
 import { emptyState, loadInto, type Page, type PageContext, pageHead } from "./page";
 
 /** Keys and end users the overview ranks. */
@@ -249,9 +249,8 @@ const shareOf = (b: BudgetView) =>
  */
 function budgetsSection(ctx: PageContext): HTMLElement {
   const section = h("section", { class: "card", "data-section": "budgets", hidden: true });
-  void ctx.api
-    .budgets(ctx.project.projectId)
-    .then((budgets) => {
+  void Promise.all([ctx.api.budgets(ctx.project.projectId), keyNamesOf(ctx)])
+    .then(([budgets, names]) => {
       if (budgets.length === 0) return;
       const nearest = [...budgets].sort((a, b) => shareOf(b) - shareOf(a)).slice(0, TOP_BUDGETS);
       section.append(
@@ -271,7 +270,7 @@ function budgetsSection(ctx: PageContext): HTMLElement {
               h(
                 "span",
                 { class: "budget-name" },
-                `${scopeLabel(b)} · ${WINDOWS[b.window]}`,
+                `${scopeLabel(b, names)} · ${WINDOWS[b.window]}`,
                 b.soft ? " (soft)" : "",
               ),
               spendBar(b),
