@@ -11,8 +11,8 @@ export interface AuthContext {
   projectId: string;
   keyId: string;
   /**
-   * The key's name, for messages that name the key beside its id; absent where the caller comes from
-   * the Lambda authorizer's context, which does not carry it.
+   * The key's name, for messages that name the key beside its id; the Lambda authorizer's context
+   * carries it percent-encoded (handlers/runtime/authorizer-context.ts).
    */
   keyName?: string;
   tier: Tier;

@@ -434,6 +434,43 @@ describe("proxy handler: behind API Gateway's Lambda proxy integration (dmt:prox
     expect(simulator.requests).toHaveLength(0);
   });
 
+  it("hands the app the key's name from either integration, an awkward name intact, a forged one not", async () => {
+    const keyName = `batch "job" – ünïcode, 🔑 %41`;
+    const named = grantedContext({
+      projectId: "acme",
+      keyId: "a".repeat(16),
+      keyName,
+      tier: "pro",
+      rateLimit: { rpm: 600, burst: 1000 },
+      store: "full",
+    });
+    const seen: (string | undefined)[] = [];
+    const observing = (env: NodeJS.ProcessEnv) => {
+      const pending = new PendingWork();
+      const hooks: ProxyHooks = {
+        admit: async (call) => {
+          seen.push(call.auth.keyName);
+        },
+      };
+      return createProxyHandler({
+        config: parseProxyConfig(env),
+        logger: silentLogger,
+        proxy: { pending, app: vendorApps({ hooks, pending, logger: silentLogger }) },
+      }) as unknown as StreamingHandler;
+    };
+    const { DMT_ORIGIN_SECRET_ARN: _url, ...streamingEnv } = process.env;
+    // lambda-stream: the authorizer's context in the event.
+    const streamed = await invokeStreaming(observing(streamingEnv), gatewayProxyEvent(request(), named));
+    expect(streamed.prelude?.statusCode).toBe(200);
+    // HTTP_PROXY: the context in headers, as API Gateway maps it.
+    const viaUrl = await invokeStreaming(observing(process.env), functionUrlEvent(chat(fromApi(named))));
+    expect(viaUrl.prelude?.statusCode).toBe(200);
+    expect(seen).toEqual([keyName, keyName]);
+    // A caller's own name joined to the forwarded one fails closed, like any joined field.
+    const joined = { ...fromApi(named), [contextHeader("keyName")]: `evil,${named.keyName}` };
+    expectError(await invoke(chat(joined)), 500, errors.internal().toBody());
+  });
+
   it("takes only its own integration's events: no function-URL event there, no API Gateway event behind a URL", async () => {
     const url = await invokeStreaming(streamingProxy(), functionUrlEvent(chat(fromApi())));
     expectError(url, 403, directCallRefused().toBody());

@@ -387,6 +387,7 @@ describe("proxy functions", () => {
   const CONTEXT_HEADERS: Record<string, string> = {
     projectId: "x-dmt-auth-project-id",
     keyId: "x-dmt-auth-key-id",
+    keyName: "x-dmt-auth-key-name",
     tier: "x-dmt-auth-tier",
     rpm: "x-dmt-auth-rpm",
     burst: "x-dmt-auth-burst",

@@ -354,7 +354,8 @@ describe("key policies", () => {
 
 describe("GET /api/v1/budgets", () => {
   it("lists the budgets that apply to the calling key, with the current window's spend", async () => {
-    const { key, keyId, projectId } = await stack.newKey({ tier: "pro" });
+    const keyName = `batch "ünïcode" 🔑`;
+    const { key, keyId, projectId } = await stack.newKey({ tier: "pro", name: keyName });
     const other = await stack.newKey({ projectId });
     await credits.grant(projectId, 100 * hold, "test");
     const now = Date.now();
@@ -367,8 +368,13 @@ describe("GET /api/v1/budgets", () => {
 
     const res = await fetch(`${stack.url}/api/v1/budgets`, { headers: { authorization: `Bearer ${key}` } });
     expect(res.status).toBe(200);
-    const listed = (await res.json()) as { data: { id: string; spent_usd: string; held_usd: string }[] };
+    const listed = (await res.json()) as {
+      data: { id: string; spent_usd: string; held_usd: string; key?: string; key_name?: string }[];
+    };
     expect(listed.data.map((b) => b.id).sort()).toEqual([mine.budgetId, monthly.budgetId].sort());
+    // The key's budget names the key beside its id; the project's budget names no key.
+    expect(listed.data.find((b) => b.id === mine.budgetId)).toMatchObject({ key: keyId, key_name: keyName });
+    expect(listed.data.find((b) => b.id === monthly.budgetId)).not.toHaveProperty("key_name");
     for (const b of listed.data) {
       expect(b).toMatchObject({ spent_usd: usd(cost(answered.json.usage)), held_usd: "0.00" });
     }

@@ -22,6 +22,8 @@ export function grantedContext(auth: AuthContext): AuthorizerContext {
   return {
     projectId: auth.projectId,
     keyId: auth.keyId,
+    // User text in a header (HTTP_PROXY): percent-encoded, so any name travels as plain ASCII.
+    keyName: encodeURIComponent(auth.keyName ?? ""),
     tier: auth.tier,
     rpm: auth.rateLimit.rpm,
     burst: auth.rateLimit.burst,
@@ -44,6 +46,20 @@ export function refusalContext(err: ApiError): AuthorizerContext {
 
 const text = z.string().check(z.minLength(1));
 
+/** A key's name as `grantedContext` encodes it; a raw `,` (a joined header) or bad escape fails. */
+const encodedName = z.string().check(
+  z.regex(/^(?:[A-Za-z0-9._~!*'()-]|%[0-9A-F]{2})*$/),
+  z.refine((value) => decodedName(value) !== null),
+);
+
+function decodedName(value: string): string | null {
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return null;
+  }
+}
+
 const refusal = z.object({
   errorStatus: z.coerce.number().check(z.minimum(400), z.maximum(499)),
   errorType: text,
@@ -55,6 +71,7 @@ const refusal = z.object({
 const granted = z.object({
   projectId: z.string().check(z.regex(PROJECT_ID_PATTERN)),
   keyId: z.string().check(z.regex(/^[a-z0-9]+$/)),
+  keyName: z.optional(encodedName),
   tier: z.enum(TIERS),
   rpm: z.coerce.number().check(z.positive()),
   burst: z.coerce.number().check(z.positive()),
@@ -73,10 +90,11 @@ export function authFromContext(context: unknown): AuthContext {
   const parsed = granted.safeParse(context);
   // Only a route without the authorizer gets here: fail closed, as a 500 that gets logged.
   if (!parsed.success) throw new Error("The request carries no valid authorizer context.");
-  const { projectId, keyId, tier, rpm, burst, store, models, tpm } = parsed.data;
+  const { projectId, keyId, keyName, tier, rpm, burst, store, models, tpm } = parsed.data;
   return {
     projectId,
     keyId,
+    ...(keyName ? { keyName: decodeURIComponent(keyName) } : {}),
     tier,
     rateLimit: { rpm, burst },
     store,
