@@ -40,7 +40,13 @@ async function main(): Promise<void> {
   const machine = { node: process.version, cpus: cpus().length, cpu: cpus()[0]?.model, loadavg: loadavg() };
   const dir = mkdtempSync(join(tmpdir(), "dmt-bench-budgets-"));
   const stack = await startEmbeddedHost(
-    parseLocalConfig({ PORT: "0", DMT_DATA_DIR: dir, DMT_METERING: "on", DMT_LOG_LEVEL: "error" }),
+    parseLocalConfig({
+      PORT: "0",
+      DMT_DATA_DIR: dir,
+      DMT_METERING: "on",
+      DMT_LOG_LEVEL: "error",
+      DMT_ACCESS_LOG: "off",
+    }),
     silentLogger,
   );
   // Every command the server's store client sends, by table: the writes per call.

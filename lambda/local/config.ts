@@ -51,6 +51,8 @@ const schema = z
     DMT_UPSTREAM_IDLE_TIMEOUT_MS: wholeNumberIn(1, 900_000, 600_000),
     /** Credits, rate limits and idempotency; `off` relays unmetered (benchmarks measure the difference). */
     DMT_METERING: z._default(oneOf(["on", "off"]), "on"),
+    /** One line per request on stdout (method, path without query, status, duration, transaction id). */
+    DMT_ACCESS_LOG: z._default(oneOf(["on", "off"]), "on"),
     /** How often queued interaction records are written to Parquet (and become queryable). */
     DMT_WAREHOUSE_FLUSH_MS: wholeNumberIn(50, 5000, 2000),
     /** How long a credit hold lasts before the sweeper may release it: longer than any call. */

@@ -51,6 +51,8 @@ export interface EmbeddedHost {
 }
 
 export interface EmbeddedHostOptions {
+  /** Where access-log lines go when DMT_ACCESS_LOG is on: stdout unless a test reads them. */
+  accessLog?: (line: string) => void;
   /** The clock of metering (rate limits, holds, idempotency records); tests inject one. */
   clock?: () => number;
   /** More proxy hooks, run after metering's, which they see on the call (the warehouse's record). */
@@ -248,6 +250,9 @@ async function startOnStore(
     ...(config.DMT_PUBLIC_URL ? { publicUrl: config.DMT_PUBLIC_URL } : {}),
     headersTimeoutMs: config.DMT_HEADERS_TIMEOUT_MS,
     maxConnectionsPerClient: config.DMT_MAX_CONNECTIONS_PER_CLIENT,
+    ...(config.DMT_ACCESS_LOG === "on"
+      ? { accessLog: options.accessLog ?? ((line: string) => process.stdout.write(line)) }
+      : {}),
   });
   const port = await server.listen(config.PORT, config.HOST);
   opened.push(() => server.close(0));

@@ -21,6 +21,8 @@ export interface HttpServerOptions {
   headersTimeoutMs: number;
   /** Most connections one client address may hold open at once; more are closed at once. */
   maxConnectionsPerClient: number;
+  /** Gets one access-log line per request answered (see `accessLogLine`); none when absent. */
+  accessLog?: (line: string) => void;
 }
 
 const REASONS: Record<number, string> = {
@@ -80,12 +82,51 @@ function onClientError(err: NodeJS.ErrnoException, socket: Socket): void {
 }
 
 /**
+ * `GET /openai/v1/models 200 12ms <transaction id>`: method, path, status, duration, transaction id.
+ * The query string is left out (Gemini's `?key=` carries a key there); headers and bodies are never read.
+ */
+function accessLogLine(
+  req: IncomingMessage,
+  res: ServerResponse,
+  startedAt: number,
+  transactionId: string | undefined,
+): string {
+  const path = (req.url ?? "").split("?", 1)[0];
+  const took = `${Math.round(performance.now() - startedAt)}ms`;
+  const parts = [req.method ?? "-", path, String(res.statusCode), took];
+  if (transactionId) parts.push(transactionId);
+  // A response cut before its end (client gone, stream failed) says so.
+  if (!res.writableFinished) parts.push("(incomplete)");
+  return parts.join(" ");
+}
+
+/**
+ * The fetch handler, noting each response's transaction id for the access log: the adapter writes
+ * headers in one `writeHead`, which the response object does not keep. A synchronous answer stays
+ * synchronous (the adapter has a faster path for it).
+ */
+function notingTransactionIds(fetch: Fetch, ids: WeakMap<ServerResponse, string>): Fetch {
+  return (request, env: { outgoing?: ServerResponse }) => {
+    const note = (response: Response) => {
+      const id = response.headers.get("x-dmt-transaction-id");
+      if (id && env.outgoing) ids.set(env.outgoing, id);
+      return response;
+    };
+    const answer = fetch(request, env);
+    return answer instanceof Promise ? answer.then(note) : note(answer);
+  };
+}
+
+/**
  * Serves a fetch handler over HTTP, or over HTTPS when given a certificate, in which case plain HTTP
  * on the same port gets a 308 redirect to the public HTTPS URL (the first byte tells a TLS handshake
  * apart).
  */
 export function createHttpServer(options: HttpServerOptions): RunningServer {
-  const listener = getRequestListener(options.fetch, {
+  const accessLog = options.accessLog;
+  const transactionIds = new WeakMap<ServerResponse, string>();
+  const fetch = accessLog ? notingTransactionIds(options.fetch, transactionIds) : options.fetch;
+  const listener = getRequestListener(fetch, {
     errorHandler: (err) => {
       const apiError = adapterRefusal(err);
       return new Response(JSON.stringify(apiError.toBody()), {
@@ -97,7 +138,11 @@ export function createHttpServer(options: HttpServerOptions): RunningServer {
   let inFlight = 0;
   const tracked = (req: IncomingMessage, res: ServerResponse) => {
     inFlight++;
-    res.once("close", () => inFlight--);
+    const startedAt = performance.now();
+    res.once("close", () => {
+      inFlight--;
+      accessLog?.(`${accessLogLine(req, res, startedAt, transactionIds.get(res))}\n`);
+    });
     void listener(req, res);
   };
   const headersTimeout = options.headersTimeoutMs;

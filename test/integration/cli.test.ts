@@ -244,6 +244,9 @@ describe("dmt serve", { timeout: CLI_STEP_MS }, () => {
 
       expect(await server.stop("SIGINT")).toBe(0);
       expect(server.output()).toContain("Stopped.");
+      // The access log is on by default: a line for the call, without its key.
+      expect(server.output()).toMatch(/^GET \/api\/v1\/status 200 \d+ms( \S+)?$/m);
+      expect(server.output()).not.toContain(created.key.slice(created.key.lastIndexOf("_") + 1));
       expect(existsSync(join(dir, "store.json"))).toBe(false);
 
       const listed = await dmtJson<ListedKey[]>(["keys", "list", "--project", "served"], dir);

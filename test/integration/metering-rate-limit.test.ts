@@ -31,6 +31,7 @@ async function startStack(): Promise<EmbeddedHost> {
   dirs.push(dir);
   const config = parseLocalConfig({
     PORT: "0",
+    DMT_ACCESS_LOG: "off",
     DMT_DATA_DIR: dir,
     DMT_DYNAMODB_ENDPOINT: dynamo.endpoint,
     DMT_KEY_CACHE_MS: "60000",

@@ -78,6 +78,7 @@ beforeAll(async () => {
   const env = simulatorEnv({ ...simulator.origins, openai: `${spyUrl}/openai`, groq: `${spyUrl}/groq` });
   const config = parseLocalConfig({
     PORT: "0",
+    DMT_ACCESS_LOG: "off",
     DMT_DATA_DIR: dataDir,
     DMT_KEY_CACHE_MS: "60000",
     ...env,
@@ -385,6 +386,7 @@ describe("exact cost of known usage, per vendor family", () => {
     const marked = await startEmbeddedHost(
       parseLocalConfig({
         PORT: "0",
+        DMT_ACCESS_LOG: "off",
         DMT_DATA_DIR: dataDir,
         DMT_DYNAMODB_ENDPOINT: runningStoreEndpoint(dataDir) ?? "",
         DMT_PRICE_MARKUP: "1.1",
@@ -553,6 +555,7 @@ describe("prices", () => {
     );
     const config = parseLocalConfig({
       PORT: "0",
+      DMT_ACCESS_LOG: "off",
       DMT_DATA_DIR: join(dataDir, "never"),
       DMT_PRICES_OVERRIDE: file,
     });

@@ -32,6 +32,7 @@ beforeAll(async () => {
   dataDir = mkdtempSync(join(tmpdir(), "dmt-privacy-"));
   const config = parseLocalConfig({
     PORT: "0",
+    DMT_ACCESS_LOG: "off",
     DMT_DATA_DIR: dataDir,
     DMT_KEY_CACHE_MS: "0",
     DMT_METERING: "on",

@@ -59,6 +59,7 @@ beforeAll(async () => {
   const config = parseLocalConfig({
     ...simulatorEnv(sim.origins),
     PORT: "0",
+    DMT_ACCESS_LOG: "off",
     DMT_DATA_DIR: dataDir,
     DMT_METERING: "off",
     DMT_WAREHOUSE_FLUSH_MS: "100",

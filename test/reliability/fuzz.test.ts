@@ -77,6 +77,7 @@ beforeAll(async () => {
   const config = parseLocalConfig({
     ...simulatorEnv(sim.origins),
     PORT: "0",
+    DMT_ACCESS_LOG: "off",
     DMT_DATA_DIR: dataDir,
     DMT_METERING: "on",
     DMT_WAREHOUSE_FLUSH_MS: "100",

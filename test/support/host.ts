@@ -32,6 +32,8 @@ export async function startTestHost(
     DMT_DATA_DIR: dir,
     DMT_KEY_CACHE_MS: "200",
     DMT_METERING: "off",
+    // Quiet test output; a test of the access log turns it on.
+    DMT_ACCESS_LOG: "off",
     ...env,
   });
   const stack = await startEmbeddedHost(config, silentLogger, options);
