@@ -165,7 +165,8 @@ describe("reconciliation", () => {
       (r) => new Webhook(secret).verify(r.body, r.headers as Record<string, string>) as CloudEvent,
     );
     expect(alerts.map((e) => e.type)).toEqual(["balance.low"]);
-    const reported = parseUsd(String((alerts[0]?.data as { available_usd: string }).available_usd));
+    const data = alerts[0]?.data as { available_usd?: string } | undefined;
+    const reported = parseUsd(String(data?.available_usd));
     expect(reported).toBeLessThanOrEqual(MANAGED_GRANT - 1);
     expect(reported).toBeGreaterThanOrEqual((await credits.balance(managed.projectId)).availableMicros);
 
