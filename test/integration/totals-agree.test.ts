@@ -3,18 +3,20 @@ import { join } from "node:path";
 import { importJWK, type JWK, SignJWT } from "jose";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DynamoBudgets } from "../../lambda/adapters/dynamodb/budgets";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { createKey } from "../../lambda/core/accounts";
+import { setBudget } from "../../lambda/core/budgets";
 import { decimalMicros, formatCents } from "../../lambda/core/money";
 import { dmtJson, runDmt } from "../support/cli";
 import { startTestHost, type TestHost } from "../support/host";
 
 /**
  * One period, three readers: the dashboard API (Usage page, its breakdowns and the overview), `dmt usage
- * --json` and `POST /api/v1/exports`. A mix of metered calls (two keys, two priced models, named end users
- * and none, one call refused for an unpriced model) must give the same spend in every one of them, in
- * micro-dollars and written to the cent, and the same number of calls.
+ * --json` and `POST /api/v1/exports`. A mix of metered calls (four keys, two priced models, named end users
+ * and none, one call refused for an unpriced model and one over its key's budget) must give the same
+ * spend in every one of them, in micro-dollars and written to the cent, and the same number of calls.
  */
 
 /** Whole CLI processes and warehouse flushes beside a running stack: generous for a busy machine. */
@@ -125,6 +127,16 @@ beforeAll(async () => {
   const ci = await client("ci");
   const batch = await client("batch");
   exportKey = (await client("exporter")).key;
+  // A key with a budget no call fits in (set before any call, so no cached budget hides it): refused, 402.
+  const capped = await client("capped");
+  const cappedId = Object.keys(keyNames).find((id) => keyNames[id] === "capped") ?? "";
+  const budgets = new DynamoBudgets(stack.db, tableNames(process.env));
+  await setBudget(
+    stack.store,
+    budgets,
+    { projectId, keyId: cappedId, usd: "0.000001", window: "day" },
+    Date.now(),
+  );
   const ask = (model: string, content: string, user?: string) => ({
     model,
     messages: [{ role: "user" as const, content }],
@@ -140,6 +152,11 @@ beforeAll(async () => {
   await batch.openai.chat.completions.create(ask("gpt-4o-mini", "hello"));
   // A model without a price: refused by metering, counted as a failed call.
   await expect(ci.openai.chat.completions.create(ask("no-such-model", "anything"))).rejects.toThrow();
+  await expect(
+    capped.openai.chat.completions.create(ask("gpt-4o-mini", "over budget", "u-ann")),
+  ).rejects.toMatchObject({
+    status: 402,
+  });
   await stack.drain();
 }, STEP_MS);
 afterAll(() => stack?.stop());
@@ -147,8 +164,8 @@ afterAll(() => stack?.stop());
 describe("totals across the dashboard, the CLI and the export", { timeout: STEP_MS }, () => {
   it("agree on the period's spend and calls, to the micro-dollar and to the cent", async () => {
     const cli = await usage("day");
-    expect(cli.totals.requests).toBe(8);
-    expect(cli.totals.errors).toBe(1);
+    expect(cli.totals.requests).toBe(9);
+    expect(cli.totals.errors).toBe(2);
     expect(cli.totals.cost_micros).toBeGreaterThan(0);
 
     // The export is read from the warehouse, which is flushed apart from the rollups.
@@ -200,7 +217,7 @@ describe("totals across the dashboard, the CLI and the export", { timeout: STEP_
     ]);
     expect(sum(rows.map((r) => decimalMicros(r.cost_usd ?? "0")))).toBe(exported);
 
-    // Calls: every reader counts the refused call among the calls, and as failed.
+    // Calls: every reader counts the refused calls among the calls, and as failed.
     expect(byKey.totals.requests).toBe(rows.length);
     expect(byKey.totals.errors).toBe(refusedRows.length);
     expect(sum(overview.topModels.map((m) => m.requests))).toBe(rows.length);
@@ -264,7 +281,12 @@ describe("totals across the dashboard, the CLI and the export", { timeout: STEP_
     const fromPage = new Map(
       page.lines.map((l) => [l.id, { cost_micros: l.cost_micros, requests: l.requests }]),
     );
-    expect([...exported.keys()].map((id) => keyNames[id ?? ""]).sort()).toEqual(["batch", "ci", "laptop"]);
+    expect([...exported.keys()].map((id) => keyNames[id ?? ""]).sort()).toEqual([
+      "batch",
+      "capped",
+      "ci",
+      "laptop",
+    ]);
     expect(fromCli).toEqual(exported);
     expect(fromPage).toEqual(exported);
     for (const row of cli.rows) expect(row.name).toBe(keyNames[String(row.key)]);
