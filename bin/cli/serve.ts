@@ -1,3 +1,4 @@
+import { relative } from "node:path";
 import { parseLocalConfig } from "../../lambda/local/config";
 import { command } from "./command";
 import { otherDataDir } from "./services";
@@ -16,10 +17,9 @@ async function serve(): Promise<void> {
   ]);
   const logger = jsonLogger(config.DMT_LOG_LEVEL);
   const stack = await startEmbeddedHost(config, logger);
-  // The commands to copy must reach this data dir too.
-  const dmtPrefix = otherDataDir(config.dataDir)
-    ? `DMT_DATA_DIR=${shellQuote(config.dataDir)} npx dmt `
-    : "npx dmt ";
+  // The commands to copy run this same CLI with node (npx costs seconds a command) on this data dir.
+  const cli = `node ${shellQuote(relative(process.cwd(), process.argv[1] ?? "bin/dmt.mjs"))} `;
+  const dmtPrefix = otherDataDir(config.dataDir) ? `DMT_DATA_DIR=${shellQuote(config.dataDir)} ${cli}` : cli;
   process.stdout.write(
     [
       `dmt is running at ${stack.url}`,

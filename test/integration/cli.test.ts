@@ -231,7 +231,7 @@ describe("dmt serve", { timeout: CLI_STEP_MS }, () => {
     try {
       const server = await startDmtServe(dir);
       expect(server.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
-      expect(server.output()).toContain("npx dmt projects create demo");
+      expect(server.output()).toContain("node bin/dmt.mjs projects create demo");
       await dmtJson(["projects", "create", "served"], dir);
       const created = await dmtJson<CreatedKey>(
         ["keys", "create", "--project", "served", "--name", "x"],
