@@ -160,7 +160,18 @@ describe("authorizer handler", () => {
         Statement: [{ Action: "execute-api:Invoke", Effect: "Allow", Resource: `${METHOD_ARN_PREFIX}/*` }],
       },
       // A key without policies says so, so that a caller cannot supply its own: every model, no TPM limit.
-      context: { projectId, keyId, tier: "pro", rpm: 600, burst: 1000, store: "full", models: "*", tpm: 0 },
+      // Its name travels percent-encoded, for the proxy's messages.
+      context: {
+        projectId,
+        keyId,
+        keyName: "test",
+        tier: "pro",
+        rpm: 600,
+        burst: 1000,
+        store: "full",
+        models: "*",
+        tpm: 0,
+      },
     });
   });
 
