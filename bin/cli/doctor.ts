@@ -37,7 +37,7 @@ const spec = {
   examples: [
     "dmt doctor --url https://abc123.execute-api.us-east-1.amazonaws.com/prod/   # the key in DMT_KEY",
     "dmt doctor --url http://127.0.0.1:8787 --json",
-    "dmt --stack Dmt doctor   # the stack's ApiUrl output; the key in DMT_KEY",
+    "dmt doctor --stack Dmt   # the stack's ApiUrl output; the key in DMT_KEY",
   ],
   run: async ({ values, stackName }: { values: Values<typeof OPTIONS>; stackName: string | undefined }) => {
     const key = keyOf(values.key);
