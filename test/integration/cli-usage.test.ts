@@ -1,12 +1,10 @@
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
-import { importJWK, type JWK, SignJWT } from "jose";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { createKey } from "../../lambda/core/accounts";
 import { type CliResult, dmtJson, runDmt } from "../support/cli";
+import { dashboardToken } from "../support/dashboard-token";
 import { startTestHost, type TestHost } from "../support/host";
 
 /**
@@ -23,20 +21,6 @@ let token: string;
 let projectId: string;
 const keys: Record<string, string> = {};
 const twins: string[] = [];
-
-async function dashboardToken(dataDir: string, url: string, userId: string): Promise<string> {
-  const state = JSON.parse(readFileSync(join(dataDir, "oidc.json"), "utf8")) as { signingKey: JWK };
-  const alg = state.signingKey.alg ?? "";
-  const now = Math.floor(Date.now() / 1000);
-  return new SignJWT({ client_id: "dmt-dashboard", scope: "dashboard" })
-    .setProtectedHeader({ alg, typ: "at+jwt", kid: state.signingKey.kid ?? "" })
-    .setSubject(userId)
-    .setIssuer(`${url}/oidc`)
-    .setAudience(`${url}/dashboard/api`)
-    .setIssuedAt(now - 5)
-    .setExpirationTime(now + 3600)
-    .sign(await importJWK(state.signingKey, alg));
-}
 
 async function dashboard<T>(path: string): Promise<T> {
   const res = await fetch(`${stack.url}/dashboard/api/projects/${projectId}${path}`, {

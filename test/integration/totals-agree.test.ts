@@ -1,6 +1,3 @@
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
-import { importJWK, type JWK, SignJWT } from "jose";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoBudgets } from "../../lambda/adapters/dynamodb/budgets";
@@ -10,6 +7,7 @@ import { createKey } from "../../lambda/core/accounts";
 import { setBudget } from "../../lambda/core/budgets";
 import { decimalMicros, formatCents } from "../../lambda/core/money";
 import { dmtJson, runDmt } from "../support/cli";
+import { dashboardToken } from "../support/dashboard-token";
 import { startTestHost, type TestHost } from "../support/host";
 
 /**
@@ -61,20 +59,6 @@ interface ExportRow {
   status_code: number;
   cost_micros: number | null;
   cost_usd: string | null;
-}
-
-async function dashboardToken(dataDir: string, url: string, userId: string): Promise<string> {
-  const state = JSON.parse(readFileSync(join(dataDir, "oidc.json"), "utf8")) as { signingKey: JWK };
-  const alg = state.signingKey.alg ?? "";
-  const now = Math.floor(Date.now() / 1000);
-  return new SignJWT({ client_id: "dmt-dashboard", scope: "dashboard" })
-    .setProtectedHeader({ alg, typ: "at+jwt", kid: state.signingKey.kid ?? "" })
-    .setSubject(userId)
-    .setIssuer(`${url}/oidc`)
-    .setAudience(`${url}/dashboard/api`)
-    .setIssuedAt(now - 5)
-    .setExpirationTime(now + 3600)
-    .sign(await importJWK(state.signingKey, alg));
 }
 
 async function dashboard<T>(path: string): Promise<T> {
