@@ -1,6 +1,6 @@
 import { type AlertRule, RULE_IDS } from "../../lambda/core/alert-rules";
-import { decimalUsd } from "../../lambda/core/credits";
 import { errors } from "../../lambda/core/errors";
+import { formatUsd } from "../../lambda/core/money";
 import { setAlertRules } from "../../lambda/events/alerts";
 import { command } from "./command";
 import { iso, table } from "./format";
@@ -9,7 +9,7 @@ import { required, text, UsageError } from "./options";
 /** What `alerts set` says it stored. */
 function describeRule(rule: AlertRule): string {
   if (rule.kind === "low_balance") {
-    return `Alert set: balance.low when ${rule.projectId}'s available credits fall below $${decimalUsd(rule.thresholdMicros)}.`;
+    return `Alert set: balance.low when ${rule.projectId}'s available credits fall below ${formatUsd(rule.thresholdMicros)}.`;
   }
   const below = rule.thresholds.filter((p) => p < 100).map((p) => `${p}%`);
   const parts = [
@@ -76,7 +76,7 @@ export const alertCommands = [
             ? {
                 rule: r.ruleId,
                 kind: r.kind,
-                threshold: `$${decimalUsd(r.thresholdMicros)}`,
+                threshold: formatUsd(r.thresholdMicros),
                 state: r.armed ? "armed" : "fired",
                 fired: iso(r.firedAt),
               }

@@ -64,7 +64,7 @@ export const creditCommands = [
       return { entry, balance };
     },
     print: ({ entry, balance }) =>
-      `Granted ${formatUsd(entry.deltaMicros)} to ${balance.projectId}; available ${formatUsd(balance.availableMicros)}.`,
+      `Granted ${formatUsd(entry.deltaMicros)} to ${balance.projectId}; available ${formatCents(balance.availableMicros)}.`,
   }),
   command({
     name: "credits balance",
@@ -76,7 +76,7 @@ export const creditCommands = [
       return services.credits.balance(await services.project(values.project));
     },
     print: (balance) =>
-      `${balance.projectId}: available ${formatUsd(balance.availableMicros)}, held ${formatUsd(balance.heldMicros)}`,
+      `${balance.projectId}: available ${formatCents(balance.availableMicros)}, held ${formatCents(balance.heldMicros)}`,
   }),
   command({
     name: "credits ledger",
