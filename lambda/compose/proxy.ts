@@ -50,7 +50,7 @@ export interface ProxyComposition {
   hooks: ProxyHooks;
   /** Metering, when it is on: the host settles its leases before it stops. */
   metering: Metering | undefined;
-  /** Every call's after-work (settlement, record), which the host waits for before it freezes or stops. */
+  /** Every call's after-work (settlement, record): a Lambda invocation waits for its own (`run`), the host for all before it stops. */
   pending: PendingWork;
   /**
    * One vendor's proxy app, with the hooks above: the embedded host makes one per vendor at its start,

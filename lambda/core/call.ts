@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from "node:async_hooks";
 import type { AuthContext } from "./auth";
 import type { BillingMode } from "./billing-mode";
 import type { CapturedBody } from "./capture";
@@ -186,16 +187,38 @@ export function combineHooks(list: readonly ProxyHooks[], logger: Logger): Proxy
 
 /**
  * After-work still running. `after` runs off the client's path, so something must wait for it: a clean
- * shutdown locally, and in Lambda the handler before its invocation ends (a frozen container would
- * never finish a settlement).
+ * shutdown locally (`drain`: all of it), and in Lambda each invocation before it ends (`run`: its own
+ * only; a frozen container would never finish a settlement). With many invocations in one environment
+ * (Lambda Managed Instances) no invocation waits for another's after-work.
  */
 export class PendingWork {
   private readonly running = new Set<Promise<void>>();
+  /** The work of the invocation whose async context this is (node:async_hooks follows it through awaits). */
+  private readonly invocation = new AsyncLocalStorage<Set<Promise<void>>>();
+  /** Work added outside any invocation: every invocation waits for it, since none can tell whose it is. */
+  private readonly unowned = new Set<Promise<void>>();
 
   /** Tracks `work` until it settles; it must not reject. */
   add(work: Promise<void>): void {
+    const owner = this.invocation.getStore() ?? this.unowned;
     this.running.add(work);
-    void work.finally(() => this.running.delete(work));
+    owner.add(work);
+    void work.finally(() => {
+      this.running.delete(work);
+      owner.delete(work);
+    });
+  }
+
+  /** Runs `invocation`, then waits for the work it added (and unowned work), never for another's. */
+  async run<T>(invocation: () => Promise<T>): Promise<T> {
+    const own = new Set<Promise<void>>();
+    try {
+      return await this.invocation.run(own, invocation);
+    } finally {
+      while (own.size > 0 || this.unowned.size > 0) {
+        await Promise.allSettled([...own, ...this.unowned]);
+      }
+    }
   }
 
   /** Resolves once nothing is running, work added meanwhile included. */

@@ -105,12 +105,14 @@ export function createProxyHandler({ config, logger, proxy, telemetry }: ProxyHa
   return async (event, stream, context) => {
     telemetry?.begin(context);
     try {
-      const proxy = await admit(event);
-      if (proxy instanceof ApiError) return refuse(stream, proxy);
-      await proxy(event, stream, context);
-      // The client has its whole response; the call's settlement and record must still finish before
-      // the invocation ends, since Lambda freezes the container once it returns.
-      await pending.drain();
+      // Once the client has its whole response, the call's settlement and record must still finish
+      // before the invocation ends (Lambda freezes the container once it returns); this call's only, as
+      // other invocations may run in the same environment (Lambda Managed Instances).
+      await pending.run(async () => {
+        const proxy = await admit(event);
+        if (proxy instanceof ApiError) return refuse(stream, proxy);
+        await proxy(event, stream, context);
+      });
     } finally {
       telemetry?.end();
     }
