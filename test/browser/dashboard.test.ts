@@ -252,6 +252,19 @@ describe.sequential("the dashboard in a browser", () => {
     expect(await row.textContent()).toMatch(/User [0-9a-f]{10}…/);
     // The user id itself is shown nowhere once the dialog is gone: only its hash.
     expect(await page.content()).not.toContain("alice");
+
+    // The admin finds the request again by the id they gave: hashed in the browser, matched to the row.
+    const find = page.getByLabel("Find a user's requests");
+    const found = () => page.locator("#deletion-find-result").textContent();
+    await find.fill("bob@example.com");
+    await expect.poll(found).toBe("No request for this user among those loaded.");
+    expect(await row.isHidden()).toBe(true);
+    await find.fill(user);
+    await expect.poll(found).toBe("1 request for this user.");
+    expect(await row.isVisible()).toBe(true);
+    await find.fill("");
+    await expect.poll(found).toBe("");
+    expect(await row.isVisible()).toBe(true);
   });
 
   it("signs out of the dashboard and of the provider", async () => {

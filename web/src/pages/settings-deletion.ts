@@ -66,7 +66,7 @@ function resultCell(request: DeletionRequestView): HTMLElement {
 function requestRow(request: DeletionRequestView): HTMLTableRowElement {
   return h(
     "tr",
-    { "data-request-id": request.requestId },
+    { "data-request-id": request.requestId, "data-user-hash": request.userIdHash ?? "" },
     h("td", {}, timeCell(request.createdAt, ""), h("code", { class: "key-prefix" }, request.requestId)),
     targetCell(request),
     h("td", {}, h("span", { class: "reason", title: request.reason }, request.reason)),
@@ -270,6 +270,56 @@ function openRequestDialog(ctx: PageContext, onCreated: (request: DeletionReques
   userId.focus();
 }
 
+/** Hex SHA-256 of `<project>:<user id>`, as the service hashes it (`hashUserId`), computed in the browser. */
+async function userIdHash(projectId: string, userId: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(`${projectId}:${userId}`));
+  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/**
+ * Finds a user's requests by the id the admin gives: the id is hashed here and matched against the
+ * rows' hashes, so the service never needs to keep, or send back, a deleted user's id. `apply` hides a
+ * row that does not match; rows shown later (a refresh, older pages) go through it too.
+ */
+function userFinder(projectId: string, rows: () => HTMLTableRowElement[]) {
+  const input = h("input", {
+    id: "deletion-find-user",
+    type: "search",
+    autocomplete: "off",
+    spellcheck: "false",
+    placeholder: "User ID",
+  });
+  const result = h("p", { class: "hint", id: "deletion-find-result", role: "status" });
+  let hash = "";
+  let asked = 0;
+  const apply = (row: HTMLTableRowElement) => {
+    row.hidden = hash !== "" && row.dataset.userHash !== hash;
+  };
+  input.addEventListener("input", async () => {
+    const ask = ++asked;
+    const next = input.value === "" ? "" : await userIdHash(projectId, input.value);
+    if (ask !== asked) return; // a later keystroke's answer wins
+    hash = next;
+    const all = rows();
+    for (const row of all) apply(row);
+    const matches = all.filter((row) => !row.hidden).length;
+    result.textContent =
+      hash === ""
+        ? ""
+        : matches === 0
+          ? "No request for this user among those loaded."
+          : `${plural(matches, "request")} for this user.`;
+  });
+  const element = h(
+    "div",
+    { class: "deletion-finder" },
+    h("label", { for: "deletion-find-user", class: "field-label" }, "Find a user's requests"),
+    input,
+    result,
+  );
+  return { element, apply };
+}
+
 /**
  * Settings, deletion requests: the project's requests, newest first, with their status (read again
  * while any is unfinished), and a form to make one; the same request as `POST /api/v1/data`.
@@ -279,6 +329,7 @@ export function deletionSection(ctx: PageContext): HTMLElement {
   const rows = new Map<string, { row: HTMLTableRowElement; status: DeletionStatus }>();
   let tbody: HTMLTableSectionElement | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
+  const finder = userFinder(ctx.project.projectId, () => [...rows.values()].map((r) => r.row));
 
   const request = () => openRequestDialog(ctx, added);
   const requestButton = h(
@@ -303,6 +354,7 @@ export function deletionSection(ctx: PageContext): HTMLElement {
     const fresh: HTMLTableRowElement[] = [];
     for (const view of requests) {
       const row = requestRow(view);
+      finder.apply(row);
       const known = rows.get(view.requestId);
       if (known) {
         known.row.replaceWith(row);
@@ -337,6 +389,7 @@ export function deletionSection(ctx: PageContext): HTMLElement {
         for (const view of next.requests) {
           if (rows.has(view.requestId)) continue;
           const row = requestRow(view);
+          finder.apply(row);
           rows.set(view.requestId, { row, status: view.status });
           tbody?.append(row);
         }
@@ -422,6 +475,7 @@ export function deletionSection(ctx: PageContext): HTMLElement {
       ),
       requestButton,
     ),
+    finder.element,
     body,
   );
 }
