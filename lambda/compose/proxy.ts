@@ -1,17 +1,19 @@
 import type { Hono, MiddlewareHandler } from "hono";
 import type { AppEnv } from "../app/env";
 import { createProxyApp, type UpstreamState } from "../app/proxy/app";
-import { combineHooks, PendingWork, type ProxyHooks } from "../core/call";
+import { combineHooks, PendingWork, type ProxyCall, type ProxyHooks, type ProxyOutcome } from "../core/call";
 import type { Logger } from "../core/logger";
 import { CachedVendorKeys } from "../core/metering-vendor-keys";
 import type { Metrics } from "../core/metrics";
 import type { PriceCatalogue } from "../core/pricing";
+import { recordLevel, requestStoreLevel, type StoreLevel, type UserIdHasher } from "../core/privacy";
+import type { RecordQueue } from "../core/queue";
+import { buildRecord, type InteractionRecord } from "../core/record";
 import type { UpstreamClient } from "../core/upstream";
 import type { VendorDefinition } from "../core/vendor-model";
 import { checkedAfterCharges } from "../events/alerts";
 import { BudgetGuard } from "../metering/budgets";
 import { createMetering, type Metering } from "../metering/hooks";
-import { warehouseHooks } from "../warehouse/hooks";
 import { type Alerts, composeAlerts } from "./alerts";
 import type { Infrastructure } from "./infrastructure";
 
@@ -101,8 +103,8 @@ export function composeProxy(
       }),
     });
   // The order is the contract between the hooks: metering prices the call (`call.billing`), the
-  // warehouse builds the record from that (`call.record`), and the metrics and the hooks after them
-  // (the events) read both.
+  // record hook (below) builds the record from that (`call.record`), and the metrics (below) and the
+  // hooks after them (the events) read both.
   const hooks = combineHooks(
     [
       ...(metering ? [metering] : []),
@@ -125,6 +127,65 @@ export function vendorApps(around: {
 }): ProxyComposition["app"] {
   return ({ managedKey, ...options }) =>
     createProxyApp({ ...options, ...(managedKey !== undefined && { managedKey }), ...around });
+}
+
+/**
+ * The record of one finished call, keeping what `store` allows. Reads what metering left on the call
+ * (`call.billing`); without metering, a call is `managed` unless it came with a dual key, and unpriced.
+ * Of the caller's credentials only the public key id is taken.
+ */
+export function recordOf(call: ProxyCall, outcome: ProxyOutcome, store: StoreLevel): InteractionRecord {
+  const billing = call.billing;
+  return buildRecord({
+    transactionId: call.id,
+    requestId: call.requestId,
+    projectId: call.auth.projectId,
+    keyId: call.auth.keyId,
+    vendor: call.vendor,
+    endpoint: call.endpoint,
+    model: call.model,
+    billingMode: billing?.mode ?? (call.auth.vendorKey === undefined ? "managed" : "dual"),
+    statusCode: outcome.status,
+    error: outcome.error,
+    vendorRequestId: outcome.vendorRequestId,
+    streamed: outcome.streamed,
+    startedAt: call.startedAt,
+    latencyMs: outcome.latencyMs,
+    ttftMs: outcome.ttftMs,
+    usage: billing?.usage ?? outcome.usage,
+    costMicros: billing?.costMicros,
+    priceVersion: billing?.priceVersion,
+    costBreakdown: billing?.breakdown,
+    userIdHeader: call.userHeader,
+    requestJson: call.body,
+    userAgent: call.userAgent,
+    request: outcome.request,
+    response: outcome.response,
+    store,
+  });
+}
+
+/**
+ * The warehouse's proxy hook, after metering's (whose `call.billing` the record reads): checks
+ * `X-DMT-Store` before anything is forwarded, and turns every finished call into one record at the
+ * call's level, left on the call (`call.record`) for the hooks after it and sent to the queue; at `none`
+ * the user id is replaced by its keyed hash in what is sent, before it leaves the process.
+ */
+export function warehouseHooks(queue: RecordQueue, userIds: UserIdHasher): ProxyHooks {
+  return {
+    async admit(call) {
+      requestStoreLevel(call.auth.store, call.storeHeader);
+    },
+    async after(call, outcome) {
+      const record = recordOf(call, outcome, recordLevel(call));
+      call.record = record;
+      await queue.send(
+        record.store_level === "none" && record.user_id !== null
+          ? { ...record, user_id: await userIds.keyed(record.project_id, record.user_id) }
+          : record,
+      );
+    },
+  };
 }
 
 /**

@@ -11,13 +11,13 @@ import { FolderDeadLetters } from "../../lambda/adapters/in-process/dead-letters
 import { parquetCodec } from "../../lambda/adapters/parquet/codec";
 import { SqsRecordQueue } from "../../lambda/adapters/sqs/queue";
 import { RecordSpool, SPOOL_PREFIX } from "../../lambda/adapters/sqs/spool";
+import { warehouseHooks } from "../../lambda/compose/proxy";
 import { createKey, createProject } from "../../lambda/core/accounts";
 import { jsonLogger, silentLogger } from "../../lambda/core/logger";
 import { parseLocalConfig } from "../../lambda/local/config";
 import { type EmbeddedHost, startEmbeddedHost } from "../../lambda/local/host";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
 import { createWarehouseConsumer } from "../../lambda/warehouse/consumer";
-import { warehouseHooks } from "../../lambda/warehouse/hooks";
 import { simulatorEnv } from "../support/host";
 import { type Answered, countingFetch, until, warehouseRows } from "../support/reliability";
 import { type SqsStandIn, startSqsStandIn } from "../support/reliability-sqs";

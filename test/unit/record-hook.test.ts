@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { recordOf, warehouseHooks } from "../../lambda/compose/proxy";
 import { combineHooks, type ProxyCall, type ProxyOutcome } from "../../lambda/core/call";
 import { buildEvent, type NewEvent } from "../../lambda/core/cloudevent";
 import { ApiError } from "../../lambda/core/errors";
@@ -9,7 +10,6 @@ import type { RecordQueue } from "../../lambda/core/queue";
 import type { InteractionRecord } from "../../lambda/core/record";
 import { parseRecord } from "../../lambda/core/record";
 import { eventHooks } from "../../lambda/events/hooks";
-import { recordOf, warehouseHooks } from "../../lambda/warehouse/hooks";
 
 const VENDOR_KEY = "sk-ant-VENDORHALFOFADUALKEY000";
 const hasher = hmacUserIdHasher(() => Buffer.from("test user-id key"));
