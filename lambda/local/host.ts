@@ -1,4 +1,4 @@
-import type { Hono } from "hono";
+import type { Hono, MiddlewareHandler } from "hono";
 import type { DynamoDBClient } from "../adapters/dynamodb/client";
 import { DynamoPorts } from "../adapters/dynamodb/ports";
 import { LocalMasterKey, localUserIdHasher } from "../adapters/fs/master-key";
@@ -6,7 +6,6 @@ import { activePriceCatalogue } from "../adapters/fs/price-catalogue";
 import type { InProcessQueue } from "../adapters/in-process/queue";
 import { createUpstreamClient } from "../adapters/undici/client";
 import type { AppEnv } from "../app/env";
-import { requireKey } from "../app/key-auth";
 import { createRootApp } from "../app/root";
 import { composeKeyAuth } from "../compose/authorizer";
 import { composeDataApi } from "../compose/data-api";
@@ -14,10 +13,14 @@ import { composeEvents, type Events, type EventsSettings } from "../compose/even
 import type { Infrastructure } from "../compose/infrastructure";
 import { composeProxy } from "../compose/proxy";
 import { composeSweeper } from "../compose/sweeper";
+import { type AuthContext, authenticate } from "../core/auth";
 import type { ProxyHooks } from "../core/call";
+import { presentedCredentials } from "../core/credentials";
+import { endpointOf } from "../core/endpoints";
+import { errors } from "../core/errors";
 import { errorFields, type Logger } from "../core/logger";
 import { noMetrics } from "../core/metrics";
-import type { Store } from "../core/ports";
+import type { KeyLookup, Store } from "../core/ports";
 import type { UpstreamClient } from "../core/upstream";
 import { VENDOR_NAMES, type VendorName } from "../core/vendor-model";
 import { type Sweeper, startSweeper } from "../metering/sweeper";
@@ -291,5 +294,32 @@ async function startOnStore(
       await usage.flush();
       await local.close();
     },
+  };
+}
+
+export interface KeyAuthDeps {
+  keys: KeyLookup;
+  clock: () => number;
+  /** Called after a successful authentication, off the request path (last-used tracking). */
+  onAuthenticated?: (auth: AuthContext) => void;
+}
+
+/**
+ * The local stand-in for API Gateway's authorizer, in front of the proxies and the data API:
+ * authenticates the service key against the store, as the Lambda authorizer does in AWS.
+ */
+export function requireKey(deps: KeyAuthDeps): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const endpoint = endpointOf(c.req.path);
+    if (!endpoint) throw errors.notFound();
+    const credentials = presentedCredentials({
+      header: (name) => c.req.header(name),
+      query: (name) => c.req.query(name),
+      geminiFamily: endpoint.startsWith("gemini:"),
+    });
+    const auth = await authenticate(credentials, endpoint, deps.keys, deps.clock());
+    c.set("auth", auth);
+    deps.onAuthenticated?.(auth);
+    await next();
   };
 }

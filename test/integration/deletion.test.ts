@@ -18,7 +18,6 @@ import { DynamoTombstones } from "../../lambda/adapters/dynamodb/tombstones";
 import { localUserIdHasher } from "../../lambda/adapters/fs/master-key";
 import { encodeRecords } from "../../lambda/adapters/parquet/codec";
 import { createDataApp } from "../../lambda/app/data-api/app";
-import { requireKey } from "../../lambda/app/key-auth";
 import { createKey, createProject } from "../../lambda/core/accounts";
 import type { CopyPurger } from "../../lambda/core/deletion";
 import { hashUserId } from "../../lambda/core/deletion";
@@ -27,6 +26,7 @@ import { CachedKeyLookup } from "../../lambda/core/key-cache";
 import { jsonLogger } from "../../lambda/core/logger";
 import { INTERACTIONS_PREFIX, type InteractionRecord, partitionPrefix } from "../../lambda/core/record";
 import { startLocalDeletion } from "../../lambda/local/deletion";
+import { requireKey } from "../../lambda/local/host";
 import { type LocalStore, openLocalStore } from "../../lambda/local/store";
 import { type LocalWarehouse, startLocalWarehouse } from "../../lambda/local/warehouse";
 
