@@ -73,7 +73,13 @@ const result = await build({
 // `dmt serve`'s warehouse worker, loaded by path beside the code that starts it (lambda/local/warehouse-thread.ts).
 const worker = await build({
   ...withDependencies,
-  entryPoints: ["lambda/local/warehouse-worker.ts"],
+  stdin: {
+    contents:
+      'import { runWarehouseWorker } from "./lambda/local/warehouse-thread.ts";\nawait runWarehouseWorker();\n',
+    resolveDir: root,
+    sourcefile: "warehouse-worker.ts",
+    loader: "ts",
+  },
   outfile: join(outdir, "warehouse-worker.mjs"),
 });
 // The embedded store's worker is loaded by path beside the code that starts it, with the modules it imports.
@@ -89,7 +95,7 @@ const inputs = [
   ...new Set(
     [config, result, worker]
       .flatMap(({ metafile }) => Object.keys(metafile.inputs))
-      .filter((path) => !path.startsWith("node_modules/")),
+      .filter((path) => !path.startsWith("node_modules/") && path !== "warehouse-worker.ts"),
   ),
   ...copied,
 ];

@@ -1,12 +1,15 @@
-import { type MessagePort, Worker } from "node:worker_threads";
+import { type MessagePort, parentPort, Worker, workerData } from "node:worker_threads";
 import type { DynamoDBClient } from "../adapters/dynamodb/client";
+import { DynamoPorts } from "../adapters/dynamodb/ports";
 import type { TableNames } from "../adapters/dynamodb/tables";
+import { storeCopies } from "../compose/consumer";
 import type { EventPublisher } from "../core/cloudevent";
 import type { CopyPurger } from "../core/deletion";
-import { errorFields, type Logger } from "../core/logger";
+import { errorFields, type Logger, loggerOver } from "../core/logger";
 import type { RecordQueue } from "../core/queue";
 import type { InteractionRecord } from "../core/record";
-import { openWarehouseReads, type WarehouseReads } from "./warehouse";
+import { storeClient } from "./dynalite-client";
+import { openWarehouseReads, startWarehouseQueue, type WarehouseReads } from "./warehouse";
 
 /** What the warehouse worker starts from. */
 export interface WarehouseWorkerData {
@@ -52,7 +55,7 @@ const RESTART_PAUSE_MS = 1000;
 const STARTS_WHILE_CLOSING = 3;
 
 /**
- * The local warehouse's writing side in a worker thread (lambda/local/warehouse-worker.ts): the
+ * The local warehouse's writing side in a worker thread (`runWarehouseWorker` below): the
  * in-process queue with its journal, the consumer Lambda runs, and the dashboard's index writer, whose
  * CPU (JSON, Parquet, store writes) would otherwise delay the server's requests. This side only posts:
  * `send` serialises the record and resolves once the worker has it in the journal. The records sent
@@ -300,4 +303,59 @@ export async function startThreadedWarehouse(options: ThreadedWarehouseOptions):
       await queue.close();
     },
   };
+}
+
+/**
+ * The worker's side (its entry, lambda/local/warehouse-worker.mjs, calls this): the in-process queue
+ * with its journal, the consumer Lambda runs (Parquet files, the delivery ledger, dead letters), and the
+ * dashboard's index and rollups, written through a store client of its own.
+ */
+export async function runWarehouseWorker(): Promise<void> {
+  const port = parentPort;
+  if (!port) throw new Error("the warehouse worker runs in a worker thread");
+  const data = workerData as WarehouseWorkerData;
+  const report = (message: WorkerReport) => port.postMessage(message);
+
+  // Log lines go to the server's logger, which filters and writes them.
+  const logger = loggerOver((level, message, fields) =>
+    report({ type: "log", level, message, ...(fields ? { fields } : {}) }),
+  );
+
+  const db = storeClient(data.endpoint, data.dynalite, data.storePort);
+  // The consumer's copies in the store, as in AWS: tombstones, the dashboard's index and rollups.
+  const store = new DynamoPorts(db, data.tables, () => {
+    throw new Error("the warehouse worker unwraps no vendor keys");
+  });
+  const queue = await startWarehouseQueue({
+    dataDir: data.dataDir,
+    logger,
+    flushIntervalMs: data.flushIntervalMs,
+    ...storeCopies({ store }),
+  });
+
+  /** Records on their way into the journal: a delivery, and the close, wait for them. */
+  const arriving = new Set<Promise<void>>();
+  const arrived = () => Promise.all(arriving);
+
+  // A request that fails is an unhandled rejection: the worker ends, the server logs it and starts another.
+  port.on("message", (request: WorkerRequest) => {
+    const done = () => report({ type: "done", id: request.id });
+    if (request.type === "send") {
+      const sent = Promise.all(request.bodies.map((body) => queue.enqueue(body))).then(done);
+      arriving.add(sent);
+      void sent.finally(() => arriving.delete(sent));
+    } else if (request.type === "deliver") {
+      void arrived()
+        .then(() => queue.deliver())
+        .then(done);
+    } else {
+      void arrived()
+        .then(() => queue.close())
+        .then(() => {
+          db.destroy();
+          done();
+        });
+    }
+  });
+  report({ type: "ready" });
 }

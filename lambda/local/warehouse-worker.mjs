@@ -1,6 +1,8 @@
-// The warehouse worker's entry. Plain JavaScript that registers tsx, so the worker runs the TypeScript
-// consumer (the code Lambda runs) without a build step, under `dmt serve` and the tests alike.
+// The warehouse worker's entry (lambda/local/warehouse-thread.ts starts it and holds its code). Plain
+// JavaScript that registers tsx, so the worker runs the TypeScript consumer (the code Lambda runs)
+// without a build step, under `dmt serve` and the tests alike.
 import { register } from "tsx/esm/api";
 
 register();
-await import("./warehouse-worker.ts");
+const { runWarehouseWorker } = await import("./warehouse-thread.ts");
+await runWarehouseWorker();
