@@ -1,0 +1,518 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import {
+  costMicros,
+  loadPriceCatalogue,
+  type ModelPrice,
+  maxCostMicros,
+} from "../../../../lambda/core/pricing";
+import { emptyUsage, type Usage } from "../../../../lambda/core/usage";
+
+/** A small catalogue of its own, so these cases do not move when the shipped prices do. */
+function testCatalogue() {
+  return {
+    version: "test-1",
+    currency: "USD",
+    sources: [{ vendor: "openai", url: "https://example.com/pricing", read_on: "2026-11-22" }],
+    models: [
+      {
+        vendor: "openai",
+        model: "chat-a",
+        kind: "chat",
+        aliases: ["chat-a-latest"],
+        max_output_tokens: 16384,
+        prices: [
+          { effective_from: "2026-01-01", input: "0.15", cached_input: 0.075, output: 0.6 },
+          { effective_from: "2026-06-01", input: 0.1, cached_input: 0.05, output: 0.4 },
+        ],
+      },
+      {
+        vendor: "openai",
+        model: "thinker",
+        kind: "chat",
+        max_output_tokens: 100000,
+        prices: [{ effective_from: "2026-01-01", input: 1, output: 4, reasoning: 8 }],
+      },
+      {
+        vendor: "anthropic",
+        model: "claude-x-1",
+        kind: "chat",
+        max_output_tokens: 64000,
+        prices: [
+          {
+            effective_from: "2026-01-01",
+            input: 3,
+            cached_input: 0.3,
+            cache_write: 3.75,
+            output: 15,
+            long_context: {
+              above_input_tokens: 200000,
+              input: 6,
+              cached_input: 0.6,
+              cache_write: 7.5,
+              output: 22.5,
+            },
+          },
+        ],
+      },
+      {
+        vendor: "groq",
+        model: "whisper-x",
+        kind: "transcription",
+        prices: [{ effective_from: "2026-01-01", audio: { per: "hour", usd: 0.111, minimum_seconds: 10 } }],
+      },
+    ],
+  };
+}
+
+const AT = new Date("2026-11-22T12:00:00Z");
+
+function usage(figures: Partial<Usage>): Usage {
+  return { ...emptyUsage(), ...figures };
+}
+
+function priced(
+  catalogue: ReturnType<typeof loadPriceCatalogue>,
+  vendor: "openai" | "anthropic" | "groq" | "gemini",
+  model: string,
+  at = AT,
+): ModelPrice {
+  const price = catalogue.priceFor(vendor, model, at);
+  if (!price) throw new Error(`no price for ${vendor}/${model}`);
+  return price;
+}
+
+describe("costMicros", () => {
+  const catalogue = loadPriceCatalogue(testCatalogue());
+
+  it("bills uncached, cached, cache-write and output tokens at their own rates", () => {
+    const price = priced(catalogue, "anthropic", "claude-x-1");
+    // 1000 uncached at 3 + 20000 cached at 0.3 + 5000 written at 3.75 + 800 out at 15 (USD per M).
+    const figures = usage({
+      inputTokens: 26000,
+      cachedInputTokens: 20000,
+      cacheWriteTokens: 5000,
+      outputTokens: 800,
+    });
+    expect(costMicros(figures, price)).toBe(3000 + 6000 + 18750 + 12000);
+  });
+
+  it("bills reasoning at its own rate when priced apart, and the rest of the output at the output rate", () => {
+    const price = priced(catalogue, "openai", "thinker");
+    const figures = usage({ inputTokens: 1000, outputTokens: 5000, reasoningTokens: 4000 });
+    // 1000 at 1 + 1000 visible at 4 + 4000 reasoning at 8.
+    expect(costMicros(figures, price)).toBe(1000 + 4000 + 32000);
+  });
+
+  it("bills reasoning at the output rate when not priced apart", () => {
+    const price = priced(catalogue, "openai", "chat-a");
+    const figures = usage({
+      inputTokens: 10000,
+      cachedInputTokens: 4000,
+      outputTokens: 2000,
+      reasoningTokens: 1500,
+    });
+    // 6000 at 0.10 + 4000 at 0.05 + 2000 at 0.40.
+    expect(costMicros(figures, price)).toBe(600 + 200 + 800);
+  });
+
+  it("moves the whole request to the long-context rates only above the threshold", () => {
+    const price = priced(catalogue, "anthropic", "claude-x-1");
+    expect(costMicros(usage({ inputTokens: 200000, outputTokens: 1000 }), price)).toBe(600000 + 15000);
+    expect(
+      costMicros(usage({ inputTokens: 250000, cachedInputTokens: 50000, outputTokens: 1000 }), price),
+    ).toBe(1_200_000 + 30000 + 22500);
+  });
+
+  it("bills audio in whole seconds, rounded up, with the per-request minimum", () => {
+    const price = priced(catalogue, "groq", "whisper-x");
+    // 10 s minimum at 0.111 USD/hour = 308.33 micro-USD, rounded up.
+    expect(costMicros(usage({ audioSeconds: 3.2 }), price)).toBe(309);
+    // 125.5 s -> 126 s = 0.003885 USD exactly.
+    expect(costMicros(usage({ audioSeconds: 125.5 }), price)).toBe(3885);
+    expect(costMicros(usage({ audioSeconds: 0 }), price)).toBe(0);
+  });
+
+  it("rounds once, up, to a whole micro-USD", () => {
+    const price = priced(catalogue, "openai", "chat-a");
+    expect(costMicros(usage({}), price)).toBe(0);
+    // One token at 0.10 USD/M is 0.1 micro-USD.
+    expect(costMicros(usage({ inputTokens: 1 }), price)).toBe(1);
+    // 7 at 0.10 + 3 cached at 0.05 = 0.85 micro-USD: one rounding, not one per part.
+    expect(costMicros(usage({ inputTokens: 10, cachedInputTokens: 3 }), price)).toBe(1);
+  });
+
+  it("stays exact where floating point would not", () => {
+    const price = priced(catalogue, "openai", "chat-a", new Date("2026-02-01T00:00:00Z"));
+    // 0.1 + 0.2 style sums: 3 × 0.15 USD/M over a billion tokens is exactly 450 USD.
+    expect(costMicros(usage({ inputTokens: 3_000_000_000 }), price)).toBe(450_000_000);
+  });
+
+  it("rejects impossible usage", () => {
+    const price = priced(catalogue, "openai", "chat-a");
+    expect(() =>
+      costMicros(usage({ inputTokens: 10, cachedInputTokens: 8, cacheWriteTokens: 3 }), price),
+    ).toThrow(/exceed inputTokens/);
+    expect(() => costMicros(usage({ outputTokens: 1, reasoningTokens: 2 }), price)).toThrow(
+      /reasoningTokens/,
+    );
+    expect(() => costMicros(usage({ inputTokens: -1 }), price)).toThrow(
+      /inputTokens must be a non-negative integer/,
+    );
+    expect(() => costMicros(usage({ outputTokens: 1.5 }), price)).toThrow(/outputTokens/);
+    expect(() => costMicros(usage({ audioSeconds: Number.NaN }), price)).toThrow(/audioSeconds/);
+  });
+});
+
+describe("markup", () => {
+  it("multiplies the exact cost before the single rounding", () => {
+    const plain = loadPriceCatalogue(testCatalogue());
+    const marked = loadPriceCatalogue(testCatalogue(), undefined, 1.1);
+    const figures = usage({ inputTokens: 10000, cachedInputTokens: 4000, outputTokens: 2000 });
+    expect(costMicros(figures, priced(plain, "openai", "chat-a"))).toBe(1600);
+    expect(costMicros(figures, priced(marked, "openai", "chat-a"))).toBe(1760);
+    // 0.1 + 0.05×3 = 0.85 micro-USD × 1.1 = 0.935: still one micro-USD.
+    expect(
+      costMicros(usage({ inputTokens: 10, cachedInputTokens: 3 }), priced(marked, "openai", "chat-a")),
+    ).toBe(1);
+    // Rounding before the markup would give 2 here: ceil(0.85) × 1.1 = 1.1.
+    // 3885 × 1.1 = 4273.5 micro-USD.
+    expect(costMicros(usage({ audioSeconds: 125.5 }), priced(marked, "groq", "whisper-x"))).toBe(4274);
+  });
+
+  it("is left out of list-price costs", () => {
+    const marked = loadPriceCatalogue(testCatalogue(), undefined, 1.1);
+    const figures = usage({ inputTokens: 10000, outputTokens: 2000 });
+    expect(costMicros(figures, priced(marked, "openai", "chat-a"), { applyMarkup: false })).toBe(1800);
+  });
+
+  it("comes from the override file unless set explicitly", () => {
+    const override = { markup: 1.25 };
+    const figures = usage({ inputTokens: 10000 });
+    expect(
+      costMicros(figures, priced(loadPriceCatalogue(testCatalogue(), override), "openai", "chat-a")),
+    ).toBe(1250);
+    expect(
+      costMicros(figures, priced(loadPriceCatalogue(testCatalogue(), override, 2), "openai", "chat-a")),
+    ).toBe(2000);
+  });
+
+  it.each([0, -1, 11, Number.NaN, Number.POSITIVE_INFINITY, 1.0000000001])(
+    "rejects a markup of %s",
+    (markup) => {
+      expect(() => loadPriceCatalogue(testCatalogue(), undefined, markup)).toThrow(/Invalid price markup/);
+    },
+  );
+});
+
+describe("priceFor", () => {
+  const catalogue = loadPriceCatalogue(testCatalogue());
+
+  it("takes the row in force at the given moment, from 00:00 UTC of its date", () => {
+    expect(catalogue.priceFor("openai", "chat-a", new Date("2025-12-31T23:59:59Z"))).toBeUndefined();
+    expect(priced(catalogue, "openai", "chat-a", new Date("2026-01-01T00:00:00Z")).tokens.input).toBe(
+      150_000_000n,
+    );
+    expect(priced(catalogue, "openai", "chat-a", new Date("2026-05-31T23:59:59Z")).effectiveFrom).toBe(
+      "2026-01-01",
+    );
+    expect(priced(catalogue, "openai", "chat-a", new Date("2026-06-01T00:00:00Z")).effectiveFrom).toBe(
+      "2026-06-01",
+    );
+  });
+
+  it("resolves aliases, dated snapshots and Gemini model paths, and nothing looser", () => {
+    expect(priced(catalogue, "openai", "chat-a-latest").model).toBe("chat-a");
+    expect(priced(catalogue, "openai", "chat-a-2026-03-01").model).toBe("chat-a");
+    expect(priced(catalogue, "openai", "chat-a-0125").model).toBe("chat-a");
+    expect(priced(catalogue, "anthropic", "claude-x-1-20260115").model).toBe("claude-x-1");
+    expect(priced(catalogue, "openai", "models/chat-a").model).toBe("chat-a");
+    expect(catalogue.priceFor("openai", "chat-a-tts", AT)).toBeUndefined();
+    expect(catalogue.priceFor("openai", "chat", AT)).toBeUndefined();
+    expect(catalogue.priceFor("groq", "chat-a", AT)).toBeUndefined();
+  });
+
+  it("fills the defaults of absent fields", () => {
+    const price = priced(catalogue, "openai", "thinker");
+    expect(price.tokens).toEqual({
+      input: 1_000_000_000n,
+      output: 4_000_000_000n,
+      cachedInput: 1_000_000_000n,
+      cacheWrite: 1_000_000_000n,
+      reasoning: 8_000_000_000n,
+    });
+  });
+});
+
+describe("maxCostMicros", () => {
+  const catalogue = loadPriceCatalogue(testCatalogue());
+
+  it("holds every input token at the dearest input rate and falls back to the output cap", () => {
+    const chat = priced(catalogue, "openai", "chat-a");
+    // 1000 at 0.10 + 16384 at 0.40.
+    expect(maxCostMicros(chat, 1000)).toBe(100 + 6554);
+    const claude = priced(catalogue, "anthropic", "claude-x-1");
+    // 1000 at the cache-write rate 3.75 + 1000 at 15.
+    expect(maxCostMicros(claude, 1000, 1000)).toBe(3750 + 15000);
+    // The estimate decides the tier.
+    expect(maxCostMicros(claude, 300000, 0)).toBe(2_250_000);
+    const thinker = priced(catalogue, "openai", "thinker");
+    expect(maxCostMicros(thinker, 0, 1000)).toBe(8000);
+  });
+
+  it("holds audio by its expected duration", () => {
+    expect(maxCostMicros(priced(catalogue, "groq", "whisper-x"), 0, undefined, { audioSeconds: 3600 })).toBe(
+      111000,
+    );
+  });
+
+  it("is never below the cost of a call that stays within the estimate and the output cap", () => {
+    const prices = ["chat-a", "thinker"].map((model) => priced(catalogue, "openai", model));
+    prices.push(priced(catalogue, "anthropic", "claude-x-1"));
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...prices),
+        fc.integer({ min: 0, max: 199_999 }),
+        fc.integer({ min: 0, max: 16384 }),
+        fc.double({ min: 0, max: 1, noNaN: true }),
+        fc.double({ min: 0, max: 1, noNaN: true }),
+        fc.double({ min: 0, max: 1, noNaN: true }),
+        (price, input, output, cachedShare, writeShare, reasoningShare) => {
+          const cached = Math.floor(input * cachedShare);
+          const written = Math.floor((input - cached) * writeShare);
+          const figures = usage({
+            inputTokens: input,
+            cachedInputTokens: cached,
+            cacheWriteTokens: written,
+            outputTokens: output,
+            reasoningTokens: Math.floor(output * reasoningShare),
+          });
+          expect(costMicros(figures, price)).toBeLessThanOrEqual(maxCostMicros(price, input, output));
+        },
+      ),
+    );
+  });
+
+  it("rejects impossible estimates", () => {
+    const chat = priced(catalogue, "openai", "chat-a");
+    expect(() => maxCostMicros(chat, -1)).toThrow(/estimatedInputTokens/);
+    expect(() => maxCostMicros(chat, 1, 2.5)).toThrow(/maxOutputTokens/);
+  });
+});
+
+describe("loadPriceCatalogue", () => {
+  function withModel(change: (model: Record<string, unknown>) => void) {
+    const catalogue = testCatalogue();
+    change(catalogue.models[0] as unknown as Record<string, unknown>);
+    return catalogue;
+  }
+  const firstRow = (model: Record<string, unknown>) =>
+    (model.prices as Record<string, unknown>[])[0] as Record<string, unknown>;
+
+  it("fails naming the model and the missing field", () => {
+    const bad = withModel((model) => {
+      delete firstRow(model).output;
+    });
+    expect(() => loadPriceCatalogue(bad)).toThrow(
+      "Invalid price catalogue: openai/chat-a: prices[0].output: required for a chat model",
+    );
+    const noCap = withModel((model) => {
+      delete model.max_output_tokens;
+    });
+    expect(() => loadPriceCatalogue(noCap)).toThrow(
+      "openai/chat-a: max_output_tokens: required for a chat model",
+    );
+    const noKind = withModel((model) => {
+      delete model.kind;
+    });
+    expect(() => loadPriceCatalogue(noKind)).toThrow(/openai\/chat-a: kind: /);
+  });
+
+  it("rejects negative, absurd and malformed amounts", () => {
+    const negative = withModel((model) => {
+      firstRow(model).input = -0.15;
+    });
+    expect(() => loadPriceCatalogue(negative)).toThrow(
+      /openai\/chat-a: prices\[0\]\.input: must be a non-negative USD amount/,
+    );
+    const absurd = withModel((model) => {
+      firstRow(model).output = 60000;
+    });
+    expect(() => loadPriceCatalogue(absurd)).toThrow(/prices\[0\]\.output: is over 10000 USD/);
+    for (const amount of ["1,5", "0.0000000001", "", "1e-3", true]) {
+      const malformed = withModel((model) => {
+        firstRow(model).input = amount;
+      });
+      expect(() => loadPriceCatalogue(malformed)).toThrow(/prices\[0\]\.input/);
+    }
+  });
+
+  it("rejects unknown fields, so a typo cannot price a model at zero", () => {
+    const typo = withModel((model) => {
+      firstRow(model).cached_imput = 0.075;
+    });
+    expect(() => loadPriceCatalogue(typo)).toThrow(/openai\/chat-a: prices\[0\]: .*cached_imput/);
+  });
+
+  it("rejects unknown dimensions and negative rates in tiers and tool fees, naming the model and field", () => {
+    const cases: [(row: Record<string, unknown>) => void, RegExp][] = [
+      [
+        (row) => (row.tool_calls = { web_serach: 10 }),
+        /openai\/chat-a: prices\[0\]\.tool_calls: .*web_serach/,
+      ],
+      [
+        (row) => (row.tool_requests = { google_search: -35 }),
+        /prices\[0\]\.tool_requests\.google_search: must be/,
+      ],
+      [
+        (row) => (row.service_tiers = { turbo: { input: 1, output: 2 } }),
+        /prices\[0\]\.service_tiers: .*turbo/,
+      ],
+      [(row) => (row.service_tiers = { flex: { input: 1 } }), /prices\[0\]\.service_tiers\.flex\.output/],
+      [
+        (row) => (row.service_tiers = { flex: { input: 1, output: 2, cache_rd: 1 } }),
+        /prices\[0\]\.service_tiers\.flex: .*cache_rd/,
+      ],
+      [
+        (row) => (row.cache_write_1h = -6),
+        /openai\/chat-a: prices\[0\]\.cache_write_1h: must be a non-negative/,
+      ],
+      [(row) => (row.audio_input = "ten"), /prices\[0\]\.audio_input/],
+    ];
+    for (const [change, message] of cases) {
+      const bad = withModel((model) => change(firstRow(model)));
+      expect(() => loadPriceCatalogue(bad)).toThrow(message);
+    }
+  });
+
+  it("rejects rows out of date order, bad dates and ambiguous ids", () => {
+    const unordered = withModel((model) => {
+      (model.prices as unknown[]).reverse();
+    });
+    expect(() => loadPriceCatalogue(unordered)).toThrow(/prices\[1\]\.effective_from: must be later/);
+    const badDate = withModel((model) => {
+      firstRow(model).effective_from = "2026-02-30";
+    });
+    expect(() => loadPriceCatalogue(badDate)).toThrow(/prices\[0\]\.effective_from/);
+    const clash = withModel((model) => {
+      model.aliases = ["thinker"];
+    });
+    expect(() => loadPriceCatalogue(clash)).toThrow(/'thinker' is also openai\/chat-a/);
+  });
+
+  it("rejects a file that is not a catalogue", () => {
+    expect(() => loadPriceCatalogue(null)).toThrow(/Invalid price catalogue: \(file\)/);
+    expect(() => loadPriceCatalogue({ ...testCatalogue(), currency: "EUR" })).toThrow(/currency/);
+    expect(() => loadPriceCatalogue({ ...testCatalogue(), version: "" })).toThrow(/version/);
+  });
+});
+
+describe("override", () => {
+  it("adds models and replaces or adds price rows", () => {
+    const override = {
+      version: "acme-1",
+      models: [
+        {
+          vendor: "groq",
+          model: "fine-tune",
+          kind: "chat",
+          max_output_tokens: 8192,
+          prices: [{ effective_from: "2026-11-01", input: 0.2, output: 0.2 }],
+        },
+        {
+          vendor: "openai",
+          model: "chat-a",
+          prices: [{ effective_from: "2026-06-01", input: 0.12, output: 0.48 }],
+        },
+        {
+          vendor: "openai",
+          model: "thinker",
+          max_output_tokens: 50000,
+          prices: [{ effective_from: "2026-12-01", input: 2, output: 8 }],
+        },
+      ],
+    };
+    const catalogue = loadPriceCatalogue(testCatalogue(), override);
+    expect(
+      costMicros(
+        usage({ inputTokens: 1_000_000, outputTokens: 1_000_000 }),
+        priced(catalogue, "groq", "fine-tune"),
+      ),
+    ).toBe(400_000);
+    // The row of 2026-06-01 is replaced whole: its cached price falls back to the input rate.
+    const chat = priced(catalogue, "openai", "chat-a");
+    expect(chat.tokens.input).toBe(120_000_000n);
+    expect(chat.tokens.cachedInput).toBe(120_000_000n);
+    // Earlier rows and aliases are kept.
+    expect(priced(catalogue, "openai", "chat-a-latest", new Date("2026-02-01T00:00:00Z")).tokens.input).toBe(
+      150_000_000n,
+    );
+    const thinker = priced(catalogue, "openai", "thinker");
+    expect(thinker.maxOutputTokens).toBe(50000);
+    expect(thinker.tokens.reasoning).toBe(8_000_000_000n);
+    expect(priced(catalogue, "openai", "thinker", new Date("2026-12-01T00:00:00Z")).tokens.reasoning).toBe(
+      8_000_000_000n,
+    );
+    expect(priced(catalogue, "openai", "thinker", new Date("2026-12-01T00:00:00Z")).tokens.input).toBe(
+      2_000_000_000n,
+    );
+  });
+
+  it("fails naming the override's model and field", () => {
+    const incomplete = {
+      models: [
+        {
+          vendor: "groq",
+          model: "fine-tune",
+          kind: "chat",
+          prices: [{ effective_from: "2026-11-01", input: 0.2 }],
+        },
+      ],
+    };
+    expect(() => loadPriceCatalogue(testCatalogue(), incomplete)).toThrow(
+      "Invalid price override: groq/fine-tune: max_output_tokens: required for a chat model",
+    );
+    const negative = {
+      models: [
+        {
+          vendor: "openai",
+          model: "chat-a",
+          prices: [{ effective_from: "2026-12-01", input: -1, output: 1 }],
+        },
+      ],
+    };
+    expect(() => loadPriceCatalogue(testCatalogue(), negative)).toThrow(
+      /Invalid price override: openai\/chat-a: prices\[2\]\.input/,
+    );
+    expect(() => loadPriceCatalogue(testCatalogue(), { models: [{ vendor: "acme", model: "x" }] })).toThrow(
+      /Invalid price override: acme\/x: vendor/,
+    );
+    expect(() => loadPriceCatalogue(testCatalogue(), { markup: 1.1, extra: true })).toThrow(
+      /Invalid price override/,
+    );
+  });
+
+  it("gives a price version that names the catalogue and changes with the override and markup", () => {
+    const base = loadPriceCatalogue(testCatalogue());
+    expect(base.priceVersion).toBe("test-1");
+    expect(priced(base, "openai", "chat-a").priceVersion).toBe("test-1");
+    const override = {
+      models: [
+        {
+          vendor: "openai",
+          model: "chat-a",
+          prices: [{ effective_from: "2026-12-01", input: 1, output: 1 }],
+        },
+      ],
+    };
+    const a = loadPriceCatalogue(testCatalogue(), override).priceVersion;
+    expect(a).toMatch(/^test-1\+[0-9a-f]{12}$/);
+    expect(loadPriceCatalogue(testCatalogue(), override).priceVersion).toBe(a);
+    const b = loadPriceCatalogue(testCatalogue(), override, 1.1).priceVersion;
+    const c = loadPriceCatalogue(testCatalogue(), undefined, 1.1).priceVersion;
+    expect(new Set([a, b, c, "test-1"]).size).toBe(4);
+    expect(priced(loadPriceCatalogue(testCatalogue(), undefined, 1.1), "openai", "chat-a").priceVersion).toBe(
+      c,
+    );
+  });
+});

@@ -1,0 +1,308 @@
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { emptyUsage, type Usage } from "../../../lambda/core/usage";
+import type { Operation, UsageContext, VendorName } from "../../../lambda/core/vendor-model";
+import { VENDOR_DEFINITIONS } from "../../../lambda/vendors";
+import { JsonArrayReader } from "../../../lambda/vendors/json-array";
+import {
+  includeUsage,
+  isUsageOnlyChunk,
+  withoutNullUsage,
+} from "../../../lambda/vendors/openai/stream-usage";
+import { parseSseEvent, SseReader } from "../../../lambda/vendors/sse";
+
+const fixture = (name: string) => readFileSync(new URL(`../../fixtures/${name}`, import.meta.url));
+
+function context(operation: Operation, request?: Record<string, unknown>): UsageContext {
+  return { operation, request };
+}
+
+/** Feeds an SSE fixture to the vendor's observer; `events` keeps only the first n events (a cut stream). */
+function observeSse(vendor: VendorName, ctx: UsageContext, name: string, events = Number.POSITIVE_INFINITY) {
+  const observer = VENDOR_DEFINITIONS[vendor].usage.stream(ctx);
+  const blocks = new SseReader().blocks(fixture(name)).slice(0, events);
+  for (const block of blocks) {
+    const event = parseSseEvent(block);
+    if (event) observer.event(event.data, event.event);
+  }
+  return observer.result(events === Number.POSITIVE_INFINITY);
+}
+
+function usage(figures: Partial<Usage>): Usage {
+  return { ...emptyUsage(), ...figures };
+}
+
+describe("OpenAI usage", () => {
+  it("reads a chat stream's usage chunk and assembles the message", () => {
+    const { usage: got, message } = observeSse("openai", context("chat"), "openai-chat.sse");
+    expect(got).toEqual(usage({ inputTokens: 19, outputTokens: 4, cachedInputTokens: 8 }));
+    expect(message).toEqual({
+      id: "chatcmpl-AB1cDeF",
+      created: 1732000000,
+      model: "gpt-4o-mini-2024-07-18",
+      system_fingerprint: "fp_0ba0d124f1",
+      object: "chat.completion",
+      choices: [
+        {
+          index: 0,
+          message: { role: "assistant", content: 'Hello, wörld ✓ ,"usage":null!' },
+          finish_reason: "stop",
+        },
+      ],
+    });
+  });
+
+  it("marks a cut chat stream incomplete, with the text so far and no usage reported", () => {
+    const { usage: got, message } = observeSse("openai", context("chat"), "openai-chat.sse", 2);
+    expect(got).toEqual(usage({ estimated: true, complete: false }));
+    expect((message as { choices: { message: { content: string } }[] }).choices[0]?.message.content).toBe(
+      "Hello",
+    );
+  });
+
+  it("assembles tool calls from their fragments", () => {
+    const observer = VENDOR_DEFINITIONS.openai.usage.stream(context("chat"));
+    const chunks = [
+      {
+        choices: [
+          {
+            index: 0,
+            delta: {
+              role: "assistant",
+              tool_calls: [
+                {
+                  index: 0,
+                  id: "call_1",
+                  type: "function",
+                  function: { name: "get_weather", arguments: "" },
+                },
+              ],
+            },
+          },
+        ],
+      },
+      { choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '{"city":' } }] } }] },
+      { choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '"Paris"}' } }] } }] },
+      { choices: [{ index: 0, delta: {}, finish_reason: "tool_calls" }] },
+    ];
+    for (const chunk of chunks) observer.event(JSON.stringify(chunk), undefined);
+    const { message } = observer.result(true);
+    expect((message as { choices: unknown[] }).choices).toEqual([
+      {
+        index: 0,
+        message: {
+          role: "assistant",
+          content: "",
+          tool_calls: [
+            {
+              id: "call_1",
+              type: "function",
+              function: { name: "get_weather", arguments: '{"city":"Paris"}' },
+            },
+          ],
+        },
+        finish_reason: "tool_calls",
+      },
+    ]);
+  });
+
+  it("reads the responses stream's response.completed, reasoning and cached tokens included", () => {
+    const { usage: got, message } = observeSse("openai", context("responses"), "openai-responses.sse");
+    expect(got).toEqual(
+      usage({ inputTokens: 37, cachedInputTokens: 5, outputTokens: 11, reasoningTokens: 4 }),
+    );
+    expect((message as { status: string; id: string }).status).toBe("completed");
+    const cut = observeSse("openai", context("responses"), "openai-responses.sse", 5);
+    expect(cut.usage.complete).toBe(false);
+    expect((cut.message as { output_text: string }).output_text).toBe("Hi there!");
+  });
+
+  it("reads non-streamed usage for chat, embeddings, transcriptions, images and speech", () => {
+    const { fromResponse } = VENDOR_DEFINITIONS.openai.usage;
+    expect(
+      fromResponse(context("chat"), {
+        usage: {
+          prompt_tokens: 100,
+          completion_tokens: 50,
+          prompt_tokens_details: { cached_tokens: 64 },
+          completion_tokens_details: { reasoning_tokens: 20 },
+        },
+      }),
+    ).toEqual(usage({ inputTokens: 100, outputTokens: 50, cachedInputTokens: 64, reasoningTokens: 20 }));
+    expect(fromResponse(context("embeddings"), { usage: { prompt_tokens: 8, total_tokens: 8 } })).toEqual(
+      usage({ inputTokens: 8 }),
+    );
+    expect(
+      fromResponse(context("transcription"), { text: "hi", usage: { type: "duration", seconds: 7 } }),
+    ).toEqual(usage({ audioSeconds: 7 }));
+    expect(fromResponse(context("transcription"), { text: "hi", duration: 3.5 })).toEqual(
+      usage({ audioSeconds: 3.5 }),
+    );
+    expect(fromResponse(context("transcription"), undefined)).toEqual(usage({ estimated: true }));
+    expect(
+      fromResponse(context("image"), {
+        data: [{ b64_json: "x" }, { b64_json: "y" }],
+        usage: { input_tokens: 10, output_tokens: 4160 },
+      }),
+    ).toEqual(usage({ inputTokens: 10, outputTokens: 4160, images: 2 }));
+    expect(fromResponse(context("speech", { input: "héllo ✓" }), undefined)).toEqual(
+      usage({ speechCharacters: 7, estimated: true }),
+    );
+    expect(fromResponse(context("models"), { data: [] })).toEqual(usage({}));
+  });
+
+  it("asks for a stream's usage by splicing include_usage in, leaving the client's bytes as sent", () => {
+    const ask = (text: string) => {
+      const asked = includeUsage.ask(Buffer.from(text), JSON.parse(text));
+      return asked && Buffer.from(asked).toString();
+    };
+    expect(ask('{ "model":"m",\n"stream":true}')).toBe(
+      '{"stream_options":{"include_usage":true}, "model":"m",\n"stream":true}',
+    );
+    // The client's own options are kept, with include_usage added.
+    expect(JSON.parse(ask('{"stream":true,"stream_options":{"include_usage":false,"x":1}}') ?? "")).toEqual({
+      stream: true,
+      stream_options: { include_usage: true, x: 1 },
+    });
+    // Asked by the client itself, or options the vendor must judge: nothing to ask, nothing to hide.
+    expect(ask('{"stream":true,"stream_options":{"include_usage":true}}')).toBeUndefined();
+    expect(ask('{"stream":true,"stream_options":"yes"}')).toBeUndefined();
+  });
+
+  it("recognises the usage-only chunk and removes the null usage of the others", () => {
+    const events = new SseReader()
+      .blocks(fixture("openai-chat.sse"))
+      .map((block) => parseSseEvent(block)?.data ?? "");
+    expect(events.map(isUsageOnlyChunk)).toEqual([false, false, false, false, false, true, false]);
+    expect(withoutNullUsage('{"choices":[{"delta":{"content":",\\"usage\\":null"}}],"usage":null}')).toBe(
+      '{"choices":[{"delta":{"content":",\\"usage\\":null"}}]}',
+    );
+  });
+});
+
+describe("Groq usage", () => {
+  it("reads x_groq.usage from the last chunk", () => {
+    const { usage: got, message } = observeSse("groq", context("chat"), "groq-chat.sse");
+    expect(got).toEqual(usage({ inputTokens: 18, outputTokens: 3 }));
+    expect((message as { choices: { message: { content: string } }[] }).choices[0]?.message.content).toBe(
+      "Fast inference.",
+    );
+  });
+});
+
+describe("Anthropic usage", () => {
+  it("adds cache reads and writes to the input total and takes output from message_delta", () => {
+    const { usage: got, message } = observeSse("anthropic", context("messages"), "anthropic-messages.sse");
+    expect(got).toEqual(
+      usage({ inputTokens: 2572, cachedInputTokens: 2000, cacheWriteTokens: 100, outputTokens: 89 }),
+    );
+    expect(message).toMatchObject({
+      id: "msg_01XFDUDYJgAACzvnptvVoYEL",
+      stop_reason: "tool_use",
+      content: [
+        { type: "text", text: "Okay, let me check the weather." },
+        { type: "tool_use", name: "get_weather", input: { location: "San Francisco, CA" } },
+      ],
+    });
+  });
+
+  it("keeps message_start's figures when the stream is cut before message_delta", () => {
+    const { usage: got } = observeSse("anthropic", context("messages"), "anthropic-messages.sse", 5);
+    expect(got).toEqual(
+      usage({
+        inputTokens: 2572,
+        cachedInputTokens: 2000,
+        cacheWriteTokens: 100,
+        outputTokens: 2,
+        complete: false,
+      }),
+    );
+  });
+
+  it("lets message_delta supersede input figures it repeats", () => {
+    const observer = VENDOR_DEFINITIONS.anthropic.usage.stream(context("messages"));
+    observer.event(
+      JSON.stringify({
+        type: "message_start",
+        message: { id: "m", usage: { input_tokens: 10, output_tokens: 1 } },
+      }),
+      "message_start",
+    );
+    observer.event(
+      JSON.stringify({
+        type: "message_delta",
+        delta: { stop_reason: "end_turn" },
+        usage: { input_tokens: 12, output_tokens: 30 },
+      }),
+      "message_delta",
+    );
+    expect(observer.result(true).usage).toEqual(usage({ inputTokens: 12, outputTokens: 30 }));
+  });
+
+  it("reads a message's usage and estimates the legacy completion API, which reports none", () => {
+    const { fromResponse } = VENDOR_DEFINITIONS.anthropic.usage;
+    expect(
+      fromResponse(context("messages"), {
+        usage: { input_tokens: 5, cache_read_input_tokens: 7, output_tokens: 9 },
+      }),
+    ).toEqual(usage({ inputTokens: 12, cachedInputTokens: 7, outputTokens: 9 }));
+    expect(
+      fromResponse(context("complete", { prompt: "\n\nHuman: Hi there\n\nAssistant:" }), {
+        completion: " Hello! How can I help?",
+      }),
+    ).toEqual(usage({ inputTokens: 8, outputTokens: 6, estimated: true }));
+    expect(fromResponse(context("count_tokens"), { input_tokens: 14 })).toEqual(usage({}));
+  });
+});
+
+describe("Gemini usage", () => {
+  const expected = usage({ inputTokens: 12, cachedInputTokens: 4, outputTokens: 47, reasoningTokens: 40 });
+
+  it("takes the last usageMetadata of an SSE stream and merges the text parts", () => {
+    const { usage: got, message } = observeSse("gemini", context("generate"), "gemini-stream.sse");
+    expect(got).toEqual(expected);
+    expect(message).toMatchObject({
+      candidates: [
+        {
+          content: { role: "model", parts: [{ text: 'The  quick {brown} "fox" \\jumps.' }] },
+          finishReason: "STOP",
+          index: 0,
+        },
+      ],
+      modelVersion: "gemini-2.5-flash",
+    });
+  });
+
+  it("reads the same figures from the JSON-array stream", () => {
+    const observer = VENDOR_DEFINITIONS.gemini.usage.stream(context("generate"));
+    for (const element of new JsonArrayReader().elements(fixture("gemini-stream.json")))
+      observer.event(element, undefined);
+    expect(observer.result(true).usage).toEqual(expected);
+  });
+
+  it("reads generateContent, estimates embeddings and counts a cache write", () => {
+    const { fromResponse } = VENDOR_DEFINITIONS.gemini.usage;
+    expect(
+      fromResponse(context("generate"), {
+        usageMetadata: { promptTokenCount: 3, candidatesTokenCount: 5, toolUsePromptTokenCount: 2 },
+      }),
+    ).toEqual(usage({ inputTokens: 5, outputTokens: 5 }));
+    expect(
+      fromResponse(context("embed", { content: { parts: [{ text: "twelve chars" }] } }), {
+        embedding: { values: [0.1] },
+      }),
+    ).toEqual(usage({ inputTokens: 3, estimated: true }));
+    const batch = {
+      requests: [{ content: { parts: [{ text: "abcd" }] } }, { content: { parts: [{ text: "efgh" }] } }],
+    };
+    expect(fromResponse(context("embed", batch), { embeddings: [] })).toEqual(
+      usage({ inputTokens: 2, estimated: true }),
+    );
+    expect(
+      fromResponse(context("cached_content"), {
+        name: "cachedContents/x",
+        usageMetadata: { totalTokenCount: 4096 },
+      }),
+    ).toEqual(usage({ inputTokens: 4096, cacheWriteTokens: 4096 }));
+  });
+});
