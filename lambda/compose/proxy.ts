@@ -14,6 +14,7 @@ import type { VendorDefinition } from "../core/vendor-model";
 import { checkedAfterCharges } from "../events/alerts";
 import { BudgetGuard } from "../metering/budgets";
 import { createMetering, type Metering } from "../metering/hooks";
+import { type OpenTelemetry, openTelemetry, type TelemetrySettings } from "../telemetry/hooks";
 import { type Alerts, composeAlerts } from "./alerts";
 import type { Infrastructure } from "./infrastructure";
 
@@ -37,6 +38,8 @@ export interface ProxySettings {
    * rule edited there applies to the next call; absent: composed here, with this function's own cache.
    */
   alerts?: Alerts;
+  /** Each call as an OpenTelemetry span and GenAI metrics (docs/telemetry.md); absent: off, SDK not loaded. */
+  telemetry?: TelemetrySettings;
 }
 
 export interface ProxyPerVendor {
@@ -54,6 +57,8 @@ export interface ProxyComposition {
   metering: Metering | undefined;
   /** Every call's after-work (settlement, record): a Lambda invocation waits for its own (`run`), the host for all before it stops. */
   pending: PendingWork;
+  /** The OpenTelemetry export, when on: the host shuts it down (sending what waits) before it stops. */
+  telemetry: OpenTelemetry | undefined;
   /**
    * One vendor's proxy app, with the hooks above: the embedded host makes one per vendor at its start,
    * a Lambda function one for each managed key of the moment (the operator may replace it).
@@ -102,6 +107,7 @@ export function composeProxy(
         watcher: alerts.budgetAlerts(infra.userIds),
       }),
     });
+  const telemetry = settings.telemetry && openTelemetry(settings.telemetry, infra);
   // The order is the contract between the hooks: metering prices the call (`call.billing`), the
   // record hook (below) builds the record from that (`call.record`), and the metrics (below) and the
   // hooks after them (the events) read both.
@@ -110,13 +116,14 @@ export function composeProxy(
       ...(metering ? [metering] : []),
       warehouseHooks(infra.recordQueue, infra.userIds),
       callMetrics(infra.metrics),
+      ...(telemetry ? [telemetry.hooks] : []),
       alerts.hooks,
       ...(settings.hooks ?? []),
     ],
     logger,
   );
   const pending = new PendingWork();
-  return { hooks, metering, pending, app: vendorApps({ hooks, pending, logger }) };
+  return { hooks, metering, pending, telemetry, app: vendorApps({ hooks, pending, logger }) };
 }
 
 /** Each vendor's proxy app around `hooks`, whose after-work goes on `pending`. */

@@ -46,6 +46,9 @@ export interface ProxyCall {
   readonly userAgent: string | undefined;
   /** The client's `X-DMT-Store`: asks for a record that keeps less (core/privacy.ts). */
   readonly storeHeader: string | undefined;
+  /** The client's W3C `traceparent` and `tracestate`: its trace, which the call's span joins. */
+  readonly traceparent?: string | undefined;
+  readonly tracestate?: string | undefined;
   /** The matched route; undefined when the path matched none (404, 405, bad model segment). */
   route: VendorRoute | undefined;
   /** The vendor path and query as forwarded (service keys removed), once routed. */

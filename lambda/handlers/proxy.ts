@@ -1,5 +1,6 @@
 import { activePriceCatalogue } from "../adapters/fs/price-catalogue";
 import { composeProxy } from "../compose/proxy";
+import { otlpSettings } from "../telemetry/config";
 import {
   awsHost,
   kmsKeyWrapper,
@@ -30,6 +31,7 @@ const aws = awsHost(process.env, "proxy", {
   dimensions: { vendor: config.DMT_VENDOR },
   keyWrapper: kmsKeyWrapper(metering),
 });
+const otlp = otlpSettings(config);
 const proxy = composeProxy(
   {
     ...aws,
@@ -45,6 +47,8 @@ const proxy = composeProxy(
       // A frozen container may never run again: each call's charge is noted before its invocation ends.
       noteChargesMs: 0,
     },
+    // Each invocation sends its span and metrics before it ends: a frozen container may never run again.
+    ...(otlp && { telemetry: { otlp, flushEachCall: true } }),
   },
 );
 

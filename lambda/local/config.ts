@@ -3,6 +3,7 @@ import * as z from "zod/mini";
 import { httpUrl, oneOf, parseEnv, text, wholeNumberIn } from "../core/config";
 import { LOG_LEVELS } from "../core/logger";
 import type { VendorName } from "../core/vendor-names";
+import { OTLP_VARIABLES } from "../telemetry/config";
 
 const upstreamUrl = z.optional(httpUrl);
 const optionalText = z.optional(text);
@@ -62,6 +63,8 @@ const schema = z
     /** Price override (a JSON file or inline JSON) and markup factor; see prices/README.md. */
     DMT_PRICES_OVERRIDE: optionalText,
     DMT_PRICE_MARKUP: optionalText,
+    /** OpenTelemetry export (OTEL_EXPORTER_OTLP_ENDPOINT...): see docs/telemetry.md. */
+    ...OTLP_VARIABLES,
   })
   .check(
     z.refine((env) => (env.DMT_TLS_CERT === undefined) === (env.DMT_TLS_KEY === undefined), {

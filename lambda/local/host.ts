@@ -24,6 +24,7 @@ import type { KeyLookup, Store } from "../core/ports";
 import type { UpstreamClient } from "../core/upstream";
 import { VENDOR_NAMES, type VendorName } from "../core/vendor-model";
 import { type Sweeper, startSweeper } from "../metering/sweeper";
+import { otlpSettings } from "../telemetry/config";
 import { VENDOR_DEFINITIONS } from "../vendors";
 import { type LocalConfig, vendorSettings } from "./config";
 import { type LocalEventsOptions, openLocalEvents } from "./events";
@@ -166,6 +167,7 @@ async function startOnStore(
     options.webhooks?.retryDelaysMs ? { retryDelaysMs: options.webhooks.retryDelaysMs } : {},
   );
   eventParts.start(events.deliveries.handler);
+  const otlp = otlpSettings(config);
   const proxy = composeProxy(infra, {
     ...(config.DMT_METERING === "on" && {
       metering: {
@@ -177,6 +179,7 @@ async function startOnStore(
     }),
     alerts: events,
     ...(options.hooks && { hooks: options.hooks }),
+    ...(otlp && { telemetry: { otlp, flushEachCall: false } }),
   });
   const { metering, pending } = proxy;
   const deletionStarter = warehouse.deletion?.runner;
@@ -276,6 +279,7 @@ async function startOnStore(
     events: { ...events, queue: eventParts.queue },
     async drain() {
       await pending.drain();
+      await proxy.telemetry?.flush();
       await metering?.settle();
       await warehouse.queue.deliver();
       await eventParts.queue.deliver();
@@ -285,6 +289,7 @@ async function startOnStore(
       // Settlements of the calls just answered need the store: before it closes.
       await pending.drain();
       await metering?.settle();
+      await proxy.telemetry?.shutdown();
       // Deliveries stop here; events published later (a deletion finishing) wait in the journal.
       await eventParts.stop();
       await warehouse.close();

@@ -271,6 +271,8 @@ function newCall(c: Context<AppEnv>, vendor: VendorDefinition): ProxyCall {
     userHeader: c.req.header("x-user-id"),
     userAgent: c.req.header("user-agent"),
     storeHeader: c.req.header(STORE_HEADER),
+    traceparent: c.req.header("traceparent"),
+    tracestate: c.req.header("tracestate"),
     route: undefined,
     target: undefined,
     model: undefined,

@@ -4,6 +4,7 @@ import { TABLES, type TableNames, tableNames } from "../../adapters/dynamodb/tab
 import { httpUrl, numberIn, oneOf, parseEnv, text } from "../../core/config";
 import { LOG_LEVELS } from "../../core/logger";
 import { VENDOR_NAMES } from "../../core/vendor-model";
+import { OTLP_VARIABLES } from "../../telemetry/config";
 
 /**
  * Lambda configuration, one schema per function, parsed once at cold start by the shared `parseEnv`
@@ -54,6 +55,8 @@ const proxy = z.extend(base, {
    * gateway cutting a call the function goes on running and paying for (docs/aws.md).
    */
   DMT_UPSTREAM_IDLE_TIMEOUT_MS: numberIn(1, GATEWAY_STREAM_IDLE_MS - 10_000, GATEWAY_STREAM_IDLE_MS - 30_000),
+  /** OpenTelemetry export (the stack sets these from `dmt:otlpEndpoint`): docs/telemetry.md. */
+  ...OTLP_VARIABLES,
 });
 
 /** Other endpoints than AWS's own (tests point these at local stand-ins); unset in AWS. */
