@@ -105,7 +105,7 @@ export function icon(name: keyof typeof ICONS): SVGSVGElement {
 
 /**
  * Copies each table's column names onto its cells (`data-label`), for the narrow layout that shows a
- * row as a card (styles.css). Watches `root`, so tables drawn later are labelled as they appear.
+ * row as a card (styles/page-parts.css). Watches `root`, so tables drawn later are labelled as they appear.
  */
 export function labelTableCells(root: HTMLElement): void {
   const label = () => {

@@ -252,7 +252,7 @@ function shell(auth: Auth, api: Api, me: Me, email: string): void {
       phoneUser,
     ),
   );
-  // One user block, moved where the layout shows it (the media query of styles.css).
+  // One user block, moved where the layout shows it (the media query of styles/layout.css).
   const phone = window.matchMedia("(max-width: 800px)");
   const placeUser = () => (phone.matches ? phoneUser : topbar).append(user);
   phone.addEventListener("change", placeUser);
