@@ -13,6 +13,8 @@ type By = (typeof BY)[number];
 interface Figures {
   requests: number;
   errors: number;
+  /** Of the errors, the calls dmt refused itself (credits, budget, rate limit, policy). */
+  refused: number;
   input_tokens: number;
   output_tokens: number;
   /** Every call's cost at list price, own vendor keys included (unpriced calls add 0). */
@@ -49,6 +51,7 @@ function totalsOf(report: UsageReport): Required<Figures> {
   return {
     requests: total("requests"),
     errors: total("errors"),
+    refused: total("refused"),
     input_tokens: total("input_tokens"),
     output_tokens: total("output_tokens"),
     cost_micros: total("cost_micros"),
@@ -58,12 +61,14 @@ function totalsOf(report: UsageReport): Required<Figures> {
 
 function daily(report: UsageReport): Row[] {
   return report.days.map((day, i) => {
-    const at = (field: "requests" | "errors" | "input_tokens" | "output_tokens" | "cost_micros") =>
-      sum(report.series.map((s) => s[field][i] ?? 0));
+    const at = (
+      field: "requests" | "errors" | "refused" | "input_tokens" | "output_tokens" | "cost_micros",
+    ) => sum(report.series.map((s) => s[field][i] ?? 0));
     return {
       day,
       requests: at("requests"),
       errors: at("errors"),
+      refused: at("refused"),
       input_tokens: at("input_tokens"),
       output_tokens: at("output_tokens"),
       cost_micros: at("cost_micros"),
@@ -77,6 +82,7 @@ function byModel(report: UsageReport): Row[] {
     model: s.model,
     requests: sum(s.requests),
     errors: sum(s.errors),
+    refused: sum(s.refused),
     input_tokens: sum(s.input_tokens),
     output_tokens: sum(s.output_tokens),
     cost_micros: sum(s.cost_micros),
@@ -86,6 +92,7 @@ function byModel(report: UsageReport): Row[] {
 const figures = (f: BreakdownCounters): Figures => ({
   requests: f.requests,
   errors: f.errors,
+  refused: f.refused,
   input_tokens: f.input_tokens,
   output_tokens: f.output_tokens,
   cost_micros: f.cost_micros,
@@ -97,6 +104,7 @@ function rest(total: Required<Figures>, part: BreakdownCounters): Figures {
   return {
     requests: total.requests - part.requests,
     errors: total.errors - part.errors,
+    refused: total.refused - part.refused,
     input_tokens: total.input_tokens - part.input_tokens,
     output_tokens: total.output_tokens - part.output_tokens,
     cost_micros: total.cost_micros - part.cost_micros,
@@ -128,17 +136,18 @@ function printUsage(result: UsageResult): string {
     [HEAD[result.by]]: label(row),
     requests: row.requests,
     failed: row.errors,
+    refused: row.refused,
     "input tokens": row.input_tokens,
     "output tokens": row.output_tokens,
     cost: formatCents(row.cost_micros),
     ...(row.charged_micros !== undefined && { charged: formatCents(row.charged_micros) }),
   }));
-  const columns = [HEAD[result.by], "requests", "failed", "input tokens", "output tokens", "cost"];
+  const columns = [HEAD[result.by], "requests", "failed", "refused", "input tokens", "output tokens", "cost"];
   const { totals } = result;
   return [
     `Usage of ${result.project}, ${result.from} to ${result.to} (UTC), by ${result.by}:`,
     table(cells, charged ? [...columns, "charged"] : columns),
-    `Total: ${totals.requests} requests (${totals.errors} failed), ${totals.input_tokens} input and ${totals.output_tokens} output tokens, ${formatCents(totals.cost_micros)} at list price, ${formatCents(totals.charged_micros)} charged to credits.`,
+    `Total: ${totals.requests} requests (${totals.errors} failed, ${totals.refused} of them refused by dmt), ${totals.input_tokens} input and ${totals.output_tokens} output tokens, ${formatCents(totals.cost_micros)} at list price, ${formatCents(totals.charged_micros)} charged to credits.`,
     "Amounts to the cent, as the dashboard shows them; --json has them exactly, in micro-USD.",
   ].join("\n");
 }

@@ -6,7 +6,7 @@
  * (docs/privacy.md). The user id is the record's: at store level `none` that is already its keyed hash.
  */
 import { errors } from "./errors";
-import { statusClass } from "./interactions";
+import { isRefusal, statusClass } from "./interactions";
 import { boundedKeyPart, parseUsageRange } from "./interactions-usage";
 import { type InteractionRecord, recordDay } from "./record";
 
@@ -16,6 +16,8 @@ export type BreakdownDimension = (typeof BREAKDOWN_DIMENSIONS)[number];
 export const BREAKDOWN_COUNTERS = [
   "requests",
   "errors",
+  /** Of the errors, the calls dmt refused itself (counted from 2026-12; older rows read 0). */
+  "refused",
   "input_tokens",
   "output_tokens",
   /** Every call's cost at list price (unpriced calls add 0). */
@@ -66,6 +68,7 @@ export function breakdownDeltaOf(record: InteractionRecord): BreakdownCounters {
   return {
     requests: 1,
     errors: statusClass(record) === "error" ? 1 : 0,
+    refused: isRefusal(record) ? 1 : 0,
     input_tokens: record.input_tokens,
     output_tokens: record.output_tokens,
     cost_micros: cost,

@@ -7,13 +7,15 @@
 import { createHash } from "node:crypto";
 import { BILLING_MODES, type BillingMode } from "./billing-mode";
 import { errors } from "./errors";
-import { DAY_MS, dayOf, parseDay, startOfDay, statusClass } from "./interactions";
+import { DAY_MS, dayOf, isRefusal, parseDay, startOfDay, statusClass } from "./interactions";
 import { type InteractionRecord, recordDay } from "./record";
 import type { VendorName } from "./vendor-names";
 
 export const ROLLUP_COUNTERS = [
   "requests",
   "errors",
+  /** Of the errors, the calls dmt refused itself (counted from 2026-12; older rollups read 0). */
+  "refused",
   "input_tokens",
   "output_tokens",
   "cached_input_tokens",
@@ -61,6 +63,7 @@ export function deltaOf(record: InteractionRecord): RollupCounters {
   return {
     requests: 1,
     errors: statusClass(record) === "error" ? 1 : 0,
+    refused: isRefusal(record) ? 1 : 0,
     input_tokens: record.input_tokens,
     output_tokens: record.output_tokens,
     cached_input_tokens: record.cached_input_tokens,
@@ -129,6 +132,7 @@ export interface UsageSeries {
   model: string | null;
   requests: number[];
   errors: number[];
+  refused: number[];
   input_tokens: number[];
   output_tokens: number[];
   cost_micros: number[];
@@ -164,13 +168,21 @@ export function usageReport(rollups: readonly Rollup[], from: string, to: string
         model: rollup.model,
         requests: zeros(),
         errors: zeros(),
+        refused: zeros(),
         input_tokens: zeros(),
         output_tokens: zeros(),
         cost_micros: zeros(),
       };
       series.set(id, line);
     }
-    for (const field of ["requests", "errors", "input_tokens", "output_tokens", "cost_micros"] as const) {
+    for (const field of [
+      "requests",
+      "errors",
+      "refused",
+      "input_tokens",
+      "output_tokens",
+      "cost_micros",
+    ] as const) {
       line[field][at] = (line[field][at] ?? 0) + rollup[field];
     }
     const total = totals[rollup.billing_mode];

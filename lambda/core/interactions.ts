@@ -58,6 +58,14 @@ export function statusClass(record: Pick<InteractionRecord, "status_code" | "err
   return record.status_code >= 400 || record.error_type !== null ? "error" : "success";
 }
 
+/** Whether dmt refused the call itself, before any vendor (credits, budget, rate limit, policy). */
+export function isRefusal(record: Pick<InteractionRecord, "status_code" | "error_code">): boolean {
+  return REFUSAL_KIND_NAMES.some((kind) => {
+    const refusal = REFUSAL_KINDS[kind];
+    return record.status_code === refusal.status && refusal.codes.includes(record.error_code ?? "");
+  });
+}
+
 /** Whether a call passes the status filter: its class, its kind of refusal, or its exact status. */
 export function matchesStatus(
   record: Pick<InteractionRecord, "status_code" | "error_type" | "error_code">,

@@ -25,6 +25,8 @@ export interface TopModel {
   model: string | null;
   costMicros: number;
   requests: number;
+  /** Of the requests, those dmt refused itself (credits, budget, rate limit, policy). */
+  refused: number;
 }
 
 export interface Overview {
@@ -80,9 +82,16 @@ export function buildOverview(
     if (r.day < last30From || r.day > dayOf(today)) continue;
     if (r.billing_mode !== "managed") uncharged += r.cost_micros;
     const id = JSON.stringify([r.vendor, r.model]);
-    const top = models.get(id) ?? { vendor: r.vendor, model: r.model, costMicros: 0, requests: 0 };
+    const top = models.get(id) ?? {
+      vendor: r.vendor,
+      model: r.model,
+      costMicros: 0,
+      requests: 0,
+      refused: 0,
+    };
     top.costMicros += r.cost_micros;
     top.requests += r.requests;
+    top.refused += r.refused;
     models.set(id, top);
   }
   const sum = (from: number, to: number) => {

@@ -2,6 +2,7 @@ import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
+import { revokeKey } from "../../lambda/core/accounts";
 import {
   addDevMember,
   dashboardPage,
@@ -137,6 +138,39 @@ describe.sequential("refusals in a browser", () => {
         await page.screenshot({ path: `${process.env.DMT_SHOTS}/refusals-390.png`, fullPage: true });
       }
       await page.setViewportSize({ width: 1366, height: 900 });
+    },
+    STEP_MS,
+  );
+
+  it(
+    "counts the refused calls apart on Usage and Overview, and names a revoked key's row as revoked",
+    async () => {
+      await revokeKey(stack.store, keys.laptop.keyId, Date.now());
+      await page.goto(`${stack.url}/dashboard/usage`);
+      // 3 calls: one refused by the budget, one by the key's models, one answered.
+      await expect.poll(() => page.getByTestId("usage-requests").textContent(), SLOW).toBe("3");
+      expect(
+        await page.locator(".tile", { has: page.getByTestId("usage-requests") }).textContent(),
+      ).toContain("2 refused by dmt");
+      await page.locator('button[data-view="key"]').click();
+      const laptop = page.locator(`table.breakdown tr[data-id="${keys.laptop.keyId}"]`);
+      await expect.poll(() => laptop.count()).toBe(1);
+      expect(await laptop.locator(".key-name").textContent()).toBe("laptoprevoked");
+      expect(await laptop.locator(".badge.revoked").isVisible()).toBe(true);
+      const headers = await page.locator("table.breakdown th").allTextContents();
+      const cells = await laptop.locator("td").allTextContents();
+      expect(cells[headers.indexOf("Refused")]).toBe("1");
+      expect(cells[headers.indexOf("Failed")]).toBe("1");
+      if (process.env.DMT_SHOTS) {
+        await page.screenshot({ path: `${process.env.DMT_SHOTS}/usage-refused-by-key.png`, fullPage: true });
+      }
+
+      await page.goto(`${stack.url}/dashboard/`);
+      const notes = page.locator(".ranking-note");
+      await expect.poll(() => notes.allTextContents(), SLOW).toContain("2 calls, 1 refused");
+      if (process.env.DMT_SHOTS) {
+        await page.screenshot({ path: `${process.env.DMT_SHOTS}/overview-refused.png`, fullPage: true });
+      }
     },
     STEP_MS,
   );

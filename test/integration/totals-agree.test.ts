@@ -29,6 +29,7 @@ const keyNames: Record<string, string> = {};
 interface Figures {
   requests: number;
   errors: number;
+  refused: number;
   cost_micros: number;
   charged_micros: number;
 }
@@ -48,7 +49,13 @@ interface DashboardUsage {
 interface Overview {
   spend: { last30: { from: string; to: string; micros: number } };
   listPriceUnchargedMicros: number;
-  topModels: { vendor: string; model: string | null; costMicros: number; requests: number }[];
+  topModels: {
+    vendor: string;
+    model: string | null;
+    costMicros: number;
+    requests: number;
+    refused: number;
+  }[];
 }
 interface ExportRow {
   key_id: string;
@@ -57,6 +64,7 @@ interface ExportRow {
   model: string | null;
   billing_mode: string;
   status_code: number;
+  error_code: string | null;
   cost_micros: number | null;
   cost_usd: string | null;
 }
@@ -205,11 +213,20 @@ describe("totals across the dashboard, the CLI and the export", { timeout: STEP_
     expect(byKey.totals.requests).toBe(rows.length);
     expect(byKey.totals.errors).toBe(refusedRows.length);
     expect(sum(overview.topModels.map((m) => m.requests))).toBe(rows.length);
+    // Of the failed, the call dmt refused itself (the budget's 402) is counted apart, alike everywhere;
+    // the unpriced model's 404 failed but is not a refusal kind.
+    const dmtRefused = rows.filter((r) => r.status_code === 402 && r.error_code === "budget_exceeded");
+    expect(dmtRefused).toHaveLength(1);
+    expect([cli.totals.refused, byKey.totals.refused, sum(overview.topModels.map((m) => m.refused))]).toEqual(
+      [1, 1, 1],
+    );
 
     // The CLI's human summary writes the same totals to the cent.
     const human = await runDmt(["usage", "--project", projectId], stack.dataDir);
     expect(human).toMatchObject({ code: 0, stderr: "" });
-    expect(human.stdout).toContain(`Total: ${rows.length} requests (${refusedRows.length} failed), `);
+    expect(human.stdout).toContain(
+      `Total: ${rows.length} requests (${refusedRows.length} failed, 1 of them refused by dmt), `,
+    );
     expect(human.stdout).toContain(
       `${formatCents(exported)} at list price, ${formatCents(exportedCharged)} charged to credits.`,
     );

@@ -175,6 +175,8 @@ export interface UsageSeries {
   model: string | null;
   requests: number[];
   errors: number[];
+  /** Of the errors, the calls dmt refused itself. */
+  refused: number[];
   input_tokens: number[];
   output_tokens: number[];
   cost_micros: number[];
@@ -183,6 +185,8 @@ export interface UsageSeries {
 export interface UsageCounters {
   requests: number;
   errors: number;
+  /** Of the errors, the calls dmt refused itself. */
+  refused: number;
   input_tokens: number;
   output_tokens: number;
   cached_input_tokens: number;

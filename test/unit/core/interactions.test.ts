@@ -288,6 +288,7 @@ describe("rollup arithmetic", () => {
     expect(deltaOf(record())).toEqual({
       requests: 1,
       errors: 0,
+      refused: 0,
       input_tokens: 10,
       output_tokens: 20,
       cached_input_tokens: 4,
@@ -296,6 +297,21 @@ describe("rollup arithmetic", () => {
       latency_ms: 120,
     });
     expect(deltaOf(record({ cost_micros: null }))).toMatchObject({ cost_micros: 0, unpriced: 1 });
+  });
+
+  it("counts the calls dmt refused apart, among the errors; a vendor's own 402 or 429 is not one", () => {
+    const refused = (status_code: number, error_code: string | null) =>
+      deltaOf(record({ status_code, error_code, error_type: "x" }));
+    expect(refused(402, "insufficient_credits")).toMatchObject({ errors: 1, refused: 1 });
+    expect(refused(402, "budget_exceeded")).toMatchObject({ errors: 1, refused: 1 });
+    expect(refused(429, "rate_limit_exceeded")).toMatchObject({ errors: 1, refused: 1 });
+    expect(refused(403, "model_not_allowed")).toMatchObject({ errors: 1, refused: 1 });
+    expect(refused(429, null)).toMatchObject({ errors: 1, refused: 0 });
+    expect(refused(500, "upstream_error")).toMatchObject({ errors: 1, refused: 0 });
+    expect(breakdownDeltaOf(record({ status_code: 402, error_code: "budget_exceeded" }))).toMatchObject({
+      errors: 1,
+      refused: 1,
+    });
   });
 
   it("adds counters up", () => {
@@ -370,6 +386,7 @@ describe("usage by key and by user", () => {
     expect(breakdownDeltaOf(managed)).toEqual({
       requests: 1,
       errors: 0,
+      refused: 0,
       input_tokens: 10,
       output_tokens: 20,
       cost_micros: 35,
@@ -400,6 +417,7 @@ describe("usage by key and by user", () => {
       id,
       requests: 1,
       errors: 0,
+      refused: 0,
       input_tokens: 1,
       output_tokens: 1,
       cost_micros: cost,

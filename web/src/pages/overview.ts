@@ -12,6 +12,7 @@ import { formatCents } from "../../../lambda/core/money";
 import type { AlertRuleView, BreakdownDimension, BudgetView, Overview, PeriodSpend } from "../api";
 import { type Child, h } from "../dom";
 import { change, chartDay, chartMoney, count, counted, money, timeCell } from "../format";
+import { type KeyDirectory, keyDirectory, keyRef } from "../key-ref";
 import { vendorLabel } from "../labels";
 import { keyNamesOf, scopeLabel, spendBar, WINDOWS } from "./budgets";
 import { emptyState, loadInto, type Page, type PageContext, pageHead } from "./page";
@@ -156,7 +157,7 @@ function topModels(overview: Overview): HTMLElement {
                 h("code", { class: "model" }, m.model ?? "—"),
               ),
               h("span", { class: "ranking-figure" }, money(m.costMicros)),
-              h("span", { class: "ranking-note" }, counted(m.requests, "call")),
+              h("span", { class: "ranking-note" }, callsNote(m.requests, m.refused)),
             ),
           ),
         );
@@ -168,22 +169,20 @@ function topModels(overview: Overview): HTMLElement {
   );
 }
 
+/** "12 calls", or "12 calls, 2 refused" when dmt refused some of them itself. */
+const callsNote = (requests: number, refused: number) =>
+  refused > 0 ? `${counted(requests, "call")}, ${count(refused)} refused` : counted(requests, "call");
+
 /**
  * The top keys or end users by cost over the overview's last 30 days (the usage rows by key and by
  * user, core/breakdowns.ts), loaded apart; deleted users show as one line.
  */
 function topSpenders(ctx: PageContext, overview: Overview, by: BreakdownDimension): HTMLElement {
   const body = h("div", {}, h("p", { class: "hint padded" }, "Loading…"));
-  const keyNames =
-    by === "key"
-      ? ctx.api
-          .listKeys(ctx.project.projectId)
-          .then((keys) => new Map(keys.map((k) => [k.keyId, k.name])))
-          .catch(() => new Map<string, string>())
-      : Promise.resolve(new Map<string, string>());
+  const keys: Promise<KeyDirectory> = by === "key" ? keyDirectory(ctx) : Promise.resolve(new Map());
   void Promise.all([
     ctx.api.breakdown(ctx.project.projectId, by, overview.spend.last30.from, overview.spend.last30.to),
-    keyNames,
+    keys,
   ])
     .then(([report, names]) => {
       const lines = report.lines.slice(0, TOP_SPENDERS);
@@ -209,15 +208,11 @@ function topSpenders(ctx: PageContext, overview: Overview, by: BreakdownDimensio
                     line.deleted
                       ? h("span", { class: "muted" }, "Deleted users")
                       : by === "key"
-                        ? h(
-                            "span",
-                            { class: "key-name", title: line.id ?? "" },
-                            names.get(line.id ?? "") ?? line.id ?? "",
-                          )
+                        ? keyRef(line.id ?? "", names)
                         : h("span", { class: "user-id", title: line.id ?? "" }, line.id ?? ""),
                   ),
                   h("span", { class: "ranking-figure" }, money(line.cost_micros)),
-                  h("span", { class: "ranking-note" }, counted(line.requests, "call")),
+                  h("span", { class: "ranking-note" }, callsNote(line.requests, line.refused)),
                 ),
               ),
             ),

@@ -3,6 +3,7 @@ import { formatCents } from "../../../lambda/core/money";
 import type { BreakdownDimension, BreakdownLine, BreakdownReport, UsageReport, UsageSeries } from "../api";
 import { h, replace } from "../dom";
 import { chartDay, chartMoney, count, counted, money, shortCount } from "../format";
+import { type KeyDirectory, keyDirectory, keyRef } from "../key-ref";
 import { vendorLabel } from "../labels";
 import {
   emptyState,
@@ -158,6 +159,7 @@ function tiles(report: UsageReport): HTMLElement {
   const all = [managed, byok, dual];
   const requests = sum(all.map((t) => t.requests));
   const errors = sum(all.map((t) => t.errors));
+  const refused = sum(all.map((t) => t.refused));
   const input = sum(all.map((t) => t.input_tokens));
   const output = sum(all.map((t) => t.output_tokens));
   const own = byok.requests + dual.requests;
@@ -167,7 +169,9 @@ function tiles(report: UsageReport): HTMLElement {
     tile(
       "Requests",
       count(requests),
-      requests === 0 ? "No calls" : `${((100 * errors) / requests).toFixed(1)}% failed`,
+      requests === 0
+        ? "No calls"
+        : `${((100 * errors) / requests).toFixed(1)}% failed${refused > 0 ? ` · ${count(refused)} refused by dmt` : ""}`,
       "usage-requests",
     ),
     tile(
@@ -191,6 +195,12 @@ function tiles(report: UsageReport): HTMLElement {
   );
 }
 
+const COLUMN_HINTS: Record<string, string> = {
+  Failed: "Calls that ended in an error, refused ones included",
+  Refused:
+    "Of the failed calls, those dmt refused itself before any vendor: credits, budget, rate limit or policy",
+};
+
 /** A table of figures; `charged`: with what credits paid (known per key and user, not per model). */
 function usageTable(
   caption: string,
@@ -198,7 +208,7 @@ function usageTable(
   rows: HTMLTableRowElement[],
   charged: boolean,
 ): HTMLElement {
-  const columns = [head, "Requests", "Failed", "Input tokens", "Output tokens", "Cost"];
+  const columns = [head, "Requests", "Failed", "Refused", "Input tokens", "Output tokens", "Cost"];
   if (charged) columns.push("Charged to credits");
   return h(
     "div",
@@ -210,7 +220,13 @@ function usageTable(
       h(
         "thead",
         {},
-        h("tr", {}, ...columns.map((t, i) => h("th", { scope: "col", class: i > 0 ? "num" : "" }, t))),
+        h(
+          "tr",
+          {},
+          ...columns.map((t, i) =>
+            h("th", { scope: "col", class: i > 0 ? "num" : "", title: COLUMN_HINTS[t] ?? "" }, t),
+          ),
+        ),
       ),
       h("tbody", {}, ...rows),
     ),
@@ -218,11 +234,19 @@ function usageTable(
 }
 
 const figures = (
-  f: { requests: number; errors: number; input_tokens: number; output_tokens: number; cost_micros: number },
+  f: {
+    requests: number;
+    errors: number;
+    refused: number;
+    input_tokens: number;
+    output_tokens: number;
+    cost_micros: number;
+  },
   charged?: number,
 ) => [
   h("td", { class: "num" }, count(f.requests)),
   h("td", { class: "num" }, count(f.errors)),
+  h("td", { class: "num" }, count(f.refused)),
   h("td", { class: "num" }, count(f.input_tokens)),
   h("td", { class: "num" }, count(f.output_tokens)),
   h("td", { class: "num" }, money(f.cost_micros)),
@@ -246,6 +270,7 @@ function modelTable(report: UsageReport): HTMLElement {
         ...figures({
           requests: sum(s.requests),
           errors: sum(s.errors),
+          refused: sum(s.refused),
           input_tokens: sum(s.input_tokens),
           output_tokens: sum(s.output_tokens),
           cost_micros: sum(s.cost_micros),
@@ -256,7 +281,7 @@ function modelTable(report: UsageReport): HTMLElement {
   );
 }
 
-function lineName(line: BreakdownLine, by: BreakdownDimension, keyNames: Map<string, string>): HTMLElement {
+function lineName(line: BreakdownLine, by: BreakdownDimension, keys: KeyDirectory): HTMLElement {
   if (line.deleted) {
     return h(
       "span",
@@ -266,15 +291,7 @@ function lineName(line: BreakdownLine, by: BreakdownDimension, keyNames: Map<str
   }
   const id = line.id ?? "";
   if (by === "user") return h("span", { class: "user-id", title: id }, id);
-  const name = keyNames.get(id);
-  return name === undefined
-    ? h("code", {}, id)
-    : h(
-        "span",
-        { class: "key-ref" },
-        h("span", { class: "key-name" }, name),
-        h("code", { class: "key-id muted" }, id),
-      );
+  return keyRef(id, keys);
 }
 
 /**
@@ -285,6 +302,7 @@ function withoutUser(report: BreakdownReport, all: BreakdownReport["totals"]): B
   return {
     requests: all.requests - report.totals.requests,
     errors: all.errors - report.totals.errors,
+    refused: all.refused - report.totals.refused,
     input_tokens: all.input_tokens - report.totals.input_tokens,
     output_tokens: all.output_tokens - report.totals.output_tokens,
     cost_micros: all.cost_micros - report.totals.cost_micros,
@@ -294,7 +312,7 @@ function withoutUser(report: BreakdownReport, all: BreakdownReport["totals"]): B
 
 function dimensionTable(
   report: BreakdownReport,
-  keyNames: Map<string, string>,
+  keys: KeyDirectory,
   allCalls?: BreakdownReport["totals"],
 ): HTMLElement {
   const anonymous = report.by === "user" && allCalls ? withoutUser(report, allCalls) : undefined;
@@ -312,7 +330,7 @@ function dimensionTable(
     h(
       "tr",
       { "data-id": line.id ?? "deleted" },
-      h("td", {}, lineName(line, report.by, keyNames)),
+      h("td", {}, lineName(line, report.by, keys)),
       ...figures(line, line.charged_micros),
     ),
   );
@@ -357,10 +375,7 @@ const VIEWS: [view: "model" | BreakdownDimension, label: string][] = [
 function breakdownCard(ctx: PageContext, report: UsageReport): HTMLElement {
   const holder = h("div", { "aria-live": "polite" });
   const loaded = new Map<BreakdownDimension, Promise<BreakdownReport>>();
-  const keyNames = ctx.api
-    .listKeys(ctx.project.projectId)
-    .then((keys) => new Map(keys.map((k) => [k.keyId, k.name])))
-    .catch(() => new Map<string, string>());
+  const keys = keyDirectory(ctx);
   let shown: "model" | BreakdownDimension = "model";
   const buttons = VIEWS.map(([view, label]) =>
     h(
@@ -395,7 +410,7 @@ function breakdownCard(ctx: PageContext, report: UsageReport): HTMLElement {
       // By user, the key breakdown's totals (every call) give the calls that named no user.
       const [lines, names, all] = await Promise.all([
         read(view),
-        keyNames,
+        keys,
         view === "user" ? read("key") : undefined,
       ]);
       if (shown === view) replace(holder, dimensionTable(lines, names, all?.totals));
