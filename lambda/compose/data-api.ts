@@ -4,6 +4,7 @@ import type { DeletionRouteDeps } from "../app/data-api/deletion";
 import type { AppEnv } from "../app/env";
 import type { DeletionStarter } from "../core/deletion";
 import { ApiError } from "../core/errors";
+import { keyNames } from "../core/key-names";
 import { rateLimitMiddleware } from "../metering/rate-limit";
 import type { Infrastructure } from "./infrastructure";
 
@@ -35,6 +36,7 @@ export function composeDataApi(
     budgets: infra.store.budgets,
     exports: {
       query: infra.warehouseQuery,
+      keyNames: async (projectId) => keyNames(await infra.store.keys.listKeys(projectId)),
       settings: infra.exportSettings,
       openDestination: (destination) => infra.openDestination(destination),
       logger,

@@ -2,7 +2,7 @@ import type { EventPublisher } from "../core/cloudevent";
 import type { CopyPurger, DeletionQuery, WarehouseFiles } from "../core/deletion";
 import type { DeliveryLedger } from "../core/delivery-ledger";
 import type { ExportDestination, ExportSettingsStore } from "../core/export-destination";
-import type { EncodedRowSource, WarehouseQuery } from "../core/export-query";
+import type { EncodedRowSource, UsageGroupSource, WarehouseQuery } from "../core/export-query";
 import type { Logger } from "../core/logger";
 import type { Metrics } from "../core/metrics";
 import type { ObjectStore } from "../core/object-store";
@@ -35,7 +35,7 @@ export interface Infrastructure {
   /** Where messages that keep failing go: the dead-letter queue, or a folder of the warehouse. */
   deadLetters: DeadLetterSink;
   /** Exports' queries over the warehouse: Athena, or DuckDB. */
-  warehouseQuery: WarehouseQuery & Partial<EncodedRowSource>;
+  warehouseQuery: WarehouseQuery & Partial<EncodedRowSource> & UsageGroupSource;
   /** Each project's bucket-export destination: DynamoDB, or a file. */
   exportSettings: ExportSettingsStore;
   /** The store behind a bucket-export destination: S3, or a folder. */

@@ -25,3 +25,30 @@ export interface WarehouseQuery {
 export interface EncodedRowSource {
   encodedRows(query: InteractionQuery, format: ExportFormat): AsyncIterable<Uint8Array>;
 }
+
+/** One FOCUS row's figures: a project's calls of one UTC day, vendor, model, key, billing mode and price version. */
+export interface UsageGroup {
+  day: string;
+  vendor: string;
+  model: string | null;
+  keyId: string;
+  billingMode: string;
+  priceVersion: string | null;
+  calls: number;
+  /** Calls with a cost (the others were not priced). */
+  pricedCalls: number;
+  failedCalls: number;
+  inputTokens: number;
+  outputTokens: number;
+  cachedInputTokens: number;
+  cacheWriteTokens: number;
+  reasoningTokens: number;
+  /** The priced calls' cost, integer micro-USD. */
+  costMicros: number;
+}
+
+/** The aggregate behind a FOCUS export (core/focus.ts), from both engines' shared SQL. */
+export interface UsageGroupSource {
+  /** The groups in day, vendor, model, key, billing mode and price version order. */
+  usageGroups(query: InteractionQuery): Promise<UsageGroup[]>;
+}

@@ -22,14 +22,19 @@ export interface ExportFilters {
   billing_mode?: BillingMode;
 }
 
+/** `interactions`: one row per call (the default); `focus`: FOCUS 1.2 cost rows (core/focus.ts). */
+export const EXPORT_SCHEMAS = ["interactions", "focus"] as const;
+export type ExportSchema = (typeof EXPORT_SCHEMAS)[number];
+
 export interface ExportRequest {
   format: ExportFormat;
+  schema: ExportSchema;
   /** UTC days, YYYY-MM-DD, both included. */
   range: { start: string; end: string };
   filters: ExportFilters;
 }
 
-const TOP_LEVEL = ["format", "range", "filters"];
+const TOP_LEVEL = ["format", "schema", "range", "filters"];
 const RANGE_KEYS = ["start", "end"];
 const FILTER_KEYS = ["model", "user_id", "vendor", "status_code", "billing_mode"] as const;
 
@@ -122,6 +127,8 @@ export function parseExportRequest(body: Record<string, unknown>): ExportRequest
   unknownKeys(body, TOP_LEVEL, "body");
   if (body.format === undefined) throw errors.missingField("format");
   const format = enumFilter(body.format, "format", EXPORT_FORMATS);
+  const schema =
+    body.schema === undefined ? "interactions" : enumFilter(body.schema, "schema", EXPORT_SCHEMAS);
 
   if (body.range === undefined) throw errors.missingField("range");
   if (!isObject(body.range)) throw errors.invalidField("range", "must be an object {start, end}.");
@@ -138,5 +145,5 @@ export function parseExportRequest(body: Record<string, unknown>): ExportRequest
       `covers ${days} days; an export covers at most ${EXPORT_MAX_SPAN_DAYS} days.`,
     );
   }
-  return { format, range: { start, end }, filters: parseFilters(body.filters) };
+  return { format, schema, range: { start, end }, filters: parseFilters(body.filters) };
 }

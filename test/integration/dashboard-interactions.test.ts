@@ -399,6 +399,14 @@ describe("settings", () => {
     expect(JSON.parse(empty.text)).toEqual([]);
     const bad = await api(alice.token, "POST", `/projects/${alice.projectId}/exports`, { format: "xml" });
     expect(bad.status).toBe(400);
+    // FOCUS is the data API's: refused here, never answered with interaction rows.
+    const focus = await api(alice.token, "POST", `/projects/${alice.projectId}/exports`, {
+      format: "csv",
+      schema: "focus",
+      range: { start: today(), end: today() },
+    });
+    expect(focus.status).toBe(400);
+    expect(focus.text).toContain("schema");
   });
 });
 

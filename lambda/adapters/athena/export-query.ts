@@ -2,18 +2,21 @@ import {
   type AthenaClient,
   GetQueryExecutionCommand,
   GetQueryResultsCommand,
+  type Row,
   StartQueryExecutionCommand,
   StopQueryExecutionCommand,
 } from "@aws-sdk/client-athena";
 import { csvLine, type ExportValue, jsonRow } from "../../core/export-format";
-import type { InteractionQuery, WarehouseQuery } from "../../core/export-query";
+import type { InteractionQuery, UsageGroup, WarehouseQuery } from "../../core/export-query";
 import type { ExportFormat } from "../../core/export-request";
+import { usageGroupFromCells } from "../../core/focus";
 import { type ColumnKind, RECORD_COLUMNS } from "../../core/record";
 import {
   buildInteractionQuery,
   consumerFile,
   onceAcrossCompaction,
   type QueryParam,
+  usageGroupSql,
 } from "../sql/export-query";
 
 export interface AthenaOptions {
@@ -74,11 +77,43 @@ export class AthenaWarehouseQuery implements WarehouseQuery {
   async *rows(query: InteractionQuery, format: ExportFormat): AsyncIterable<string[]> {
     const encode = format === "json" ? jsonRow : csvLine;
     const built = buildInteractionQuery(query);
+    const sql = (where: string) => `SELECT ${built.columns} FROM ${this.table} WHERE ${where}`;
+    for await (const page of this.run(sql, query)) {
+      const rows: string[] = [];
+      for (const row of page) {
+        const data = row.Data ?? [];
+        const object: Record<string, ExportValue> = {};
+        RECORD_COLUMNS.forEach((column, i) => {
+          const text = data[i]?.VarCharValue;
+          object[column.name] = text === undefined ? null : CONVERT[column.kind](text);
+        });
+        rows.push(encode(object));
+      }
+      if (rows.length > 0) yield rows;
+    }
+  }
+
+  /** The FOCUS export's aggregate over the same rows `rows` reads (the shared `usageGroupSql`). */
+  async usageGroups(query: InteractionQuery): Promise<UsageGroup[]> {
+    const groups: UsageGroup[] = [];
+    const sql = (where: string) => usageGroupSql(this.table, where);
+    for await (const page of this.run(sql, query)) {
+      for (const row of page) groups.push(usageGroupFromCells((row.Data ?? []).map((d) => d.VarCharValue)));
+    }
+    return groups;
+  }
+
+  /**
+   * Runs `sql` with the query's condition (each row once while a compaction swaps files) and yields the
+   * result rows page by page, the header row left out.
+   */
+  private async *run(sql: (where: string) => string, query: InteractionQuery): AsyncGenerator<Row[]> {
+    const built = buildInteractionQuery(query);
     // Each row once while a compaction swaps files: the ids in the consumer files of the same days.
     const consumerIds = `SELECT "transaction_id" FROM ${this.table} WHERE ${built.partition.where} AND ${consumerFile('"$path"')}`;
     const started = await this.client.send(
       new StartQueryExecutionCommand({
-        QueryString: `SELECT ${built.columns} FROM ${this.table} WHERE ${built.where} AND ${onceAcrossCompaction('"$path"', consumerIds)}`,
+        QueryString: sql(`${built.where} AND ${onceAcrossCompaction('"$path"', consumerIds)}`),
         ExecutionParameters: [...built.params, ...built.partition.params].map(athenaLiteral),
         WorkGroup: this.options.workGroup,
         QueryExecutionContext: { Database: this.options.database, Catalog: this.options.catalog },
@@ -98,22 +133,10 @@ export class AthenaWarehouseQuery implements WarehouseQuery {
           MaxResults: this.options.pageSize ?? 1000,
         }),
       );
-      const rows: string[] = [];
-      for (const row of page.ResultSet?.Rows ?? []) {
-        // The first row of the first page repeats the column names.
-        if (header) {
-          header = false;
-          continue;
-        }
-        const data = row.Data ?? [];
-        const object: Record<string, ExportValue> = {};
-        RECORD_COLUMNS.forEach((column, i) => {
-          const text = data[i]?.VarCharValue;
-          object[column.name] = text === undefined ? null : CONVERT[column.kind](text);
-        });
-        rows.push(encode(object));
-      }
-      if (rows.length > 0) yield rows;
+      const rows = page.ResultSet?.Rows ?? [];
+      // The first row of the first page repeats the column names.
+      yield header ? rows.slice(1) : rows;
+      header = false;
       NextToken = page.NextToken;
     } while (NextToken);
   }

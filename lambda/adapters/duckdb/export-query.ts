@@ -14,11 +14,12 @@ import {
 import duckdb from "@duckdb/node-bindings";
 import { isCompactedFile } from "../../core/compaction";
 import { EXPORT_COLUMNS } from "../../core/export-format";
-import type { InteractionQuery, WarehouseQuery } from "../../core/export-query";
+import type { InteractionQuery, UsageGroup, WarehouseQuery } from "../../core/export-query";
 import type { ExportFormat } from "../../core/export-request";
+import { usageGroupFromCells } from "../../core/focus";
 import { PROJECT_ID_PATTERN } from "../../core/model";
 import { type ColumnKind, INTERACTIONS_PREFIX, RECORD_COLUMNS } from "../../core/record";
-import { buildInteractionQuery, onceAcrossCompaction } from "../sql/export-query";
+import { buildInteractionQuery, onceAcrossCompaction, usageGroupSql } from "../sql/export-query";
 
 export interface DuckDBOptions {
   /** Worker threads DuckDB may use (default 1: exports are I/O and serialisation, not joins). */
@@ -163,30 +164,10 @@ export class DuckDBWarehouseQuery implements WarehouseQuery {
     query: InteractionQuery,
     encoding: { cells: string; row: string },
   ): AsyncGenerator<DuckDBDataChunk> {
-    const files = await this.partitionFiles(query);
-    if (files.length === 0) return;
-    const built = buildInteractionQuery(query);
-    // Only days with a compacted file beside consumer files (a swap under way, or late records) pay
-    // for counting rows once.
-    const swapping = consumerFilesBesideCompacted(files);
-    const once =
-      swapping.length > 0
-        ? ` AND ${onceAcrossCompaction("filename", "SELECT transaction_id FROM read_parquet(?, union_by_name = true)")}`
-        : "";
-    const sql =
-      `SELECT ${encoding.row} FROM (SELECT ${encoding.cells} FROM (FROM dmt_interactions UNION ALL BY NAME ` +
-      `FROM read_parquet(?, hive_partitioning = true, hive_types = {'project': VARCHAR, 'dt': VARCHAR}, ` +
-      `union_by_name = true${swapping.length > 0 ? ", filename = true" : ""})) WHERE ${built.where}${once})`;
-    const values: DuckDBValue[] = [
-      listValue(files),
-      ...built.params.map((p) => p.value),
-      ...(swapping.length > 0 ? [listValue(swapping)] : []),
-    ];
-    const types: DuckDBType[] = [
-      LIST(VARCHAR),
-      ...built.params.map((p) => (p.type === "string" ? VARCHAR : INTEGER)),
-      ...(swapping.length > 0 ? [LIST(VARCHAR)] : []),
-    ];
+    const source = await this.source(query);
+    if (!source) return;
+    const sql = `SELECT ${encoding.row} FROM (SELECT ${encoding.cells} FROM ${source.from} WHERE ${source.where})`;
+    const { values, types } = source;
     const connection = await this.instance.connect();
     let next: Promise<DuckDBDataChunk | null> | undefined;
     try {
@@ -208,6 +189,57 @@ export class DuckDBWarehouseQuery implements WarehouseQuery {
       await next?.catch(() => null);
       connection.closeSync();
     }
+  }
+
+  /** The FOCUS export's aggregate over the same rows `rows` reads (the shared `usageGroupSql`). */
+  async usageGroups(query: InteractionQuery): Promise<UsageGroup[]> {
+    const source = await this.source(query);
+    if (!source) return [];
+    const connection = await this.instance.connect();
+    try {
+      const result = await connection.runAndReadAll(
+        usageGroupSql(source.from, source.where),
+        source.values,
+        source.types,
+      );
+      return result.getRows().map((row) => usageGroupFromCells(row as (string | null)[]));
+    } finally {
+      connection.closeSync();
+    }
+  }
+
+  /**
+   * The rows of a query: the project's files in the range read as the current schema, the condition,
+   * and its bound values; undefined when there are no files.
+   */
+  private async source(
+    query: InteractionQuery,
+  ): Promise<{ from: string; where: string; values: DuckDBValue[]; types: DuckDBType[] } | undefined> {
+    const files = await this.partitionFiles(query);
+    if (files.length === 0) return undefined;
+    const built = buildInteractionQuery(query);
+    // Only days with a compacted file beside consumer files (a swap under way, or late records) pay
+    // for counting rows once.
+    const swapping = consumerFilesBesideCompacted(files);
+    const once =
+      swapping.length > 0
+        ? ` AND ${onceAcrossCompaction("filename", "SELECT transaction_id FROM read_parquet(?, union_by_name = true)")}`
+        : "";
+    const from =
+      `(FROM dmt_interactions UNION ALL BY NAME ` +
+      `FROM read_parquet(?, hive_partitioning = true, hive_types = {'project': VARCHAR, 'dt': VARCHAR}, ` +
+      `union_by_name = true${swapping.length > 0 ? ", filename = true" : ""}))`;
+    const values: DuckDBValue[] = [
+      listValue(files),
+      ...built.params.map((p) => p.value),
+      ...(swapping.length > 0 ? [listValue(swapping)] : []),
+    ];
+    const types: DuckDBType[] = [
+      LIST(VARCHAR),
+      ...built.params.map((p) => (p.type === "string" ? VARCHAR : INTEGER)),
+      ...(swapping.length > 0 ? [LIST(VARCHAR)] : []),
+    ];
+    return { from, where: `${built.where}${once}`, values, types };
   }
 
   /** The Parquet files of the project's day folders within the range. */

@@ -77,3 +77,41 @@ export function onceAcrossCompaction(path: string, consumerIds: string): string 
 export function consumerFile(path: string): string {
   return `${path} NOT LIKE '%/${COMPACTED_FILE_PREFIX}%'`;
 }
+
+/**
+ * The FOCUS export's aggregate (core/focus.ts): one row per UTC day, vendor, model, key, billing mode
+ * and price version, over the rows `where` selects. Every value leaves as text (Athena's results are
+ * text anyway), so sums of int64 reach JavaScript exactly, as digits.
+ */
+export function usageGroupSql(source: string, where: string): string {
+  const text = (sql: string) => `CAST(${sql} AS VARCHAR)`;
+  const sum = (column: string) => text(`coalesce(sum(CAST(${quote(column)} AS BIGINT)), 0)`);
+  const keys = [
+    quote("dt"),
+    quote("vendor"),
+    `coalesce(${quote("model")}, '')`,
+    quote("key_id"),
+    quote("billing_mode"),
+    `coalesce(${quote("price_version")}, '')`,
+  ];
+  const failed = `CASE WHEN ${quote("status_code")} >= 400 OR ${quote("error_type")} IS NOT NULL THEN 1 ELSE 0 END`;
+  const values = [
+    ...keys,
+    text("count(*)"),
+    text(`count(${quote("cost_micros")})`),
+    text(`sum(${failed})`),
+    ...USAGE_SUMS.map(sum),
+  ];
+  const positions = keys.map((_, i) => i + 1).join(", ");
+  return `SELECT ${values.join(", ")} FROM ${source} WHERE ${where} GROUP BY ${positions} ORDER BY ${positions}`;
+}
+
+/** The summed columns of `usageGroupSql`, after its keys and counts, in order. */
+export const USAGE_SUMS = [
+  "input_tokens",
+  "output_tokens",
+  "cached_input_tokens",
+  "cache_write_tokens",
+  "reasoning_tokens",
+  "cost_micros",
+] as const;

@@ -111,6 +111,13 @@ export function settingsRoutes(base: string, deps: SettingsRoutesDeps): RouteTab
       // The same request and rows as `POST /api/v1/exports`, always as a download.
       POST: async (c) => {
         const request = parseExportRequest(await readJsonObject(c, DATA_API_BODY_LIMIT));
+        if (request.schema !== "interactions") {
+          // Never a silent interaction export for a FOCUS request.
+          throw errors.invalidField(
+            "schema",
+            "the dashboard downloads interaction rows; FOCUS exports are POST /api/v1/exports.",
+          );
+        }
         const projectId = projectOf(c);
         const rows = deps.warehouse.rows(
           { projectId, ...request.range, filters: request.filters },

@@ -1,8 +1,14 @@
 import type { Context } from "hono";
 import type { ExportDestination, ExportSettings } from "../../core/export-destination";
 import { EXPORT_CONTENT_TYPES, frameEncodedExport, frameExport } from "../../core/export-format";
-import type { EncodedRowSource, InteractionQuery, WarehouseQuery } from "../../core/export-query";
-import { parseExportRequest } from "../../core/export-request";
+import type {
+  EncodedRowSource,
+  InteractionQuery,
+  UsageGroupSource,
+  WarehouseQuery,
+} from "../../core/export-query";
+import { type ExportRequest, parseExportRequest } from "../../core/export-request";
+import { FOCUS_VERSION, focusExport } from "../../core/focus";
 import { errorFields, type Logger } from "../../core/logger";
 import type { ObjectStore } from "../../core/object-store";
 import { DATA_API_BODY_LIMIT, readJsonObject } from "../body";
@@ -10,7 +16,9 @@ import type { AppEnv } from "../env";
 import type { RouteTable } from "../routing";
 
 export interface ExportRouteDeps {
-  query: WarehouseQuery & Partial<EncodedRowSource>;
+  query: WarehouseQuery & Partial<EncodedRowSource> & UsageGroupSource;
+  /** Key ids to names, for FOCUS exports' `x_KeyName`; absent: names left null. */
+  keyNames?(projectId: string): Promise<ReadonlyMap<string, string>>;
   settings: ExportSettings;
   /** The store behind a bucket-export destination: S3 in AWS, a folder locally. */
   openDestination(destination: ExportDestination): ObjectStore;
@@ -66,11 +74,10 @@ async function handleExport(c: Context<AppEnv>, deps: ExportRouteDeps): Promise<
   const request = parseExportRequest(await readJsonObject(c, DATA_API_BODY_LIMIT));
   const projectId = c.get("auth").projectId;
   const query: InteractionQuery = { projectId, ...request.range, filters: request.filters };
-  const fileName = `dmt-export-${projectId}-${request.range.start}-to-${request.range.end}.${request.format}`;
+  const focus = request.schema === "focus";
+  const fileName = `dmt-${focus ? "focus" : "export"}-${projectId}-${request.range.start}-to-${request.range.end}.${request.format}`;
   const contentType = EXPORT_CONTENT_TYPES[request.format];
-  const body = deps.query.encodedRows
-    ? frameEncodedExport(request.format, deps.query.encodedRows(query, request.format))
-    : utf8(frameExport(request.format, deps.query.rows(query, request.format)));
+  const body = focus ? await focusBody(deps, request, query) : interactionBody(deps, request, query);
 
   const destination = await deps.settings.getExportDestination(projectId);
   if (destination) {
@@ -95,7 +102,36 @@ async function handleExport(c: Context<AppEnv>, deps: ExportRouteDeps): Promise<
     "Content-Type": contentType,
     "Content-Disposition": `attachment; filename="${fileName}"`,
     "Cache-Control": "no-store",
+    ...(focus && { "X-Focus-Version": FOCUS_VERSION }),
   });
+}
+
+function interactionBody(
+  deps: ExportRouteDeps,
+  request: ExportRequest,
+  query: InteractionQuery,
+): AsyncIterable<Uint8Array> {
+  return deps.query.encodedRows
+    ? frameEncodedExport(request.format, deps.query.encodedRows(query, request.format))
+    : utf8(frameExport(request.format, deps.query.rows(query, request.format)));
+}
+
+/** A FOCUS export is one row per day, model and key: small, so it is aggregated before any byte is sent. */
+async function focusBody(
+  deps: ExportRouteDeps,
+  request: ExportRequest,
+  query: InteractionQuery,
+): Promise<AsyncIterable<Uint8Array>> {
+  const [groups, keyNames] = await Promise.all([
+    deps.query.usageGroups(query),
+    deps.keyNames?.(query.projectId) ?? new Map<string, string>(),
+  ]);
+  const text = focusExport(request.format, groups, { projectId: query.projectId, keyNames });
+  return utf8(
+    (async function* () {
+      yield* text;
+    })(),
+  );
 }
 
 /** `POST /api/v1/exports`, for the data API's route table. */

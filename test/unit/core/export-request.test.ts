@@ -30,6 +30,7 @@ describe("parseExportRequest", () => {
       }),
     ).toEqual({
       format: "csv",
+      schema: "interactions",
       range: { start: "2024-02-29", end: "2024-03-01" },
       filters: {
         model: "models/gemini-2.5-flash",
@@ -39,6 +40,15 @@ describe("parseExportRequest", () => {
         billing_mode: "byok",
       },
     });
+  });
+
+  it("reads the schema: interaction rows by default, or FOCUS", () => {
+    expect(parseExportRequest(base).schema).toBe("interactions");
+    expect(parseExportRequest({ ...base, schema: "focus" }).schema).toBe("focus");
+    expect(refusal({ ...base, schema: "focus-1.3" }).message).toBe(
+      "Invalid field 'schema': must be one of interactions, focus.",
+    );
+    expect(refusal({ ...base, schema: 2 }).message).toBe("Invalid field 'schema': must be a string.");
   });
 
   it("accepts a one-day range and the maximum span exactly", () => {
@@ -137,7 +147,7 @@ describe("parseExportRequest", () => {
       "unknown top-level fields",
       { ...base, limit: 10 },
       "invalid_field",
-      "Invalid field 'body': unknown key 'limit'; allowed: format, range, filters.",
+      "Invalid field 'body': unknown key 'limit'; allowed: format, schema, range, filters.",
     ],
     [
       "filters not an object",
