@@ -141,9 +141,11 @@ export function startExport(settings: OtlpSettings, trouble: ExportTrouble): Tel
 }
 
 /**
- * At most `capacity` spans between their end and the end of their export: past it, a span is dropped
- * at once (counted), so a receiver down or slow costs a bounded memory and never a wait. A failed
- * export's spans are dropped too (the exporter already retried what may be retried).
+ * At most `capacity` spans waiting for an export: past it, a span is dropped at once (counted), so a
+ * receiver down or slow costs a bounded memory and never a wait. In flight besides: the batch being
+ * sent (one at a time; in Lambda, each invocation's flush, up to the exporter's limit on concurrent
+ * exports, past which they fail at once). A failed export's spans are dropped too, counted (the
+ * exporter already retried what may be retried).
  */
 class BoundedQueue {
   private waiting = 0;
@@ -172,8 +174,8 @@ class BoundedQueue {
   exporter(inner: SpanExporter): SpanExporter {
     return {
       export: (spans: ReadableSpan[], done: (result: ExportResult) => void) => {
+        this.waiting = Math.max(0, this.waiting - spans.length);
         inner.export(spans, (result) => {
-          this.waiting = Math.max(0, this.waiting - spans.length);
           if (result.code !== ExportResultCode.SUCCESS)
             this.trouble.failed("traces", spans.length, result.error);
           done(result);
