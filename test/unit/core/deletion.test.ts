@@ -1,9 +1,6 @@
 import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { syntheticRecord } from "../../../bench/warehouse-records";
-import { athenaDeletionLiteral } from "../../../lambda/adapters/athena/deletion-query";
-import { decodeRecords, encodeRecords } from "../../../lambda/adapters/parquet/codec";
-import { buildDeletionCondition } from "../../../lambda/adapters/sql/deletion-condition";
 import {
   DELETION_MAX_TRANSACTION_IDS,
   DELETION_MAX_USER_ID_LENGTH,
@@ -16,11 +13,7 @@ import {
   tombstoneMatcher,
   tombstoneOf,
 } from "../../../lambda/core/deletion";
-import { DELETION_STEPS, type DeletionStep, retryDelayMs } from "../../../lambda/core/deletion-steps";
 import { ApiError } from "../../../lambda/core/errors";
-import { csvLine, jsonRow } from "../../../lambda/core/export-format";
-import { type InteractionRecord, RECORD_COLUMNS } from "../../../lambda/core/record";
-import { parseCsv, tableRows } from "../../../lambda/deletion/purgers";
 
 function refusal(body: Record<string, unknown>): { code: string; message: string; status: number } {
   try {
@@ -184,109 +177,5 @@ describe("requests, targets and tombstones", () => {
     expect(covered(record(2, "u9", at, "proj-b"))).toBe(true);
     expect(covered(record(3, "u9", at, "proj-c"))).toBe(false);
     expect(tombstoneMatcher([])(record(1, "u1", at))).toBe(false);
-  });
-});
-
-describe("the queries' condition", () => {
-  const target = {
-    projectId: "proj-a",
-    userIdHash: hashUserId("proj-a", "o'brien"),
-    transactionIds: ["t1", "t2"],
-    upTo: Date.UTC(2026, 0, 15, 12, 0, 0, 250),
-  };
-
-  it("binds every value and never the user id itself", () => {
-    const duck = buildDeletionCondition(target, "duckdb");
-    expect(duck.where).toBe(
-      `"project" = ? AND "project_id" = ? AND epoch_ms("started_at") <= ? AND (("user_id" IS NOT NULL AND ` +
-        `sha256(concat("project_id", ':', "user_id")) IN (?)) OR "transaction_id" IN (?, ?))`,
-    );
-    expect(duck.params.map((p) => p.value)).toEqual([
-      "proj-a",
-      "proj-a",
-      target.upTo,
-      target.userIdHash,
-      "t1",
-      "t2",
-    ]);
-    const athena = buildDeletionCondition(target, "athena");
-    expect(athena.where).toContain(`"started_at" <= ?`);
-    expect(athena.where).toContain(
-      `lower(to_hex(sha256(to_utf8(concat("project_id", ':', "user_id"))))) IN (?)`,
-    );
-    expect(JSON.stringify(athena)).not.toContain("brien");
-    expect(athena.params.map(athenaDeletionLiteral)).toEqual([
-      "'proj-a'",
-      "'proj-a'",
-      "TIMESTAMP '2026-01-15 12:00:00.250'",
-      `'${target.userIdHash}'`,
-      "'t1'",
-      "'t2'",
-    ]);
-  });
-
-  it("with only ids, matches on ids alone", () => {
-    const built = buildDeletionCondition({ ...target, userIdHash: undefined }, "duckdb");
-    expect(built.where).toMatch(/AND \("transaction_id" IN \(\?, \?\)\)$/);
-  });
-});
-
-describe("the deletion steps", () => {
-  it("are named once each, in the issue's order, and loop only back to FindFiles after Verify", () => {
-    expect(DELETION_STEPS.map((s) => s.name)).toEqual([
-      "RecordRequest",
-      "WaitForInFlight",
-      "FindFiles",
-      "RewriteFiles",
-      "PurgeCopies",
-      "Verify",
-    ]);
-    const repeats = DELETION_STEPS.flatMap((s: DeletionStep) =>
-      s.kind !== "wait" && s.repeat ? [s.repeat] : [],
-    );
-    // One find per round: the map reads the whole manifest, so it no longer loops back for more files.
-    expect(repeats.map((r) => [r.choice, r.when, r.goTo])).toEqual([
-      ["RowsRemain", "rowsRemain", "FindFiles"],
-    ]);
-  });
-
-  it("back off as Step Functions does, up to the longest wait", () => {
-    const policy = { maxAttempts: 5, intervalSeconds: 2, backoffRate: 2, maxDelaySeconds: 30 };
-    expect([0, 1, 2, 3, 4].map((n) => retryDelayMs(policy, n))).toEqual([2000, 4000, 8000, 16000, 30000]);
-  });
-});
-
-describe("reading warehouse files back", () => {
-  it("gives the records the writer took, so re-encoding a subset keeps every value", async () => {
-    const records: InteractionRecord[] = [
-      syntheticRecord(1),
-      { ...syntheticRecord(2), user_id: null, ttft_ms: null, cost_micros: null, request_body: null },
-      { ...syntheticRecord(3), response_body: "Ünïcödé — 日本語 — 🚀\u0000end", cost_micros: 2 ** 40 },
-    ];
-    const decoded = await decodeRecords(encodeRecords(records));
-    expect(decoded).toEqual(records);
-    expect(Object.keys(decoded[0] ?? {})).toEqual(RECORD_COLUMNS.map((c) => c.name));
-    expect(await decodeRecords(encodeRecords(decoded.slice(1)))).toEqual(records.slice(1));
-  });
-});
-
-describe("copies in files", () => {
-  it("reads the rows of CSV and JSON exports, whatever the cells hold", () => {
-    const rows = [
-      { ...syntheticRecord(1), user_id: 'a "quoted", user\r\nwith lines' },
-      { ...syntheticRecord(2), user_id: "=HYPERLINK()" },
-    ].map((r) => ({ ...r, started_at: new Date(r.started_at).toISOString() }));
-    const csv = `${Object.keys(rows[0] ?? {}).join(",")}\r\n${rows.map((r) => csvLine(r)).join("")}`;
-    const parsed = tableRows(new TextEncoder().encode(csv), "csv");
-    expect(parsed.map((r) => r.user_id)).toEqual(['a "quoted", user\r\nwith lines', "'=HYPERLINK()"]);
-    const json = `[\n${rows.map((r) => jsonRow(r)).join(",\n")}\n]\n`;
-    expect(tableRows(new TextEncoder().encode(json), "json").map((r) => r.user_id)).toEqual([
-      'a "quoted", user\r\nwith lines',
-      "=HYPERLINK()",
-    ]);
-    expect(parseCsv('"a","b""c"\n1,\n')).toEqual([
-      ["a", 'b"c'],
-      ["1", ""],
-    ]);
   });
 });

@@ -1,17 +1,16 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { emptyUsage, type Usage } from "../../../lambda/core/usage";
-import type { Operation, UsageContext, VendorName } from "../../../lambda/core/vendor-model";
-import { VENDOR_DEFINITIONS } from "../../../lambda/vendors";
-import { JsonArrayReader } from "../../../lambda/vendors/json-array";
+import { emptyUsage, type Usage } from "../../../../lambda/core/usage";
+import type { Operation, UsageContext, VendorName } from "../../../../lambda/core/vendor-model";
+import { VENDOR_DEFINITIONS } from "../../../../lambda/vendors";
 import {
   includeUsage,
   isUsageOnlyChunk,
   withoutNullUsage,
-} from "../../../lambda/vendors/openai/stream-usage";
-import { parseSseEvent, SseReader } from "../../../lambda/vendors/sse";
+} from "../../../../lambda/vendors/openai/stream-usage";
+import { parseSseEvent, SseReader } from "../../../../lambda/vendors/sse";
 
-const fixture = (name: string) => readFileSync(new URL(`../../fixtures/${name}`, import.meta.url));
+const fixture = (name: string) => readFileSync(new URL(`../../../fixtures/${name}`, import.meta.url));
 
 function context(operation: Operation, request?: Record<string, unknown>): UsageContext {
   return { operation, request };
@@ -177,132 +176,5 @@ describe("OpenAI usage", () => {
     expect(withoutNullUsage('{"choices":[{"delta":{"content":",\\"usage\\":null"}}],"usage":null}')).toBe(
       '{"choices":[{"delta":{"content":",\\"usage\\":null"}}]}',
     );
-  });
-});
-
-describe("Groq usage", () => {
-  it("reads x_groq.usage from the last chunk", () => {
-    const { usage: got, message } = observeSse("groq", context("chat"), "groq-chat.sse");
-    expect(got).toEqual(usage({ inputTokens: 18, outputTokens: 3 }));
-    expect((message as { choices: { message: { content: string } }[] }).choices[0]?.message.content).toBe(
-      "Fast inference.",
-    );
-  });
-});
-
-describe("Anthropic usage", () => {
-  it("adds cache reads and writes to the input total and takes output from message_delta", () => {
-    const { usage: got, message } = observeSse("anthropic", context("messages"), "anthropic-messages.sse");
-    expect(got).toEqual(
-      usage({ inputTokens: 2572, cachedInputTokens: 2000, cacheWriteTokens: 100, outputTokens: 89 }),
-    );
-    expect(message).toMatchObject({
-      id: "msg_01XFDUDYJgAACzvnptvVoYEL",
-      stop_reason: "tool_use",
-      content: [
-        { type: "text", text: "Okay, let me check the weather." },
-        { type: "tool_use", name: "get_weather", input: { location: "San Francisco, CA" } },
-      ],
-    });
-  });
-
-  it("keeps message_start's figures when the stream is cut before message_delta", () => {
-    const { usage: got } = observeSse("anthropic", context("messages"), "anthropic-messages.sse", 5);
-    expect(got).toEqual(
-      usage({
-        inputTokens: 2572,
-        cachedInputTokens: 2000,
-        cacheWriteTokens: 100,
-        outputTokens: 2,
-        complete: false,
-      }),
-    );
-  });
-
-  it("lets message_delta supersede input figures it repeats", () => {
-    const observer = VENDOR_DEFINITIONS.anthropic.usage.stream(context("messages"));
-    observer.event(
-      JSON.stringify({
-        type: "message_start",
-        message: { id: "m", usage: { input_tokens: 10, output_tokens: 1 } },
-      }),
-      "message_start",
-    );
-    observer.event(
-      JSON.stringify({
-        type: "message_delta",
-        delta: { stop_reason: "end_turn" },
-        usage: { input_tokens: 12, output_tokens: 30 },
-      }),
-      "message_delta",
-    );
-    expect(observer.result(true).usage).toEqual(usage({ inputTokens: 12, outputTokens: 30 }));
-  });
-
-  it("reads a message's usage and estimates the legacy completion API, which reports none", () => {
-    const { fromResponse } = VENDOR_DEFINITIONS.anthropic.usage;
-    expect(
-      fromResponse(context("messages"), {
-        usage: { input_tokens: 5, cache_read_input_tokens: 7, output_tokens: 9 },
-      }),
-    ).toEqual(usage({ inputTokens: 12, cachedInputTokens: 7, outputTokens: 9 }));
-    expect(
-      fromResponse(context("complete", { prompt: "\n\nHuman: Hi there\n\nAssistant:" }), {
-        completion: " Hello! How can I help?",
-      }),
-    ).toEqual(usage({ inputTokens: 8, outputTokens: 6, estimated: true }));
-    expect(fromResponse(context("count_tokens"), { input_tokens: 14 })).toEqual(usage({}));
-  });
-});
-
-describe("Gemini usage", () => {
-  const expected = usage({ inputTokens: 12, cachedInputTokens: 4, outputTokens: 47, reasoningTokens: 40 });
-
-  it("takes the last usageMetadata of an SSE stream and merges the text parts", () => {
-    const { usage: got, message } = observeSse("gemini", context("generate"), "gemini-stream.sse");
-    expect(got).toEqual(expected);
-    expect(message).toMatchObject({
-      candidates: [
-        {
-          content: { role: "model", parts: [{ text: 'The  quick {brown} "fox" \\jumps.' }] },
-          finishReason: "STOP",
-          index: 0,
-        },
-      ],
-      modelVersion: "gemini-2.5-flash",
-    });
-  });
-
-  it("reads the same figures from the JSON-array stream", () => {
-    const observer = VENDOR_DEFINITIONS.gemini.usage.stream(context("generate"));
-    for (const element of new JsonArrayReader().elements(fixture("gemini-stream.json")))
-      observer.event(element, undefined);
-    expect(observer.result(true).usage).toEqual(expected);
-  });
-
-  it("reads generateContent, estimates embeddings and counts a cache write", () => {
-    const { fromResponse } = VENDOR_DEFINITIONS.gemini.usage;
-    expect(
-      fromResponse(context("generate"), {
-        usageMetadata: { promptTokenCount: 3, candidatesTokenCount: 5, toolUsePromptTokenCount: 2 },
-      }),
-    ).toEqual(usage({ inputTokens: 5, outputTokens: 5 }));
-    expect(
-      fromResponse(context("embed", { content: { parts: [{ text: "twelve chars" }] } }), {
-        embedding: { values: [0.1] },
-      }),
-    ).toEqual(usage({ inputTokens: 3, estimated: true }));
-    const batch = {
-      requests: [{ content: { parts: [{ text: "abcd" }] } }, { content: { parts: [{ text: "efgh" }] } }],
-    };
-    expect(fromResponse(context("embed", batch), { embeddings: [] })).toEqual(
-      usage({ inputTokens: 2, estimated: true }),
-    );
-    expect(
-      fromResponse(context("cached_content"), {
-        name: "cachedContents/x",
-        usageMetadata: { totalTokenCount: 4096 },
-      }),
-    ).toEqual(usage({ inputTokens: 4096, cacheWriteTokens: 4096 }));
   });
 });
