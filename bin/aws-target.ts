@@ -120,8 +120,8 @@ export async function openAwsTarget(stackName: string): Promise<AwsTarget> {
 
 export const USER_POOL_OUTPUT = "DashboardUserPoolId";
 
-/** The dashboard's users by email, from the stack's Cognito user pool (`cognito-idp:ListUsers`). */
-export function cognitoUserDirectory(target: AwsTarget): UserDirectory {
+/** The dashboard's users by email, from the stack's Cognito user pool. */
+function stackUserDirectory(target: AwsTarget): UserDirectory {
   return {
     async findUserId(email) {
       if (target.userPoolId === undefined) {
@@ -129,19 +129,12 @@ export function cognitoUserDirectory(target: AwsTarget): UserDirectory {
           `Stack '${target.stackName}' has no output ${USER_POOL_OUTPUT}: deploy the current version.`,
         );
       }
-      const { CognitoIdentityProviderClient, ListUsersCommand } = await import(
-        "@aws-sdk/client-cognito-identity-provider"
-      );
-      const cognito = new CognitoIdentityProviderClient({ region: target.region });
+      const { cognitoUserDirectory } = await import("../lambda/adapters/cognito/user-directory");
+      const directory = cognitoUserDirectory({ userPoolId: target.userPoolId, region: target.region });
       try {
-        // A filter value is quoted: an email with a quote cannot match, so it is refused before.
-        if (email.includes('"')) return undefined;
-        const out = await cognito.send(
-          new ListUsersCommand({ UserPoolId: target.userPoolId, Filter: `email = "${email}"`, Limit: 2 }),
-        );
-        return out.Users?.[0]?.Attributes?.find((a) => a.Name === "sub")?.Value;
+        return await directory.findUserId(email);
       } finally {
-        cognito.destroy();
+        directory.close();
       }
     },
   };
@@ -161,7 +154,7 @@ export function awsServices(target: AwsTarget) {
     ),
     exportSettings: new DynamoExportSettings(target.db, target.tables.projectSettings),
     members: new DynamoMemberStore(target.db, target.tables),
-    users: cognitoUserDirectory(target),
+    users: stackUserDirectory(target),
     privacy: new DynamoPrivacySettings(target.db, target.tables),
     async retention(): Promise<never> {
       throw new Error(

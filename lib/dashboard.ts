@@ -328,6 +328,9 @@ export class Dashboard extends Construct {
     // The function checks the token again (signature, issuer, client, expiry) and reads the groups.
     this.api.function.addEnvironment("DMT_DASHBOARD_ISSUER", this.userPool.userPoolProviderUrl);
     this.api.function.addEnvironment("DMT_DASHBOARD_CLIENT_ID", this.client.userPoolClientId);
+    // The Members page invites a user of the pool by email: it looks the user up, nothing more.
+    this.api.function.addEnvironment("DMT_DASHBOARD_USER_POOL_ID", this.userPool.userPoolId);
+    this.userPool.grant(this.api.function, "cognito-idp:ListUsers");
 
     const config: DashboardConfig = {
       issuer: this.userPool.userPoolProviderUrl,

@@ -1,5 +1,6 @@
 import { handle } from "hono/aws-lambda";
 import { createRemoteJWKSet } from "jose";
+import { cognitoUserDirectory } from "../adapters/cognito/user-directory";
 import { activePriceCatalogue } from "../adapters/fs/price-catalogue";
 import { tokenVerifier } from "../app/dashboard/auth";
 import { composeDashboardApi } from "../compose/dashboard-api";
@@ -11,8 +12,8 @@ import { withTelemetry } from "./runtime/telemetry";
 /**
  * The dashboard API (`/dashboard/api/...`) behind the HTTP API's JWT authorizer: over DynamoDB, KMS
  * for the BYOK keys it stores (as the proxy functions, which unwrap them), Athena for export downloads,
- * the deletion requests table (its stream starts the workflow, so no starter here), and Cognito's keys
- * for its own token check (the authorizer has checked the token already; the app checks it again and
+ * the deletion requests table (its stream starts the workflow, so no starter here), Cognito's keys
+ * for its own token check and its user pool for the Members page's invitations (the authorizer has checked the token already; the app checks it again and
  * reads the groups). Settings -> Alerts and Webhooks: the webhooks' secrets under the BYOK key, as the
  * delivery function reads them; retries go to the delivery queue; events to the stack's bus.
  */
@@ -35,6 +36,13 @@ const app = composeDashboardApi(
     }),
     prices: activePriceCatalogue(process.env),
     webhookPolicy: "public",
+    ...(config.DMT_DASHBOARD_USER_POOL_ID && {
+      directory: cognitoUserDirectory({
+        userPoolId: config.DMT_DASHBOARD_USER_POOL_ID,
+        region: process.env.AWS_REGION ?? "us-east-1",
+        ...(config.DMT_COGNITO_ENDPOINT && { endpoint: config.DMT_COGNITO_ENDPOINT }),
+      }),
+    }),
   },
 );
 

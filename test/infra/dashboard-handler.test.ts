@@ -33,6 +33,11 @@ let dynamo: EmbeddedDynamo;
 let jwks: Server;
 let kms: Server;
 let bus: EventBridgeStandIn;
+let cognito: Server;
+/** The ListUsers requests the Cognito stand-in received. */
+const listUsersRequests: { UserPoolId: string; Filter: string }[] = [];
+/** The pool's users, as Cognito's ListUsers reports them. */
+const POOL_USERS = [{ email: "ada@example.com", sub: "ada-sub-1" }];
 /** The GenerateDataKey requests the KMS stand-in received. */
 const dataKeyRequests: { KeyId: string; KeySpec: string; EncryptionContext: Record<string, string> }[] = [];
 let issuer: string;
@@ -70,6 +75,29 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => kms.listen(0, "127.0.0.1", resolve));
 
+  // Cognito's JSON protocol, ListUsers with an `email = "..."` filter only: what an invitation asks.
+  cognito = createServer(async (req, res) => {
+    const request = JSON.parse(await readBody(req));
+    const type = { "content-type": "application/x-amz-json-1.1" };
+    if (req.headers["x-amz-target"] !== "AWSCognitoIdentityProviderService.ListUsers") {
+      res.writeHead(400, type).end(JSON.stringify({ __type: "UnknownOperationException" }));
+      return;
+    }
+    listUsersRequests.push(request);
+    const email = /^email = "(.*)"$/.exec(request.Filter)?.[1];
+    const users = POOL_USERS.filter((u) => u.email === email).map((u) => ({
+      Username: u.sub,
+      Attributes: [
+        { Name: "sub", Value: u.sub },
+        { Name: "email", Value: u.email },
+      ],
+      Enabled: true,
+      UserStatus: "CONFIRMED",
+    }));
+    res.writeHead(200, type).end(JSON.stringify({ Users: users }));
+  });
+  await new Promise<void>((resolve) => cognito.listen(0, "127.0.0.1", resolve));
+
   bus = await startEventBridgeStandIn();
   // The handler reads its configuration at import, as at a Lambda cold start.
   Object.assign(process.env, {
@@ -81,6 +109,8 @@ beforeAll(async () => {
     DMT_DYNAMODB_ENDPOINT: dynamo.endpoint,
     DMT_DASHBOARD_ISSUER: issuer,
     DMT_DASHBOARD_CLIENT_ID: CLIENT_ID,
+    DMT_DASHBOARD_USER_POOL_ID: "us-east-1_pool",
+    DMT_COGNITO_ENDPOINT: `http://127.0.0.1:${(cognito.address() as AddressInfo).port}`,
     DMT_BYOK_KEY_ARN: BYOK_KEY_ARN,
     DMT_KMS_ENDPOINT: `http://127.0.0.1:${(kms.address() as AddressInfo).port}`,
     AWS_ACCESS_KEY_ID: "test",
@@ -100,6 +130,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await new Promise((resolve) => jwks?.close(resolve));
   await new Promise((resolve) => kms?.close(resolve));
+  await new Promise((resolve) => cognito?.close(resolve));
   await dynamo?.close();
   await bus?.close();
   rmSync(dataDir, { recursive: true, force: true });
@@ -209,6 +240,42 @@ describe("dashboard handler", () => {
     expect(response.statusCode).toBe(401);
     expect(json(response).error).toMatchObject({ type: "authentication_error", code: "invalid_token" });
     expect(header(response, "www-authenticate")).toContain('error="invalid_token"');
+  });
+
+  it("invites a user of the pool by email from the Members page, and says who the pool lacks", async () => {
+    const token = await accessToken({ sub: "owner-1" });
+    expect((await handler(event("GET", "/dashboard/api/me", bearer(token)))).statusCode).toBe(200);
+    const members = `/dashboard/api/projects/${personalProjectId("owner-1")}/members`;
+    const listed = json(await handler(event("GET", members, bearer(token))));
+    expect(listed.canInvite).toBe(true);
+
+    const invited = await handler(
+      event("POST", members, bearer(token), { email: "Ada@Example.com", role: "viewer" }),
+    );
+    expect(invited.statusCode).toBe(201);
+    expect(json(invited).member).toMatchObject({
+      userId: "ada-sub-1",
+      email: "ada@example.com",
+      role: "viewer",
+    });
+    expect(listUsersRequests.at(-1)).toEqual({
+      UserPoolId: "us-east-1_pool",
+      Filter: 'email = "ada@example.com"',
+      Limit: 2,
+    });
+
+    const unknown = await handler(
+      event("POST", members, bearer(token), { email: "nobody@example.com", role: "admin" }),
+    );
+    expect(unknown.statusCode).toBe(404);
+    expect(json(unknown).error.message).toContain("No dashboard user has the email nobody@example.com");
+    // A quote cannot be in a filter value: nobody has that email, and Cognito is not asked.
+    const asked = listUsersRequests.length;
+    const quoted = await handler(
+      event("POST", members, bearer(token), { email: 'a"b@example.com', role: "admin" }),
+    );
+    expect(quoted.statusCode).toBe(404);
+    expect(listUsersRequests).toHaveLength(asked);
   });
 
   it("refuses service keys and requests without a token", async () => {

@@ -441,6 +441,7 @@ describe("dashboard function", () => {
     ).Variables;
     expect(env.DMT_DASHBOARD_ISSUER).toEqual(getAtt(dashboard().userPool, "ProviderURL"));
     expect(env.DMT_DASHBOARD_CLIENT_ID).toEqual(ref(dashboard().client));
+    expect(env.DMT_DASHBOARD_USER_POOL_ID).toEqual(ref(dashboard().userPool));
     const tables = Object.keys(env).filter((name) => name.startsWith("DMT_TABLE_"));
     expect(tables.length).toBeGreaterThan(10);
     for (const name of Object.keys(TABLES) as TableName[]) {
@@ -491,6 +492,14 @@ describe("dashboard function", () => {
       [table("deletionRequests")]: ["GetItem", "PutItem", "Query"],
       [`${table("deletionRequests")}/index/byCreated`]: ["Query"],
     });
+  });
+
+  it("may look up the pool's users by email for invitations, and change none", () => {
+    const statements = statementsOf(dashboard().api.function.role as never);
+    const cognito = statements.filter((s) => actionsOf(s).some((a) => a.startsWith("cognito-idp:")));
+    expect(cognito).toEqual([
+      { Action: "cognito-idp:ListUsers", Effect: "Allow", Resource: getAtt(dashboard().userPool, "Arn") },
+    ]);
   });
 
   it("may make data keys with the BYOK key, unwrap webhook secrets only, and reads no secret", () => {
