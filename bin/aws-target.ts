@@ -10,6 +10,7 @@ import { createDynamoClient } from "../lambda/adapters/dynamodb/client";
 import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
 import { DynamoExportSettings } from "../lambda/adapters/dynamodb/export-settings";
 import { DynamoMemberStore } from "../lambda/adapters/dynamodb/members";
+import { DynamoPlans } from "../lambda/adapters/dynamodb/plans";
 import { DynamoPrivacySettings } from "../lambda/adapters/dynamodb/privacy-settings";
 import { DynamoUsageRollups } from "../lambda/adapters/dynamodb/rollups";
 import { DynamoStore } from "../lambda/adapters/dynamodb/store";
@@ -156,6 +157,7 @@ export function awsServices(target: AwsTarget) {
     members: new DynamoMemberStore(target.db, target.tables),
     users: stackUserDirectory(target),
     privacy: new DynamoPrivacySettings(target.db, target.tables),
+    plans: new DynamoPlans(target.db, target.tables),
     async retention(): Promise<never> {
       throw new Error(
         "in AWS the stack's retention function runs every day; to run it now: aws lambda invoke --function-name <RetentionFunction output> out.json",

@@ -1,6 +1,7 @@
 import { DynamoBudgets } from "../lambda/adapters/dynamodb/budgets";
 import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
 import { DynamoMemberStore } from "../lambda/adapters/dynamodb/members";
+import { DynamoPlans } from "../lambda/adapters/dynamodb/plans";
 import { DynamoPrivacySettings } from "../lambda/adapters/dynamodb/privacy-settings";
 import { DynamoUsageRollups } from "../lambda/adapters/dynamodb/rollups";
 import { tableNames } from "../lambda/adapters/dynamodb/tables";
@@ -47,6 +48,7 @@ export async function openLocalTarget(dataDir: string, endpoint: string | undefi
       members: new DynamoMemberStore(local.db, names),
       users,
       privacy: new DynamoPrivacySettings(local.db, names),
+      plans: new DynamoPlans(local.db, names),
       retention: async (options: RetentionOptions) => {
         const [{ runLocalRetention }, { jsonLogger }] = await Promise.all([
           import("../lambda/local/retention"),

@@ -392,6 +392,8 @@ export class Dashboard extends Construct {
       alertRules: ["PutItem", "Query", "DeleteItem", "UpdateItem"],
       webhooks: ["PutItem", "GetItem", "Query", "DeleteItem"],
       webhookDeliveries: ["PutItem", "GetItem", "Query"],
+      // The Credits page shows the project's plan: read only (the CLI changes plans).
+      plans: ["GetItem"],
     };
     for (const [table, actions] of Object.entries(access) as [TableName, string[]][]) {
       store.grant(fn, table, actions);

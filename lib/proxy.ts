@@ -24,8 +24,9 @@ export const PROXY_TIMEOUT = Duration.minutes(15);
 
 /**
  * The store access of a proxy call: the caller's key and project, credit holds and their settlement
- * in the ledger, rate-limit buckets, idempotency records, the project's own vendor keys (BYOK), and
- * the alert rules (read, fired once per crossing with conditional updates).
+ * in the ledger, rate-limit buckets, idempotency records, the project's own vendor keys (BYOK), the
+ * alert rules (read, fired once per crossing with conditional updates), and the project's price plan
+ * (read per key-cache period).
  */
 export const PROXY_TABLE_ACCESS: Partial<Record<TableName, string[]>> = {
   keys: ["GetItem"],
@@ -38,6 +39,7 @@ export const PROXY_TABLE_ACCESS: Partial<Record<TableName, string[]>> = {
   budgets: ["Query"],
   budgetCounters: ["GetItem", "UpdateItem"],
   alertRules: ["Query", "UpdateItem"],
+  plans: ["GetItem"],
 };
 
 export interface VendorProxyProps {

@@ -6,6 +6,7 @@ import { creditCommands } from "./credits";
 import { doctorCommands } from "./doctor";
 import { keyCommands } from "./keys";
 import { memberCommands } from "./members";
+import { planCommands } from "./plans";
 import { priceCommands } from "./prices";
 import { projectCommands } from "./projects";
 import { reconcileCommands } from "./reconcile";
@@ -30,6 +31,7 @@ export const COMMANDS: Command[] = [
   ...retentionCommands,
   ...compactionCommands,
   ...priceCommands,
+  ...planCommands,
   ...reconcileCommands,
   ...alertCommands,
   ...webhookCommands,

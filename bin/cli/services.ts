@@ -5,6 +5,7 @@ import type { CompactionReport } from "../../lambda/core/compaction";
 import type { CreditStore } from "../../lambda/core/credits";
 import { errors } from "../../lambda/core/errors";
 import type { MemberStore, UserDirectory } from "../../lambda/core/members";
+import type { PlanStore } from "../../lambda/core/plans";
 import type { Store } from "../../lambda/core/ports";
 import type { RetentionAudit } from "../../lambda/core/retention";
 import type { UsageRollups } from "../../lambda/core/usage-rollups";
@@ -30,6 +31,8 @@ export interface Services {
   members: MemberStore;
   /** The dashboard's users by email: the local provider's, or the stack's Cognito user pool. */
   users: UserDirectory;
+  /** Price plans and which project is on which (the `plans` table). */
+  plans: PlanStore;
   /** What records keep and for how long: attributes of the project and key items. */
   privacy: DynamoPrivacySettings;
   /** The retention run over the local data dir (in AWS a scheduled function runs it). */

@@ -5,6 +5,7 @@ import { combineHooks, PendingWork, type ProxyCall, type ProxyHooks, type ProxyO
 import type { Logger } from "../core/logger";
 import { CachedVendorKeys } from "../core/metering-vendor-keys";
 import type { Metrics } from "../core/metrics";
+import { CachedPlans } from "../core/plan-cache";
 import type { PriceCatalogue } from "../core/pricing";
 import { recordLevel, requestStoreLevel, type StoreLevel, type UserIdHasher } from "../core/privacy";
 import type { RecordQueue } from "../core/queue";
@@ -20,7 +21,7 @@ import type { Infrastructure } from "./infrastructure";
 
 export interface MeteringSettings {
   prices: PriceCatalogue;
-  /** How long a vendor key lookup, a budget or a key policy is cached (how long a change takes to apply). */
+  /** How long a vendor key lookup, a budget, a key policy or a project's plan is cached (how long a change takes to apply). */
   keyCacheMs: number;
   /** How long a credit or budget hold lasts before the sweeper may release it. */
   holdTtlMs: number;
@@ -92,6 +93,8 @@ export function composeProxy(
       idempotency: store.idempotency,
       vendorKeys: new CachedVendorKeys(store.vendorKeys, settings.metering.keyCacheMs),
       prices: settings.metering.prices,
+      // A project's plan, cached as keys are: a plan change applies within keyCacheMs.
+      plans: new CachedPlans(store.plans, settings.metering.prices.markup, settings.metering.keyCacheMs),
       logger,
       clock,
       holdTtlMs: settings.metering.holdTtlMs,

@@ -5,6 +5,7 @@ import type { CopyPurger, DeletionRequestStore, TombstoneStore } from "./deletio
 import type { IdempotencyStore } from "./idempotency";
 import type { InteractionIndex } from "./interactions";
 import type { MemberStore, RequestLog } from "./members";
+import type { PlanStore } from "./plans";
 import type { ProjectTiers, Store } from "./ports";
 import type { PrivacySettingsStore } from "./privacy";
 import type { RateLimiter } from "./rate-limit";
@@ -38,4 +39,6 @@ export interface StorePorts {
   deletionRequests: DeletionRequestStore;
   tombstones: TombstoneStore;
   alertRules: AlertRuleStore;
+  /** Price plans and which project is on which (core/plans.ts). */
+  plans: PlanStore;
 }

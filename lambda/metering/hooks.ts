@@ -15,7 +15,10 @@ import {
 import { errorFields, type Logger } from "../core/logger";
 import { abandonedStreamUsage, type CallBounds, holdMicros, imageVariant } from "../core/metering";
 import type { CachedVendorKeys } from "../core/metering-vendor-keys";
+import { defaultPlanLookup, type PlanLookup } from "../core/plan-cache";
+import type { AppliedPlan } from "../core/plans";
 import { type CostBreakdown, costBreakdown, type ModelPrice, type PriceCatalogue } from "../core/pricing";
+import type { Ratio } from "../core/pricing/decimal";
 import { recordLevel } from "../core/privacy";
 import { type RateLimiter, rateLimitError, rateLimitHeaders } from "../core/rate-limit";
 import { resolveUserId } from "../core/record";
@@ -41,6 +44,8 @@ export interface MeteringDeps {
   noteChargesMs: number;
   /** Budgets and tokens-per-minute limits; without it, none apply. */
   budgets?: BudgetGuard;
+  /** Each project's price plan, cached (core/plan-cache.ts); without it, the deployment's markup. */
+  plans?: PlanLookup;
 }
 
 /** Metering's hooks, and what settles the credit leases it keeps across calls. */
@@ -54,6 +59,8 @@ interface CallState {
   /** The rate limit refused the call (known before `before` ran: then it takes nothing). */
   denied: boolean;
   price?: ModelPrice;
+  /** The plan that priced a managed call (its markup is in `price`). */
+  plan?: AppliedPlan;
   reservation?: Reservation;
   budgetHolds?: BudgetHolds;
   /** The hard budget that refused the call, for the alerts. */
@@ -83,6 +90,7 @@ export function createMetering(deps: MeteringDeps): Metering {
     noteMs: deps.noteChargesMs,
   });
   const states = new WeakMap<ProxyCall, CallState>();
+  const plans = deps.plans ?? defaultPlanLookup(deps.prices.markup);
   const loggedUnpriced = new Set<string>();
   const stateOf = (call: ProxyCall) => {
     let state = states.get(call);
@@ -113,8 +121,21 @@ export function createMetering(deps: MeteringDeps): Metering {
         throw modelNotAllowedError(call.model);
       }
       const requestId = call.requestId === undefined ? undefined : validateRequestId(call.requestId);
+      // A project's plan is read (when not cached) beside its vendor keys, not after them.
+      plans.warm?.(call.auth.projectId);
       const { mode, storedKey } = await billingMode(call, deps.vendorKeys);
-      state.price = call.route.billing === "billable" ? priceOf(call, mode, deps.prices) : undefined;
+      const listed = call.route.billing === "billable" ? priceOf(call, mode, deps.prices) : undefined;
+      // Credits pay at the project's plan: its markup replaces the deployment's on the price.
+      if (listed && mode === "managed") {
+        const models =
+          call.model === undefined || call.model === listed.model
+            ? [listed.model]
+            : [listed.model, call.model];
+        state.plan = await plans.applied(call.auth.projectId, call.vendor, models, call.startedAt);
+        state.price = withMarkup(listed, state.plan.ratio);
+      } else {
+        state.price = listed;
+      }
       call.billing = {
         mode,
         ...(state.price ? { priceVersion: state.price.priceVersion } : {}),
@@ -371,11 +392,32 @@ function priced(call: ProxyCall, state: CallState, usage: Usage, logger: Logger)
       applyMarkup: call.billing?.mode === "managed",
       ...(variant !== undefined ? { imageVariant: variant } : {}),
     });
+    if (state.plan && call.billing?.mode === "managed") {
+      breakdown.plan = { id: state.plan.id, version: state.plan.version, percent: state.plan.percent };
+    }
     return { cost: breakdown.micros, breakdown, usage };
   } catch (err) {
     logger.error("usage could not be priced", { ...errorFields(err), endpoint: call.endpoint });
     return { cost: undefined, usage };
   }
+}
+
+/** The price with a plan's markup, made once per price and markup (every call of a model shares it). */
+const planPrices = new WeakMap<ModelPrice, Map<Ratio, ModelPrice>>();
+function withMarkup(price: ModelPrice, markup: Ratio): ModelPrice {
+  if (markup === price.markup) return price;
+  let byMarkup = planPrices.get(price);
+  if (!byMarkup) {
+    byMarkup = new Map();
+    planPrices.set(price, byMarkup);
+  }
+  let priced = byMarkup.get(markup);
+  if (!priced) {
+    priced = { ...price, markup };
+    if (byMarkup.size >= 1000) byMarkup.clear();
+    byMarkup.set(markup, priced);
+  }
+  return priced;
 }
 
 function field(call: ProxyCall, name: string): string | undefined {

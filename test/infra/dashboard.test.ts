@@ -484,6 +484,8 @@ describe("dashboard function", () => {
       [table("alertRules")]: ["DeleteItem", "PutItem", "Query", "UpdateItem"],
       [table("webhooks")]: ["DeleteItem", "GetItem", "PutItem", "Query"],
       [table("webhookDeliveries")]: ["GetItem", "PutItem", "Query"],
+      // The Credits page shows the project's price plan, read only.
+      [table("plans")]: ["GetItem"],
       [table("vendorKeys")]: ["DeleteItem", "Query", "UpdateItem"],
       // Interaction pages read packs from the table itself, never its old filter indexes.
       [table("interactions")]: ["GetItem", "Query"],

@@ -505,7 +505,8 @@ describe("proxy functions", () => {
         {
           Action: "dynamodb:GetItem",
           Effect: "Allow",
-          Resource: [arn("keys"), arn("projects"), arn("vendorKeys")],
+          // The key, its project, its BYOK vendor keys and its price plan.
+          Resource: [arn("keys"), arn("plans"), arn("projects"), arn("vendorKeys")],
         },
         {
           Action: ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],

@@ -8,6 +8,7 @@ import { DynamoDeletionRequests } from "./deletion-requests";
 import { DynamoIdempotency } from "./idempotency";
 import { DynamoInteractionIndex } from "./interactions";
 import { DynamoMemberStore } from "./members";
+import { DynamoPlans } from "./plans";
 import { DynamoPrivacySettings } from "./privacy-settings";
 import { DynamoProjectTiers } from "./project-tier";
 import { DynamoRateLimiter } from "./rate-limit";
@@ -80,5 +81,8 @@ export class DynamoPorts implements StorePorts {
   }
   get alertRules(): DynamoAlertRules {
     return this.once("alertRules", () => new DynamoAlertRules(this.db, this.tables));
+  }
+  get plans(): DynamoPlans {
+    return this.once("plans", () => new DynamoPlans(this.db, this.tables));
   }
 }

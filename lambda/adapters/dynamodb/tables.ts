@@ -31,7 +31,8 @@ export type TableName =
   | "deletionTombstones"
   | "webhooks"
   | "webhookDeliveries"
-  | "alertRules";
+  | "alertRules"
+  | "plans";
 
 export const TABLES: Record<TableName, TableDefinition> = {
   projects: { partitionKey: "projectId" },
@@ -131,6 +132,11 @@ export const TABLES: Record<TableName, TableDefinition> = {
    * one item per budget window (its counter id) with the thresholds it crossed, kept past the window.
    */
   alertRules: { partitionKey: "projectId", sortKey: { name: "ruleId", type: "S" }, ttlAttribute: "gcAt" },
+  /**
+   * Price plans under `plan#<plan id>` with the projects on them, and each project's plan entries under
+   * `project#<project id>` (adapters/dynamodb/plans.ts); kept for good.
+   */
+  plans: { partitionKey: "id" },
 };
 export type TableNames = Record<TableName, string>;
 

@@ -37,6 +37,14 @@ export interface LineItem {
   per: number;
   /** quantity × rate_usd / per, in micro-USD, before the markup; exact (rounded up at the 9th decimal). */
   amount_micros: string;
+  /**
+   * The line's share of the list total and of the billed total, in whole micro-USD: each line gets its
+   * exact amount rounded down, and the micro-USD the totals' single rounding up leaves over go one each
+   * to the lines with the largest remainders (the earlier line on a tie). So the lines sum exactly to
+   * `list_micros` and `micros`.
+   */
+  list_micros: number;
+  billed_micros: number;
 }
 
 /**
@@ -44,7 +52,10 @@ export interface LineItem {
  * quantity × rate / per, times `markup`, rounded once, up, to a whole micro-USD is `micros`.
  */
 export interface CostBreakdown {
+  /** Billed: the lines' exact sum times `markup`, rounded once, up, to a whole micro-USD. */
   micros: number;
+  /** The list price: the lines' exact sum rounded once, up (equal to `micros` at list price). */
+  list_micros: number;
   items: LineItem[];
   /** The markup applied ("1" for list prices). */
   markup: string;
@@ -57,6 +68,8 @@ export interface CostBreakdown {
    * they are part of (never zero); a tool or tier without a price is not billed. Metering logs them.
    */
   unpriced?: string[];
+  /** The price plan of a managed call, its version and the percentage that applied (core/plans.ts). */
+  plan?: { id: string; version: number; percent: string };
   /** What was charged when it differs from `micros`: metering caps a charge at the call's credit hold. */
   charged_micros?: number;
 }
@@ -122,15 +135,21 @@ export function costBreakdown(usage: Usage, price: ModelPrice, options: CostOpti
   const priced = lines.filter((line) => line.quantity > 0);
   const scaled = priced.reduce((sum, line) => sum + scaledAmount(line), 0n);
   const markup = (options.applyMarkup ?? true) ? price.markup : ONE;
+  const amounts = priced.map(scaledAmount);
+  const listShares = shares(amounts, ONE);
+  const billedShares = markup === ONE ? listShares : shares(amounts, markup);
   const breakdown: CostBreakdown = {
     micros: toMicros(scaled, markup),
-    items: priced.map((line) => ({
+    list_micros: toMicros(scaled, ONE),
+    items: priced.map((line, i) => ({
       dimension: line.dimension,
       quantity: line.quantity,
       unit: line.unit,
       rate_usd: formatNanos(line.rate),
       per: line.per,
-      amount_micros: formatNanos(ceilDiv(scaledAmount(line) * NANOS_PER_USD, SCALE * NANOS_PER_MICRO)),
+      amount_micros: formatNanos(ceilDiv((amounts[i] ?? 0n) * NANOS_PER_USD, SCALE * NANOS_PER_MICRO)),
+      list_micros: listShares[i] ?? 0,
+      billed_micros: billedShares[i] ?? 0,
     })),
     markup: ratioText(markup),
   };
@@ -292,6 +311,32 @@ function audioScaled(price: ModelPrice, seconds: number): bigint {
   if (seconds === 0 || !price.audio) return 0n;
   const billed = Math.max(Math.ceil(seconds), price.audio.minimumSeconds);
   return big(billed) * price.audio.nanos * PER_AUDIO_UNIT[price.audio.per];
+}
+
+/**
+ * Whole micro-USD per line that sum to the total's single rounding up: each line's exact amount times
+ * `ratio` rounded down, then one more to each of the lines with the largest remainders (earlier first
+ * on a tie) until the total is reached.
+ */
+function shares(amounts: readonly bigint[], ratio: Ratio): number[] {
+  const unit = SCALE * NANOS_PER_MICRO * ratio.den;
+  const exact = amounts.map((amount) => amount * ratio.num);
+  const floors = exact.map((value) => value / unit);
+  const total = ceilDiv(
+    exact.reduce((sum, value) => sum + value, 0n),
+    unit,
+  );
+  let left = total - floors.reduce((sum, value) => sum + value, 0n);
+  const order = exact
+    .map((value, index) => ({ index, remainder: value % unit }))
+    .filter((line) => line.remainder > 0n)
+    .sort((a, b) => (a.remainder === b.remainder ? a.index - b.index : a.remainder > b.remainder ? -1 : 1));
+  for (const line of order) {
+    if (left <= 0n) break;
+    floors[line.index] = (floors[line.index] ?? 0n) + 1n;
+    left -= 1n;
+  }
+  return floors.map(Number);
 }
 
 function toMicros(scaled: bigint, markup: Ratio): number {
