@@ -1,7 +1,69 @@
-import { estimateTokens } from "../../core/token-estimate";
-import { addUnpriced, emptyUsage, type Usage, unknownUsageFields } from "../../core/usage";
-import type { StreamObserver, UsageContext, UsageExtractor } from "../../core/vendor-model";
-import { asArray, asObject, asString, count, type JsonObject, parseJson, setIfDefined } from "../json";
+// Gemini as data and its usage: the routes, usage from bodies and streams (SSE or a JSON array), and
+// the definition the proxy serves under /gemini.
+import { errors } from "../core/errors";
+import { estimateTokens } from "../core/token-estimate";
+import { addUnpriced, emptyUsage, type Usage, unknownUsageFields } from "../core/usage";
+import type {
+  Operation,
+  StreamDetection,
+  StreamObserver,
+  UsageContext,
+  UsageExtractor,
+  VendorDefinition,
+  VendorRoute,
+} from "../core/vendor-model";
+import { asArray, asObject, asString, count, type JsonObject, parseJson, setIfDefined } from "./json";
+import { healthRoutes, JSON_BODY_LIMIT } from "./routes";
+
+const MODEL_METHODS: [string, Operation, StreamDetection, "free" | "billable"][] = [
+  ["generateContent", "generate", "never", "billable"],
+  ["streamGenerateContent", "generate", "always", "billable"],
+  ["embedContent", "embed", "never", "billable"],
+  // What the Gemini SDK calls for `models.embedContent`.
+  ["batchEmbedContents", "embed", "never", "billable"],
+  ["countTokens", "count_tokens", "never", "free"],
+];
+
+/** `v1` is the stable API; `v1beta` is the Gemini SDK's default: the same model routes under both. */
+const modelRoutes = (version: string): VendorRoute[] => [
+  {
+    method: "GET",
+    path: `/${version}/models`,
+    operation: "models",
+    kind: "none",
+    bodyLimit: 0,
+    stream: "never",
+    billing: "free",
+  },
+  ...MODEL_METHODS.map(
+    ([method, operation, stream, billing]): VendorRoute => ({
+      method: "POST",
+      path: `/${version}/models/{model}:${method}`,
+      operation,
+      kind: "json",
+      bodyLimit: JSON_BODY_LIMIT,
+      stream,
+      billing,
+      // Every chunk may report the usage so far; the last one's is the total.
+      ...(stream === "always" ? { usageInEvent: (event) => asObject(event.usageMetadata) } : {}),
+    }),
+  ),
+];
+
+export const geminiRoutes: readonly VendorRoute[] = [
+  ...healthRoutes("gemini"),
+  ...modelRoutes("v1"),
+  ...modelRoutes("v1beta"),
+  {
+    method: "POST",
+    path: "/v1beta/cachedContents",
+    operation: "cached_content",
+    kind: "json",
+    bodyLimit: JSON_BODY_LIMIT,
+    stream: "never",
+    billing: "billable",
+  },
+];
 
 /**
  * Gemini's `usageMetadata`: the cached part is inside `promptTokenCount`; thoughts are reported apart
@@ -172,4 +234,23 @@ function addPart(parts: JsonObject[], part: JsonObject | undefined): void {
 export const geminiUsageExtractor: UsageExtractor = {
   fromResponse,
   stream: () => new GeminiStreamObserver(),
+};
+
+export const gemini: VendorDefinition = {
+  name: "gemini",
+  defaultUpstream: "https://generativelanguage.googleapis.com",
+  routes: geminiRoutes,
+  authHeaders: (vendorKey) => ({ "x-goog-api-key": vendorKey }),
+  requestHeaders: ["x-goog-api-client"],
+  checkQuery(query) {
+    // Other encodings (`alt=json` on a stream, `alt=proto`) would change the wire format we relay and read.
+    for (const name of ["alt", "$alt"]) {
+      for (const value of query.getAll(name)) {
+        if (value !== "sse") {
+          throw errors.invalidField(name, "only 'sse' is supported (or leave it out).");
+        }
+      }
+    }
+  },
+  usage: geminiUsageExtractor,
 };

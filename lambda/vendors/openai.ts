@@ -1,6 +1,191 @@
-import { addUnpriced, emptyUsage, type Usage, unknownUsageFields } from "../../core/usage";
-import type { StreamObserver, UsageContext, UsageExtractor } from "../../core/vendor-model";
-import { asArray, asObject, asString, count, type JsonObject, parseJson, setIfDefined } from "../json";
+// OpenAI as data and its usage: the routes (what a body must have, the hold bounds, what a stream's
+// usage needs, with `stream_options.include_usage` spliced in), usage from bodies and stream events, and
+// the definition the proxy serves under /openai. Groq speaks the same dialect and borrows from here.
+import { addUnpriced, emptyUsage, type Usage, unknownUsageFields } from "../core/usage";
+import type {
+  StreamObserver,
+  StreamUsageRequest,
+  UsageContext,
+  UsageExtractor,
+  UsageInEvent,
+  VendorDefinition,
+  VendorRoute,
+} from "../core/vendor-model";
+import { asArray, asObject, asString, count, type JsonObject, parseJson, setIfDefined } from "./json";
+import { healthRoutes, JSON_BODY_LIMIT, UPLOAD_BODY_LIMIT } from "./routes";
+
+const INCLUDE_USAGE_MEMBER = Buffer.from('"stream_options":{"include_usage":true},');
+
+/**
+ * The body with `stream_options.include_usage` set, or undefined when the client asked for usage itself
+ * (or sent a `stream_options` the vendor will judge). When the client sent no `stream_options`, the
+ * member is spliced in after the opening brace, so the rest of its bytes pass unchanged.
+ */
+export function withIncludeUsage(body: Uint8Array, json: Record<string, unknown>): Uint8Array | undefined {
+  const options = json.stream_options;
+  if (options === undefined) {
+    const brace = body.indexOf(0x7b) + 1;
+    return Buffer.concat([body.subarray(0, brace), INCLUDE_USAGE_MEMBER, body.subarray(brace)]);
+  }
+  const given = asObject(options);
+  if (!given || given.include_usage === true) return undefined;
+  return Buffer.from(JSON.stringify({ ...json, stream_options: { ...given, include_usage: true } }));
+}
+
+const EMPTY_CHOICES = /"choices"\s*:\s*\[\s*\]/;
+
+/** The chunk `stream_options.include_usage` adds: usage and no choices. */
+export function isUsageOnlyChunk(data: string): boolean {
+  if (!EMPTY_CHOICES.test(data)) return false;
+  return asObject(asObject(parseJson(data))?.usage) !== undefined;
+}
+
+const NULL_USAGE = /,\s*"usage"\s*:\s*null/g;
+
+/**
+ * With `include_usage`, every other chunk carries `"usage":null`; removed so the client sees the chunks it
+ * would have seen without the option. (An unescaped `"usage"` cannot occur inside a JSON string.)
+ */
+export function withoutNullUsage(data: string): string {
+  return data.includes('"usage"') ? data.replace(NULL_USAGE, "") : data;
+}
+
+/** OpenAI-style chat streams (OpenAI, Groq): usage asked for with `stream_options.include_usage`. */
+export const includeUsage: StreamUsageRequest = {
+  ask: withIncludeUsage,
+  added: isUsageOnlyChunk,
+  withoutAdded: withoutNullUsage,
+};
+
+/**
+ * Where OpenAI-style streams report usage: a chat or completion chunk's `usage` (null but in the last
+ * chunk), or the Responses API's final event's `response.usage`.
+ */
+export const openAiUsageInEvent: UsageInEvent = (event) =>
+  asObject(event.usage) ?? asObject(asObject(event.response)?.usage);
+
+const json = { kind: "json", bodyLimit: JSON_BODY_LIMIT } as const;
+
+/** Parameters only gpt-image-1 takes: OpenAI runs it, not dall-e-2, when a call without a model sends one. */
+const GPT_IMAGE_ONLY = [
+  "background",
+  "moderation",
+  "output_compression",
+  "output_format",
+  "partial_images",
+  "input_fidelity",
+];
+/** Image generation and edits: dall-e-2 unless a parameter specific to gpt-image-1 is used (OpenAI's API reference). */
+const imageDefault = (field: (name: string) => unknown) =>
+  GPT_IMAGE_ONLY.some((name) => field(name) !== undefined) ? "gpt-image-1" : "dall-e-2";
+const upload = { kind: "multipart", bodyLimit: UPLOAD_BODY_LIMIT, stream: "never" } as const;
+
+export const openAiRoutes: readonly VendorRoute[] = [
+  ...healthRoutes("openai"),
+  {
+    method: "POST",
+    path: "/v1/chat/completions",
+    operation: "chat",
+    ...json,
+    stream: "body-flag",
+    billing: "billable",
+    streamUsage: includeUsage,
+    usageInEvent: openAiUsageInEvent,
+  },
+  {
+    method: "POST",
+    path: "/v1/completions",
+    operation: "completions",
+    ...json,
+    stream: "body-flag",
+    billing: "billable",
+    usageInEvent: openAiUsageInEvent,
+  },
+  {
+    method: "POST",
+    path: "/v1/responses",
+    operation: "responses",
+    ...json,
+    stream: "body-flag",
+    billing: "billable",
+    usageInEvent: openAiUsageInEvent,
+  },
+  {
+    method: "POST",
+    path: "/v1/embeddings",
+    operation: "embeddings",
+    ...json,
+    stream: "never",
+    billing: "billable",
+  },
+  {
+    method: "GET",
+    path: "/v1/models",
+    operation: "models",
+    kind: "none",
+    bodyLimit: 0,
+    stream: "never",
+    billing: "free",
+  },
+  {
+    method: "POST",
+    path: "/v1/audio/transcriptions",
+    operation: "transcription",
+    ...upload,
+    billing: "billable",
+  },
+  {
+    method: "POST",
+    path: "/v1/audio/translations",
+    operation: "translation",
+    ...upload,
+    billing: "billable",
+  },
+  {
+    method: "POST",
+    path: "/v1/audio/speech",
+    operation: "speech",
+    kind: "binary-response",
+    bodyLimit: JSON_BODY_LIMIT,
+    stream: "never",
+    billing: "billable",
+  },
+  {
+    method: "POST",
+    path: "/v1/images/generations",
+    operation: "image",
+    ...json,
+    stream: "body-flag",
+    billing: "billable",
+    defaultModel: imageDefault,
+  },
+  {
+    method: "POST",
+    path: "/v1/images/edits",
+    operation: "image",
+    ...upload,
+    billing: "billable",
+    defaultModel: imageDefault,
+  },
+  {
+    method: "POST",
+    path: "/v1/images/variations",
+    operation: "image",
+    ...upload,
+    billing: "billable",
+    // Variations are dall-e-2's only.
+    defaultModel: () => "dall-e-2",
+  },
+  {
+    method: "POST",
+    path: "/v1/moderations",
+    operation: "moderation",
+    ...json,
+    stream: "never",
+    billing: "free",
+    defaultModel: () => "omni-moderation-latest",
+  },
+];
 
 /**
  * OpenAI's usage objects in all their spellings: chat and completions (`prompt_tokens`,
@@ -305,3 +490,15 @@ export function openAiStyleUsage(usageOf: StreamUsageOf): UsageExtractor {
 }
 
 export const openAiUsageExtractor = openAiStyleUsage((chunk) => chunk.usage);
+
+/** Request headers of OpenAI's API that clients legitimately set. */
+export const OPENAI_REQUEST_HEADERS = ["openai-organization", "openai-project", "openai-beta"] as const;
+
+export const openai: VendorDefinition = {
+  name: "openai",
+  defaultUpstream: "https://api.openai.com",
+  routes: openAiRoutes,
+  authHeaders: (vendorKey) => ({ authorization: `Bearer ${vendorKey}` }),
+  requestHeaders: OPENAI_REQUEST_HEADERS,
+  usage: openAiUsageExtractor,
+};

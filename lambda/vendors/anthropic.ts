@@ -1,7 +1,67 @@
-import { estimateTokens } from "../../core/token-estimate";
-import { addUnpriced, emptyUsage, type Usage, unknownUsageFields } from "../../core/usage";
-import type { StreamObserver, UsageContext, UsageExtractor } from "../../core/vendor-model";
-import { asObject, asString, count, type JsonObject, parseJson } from "../json";
+// Anthropic as data and its usage: the routes, usage from bodies and stream events, and the definition
+// the proxy serves under /anthropic.
+import { estimateTokens } from "../core/token-estimate";
+import { addUnpriced, emptyUsage, type Usage, unknownUsageFields } from "../core/usage";
+import type {
+  StreamObserver,
+  UsageContext,
+  UsageExtractor,
+  VendorDefinition,
+  VendorRoute,
+} from "../core/vendor-model";
+import { asObject, asString, count, type JsonObject, parseJson } from "./json";
+import { healthRoutes, JSON_BODY_LIMIT } from "./routes";
+
+const json = { kind: "json", bodyLimit: JSON_BODY_LIMIT } as const;
+
+export const anthropicRoutes: readonly VendorRoute[] = [
+  ...healthRoutes("anthropic"),
+  {
+    method: "POST",
+    path: "/v1/messages",
+    operation: "messages",
+    ...json,
+    stream: "body-flag",
+    billing: "billable",
+    // The cumulative usage of the message, at its end.
+    usageInEvent: (event) => (event.type === "message_delta" ? asObject(event.usage) : undefined),
+  },
+  {
+    method: "POST",
+    path: "/v1/complete",
+    operation: "complete",
+    ...json,
+    stream: "body-flag",
+    billing: "billable",
+  },
+  {
+    method: "GET",
+    path: "/v1/models",
+    operation: "models",
+    kind: "none",
+    bodyLimit: 0,
+    stream: "never",
+    billing: "free",
+  },
+  // The SDK's path, and the spec's shorter one, which Anthropic itself does not serve.
+  {
+    method: "POST",
+    path: "/v1/messages/count_tokens",
+    operation: "count_tokens",
+    ...json,
+    stream: "never",
+    billing: "free",
+  },
+  {
+    method: "POST",
+    path: "/v1/count_tokens",
+    upstreamPath: "/v1/messages/count_tokens",
+    operation: "count_tokens",
+    ...json,
+    stream: "never",
+    billing: "free",
+  },
+];
 
 /** The usage fields read below; any other count the vendor reports is kept as unpriced. */
 const KNOWN_FIELDS = new Set([
@@ -185,4 +245,15 @@ class AnthropicStreamObserver implements StreamObserver {
 export const anthropicUsageExtractor: UsageExtractor = {
   fromResponse,
   stream: (context) => new AnthropicStreamObserver(context),
+};
+
+export const anthropic: VendorDefinition = {
+  name: "anthropic",
+  defaultUpstream: "https://api.anthropic.com",
+  routes: anthropicRoutes,
+  authHeaders: (vendorKey) => ({ "x-api-key": vendorKey }),
+  requestHeaders: ["anthropic-version", "anthropic-beta"],
+  // The API refuses calls without a version; the SDKs always send one, curl users often do not.
+  defaultHeaders: { "anthropic-version": "2023-06-01" },
+  usage: anthropicUsageExtractor,
 };

@@ -1,16 +1,12 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { emptyUsage, type Usage } from "../../../../lambda/core/usage";
-import type { Operation, UsageContext, VendorName } from "../../../../lambda/core/vendor-model";
-import { VENDOR_DEFINITIONS } from "../../../../lambda/vendors";
-import {
-  includeUsage,
-  isUsageOnlyChunk,
-  withoutNullUsage,
-} from "../../../../lambda/vendors/openai/stream-usage";
-import { parseSseEvent, SseReader } from "../../../../lambda/vendors/sse";
+import { emptyUsage, type Usage } from "../../../lambda/core/usage";
+import type { Operation, UsageContext, VendorName } from "../../../lambda/core/vendor-model";
+import { VENDOR_DEFINITIONS } from "../../../lambda/vendors";
+import { includeUsage, isUsageOnlyChunk, withoutNullUsage } from "../../../lambda/vendors/openai";
+import { parseSseEvent, SseReader } from "../../../lambda/vendors/sse";
 
-const fixture = (name: string) => readFileSync(new URL(`../../../fixtures/${name}`, import.meta.url));
+const fixture = (name: string) => readFileSync(new URL(`../../fixtures/${name}`, import.meta.url));
 
 function context(operation: Operation, request?: Record<string, unknown>): UsageContext {
   return { operation, request };

@@ -1,0 +1,50 @@
+// Groq as data: OpenAI's dialect (its stream usage and extractor, read from `x_groq` too), its own
+// routes, and the definition the proxy serves under /groq.
+import type { VendorDefinition, VendorRoute } from "../core/vendor-model";
+import { asObject } from "./json";
+import { includeUsage, OPENAI_REQUEST_HEADERS, openAiStyleUsage, openAiUsageInEvent } from "./openai";
+import { healthRoutes, JSON_BODY_LIMIT } from "./routes";
+
+const json = { kind: "json", bodyLimit: JSON_BODY_LIMIT, billing: "billable" } as const;
+
+export const groqRoutes: readonly VendorRoute[] = [
+  ...healthRoutes("groq"),
+  {
+    method: "POST",
+    path: "/v1/chat/completions",
+    operation: "chat",
+    ...json,
+    stream: "body-flag",
+    streamUsage: includeUsage,
+    usageInEvent: openAiUsageInEvent,
+  },
+  {
+    method: "POST",
+    path: "/v1/responses",
+    operation: "responses",
+    ...json,
+    stream: "body-flag",
+    usageInEvent: openAiUsageInEvent,
+  },
+  {
+    method: "GET",
+    path: "/v1/models",
+    operation: "models",
+    kind: "none",
+    bodyLimit: 0,
+    stream: "never",
+    billing: "free",
+  },
+];
+
+/** Groq speaks OpenAI's formats; its streams also carry usage in the last chunk's `x_groq.usage`. */
+export const groqUsageExtractor = openAiStyleUsage((chunk) => chunk.usage ?? asObject(chunk.x_groq)?.usage);
+
+export const groq: VendorDefinition = {
+  name: "groq",
+  defaultUpstream: "https://api.groq.com/openai",
+  routes: groqRoutes,
+  authHeaders: (vendorKey) => ({ authorization: `Bearer ${vendorKey}` }),
+  requestHeaders: OPENAI_REQUEST_HEADERS,
+  usage: groqUsageExtractor,
+};
