@@ -4,7 +4,7 @@ import type { SesSender } from "./dashboard";
 import { EMAIL_PATTERN } from "./observability";
 import { PROXY_INTEGRATIONS, type ProxyIntegration } from "./proxy";
 import { VENDORS, type Vendor } from "./secrets";
-import { DmtStack } from "./stack";
+import { DmtStack, type DmtStackProps } from "./stack";
 
 /** Context keys (`cdk deploy -c dmt:domainName=api.example.com ...`, or `context` in cdk.json). */
 export const CONTEXT = {
@@ -34,6 +34,12 @@ export const CONTEXT = {
   proxyIntegration: "dmt:proxyIntegration",
   /** `true`: create API Gateway's account-level CloudWatch role (once per account and region). */
   apiGatewayAccountRole: "dmt:apiGatewayAccountRole",
+  /** An OTLP/HTTP receiver's base URL for each proxied call's span and metrics (docs/telemetry.md). */
+  otlpEndpoint: "dmt:otlpEndpoint",
+  /** `http/protobuf` (default) or `http/json`. */
+  otlpProtocol: "dmt:otlpProtocol",
+  /** The name or ARN of a secret whose value is the OTLP headers (`x-api-key=...`), if the receiver needs any. */
+  otlpHeadersSecret: "dmt:otlpHeadersSecret",
 } as const;
 
 /**
@@ -63,6 +69,11 @@ export function defineApp(
   const sesIdentity = context(CONTEXT.sesIdentity);
   const proxyIntegration = context(CONTEXT.proxyIntegration);
   const accountRole = context(CONTEXT.apiGatewayAccountRole);
+  const telemetry = parseTelemetry(
+    context(CONTEXT.otlpEndpoint),
+    context(CONTEXT.otlpProtocol),
+    context(CONTEXT.otlpHeadersSecret),
+  );
   const stack = new DmtStack(app, String(context(CONTEXT.stackName) ?? "Dmt"), {
     description: "dmt: metering gateway for language-model vendors",
     env,
@@ -82,6 +93,7 @@ export function defineApp(
     ...(sesIdentity !== undefined && { ses: parseSesIdentity(sesIdentity) }),
     ...(proxyIntegration !== undefined && { proxyIntegration: parseProxyIntegration(proxyIntegration) }),
     apiGatewayAccountRole: accountRole === true || accountRole === "true",
+    ...(telemetry && { telemetry }),
     ...(domainName !== undefined && {
       domain: { name: String(domainName), certificateArn: String(certificateArn) },
     }),
@@ -98,6 +110,38 @@ function parseProxyIntegration(value: unknown): ProxyIntegration {
     );
   }
   return integration;
+}
+
+/** The OTLP receiver from context: checked here as the functions check their variables. */
+function parseTelemetry(
+  endpoint: unknown,
+  protocol: unknown,
+  headersSecret: unknown,
+): DmtStackProps["telemetry"] | undefined {
+  if (endpoint === undefined) {
+    if (protocol !== undefined || headersSecret !== undefined) {
+      throw new Error(
+        `${CONTEXT.otlpProtocol} and ${CONTEXT.otlpHeadersSecret} need ${CONTEXT.otlpEndpoint}.`,
+      );
+    }
+    return undefined;
+  }
+  if (typeof endpoint !== "string" || !/^https?:\/\/[^\s/?#]+(\/[^\s?#]*)?$/.test(endpoint)) {
+    throw new Error(`${CONTEXT.otlpEndpoint}: ${JSON.stringify(endpoint)} is not an http or https URL.`);
+  }
+  if (protocol !== undefined && protocol !== "http/protobuf" && protocol !== "http/json") {
+    throw new Error(
+      `${CONTEXT.otlpProtocol}: ${JSON.stringify(protocol)} is not one of http/protobuf, http/json.`,
+    );
+  }
+  if (headersSecret !== undefined && (typeof headersSecret !== "string" || headersSecret.trim() === "")) {
+    throw new Error(`${CONTEXT.otlpHeadersSecret}: give a secret's name or ARN.`);
+  }
+  return {
+    endpoint,
+    ...(protocol !== undefined && { protocol }),
+    ...(headersSecret !== undefined && { headersSecret }),
+  };
 }
 
 /** A hostname of at least two labels, such as example.com. */

@@ -57,6 +57,17 @@ export interface VendorProxyProps {
   /** The deployment's price override and markup, which the function's metering loads at cold start. */
   prices: StackPrices;
   reservedConcurrency?: number;
+  /** Where each call's span and metrics go (docs/telemetry.md); absent: telemetry off. */
+  telemetry?: ProxyTelemetry;
+}
+
+/** The OTLP/HTTP receiver of the proxy functions: usually an AWS Distro for OpenTelemetry collector. */
+export interface ProxyTelemetry {
+  /** Base URL (`/v1/traces` and `/v1/metrics` are added), as `OTEL_EXPORTER_OTLP_ENDPOINT`. */
+  endpoint: string;
+  protocol?: "http/protobuf" | "http/json";
+  /** A secret whose value is an `OTEL_EXPORTER_OTLP_HEADERS` value (an API key, kept out of the template). */
+  headers?: ISecret;
 }
 
 /**
@@ -103,5 +114,14 @@ export class VendorProxy extends Construct {
     }
     // Reads vendor keys only: kms:Decrypt, never GenerateDataKey (the CLI writes them).
     props.byokKey.grantDecrypt(fn);
+    if (props.telemetry) {
+      fn.addEnvironment("OTEL_EXPORTER_OTLP_ENDPOINT", props.telemetry.endpoint);
+      fn.addEnvironment("OTEL_EXPORTER_OTLP_PROTOCOL", props.telemetry.protocol ?? "http/protobuf");
+      fn.addEnvironment("OTEL_SERVICE_NAME", "dmt");
+      if (props.telemetry.headers) {
+        fn.addEnvironment("DMT_OTLP_HEADERS_SECRET_ARN", props.telemetry.headers.secretArn);
+        props.telemetry.headers.grantRead(fn);
+      }
+    }
   }
 }

@@ -1,5 +1,6 @@
 import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from "aws-cdk-lib";
 import { RetentionDays } from "aws-cdk-lib/aws-logs";
+import { Secret } from "aws-cdk-lib/aws-secretsmanager";
 import type { Construct } from "constructs";
 import { TABLES, type TableName } from "../lambda/adapters/dynamodb/tables";
 import type { LogLevel } from "../lambda/core/logger";
@@ -12,7 +13,13 @@ import { DmtFunction, type LambdaDefaults } from "./lambda-defaults";
 import { Metering, metricsNamespace } from "./metering";
 import { Observability } from "./observability";
 import { PRICE_VERSION_OUTPUT, PRICES_METADATA, type StackPrices, stackPrices } from "./prices";
-import { PROXY_TABLE_ACCESS, PROXY_TIMEOUT, type ProxyIntegration, VendorProxy } from "./proxy";
+import {
+  PROXY_TABLE_ACCESS,
+  PROXY_TIMEOUT,
+  type ProxyIntegration,
+  type ProxyTelemetry,
+  VendorProxy,
+} from "./proxy";
 import { Retention } from "./retention";
 import { Secrets, VENDORS, type Vendor } from "./secrets";
 import { constructId, Store } from "./store";
@@ -62,6 +69,11 @@ export interface DmtStackProps extends StackProps {
   alarmEmail?: string;
   /** Create API Gateway's account-level CloudWatch role (default false: see lib/api.ts). */
   apiGatewayAccountRole?: boolean;
+  /**
+   * An OTLP/HTTP receiver for each proxied call's span and GenAI metrics (docs/telemetry.md): its base
+   * URL, the encoding, and the name or ARN of a secret holding the headers (an API key).
+   */
+  telemetry?: { endpoint: string; protocol?: "http/protobuf" | "http/json"; headersSecret?: string };
 }
 
 /** The output key under which a table's physical name is published (the CLI reads these). */
@@ -170,6 +182,7 @@ export class DmtStack extends Stack {
 
     const reserved = props.proxyReservedConcurrency;
     const proxies = {} as Record<Vendor, VendorProxy>;
+    const telemetry = proxyTelemetry(this, props.telemetry);
     for (const vendor of VENDORS) {
       const reservedConcurrency = typeof reserved === "number" ? reserved : reserved?.[vendor];
       const proxy = new VendorProxy(this, `Proxy${constructId(vendor)}`, {
@@ -182,6 +195,7 @@ export class DmtStack extends Stack {
         byokKey: this.secrets.byokKey,
         prices: this.prices,
         ...(reservedConcurrency !== undefined && { reservedConcurrency }),
+        ...(telemetry && { telemetry }),
       });
       const { originSecret } = this.secrets;
       this.api.addVendorProxy(
@@ -332,4 +346,15 @@ export class DmtStack extends Stack {
       description: "Price version the proxy functions charge with (usage records' price_version)",
     });
   }
+}
+
+/** The proxy functions' OTLP receiver, its headers secret looked up by name or ARN (never created here). */
+function proxyTelemetry(scope: Construct, telemetry: DmtStackProps["telemetry"]): ProxyTelemetry | undefined {
+  if (!telemetry) return undefined;
+  const { headersSecret, ...rest } = telemetry;
+  if (headersSecret === undefined) return rest;
+  const headers = headersSecret.startsWith("arn:")
+    ? Secret.fromSecretCompleteArn(scope, "OtlpHeaders", headersSecret)
+    : Secret.fromSecretNameV2(scope, "OtlpHeaders", headersSecret);
+  return { ...rest, headers };
 }

@@ -14,6 +14,7 @@ import {
   parseProxyConfig,
   parseRecordQueueConfig,
 } from "./runtime/config";
+import { secretOtlpHeaders } from "./runtime/otlp-headers";
 import { createProxyHandler } from "./runtime/proxy-stream";
 
 export { createProxyHandler };
@@ -31,7 +32,8 @@ const aws = awsHost(process.env, "proxy", {
   dimensions: { vendor: config.DMT_VENDOR },
   keyWrapper: kmsKeyWrapper(metering),
 });
-const otlp = otlpSettings(config);
+const otlpFromEnv = otlpSettings(config);
+const otlp = otlpFromEnv && secretOtlpHeaders(otlpFromEnv, config, aws.logger);
 const proxy = composeProxy(
   {
     ...aws,

@@ -37,7 +37,8 @@ export interface OtlpSettings {
   tracesUrl: string;
   metricsUrl: string;
   protocol: "http/protobuf" | "http/json";
-  headers: Record<string, string>;
+  /** Fixed, or read for each export (Lambda: from a secret, handlers/runtime/otlp-headers.ts). */
+  headers: Record<string, string> | (() => Promise<Record<string, string>>);
   timeoutMs: number;
   serviceName: string;
   metricIntervalMs: number;

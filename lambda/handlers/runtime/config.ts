@@ -57,6 +57,8 @@ const proxy = z.extend(base, {
   DMT_UPSTREAM_IDLE_TIMEOUT_MS: numberIn(1, GATEWAY_STREAM_IDLE_MS - 10_000, GATEWAY_STREAM_IDLE_MS - 30_000),
   /** OpenTelemetry export (the stack sets these from `dmt:otlpEndpoint`): docs/telemetry.md. */
   ...OTLP_VARIABLES,
+  /** A secret holding the OTLP headers (`dmt:otlpHeadersSecret`), instead of OTEL_EXPORTER_OTLP_HEADERS. */
+  DMT_OTLP_HEADERS_SECRET_ARN: z.optional(text),
 });
 
 /** Other endpoints than AWS's own (tests point these at local stand-ins); unset in AWS. */
