@@ -31,7 +31,22 @@ export const DEFAULT_EVENT_TYPES: readonly EventType[] = EVENT_TYPES.filter(
 /** The types a person may subscribe a webhook to. */
 export const SUBSCRIBABLE_TYPES: readonly EventType[] = EVENT_TYPES.filter((type) => type !== "webhook.test");
 
-export interface CloudEvent<T = Record<string, unknown>> {
+/**
+ * The context attributes CloudEvents 1.0 requires of every event (`specversion`, `id`, `source`, `type`)
+ * and the optional ones we set: our events below and the usage events sent to a metering endpoint
+ * (core/billing-meter.ts) share them.
+ */
+export interface CloudEventCore {
+  specversion: "1.0";
+  id: string;
+  source: string;
+  type: string;
+  time?: string;
+  subject?: string;
+  datacontenttype?: string;
+}
+
+export interface CloudEvent<T = Record<string, unknown>> extends CloudEventCore {
   specversion: "1.0";
   /** One of EVENT_TYPES. */
   type: EventType;

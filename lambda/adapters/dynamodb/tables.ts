@@ -32,7 +32,8 @@ export type TableName =
   | "webhooks"
   | "webhookDeliveries"
   | "alertRules"
-  | "plans";
+  | "plans"
+  | "billingMeter";
 
 export const TABLES: Record<TableName, TableDefinition> = {
   projects: { partitionKey: "projectId" },
@@ -137,6 +138,17 @@ export const TABLES: Record<TableName, TableDefinition> = {
    * `project#<project id>` (adapters/dynamodb/plans.ts); kept for good.
    */
   plans: { partitionKey: "id" },
+  /**
+   * Billing exports (adapters/dynamodb/billing-meter.ts): per project its Stripe and OpenMeter
+   * connections, its end users' Stripe customers and each call's meter event with its state, listed
+   * per state by `byState`; an event expires 90 days after its call.
+   */
+  billingMeter: {
+    partitionKey: "projectId",
+    sortKey: { name: "sk", type: "S" },
+    indexes: [{ name: "byState", partitionKey: "stateKey", sortKey: { name: "order", type: "S" } }],
+    ttlAttribute: "expiresAt",
+  },
 };
 export type TableNames = Record<TableName, string>;
 
