@@ -36,6 +36,8 @@ export const BYOK_KEY_OUTPUT = "ByokKeyArn";
 /** The outputs naming the event bus and the webhook delivery queue, as in lib/events.ts. */
 export const EVENT_BUS_OUTPUT = "EventBusName";
 export const WEBHOOK_QUEUE_OUTPUT = "WebhookQueueUrl";
+/** The output naming the meter queue (lib/billing.ts). */
+export const METER_QUEUE_OUTPUT = "MeterQueueUrl";
 
 /**
  * Where the stack records its price settings: a template metadata key and an output, as
@@ -56,6 +58,8 @@ export interface AwsTarget {
   /** The stack's event bus and webhook delivery queue (lib/events.ts). */
   eventBusName: string;
   webhookQueueUrl: string;
+  /** Absent on a stack deployed before billing exports. */
+  meterQueueUrl: string | undefined;
   close(): void;
 }
 
@@ -115,6 +119,7 @@ export async function openAwsTarget(stackName: string): Promise<AwsTarget> {
     userPoolId: outputs.get(USER_POOL_OUTPUT),
     eventBusName: output(EVENT_BUS_OUTPUT),
     webhookQueueUrl: output(WEBHOOK_QUEUE_OUTPUT),
+    meterQueueUrl: outputs.get(METER_QUEUE_OUTPUT),
     close: () => db.destroy(),
   };
 }
@@ -249,4 +254,29 @@ export function priceCatalogueOfTemplate(stackName: string, templateBody: string
     );
   }
   return catalogue;
+}
+
+/** The billing exports over a deployed stack: its `billingMeter` table and its meter queue. */
+export async function awsBilling(target: AwsTarget) {
+  const [{ SQSClient }, { SqsMeterQueue }, { DynamoMeterStore }] = await Promise.all([
+    import("@aws-sdk/client-sqs"),
+    import("../lambda/adapters/sqs/meter-queue"),
+    import("../lambda/adapters/dynamodb/billing-meter"),
+  ]);
+  const sqs = new SQSClient({ region: target.region });
+  const queueUrl = target.meterQueueUrl;
+  return {
+    store: new DynamoMeterStore(target.db, target.tables),
+    queue: {
+      async send(bodies: string[]) {
+        if (!queueUrl) {
+          throw new Error(
+            `Stack '${target.stackName}' has no output ${METER_QUEUE_OUTPUT}: deploy the current version.`,
+          );
+        }
+        await new SqsMeterQueue(sqs, queueUrl).send(bodies);
+      },
+    },
+    close: async () => sqs.destroy(),
+  };
 }

@@ -73,10 +73,12 @@ async function main(words: string[]): Promise<number> {
     process.stdout.write(`${help()}\n`);
     return first === undefined ? 2 : 0;
   }
-  // One-word commands (`reconcile`) before two-word ones (`keys create`).
+  // One-word commands (`reconcile`) before two-word ones (`keys create`), then three (`billing stripe connect`).
   const single = byName.get(first);
-  const name = single ? first : `${first} ${second ?? ""}`.trim();
-  const command = single ?? byName.get(name);
+  const third = single ? undefined : byName.get(argv.slice(0, 3).join(" "));
+  const commandWords = single ? 1 : third ? 3 : 2;
+  const name = single ? first : third ? argv.slice(0, 3).join(" ") : `${first} ${second ?? ""}`.trim();
+  const command = single ?? third ?? byName.get(name);
   const wantsHelp = argv.slice(1).some((a) => HELP.has(a));
   if (!command) {
     // `dmt keys --help`: the group's commands.
@@ -95,7 +97,7 @@ async function main(words: string[]): Promise<number> {
   let parsed: ReturnType<typeof parseArgs>;
   try {
     parsed = parseArgs({
-      args: argv.slice(single ? 1 : 2),
+      args: argv.slice(commandWords),
       options: command.options,
       allowPositionals: true,
       strict: true,

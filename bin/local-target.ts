@@ -33,6 +33,16 @@ export async function openLocalTarget(dataDir: string, endpoint: string | undefi
     close: () => local.close(),
     db: local.db,
     tables: names,
+    /** The billing exports' store, and the meter queue's journal, which the server takes over. */
+    async billing() {
+      const [{ DynamoMeterStore }, { meterJournalQueue }, { jsonLogger }] = await Promise.all([
+        import("../lambda/adapters/dynamodb/billing-meter"),
+        import("../lambda/local/billing"),
+        import("../lambda/core/logger"),
+      ]);
+      const journal = await meterJournalQueue(dataDir, jsonLogger("warn"));
+      return { store: new DynamoMeterStore(local.db, names), queue: journal.queue, close: journal.close };
+    },
     services: {
       store: local.store,
       credits: new DynamoCredits(local.db, names),

@@ -1,4 +1,5 @@
 import { alertCommands } from "./alerts";
+import { billingCommands } from "./billing";
 import { budgetCommands } from "./budgets";
 import type { Command } from "./command";
 import { compactionCommands } from "./compaction";
@@ -35,5 +36,6 @@ export const COMMANDS: Command[] = [
   ...reconcileCommands,
   ...alertCommands,
   ...webhookCommands,
+  ...billingCommands,
   ...doctorCommands,
 ];

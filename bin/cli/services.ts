@@ -1,6 +1,7 @@
 import { resolve } from "node:path";
 import type { DynamoBudgets } from "../../lambda/adapters/dynamodb/budgets";
 import type { DynamoPrivacySettings } from "../../lambda/adapters/dynamodb/privacy-settings";
+import type { MeterQueue, MeterStore } from "../../lambda/core/billing-meter";
 import type { CompactionReport } from "../../lambda/core/compaction";
 import type { CreditStore } from "../../lambda/core/credits";
 import { errors } from "../../lambda/core/errors";
@@ -43,6 +44,8 @@ export interface Services {
   project(projectId: string): Promise<string>;
   /** Alert rules, webhooks and the events commands publish, opened on first use. */
   events(): Promise<CliEvents>;
+  /** The billing exports' connections and events, and the meter queue a resend goes to. */
+  billing(): Promise<{ store: MeterStore; queue: MeterQueue }>;
 }
 
 /** Whether the data dir is another than the default, so that commands must name it. */
@@ -71,7 +74,8 @@ export function servicesOpener(
 }
 
 async function openServices(stackName: string | undefined, config: LocalConfig) {
-  let parts: Omit<Services, "project" | "events">;
+  let parts: Omit<Services, "project" | "events" | "billing">;
+  let openBilling: () => Promise<{ store: MeterStore; queue: MeterQueue; close(): Promise<void> }>;
   let closeStore: () => unknown;
   let openEvents: () => Promise<CliEvents & { close(): Promise<void> }>;
   if (stackName !== undefined) {
@@ -81,6 +85,7 @@ async function openServices(stackName: string | undefined, config: LocalConfig) 
     closeStore = () => target.close();
     parts = awsServices(target);
     openEvents = async () => awsEvents(target);
+    openBilling = async () => (await import("../aws-target")).awsBilling(target);
   } else {
     // Told to a person at a terminal, on stderr: output read by scripts stays as it was.
     if (otherDataDir(config.dataDir) && process.stderr.isTTY) {
@@ -93,14 +98,20 @@ async function openServices(stackName: string | undefined, config: LocalConfig) 
     const credits = target.services.credits;
     openEvents = async () =>
       (await import("../cli-events-open")).localEvents(target.db, target.tables, credits, config.dataDir);
+    openBilling = () => target.billing();
   }
   let events: Promise<CliEvents & { close(): Promise<void> }> | undefined;
+  let billing: ReturnType<typeof openBilling> | undefined;
   const { store } = parts;
   const services: Services = {
     ...parts,
     events: () => {
       events ??= openEvents();
       return events;
+    },
+    billing: () => {
+      billing ??= openBilling();
+      return billing;
     },
     async project(projectId) {
       if (!(await store.getProject(projectId)))
@@ -112,6 +123,7 @@ async function openServices(stackName: string | undefined, config: LocalConfig) 
     services,
     async close() {
       await (await events?.catch(() => undefined))?.close();
+      await (await billing?.catch(() => undefined))?.close();
       await closeStore();
     },
   };

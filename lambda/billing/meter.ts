@@ -147,8 +147,12 @@ export function createMeterSender(deps: SenderDeps): BatchHandler {
       return true;
     }
 
-    const toSend: { connection: MeterConnection; event: MeterEvent; subject: string; status: MeterEventStatus }[] =
-      [];
+    const toSend: {
+      connection: MeterConnection;
+      event: MeterEvent;
+      subject: string;
+      status: MeterEventStatus;
+    }[] = [];
     for (const { event, status } of pending) {
       const subject = await subjectOf(deps.store, connection, event);
       if ("error" in subject) await fail({ ...status, attempts: status.attempts + 1 }, subject.error);
@@ -224,15 +228,17 @@ export async function resendFailed(
 ): Promise<{ queued: number }> {
   const failed = await deps.store.list(projectId, target, "failed", RESEND_LIMIT);
   if (failed.length === 0) return { queued: 0 };
-  const events: MeterEvent[] = failed.map(({ projectId, target, transactionId, endedAt, userId, value, usage }) => ({
-    projectId,
-    target,
-    transactionId,
-    endedAt,
-    userId,
-    value,
-    usage,
-  }));
+  const events: MeterEvent[] = failed.map(
+    ({ projectId, target, transactionId, endedAt, userId, value, usage }) => ({
+      projectId,
+      target,
+      transactionId,
+      endedAt,
+      userId,
+      value,
+      usage,
+    }),
+  );
   for (const status of failed) await deps.store.update({ ...status, state: "waiting" });
   await deps.queue.send(
     chunks(events, EVENTS_PER_MESSAGE).map((part) => JSON.stringify({ projectId, target, events: part })),
@@ -246,7 +252,11 @@ export interface MeterStatus {
 }
 
 /** What `dmt billing status` shows: each connection, its counts, and the latest failed events. */
-export async function meterStatus(store: MeterStore, projectId: string, failedLimit = 20): Promise<MeterStatus> {
+export async function meterStatus(
+  store: MeterStore,
+  projectId: string,
+  failedLimit = 20,
+): Promise<MeterStatus> {
   const connections = await store.connections(projectId);
   return {
     projectId,

@@ -5,7 +5,9 @@
  * twice. Nothing here carries a Stripe key or an endpoint token: those are the deployment's secrets,
  * read by the senders only (docs/billing-exports.md).
  */
+import * as z from "zod/mini";
 import type { CloudEventCore } from "./cloudevent";
+import { httpUrl, text } from "./config";
 import { errors } from "./errors";
 import type { InteractionRecord } from "./record";
 
@@ -74,12 +76,21 @@ export interface MeterStore {
   /** Notes events as waiting; an event already noted (sent, failed or waiting) is left as it is. */
   noteWaiting(events: MeterEvent[], at: number): Promise<void>;
   /** The events' current entries, by transaction id. */
-  get(projectId: string, target: MeterTarget, transactionIds: string[]): Promise<Map<string, MeterEventStatus>>;
+  get(
+    projectId: string,
+    target: MeterTarget,
+    transactionIds: string[],
+  ): Promise<Map<string, MeterEventStatus>>;
   /** Replaces an entry's state fields. */
   update(status: MeterEventStatus): Promise<void>;
   counts(projectId: string, target: MeterTarget): Promise<MeterCounts>;
   /** Entries in one state, oldest call first. */
-  list(projectId: string, target: MeterTarget, state: MeterEventState, limit: number): Promise<MeterEventStatus[]>;
+  list(
+    projectId: string,
+    target: MeterTarget,
+    state: MeterEventState,
+    limit: number,
+  ): Promise<MeterEventStatus[]>;
 }
 
 /** A batch of one project's events for one target, as the meter queue carries it. */
@@ -214,4 +225,39 @@ export function usageCloudEvent(
 /** The OpenMeter subject of an event: the end user where the connection is per user and one is named. */
 export function openMeterSubject(event: MeterEvent, connection: MeterConnection): string {
   return connection.perUser && event.userId !== null ? event.userId : event.projectId;
+}
+
+/**
+ * The billing exports' settings, the same variables on both hosts (the local host's config spreads
+ * them in). The Stripe key and the endpoint token are the deployment's: in AWS read from Secrets
+ * Manager at a cold start, locally from the environment; neither is stored, logged or put in an event.
+ */
+export const METER_ENV = {
+  DMT_STRIPE_SECRET_KEY: z.optional(text),
+  /** Another Stripe API address (a local stand-in); default Stripe's. */
+  DMT_STRIPE_API_URL: z.optional(httpUrl),
+  /** An OpenMeter-compatible endpoint's base address (`<url>/api/v1/events`). */
+  DMT_OPENMETER_URL: z.optional(httpUrl),
+  DMT_OPENMETER_TOKEN: z.optional(text),
+  /** The CloudEvents `source` of this deployment's usage events. */
+  DMT_METER_SOURCE: z._default(text, "dmt"),
+};
+export type MeterConfig = z.infer<z.ZodMiniObject<typeof METER_ENV>>;
+
+/** The billing exports' part of a parsed configuration. */
+export function meterConfigOf(config: MeterConfig): MeterConfig {
+  const {
+    DMT_STRIPE_SECRET_KEY,
+    DMT_STRIPE_API_URL,
+    DMT_OPENMETER_URL,
+    DMT_OPENMETER_TOKEN,
+    DMT_METER_SOURCE,
+  } = config;
+  return {
+    DMT_METER_SOURCE,
+    ...(DMT_STRIPE_SECRET_KEY !== undefined && { DMT_STRIPE_SECRET_KEY }),
+    ...(DMT_STRIPE_API_URL !== undefined && { DMT_STRIPE_API_URL }),
+    ...(DMT_OPENMETER_URL !== undefined && { DMT_OPENMETER_URL }),
+    ...(DMT_OPENMETER_TOKEN !== undefined && { DMT_OPENMETER_TOKEN }),
+  };
 }

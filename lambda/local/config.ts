@@ -1,5 +1,6 @@
 import { resolve } from "node:path";
 import * as z from "zod/mini";
+import { METER_ENV } from "../core/billing-meter";
 import { httpUrl, oneOf, parseEnv, text, wholeNumberIn } from "../core/config";
 import { LOG_LEVELS } from "../core/logger";
 import type { VendorName } from "../core/vendor-names";
@@ -65,6 +66,8 @@ const schema = z
     DMT_PRICE_MARKUP: optionalText,
     /** OpenTelemetry export (OTEL_EXPORTER_OTLP_ENDPOINT...): see docs/telemetry.md. */
     ...OTLP_VARIABLES,
+    /** Billing exports: the Stripe key and the OpenMeter endpoint (docs/billing-exports.md). */
+    ...METER_ENV,
   })
   .check(
     z.refine((env) => (env.DMT_TLS_CERT === undefined) === (env.DMT_TLS_KEY === undefined), {

@@ -14,6 +14,7 @@ import type { Infrastructure } from "../compose/infrastructure";
 import { composeProxy } from "../compose/proxy";
 import { composeSweeper } from "../compose/sweeper";
 import { type AuthContext, authenticate } from "../core/auth";
+import { meterConfigOf } from "../core/billing-meter";
 import type { ProxyHooks } from "../core/call";
 import { presentedCredentials } from "../core/credentials";
 import { endpointOf } from "../core/endpoints";
@@ -137,6 +138,7 @@ async function startOnStore(
     dataDir: config.dataDir,
     logger,
     flushIntervalMs: config.DMT_WAREHOUSE_FLUSH_MS,
+    meter: meterConfigOf(config),
     store: local,
     // Deletion requests run here; they purge the dashboard's index and rollups too.
     purgers: [store.interactions],

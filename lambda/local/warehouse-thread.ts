@@ -3,6 +3,7 @@ import type { DynamoDBClient } from "../adapters/dynamodb/client";
 import { DynamoPorts } from "../adapters/dynamodb/ports";
 import type { TableNames } from "../adapters/dynamodb/tables";
 import { storeCopies } from "../compose/consumer";
+import type { MeterConfig } from "../core/billing-meter";
 import type { EventPublisher } from "../core/cloudevent";
 import type { CopyPurger } from "../core/deletion";
 import { errorFields, type Logger, loggerOver } from "../core/logger";
@@ -22,6 +23,8 @@ export interface WarehouseWorkerData {
   storePort?: MessagePort;
   tables: TableNames;
   flushIntervalMs: number;
+  /** The billing exports' settings (the Stripe key among them: handed over in memory, never logged). */
+  meter?: MeterConfig;
 }
 
 /** A request to the worker; it answers each one with `done` once it is carried out. */
@@ -238,6 +241,8 @@ export interface ThreadedWarehouseOptions {
   dataDir: string;
   logger: Logger;
   flushIntervalMs: number;
+  /** The billing exports' settings; absent: no billing system is configured. */
+  meter?: MeterConfig;
   /**
    * The local store: the worker reaches it over a port from `connect` if there is one, else at
    * `endpoint`; deletion requests run here through `db`.
@@ -266,7 +271,14 @@ export interface ThreadedWarehouse extends WarehouseReads {
 export async function startThreadedWarehouse(options: ThreadedWarehouseOptions): Promise<ThreadedWarehouse> {
   const { endpoint, dynalite, db, tables, connect } = options.store;
   const queue = new WarehouseThread(
-    { dataDir: options.dataDir, endpoint, dynalite, tables, flushIntervalMs: options.flushIntervalMs },
+    {
+      dataDir: options.dataDir,
+      endpoint,
+      dynalite,
+      tables,
+      flushIntervalMs: options.flushIntervalMs,
+      ...(options.meter && { meter: options.meter }),
+    },
     options.logger,
     connect,
   );
@@ -326,11 +338,23 @@ export async function runWarehouseWorker(): Promise<void> {
   const store = new DynamoPorts(db, data.tables, () => {
     throw new Error("the warehouse worker unwraps no vendor keys");
   });
+  // Billing exports: the consumer's listener queues each billable call; the meter queue sends them.
+  // Loaded here only: the server's thread imports this module too, and needs no Stripe SDK.
+  const { startLocalMeter } = await import("./billing");
+  const meter = await startLocalMeter({
+    dataDir: data.dataDir,
+    db,
+    tables: data.tables,
+    logger,
+    config: data.meter ?? { DMT_METER_SOURCE: "dmt" },
+  });
+  const copies = storeCopies({ store });
   const queue = await startWarehouseQueue({
     dataDir: data.dataDir,
     logger,
     flushIntervalMs: data.flushIntervalMs,
-    ...storeCopies({ store }),
+    ...copies,
+    onWritten: [...copies.onWritten, meter.listener],
   });
 
   /** Records on their way into the journal: a delivery, and the close, wait for them. */
@@ -351,6 +375,7 @@ export async function runWarehouseWorker(): Promise<void> {
     } else {
       void arrived()
         .then(() => queue.close())
+        .then(() => meter.queue.stop())
         .then(() => {
           db.destroy();
           done();

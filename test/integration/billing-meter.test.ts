@@ -13,13 +13,17 @@ import { stripeMeterSender } from "../../lambda/adapters/stripe/meter-sender";
 import { openMeterSender } from "../../lambda/adapters/undici/openmeter-sender";
 import { createMeterSender, meterOutbox, meterStatus, resendFailed } from "../../lambda/billing/meter";
 import type { MeterConnection, MeterSender, MeterTarget } from "../../lambda/core/billing-meter";
-import { jsonLogger } from "../../lambda/core/logger";
 import type { BillingMode } from "../../lambda/core/billing-mode";
+import { jsonLogger } from "../../lambda/core/logger";
 import { buildRecord, type InteractionRecord } from "../../lambda/core/record";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
-import { cloudEventViolation, type OpenMeterReceiver, startOpenMeterReceiver } from "../support/openmeter-receiver";
-import { startStripe, type StripeStandIn } from "../support/stripe";
-import { meterEventsOf, meterEventRoutes } from "../support/stripe/meter-events";
+import {
+  cloudEventViolation,
+  type OpenMeterReceiver,
+  startOpenMeterReceiver,
+} from "../support/openmeter-receiver";
+import { type StripeStandIn, startStripe } from "../support/stripe";
+import { meterEventRoutes, meterEventsOf } from "../support/stripe/meter-events";
 
 // The meter path over dynalite: the warehouse consumer's listener notes and queues each billable call,
 // the in-process queue hands its messages to the sender, which reaches the Stripe stand-in through the
@@ -49,7 +53,13 @@ afterAll(async () => {
 let sequence = 0;
 function record(
   projectId: string,
-  options: { userId?: string; cost?: number | null; mode?: BillingMode; startedAt?: number; tokens?: number } = {},
+  options: {
+    userId?: string;
+    cost?: number | null;
+    mode?: BillingMode;
+    startedAt?: number;
+    tokens?: number;
+  } = {},
 ): InteractionRecord {
   sequence++;
   const tokens = options.tokens ?? 15;
@@ -102,7 +112,9 @@ async function rig(senders: Partial<Record<MeterTarget, MeterSender>>) {
     maxReceives: 5,
     clock,
   });
-  const meterQueue = { send: async (bodies: string[]) => void (await Promise.all(bodies.map((b) => queue.enqueue(b)))) };
+  const meterQueue = {
+    send: async (bodies: string[]) => void (await Promise.all(bodies.map((b) => queue.enqueue(b)))),
+  };
   const written = meterOutbox({ store, queue: meterQueue, logger, clock });
   return {
     store,
@@ -127,10 +139,10 @@ async function rig(senders: Partial<Record<MeterTarget, MeterSender>>) {
   };
 }
 
-const stripeSender = (secretKey = stripe.secretKey) =>
-  stripeMeterSender({ secretKey, apiUrl: stripe.url });
+const stripeSender = (secretKey = stripe.secretKey) => stripeMeterSender({ secretKey, apiUrl: stripe.url });
 const newCustomer = async () => (await stripe.client().customers.create({ name: "meter test" })).id;
-const sentFor = (transactionId: string) => meterEventsOf(stripe).filter((e) => e.identifier === transactionId);
+const sentFor = (transactionId: string) =>
+  meterEventsOf(stripe).filter((e) => e.identifier === transactionId);
 const connection = (projectId: string, fields: Partial<MeterConnection>): MeterConnection => ({
   projectId,
   target: "stripe",
@@ -231,7 +243,9 @@ describe("Stripe meter events", () => {
   });
 
   it("keeps events waiting while Stripe is unreachable and sends them when it is back", async () => {
-    const r = await rig({ stripe: stripeMeterSender({ secretKey: stripe.secretKey, apiUrl: stripe.url, timeoutMs: 30_000 }) });
+    const r = await rig({
+      stripe: stripeMeterSender({ secretKey: stripe.secretKey, apiUrl: stripe.url, timeoutMs: 30_000 }),
+    });
     await r.store.connect(connection("meter-down", { customer: await newCustomer() }));
     const call = record("meter-down");
     stripe.unreachable = true;
@@ -307,7 +321,9 @@ describe("OpenMeter CloudEvents", () => {
 
   it("keeps an event the endpoint refuses as failed with its words; the rest of the batch goes in", async () => {
     const r = await rig({ openmeter: sender() });
-    await r.store.connect(connection("meter-om2", { target: "openmeter", meter: "dmt.usage", perUser: true }));
+    await r.store.connect(
+      connection("meter-om2", { target: "openmeter", meter: "dmt.usage", perUser: true }),
+    );
     openMeter.refusedSubjects.add("mallory");
     const good = record("meter-om2", { userId: "erin" });
     const refused = record("meter-om2", { userId: "mallory" });

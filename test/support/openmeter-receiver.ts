@@ -42,7 +42,8 @@ export function cloudEventViolation(value: unknown): string | undefined {
   if (typeof value !== "object" || value === null || Array.isArray(value)) return "an event is not an object";
   const event = value as Record<string, unknown>;
   for (const name of ["id", "source", "specversion", "type"]) {
-    if (typeof event[name] !== "string" || event[name] === "") return `required attribute '${name}' is missing or empty`;
+    if (typeof event[name] !== "string" || event[name] === "")
+      return `required attribute '${name}' is missing or empty`;
   }
   if (event.specversion !== "1.0") return `specversion '${String(event.specversion)}' is not 1.0`;
   if (/\s/.test(event.source as string)) return "source is not a URI-reference";

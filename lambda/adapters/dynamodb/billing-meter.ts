@@ -74,7 +74,10 @@ export class DynamoMeterStore implements MeterStore {
 
   async mapUser(projectId: string, userId: string, customer: string): Promise<void> {
     await this.db.send(
-      new PutItemCommand({ TableName: this.table, Item: marshall({ projectId, sk: userKey(userId), customer }) }),
+      new PutItemCommand({
+        TableName: this.table,
+        Item: marshall({ projectId, sk: userKey(userId), customer }),
+      }),
     );
   }
 

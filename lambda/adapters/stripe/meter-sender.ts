@@ -12,7 +12,8 @@ export interface StripeMeterOptions {
 }
 
 /** Anything shaped like a Stripe key is cut from a message before it is kept or logged. */
-export const redactKeys = (text: string) => text.replace(/\b(sk|rk|pk)_(live|test)_[A-Za-z0-9*]+/g, "$1_$2_***");
+export const redactKeys = (text: string) =>
+  text.replace(/\b(sk|rk|pk)_(live|test)_[A-Za-z0-9*]+/g, "$1_$2_***");
 
 /**
  * Sends each event as a v1 meter event (`POST /v1/billing/meter_events`) with the official SDK: the
@@ -36,7 +37,13 @@ export function stripeMeterSender(options: StripeMeterOptions): MeterSender {
   });
   const concurrency = options.concurrency ?? 16;
 
-  const sendOne = async (meter: string, customer: string, value: number, identifier: string, endedAt: number) => {
+  const sendOne = async (
+    meter: string,
+    customer: string,
+    value: number,
+    identifier: string,
+    endedAt: number,
+  ) => {
     try {
       await stripe.billing.meterEvents.create({
         event_name: meter,
@@ -83,7 +90,8 @@ function outcomeOf(err: unknown): SendOutcome {
       return { ok: false, permanent: false, message: `Stripe refused the deployment's key (${status})` };
     }
     // The identifier was taken already: an earlier attempt got through (its answer was lost).
-    if (err.code === "resource_already_exists" || /identifier.*already/i.test(err.message)) return { ok: true };
+    if (err.code === "resource_already_exists" || /identifier.*already/i.test(err.message))
+      return { ok: true };
     // The SDK puts the request id before Stripe's message: kept apart, Stripe's words are kept as said.
     const said = err.message.replace(/^\[req_[A-Za-z0-9]+\]\s*/, "");
     const text = redactKeys(`${err.code ? `${err.code}: ` : ""}${said}`).slice(0, 500);
@@ -92,5 +100,9 @@ function outcomeOf(err: unknown): SendOutcome {
     }
     return { ok: false, permanent: false, message: text };
   }
-  return { ok: false, permanent: false, message: redactKeys(String((err as Error)?.message ?? err)).slice(0, 500) };
+  return {
+    ok: false,
+    permanent: false,
+    message: redactKeys(String((err as Error)?.message ?? err)).slice(0, 500),
+  };
 }
