@@ -4,7 +4,7 @@ import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { parseUsd } from "../../lambda/core/credits";
 import { dmtJson, runDmt } from "../support/cli";
 import { startTestHost, type TestHost } from "../support/host";
-import { startStripe, type StripeStandIn } from "../support/stripe";
+import { type StripeStandIn, startStripe } from "../support/stripe";
 import { meterEventRoutes, meterEventsOf } from "../support/stripe/meter-events";
 
 // The whole path on the local stack: a proxied managed call, its record through the warehouse
@@ -44,7 +44,10 @@ async function chat(key: string, user: string): Promise<string> {
 }
 
 interface Status {
-  connections: { counts: { sent: number; waiting: number; failed: number }; failed: { lastError: string }[] }[];
+  connections: {
+    counts: { sent: number; waiting: number; failed: number };
+    failed: { lastError: string }[];
+  }[];
 }
 
 describe("billing exports on the local stack", () => {
@@ -53,8 +56,14 @@ describe("billing exports on the local stack", () => {
     await credits.grant(projectId, parseUsd("10"), "test");
     const alice = (await stripe.client().customers.create({ name: "alice" })).id;
     const dir = stack.dataDir;
-    await dmtJson(["billing", "stripe", "connect", "--project", projectId, "--meter", "dmt_usage", "--per-user"], dir);
-    await dmtJson(["billing", "stripe", "map-user", "--project", projectId, "--user", "alice", "--customer", alice], dir);
+    await dmtJson(
+      ["billing", "stripe", "connect", "--project", projectId, "--meter", "dmt_usage", "--per-user"],
+      dir,
+    );
+    await dmtJson(
+      ["billing", "stripe", "map-user", "--project", projectId, "--user", "alice", "--customer", alice],
+      dir,
+    );
 
     const paid = await chat(key, "alice");
     const unmapped = await chat(key, "bob");
@@ -65,17 +74,26 @@ describe("billing exports on the local stack", () => {
     expect(Number(event?.payload.value)).toBeGreaterThan(0);
 
     const status = () => dmtJson<Status>(["billing", "status", "--project", projectId], dir);
-    await expect.poll(async () => (await status()).connections[0]?.counts, WAIT).toEqual({ sent: 1, waiting: 0, failed: 1 });
+    await expect
+      .poll(async () => (await status()).connections[0]?.counts, WAIT)
+      .toEqual({ sent: 1, waiting: 0, failed: 1 });
     expect((await status()).connections[0]?.failed[0]?.lastError).toMatch(/end user 'bob'/);
     const shown = await runDmt(["billing", "status", "--project", projectId], dir);
     expect(shown.stdout).toContain("sent 1, waiting 0, failed 1");
     expect(shown.stdout).toContain("no Stripe customer is mapped to end user 'bob'");
 
     const bob = (await stripe.client().customers.create({ name: "bob" })).id;
-    await dmtJson(["billing", "stripe", "map-user", "--project", projectId, "--user", "bob", "--customer", bob], dir);
+    await dmtJson(
+      ["billing", "stripe", "map-user", "--project", projectId, "--user", "bob", "--customer", bob],
+      dir,
+    );
     expect(await dmtJson(["billing", "resend", "--project", projectId], dir)).toMatchObject({ queued: 1 });
-    await expect.poll(() => meterEventsOf(stripe).filter((e) => e.identifier === unmapped).length, WAIT).toBe(1);
-    await expect.poll(async () => (await status()).connections[0]?.counts, WAIT).toEqual({ sent: 2, waiting: 0, failed: 0 });
+    await expect
+      .poll(() => meterEventsOf(stripe).filter((e) => e.identifier === unmapped).length, WAIT)
+      .toBe(1);
+    await expect
+      .poll(async () => (await status()).connections[0]?.counts, WAIT)
+      .toEqual({ sent: 2, waiting: 0, failed: 0 });
 
     // The key is in none of the CLI's output.
     expect(shown.stdout + shown.stderr).not.toContain(stripe.secretKey);
@@ -84,7 +102,10 @@ describe("billing exports on the local stack", () => {
   it("refuses bad input with the service's errors", async () => {
     const { projectId } = await stack.newKey();
     const dir = stack.dataDir;
-    const noCustomer = await runDmt(["billing", "stripe", "connect", "--project", projectId, "--meter", "m"], dir);
+    const noCustomer = await runDmt(
+      ["billing", "stripe", "connect", "--project", projectId, "--meter", "m"],
+      dir,
+    );
     expect(noCustomer.code).not.toBe(0);
     expect(noCustomer.stderr).toContain("--customer is required without --per-user");
     const badCustomer = await runDmt(

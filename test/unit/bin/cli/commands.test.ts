@@ -37,10 +37,10 @@ describe.each(COMMANDS.map((c) => [c.name, c] as const))("dmt %s --help", (name,
       .filter((line) => line.startsWith("  "));
     expect(examples.length).toBeGreaterThan(0);
     for (const example of examples) {
-      const [first, second, ...rest] = words(example);
+      const all = words(example);
       const commandWords = name.split(" ").length;
-      expect([first, second].slice(0, commandWords).join(" "), example).toBe(name);
-      const args = commandWords === 1 ? [second ?? "", ...rest].filter(Boolean) : rest;
+      expect(all.slice(0, commandWords).join(" "), example).toBe(name);
+      const args = all.slice(commandWords);
       const parsed = parseArgs({ args, options: command.options, allowPositionals: true, strict: true });
       expect(parsed.positionals, example).toHaveLength(command.args.length);
       expect(() => readValues(command.options, parsed.values), example).not.toThrow();
