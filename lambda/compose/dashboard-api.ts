@@ -73,5 +73,6 @@ export function composeDashboardApi(
       ...(settings.deletionStarter && { starter: settings.deletionStarter }),
     },
     budgets: { store: store.budgets, catalogueModels: settings.prices.list().map((row) => row.model) },
+    plans: { store: store.plans, markup: settings.prices.markup },
   });
 }

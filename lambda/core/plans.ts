@@ -433,3 +433,60 @@ export function pairs(
   }
   return out;
 }
+
+/** What a project's members see of its plan: the rules in force now, and what is scheduled. */
+export interface ProjectPlanView {
+  current: PlanSummary;
+  /** Changes to come, soonest first: a move to another plan, or a new version of the plan. */
+  scheduled: (PlanSummary & { from: number })[];
+}
+
+export interface PlanSummary extends PlanRules {
+  planId: string;
+  name: string;
+  version: number;
+}
+
+/** A project's plan as the Credits page shows it (read-only). */
+export async function projectPlanView(
+  store: Pick<PlanStore, "getPlan" | "getProjectPlan">,
+  projectId: string,
+  markup: Ratio,
+  now: number,
+): Promise<ProjectPlanView> {
+  const entries = (await store.getProjectPlan(projectId))?.entries ?? [];
+  const fallback = defaultPlan(markup);
+  const plans = new Map<string, Plan>([[DEFAULT_PLAN_ID, fallback]]);
+  for (const planId of namedPlans(liveEntries(entries, now))) {
+    const plan = await store.getPlan(planId);
+    if (plan) plans.set(planId, plan);
+  }
+  const summary = (plan: Plan, version: PlanVersion): PlanSummary => ({
+    planId: plan.planId,
+    name: plan.name,
+    version: version.version,
+    percent: version.percent,
+    vendors: version.vendors,
+    models: version.models,
+  });
+  const planAt = (at: number) => plans.get(entryAt(entries, at)?.planId ?? DEFAULT_PLAN_ID) ?? fallback;
+  const current = planAt(now);
+  const currentVersion = versionAt(current.versions, now) ?? (current.versions[0] as PlanVersion);
+  // Every moment something changes: a project entry's start, or a version's start of the plan then.
+  const moments = [
+    ...entries.filter((e) => e.from > now).map((e) => e.from),
+    ...[...plans.values()].flatMap((p) =>
+      p.versions.filter((v) => v.effectiveFrom > now).map((v) => v.effectiveFrom),
+    ),
+  ].sort((a, b) => a - b);
+  const scheduled: ProjectPlanView["scheduled"] = [];
+  let last = `${current.planId}@${currentVersion.version}`;
+  for (const from of new Set(moments)) {
+    const plan = planAt(from);
+    const version = versionAt(plan.versions, from);
+    if (!version || `${plan.planId}@${version.version}` === last) continue;
+    last = `${plan.planId}@${version.version}`;
+    scheduled.push({ ...summary(plan, version), from });
+  }
+  return { current: summary(current, currentVersion), scheduled };
+}

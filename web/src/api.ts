@@ -84,11 +84,13 @@ import type { BreakdownDimension, BreakdownReport } from "../../lambda/core/brea
 import type { ListFilter } from "../../lambda/core/interaction-filters";
 import type { GrantedRole, Role } from "../../lambda/core/members";
 import type { Overview } from "../../lambda/core/overview";
+import type { ProjectPlanView } from "../../lambda/core/plans";
 import type { Statement } from "../../lambda/core/statement";
 import type { VendorName } from "../../lambda/core/vendor-names";
 
 export type { BreakdownDimension, BreakdownLine, BreakdownReport } from "../../lambda/core/breakdowns";
 export type { Overview, PeriodSpend } from "../../lambda/core/overview";
+export type { PlanSummary, ProjectPlanView } from "../../lambda/core/plans";
 // The statement and the overview are computed in lambda/core; the page reads the same shapes.
 export type { Statement, StatementLine } from "../../lambda/core/statement";
 
@@ -365,6 +367,11 @@ export class Api {
     period: { from: string; to: string; group: "day" | "lease" },
   ): Promise<Statement> {
     return this.call("GET", this.project(projectId, `/credits/statement?${new URLSearchParams(period)}`));
+  }
+
+  /** The project's price plan (read-only). */
+  plan(projectId: string): Promise<ProjectPlanView> {
+    return this.call("GET", this.project(projectId, "/credits/plan"));
   }
 
   overview(projectId: string): Promise<Overview> {

@@ -28,6 +28,7 @@ import { type InteractionRoutesDeps, interactionRoutes } from "./interactions";
 import { keyRoutes } from "./keys";
 import { memberRoutes } from "./members";
 import { overviewRoutes } from "./overview";
+import { type PlanRoutesDeps, planRoutes } from "./plans";
 import { privacyRoutes } from "./privacy";
 import { type SettingsRoutesDeps, settingsRoutes } from "./settings";
 
@@ -56,6 +57,8 @@ export interface DashboardApiDeps {
   privacy?: { settings: PrivacySettingsStore };
   /** Settings -> Alerts and Webhooks, with the delivery log; absent: not served. */
   alerting?: Omit<AlertRoutesDeps, "clock">;
+  /** The project's price plan on the Credits page; absent: not served. */
+  plans?: Omit<PlanRoutesDeps, "clock">;
   /** Deletion requests (the data API's `POST /api/v1/data`, from Settings); absent: not served. */
   deletion?: Pick<DeletionRoutesDeps, "requests" | "starter">;
 }
@@ -105,6 +108,7 @@ export function createDashboardApp(deps: DashboardApiDeps): Hono<AppEnv> {
     ...keyRoutes(PROJECT, { ...deps, clock }),
     ...memberRoutes(PROJECT, { ...deps, clock }),
     ...billingRoutes(PROJECT, { ...deps, clock }),
+    ...(deps.plans ? planRoutes(PROJECT, { ...deps.plans, clock }) : {}),
     ...(deps.budgets
       ? budgetRoutes(PROJECT, {
           store: deps.store,

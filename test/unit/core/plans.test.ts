@@ -8,6 +8,7 @@ import {
   parsePercent,
   percentFor,
   percentOfMarkup,
+  projectPlanView,
   ratioOfPercent,
   setProjectPlan,
   updatePlan,
@@ -182,5 +183,31 @@ describe("plan changes: bad input", () => {
     expect(pairs("vendor", ["openai=5", "gemini=-2"])).toEqual({ openai: "5", gemini: "-2" });
     expect(pairs("vendor", [])).toBeUndefined();
     expect(() => pairs("model", ["gpt-4o"])).toThrow(/not <name>=<percent>/);
+  });
+});
+
+describe("what a project's members see", () => {
+  it("the plan in force, then each change to come: a new version, a move, a move back to the default", async () => {
+    const store = new MemoryPlans();
+    const HOUR = 3_600_000;
+    const markup = { num: 11n, den: 10n };
+    expect((await projectPlanView(store, "proj-a", markup, T0)).current).toMatchObject({
+      planId: "default",
+      percent: "10",
+      version: 1,
+    });
+    await createPlan(store, "std", { percent: "5", name: "Standard" }, MODELS, T0);
+    await createPlan(store, "gold", { percent: "-5" }, MODELS, T0);
+    await setProjectPlan(store, "proj-a", "std", undefined, T0);
+    await updatePlan(store, "std", { percent: "6", at: T0 + HOUR }, MODELS, T0);
+    await setProjectPlan(store, "proj-a", "gold", T0 + 2 * HOUR, T0);
+    await setProjectPlan(store, "proj-a", "default", T0 + 3 * HOUR, T0);
+    const view = await projectPlanView(store, "proj-a", markup, T0 + 1);
+    expect(view.current).toMatchObject({ planId: "std", name: "Standard", version: 1, percent: "5" });
+    expect(view.scheduled.map((s) => [s.from - T0, s.planId, s.version, s.percent])).toEqual([
+      [HOUR, "std", 2, "6"],
+      [2 * HOUR, "gold", 1, "-5"],
+      [3 * HOUR, "default", 1, "10"],
+    ]);
   });
 });

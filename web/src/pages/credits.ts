@@ -2,6 +2,7 @@ import type { CreditBalance, GrantInput, Statement, StatementLine } from "../api
 import { type Child, h, replace } from "../dom";
 import { formError, onSubmit } from "../form";
 import { counted, money } from "../format";
+import { planSection } from "./credits-plan";
 import { emptyState, loadInto, type Page, type PageContext, pageHead } from "./page";
 
 const SOURCES: [value: string, label: string][] = [
@@ -261,6 +262,7 @@ export const creditsPage: Page = {
             )
           : null,
       ),
+      planSection(ctx),
       h(
         "section",
         { class: "card" },
