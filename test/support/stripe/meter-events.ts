@@ -17,6 +17,17 @@ const MAX_AGE_S = 35 * 24 * 3600;
 const MAX_AHEAD_S = 5 * 60;
 
 const kept = new WeakMap<StripeStandIn, StandInMeterEvent[]>();
+const arrivals = new WeakMap<StripeStandIn, Map<string, number>>();
+
+/** When (epoch ms) the stand-in took each event, by identifier: a benchmark's lag is measured to it. */
+export function meterEventArrivals(standIn: StripeStandIn): Map<string, number> {
+  let map = arrivals.get(standIn);
+  if (!map) {
+    map = new Map();
+    arrivals.set(standIn, map);
+  }
+  return map;
+}
 
 /** Every meter event the stand-in accepted, oldest first. */
 export function meterEventsOf(standIn: StripeStandIn): StandInMeterEvent[] {
@@ -94,6 +105,7 @@ export function meterEventRoutes(router: StripeRouter, standIn: StripeStandIn): 
       timestamp,
     };
     events.push(event);
+    meterEventArrivals(standIn).set(identifier, Date.now());
     return { status: 200, body: event };
   });
 }
