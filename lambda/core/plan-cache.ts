@@ -80,6 +80,8 @@ export class CachedPlans implements PlanLookup {
   }
 
   warm(projectId: string): void {
+    // Nothing kept: `applied` reads anyway, and a second read would only double the store's work.
+    if (this.ttlMs <= 0) return;
     // A failed read is dropped from the cache and read again by `applied`.
     this.lookup(projectId).catch(() => {});
   }

@@ -95,7 +95,7 @@ export const RECORD_COLUMNS = [
     "cost_breakdown",
     "string",
     true,
-    "JSON: the line items (dimension, quantity, unit, rate_usd per `per` units, amount_micros), markup, tier and price_version that give cost_micros",
+    "JSON: the line items (dimension, quantity, unit, rate_usd per `per` units, amount_micros, list_micros, billed_micros), list_micros, markup, the price plan (id, version, percent; docs/plans.md), tier and price_version that give cost_micros",
   ),
   column("request_body", "string", true, "request body as text, at most 64 KiB (null for binary bodies)"),
   column("response_body", "string", true, "response body as text; a stream's assembled final message"),
