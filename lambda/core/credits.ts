@@ -64,7 +64,8 @@ export interface Settlement {
   at: number;
 }
 
-export type LedgerEntryType = "grant" | "hold" | "settle" | "release";
+/** `debit`: money taken back by an adjustment (a refunded or disputed payment), never by a call. */
+export type LedgerEntryType = "grant" | "hold" | "settle" | "release" | "debit";
 
 export interface LedgerEntry {
   projectId: string;
@@ -111,9 +112,37 @@ export interface SweepReport {
   grantsCompleted: number;
 }
 
+/**
+ * Money moved by an outside payment (core/payments.ts): + a purchase or recharge, - what a refund or a
+ * lost dispute takes back. `ref` and `at` come from the payment, so every repeat names the same ledger
+ * entry; repeats apply once. A debit takes at most the available balance (what was spent stays spent):
+ * its entry's `uncollectedMicros` is what could not be taken back.
+ */
+export interface Adjustment {
+  /** The payment's id (a Checkout session, a PaymentIntent, a refund's key): 1-100 of A-Z a-z 0-9 _ -. */
+  ref: string;
+  /** When the payment happened, from the payment itself (never the time of a retry). */
+  at: number;
+  /** + to add, - to take back. */
+  micros: number;
+  source: string;
+  note?: string;
+}
+
+export interface AdjustmentResult {
+  entry: LedgerEntry;
+  /** False when an earlier call applied it (a repeat): nothing moved now. */
+  applied: boolean;
+}
+
 /** The credits port. Invalid arguments throw ApiError 400. */
 export interface CreditStore {
   grant(projectId: string, micros: number, source: string, note?: string): Promise<LedgerEntry>;
+  /**
+   * Applies an outside payment's adjustment once per (`ref`, `at`) when repeats come one after another;
+   * repeats at the same moment are the caller's to keep apart (core/payments.ts claims the payment).
+   */
+  adjust(projectId: string, adjustment: Adjustment): Promise<AdjustmentResult>;
   /** One store round trip on success: this is on the request's critical path. */
   hold(projectId: string, holdId: string, micros: number, expiresAt: number): Promise<HoldResult>;
   /** Resolves a hold that paid for one call: charged its actual cost, at most the held amount. */
@@ -187,6 +216,19 @@ export function validateGrant(micros: number, source: string, note: string | und
       throw errors.invalidField("note", "must not contain control characters");
     }
   }
+}
+
+const ADJUSTMENT_REF = /^[A-Za-z0-9_-]{1,100}$/;
+
+export function validateAdjustment(adjustment: Adjustment): void {
+  if (!ADJUSTMENT_REF.test(adjustment.ref)) {
+    throw errors.invalidField("ref", "use 1-100 characters of A-Z, a-z, 0-9, '_' and '-'");
+  }
+  if (!Number.isSafeInteger(adjustment.at) || adjustment.at < 0) {
+    throw errors.invalidField("at", "must be a time in milliseconds");
+  }
+  if (adjustment.micros === 0) throw errors.invalidField("amount", "must not be 0");
+  validateGrant(Math.abs(adjustment.micros), adjustment.source, adjustment.note);
 }
 
 const HOLD_ID_PATTERN = /^[A-Za-z0-9_-]{8,64}$/;

@@ -15,7 +15,8 @@ import { DAY_MS, dayOf, parseDay, startOfDay } from "./interactions";
 export type StatementGrouping = "day" | "lease";
 
 export interface StatementLine {
-  kind: "grant" | "charges";
+  /** `debit`: credits taken back by a refund or a lost dispute (core/payments.ts). */
+  kind: "grant" | "charges" | "debit";
   /** UTC day of the line. */
   day: string;
   /** The grant's time; for charges, the latest resolution in the line. */
@@ -27,7 +28,7 @@ export interface StatementLine {
   /** Charges: how many calls and leases the line sums. */
   calls?: number;
   leases?: number;
-  /** Charges: cost above what the calls held, never charged. */
+  /** Charges: cost above what the calls held, never charged. A debit: what it could not take back. */
   uncollectedMicros?: number;
   /** A grant's id, or the lease's hold id when grouped by lease. */
   ref?: string;
@@ -83,6 +84,17 @@ function movementOf(entry: LedgerEntry): Movement | undefined {
         ...(entry.source !== undefined ? { source: entry.source } : {}),
         ...(entry.note !== undefined ? { note: entry.note } : {}),
       };
+    case "debit":
+      return {
+        kind: "debit",
+        at: entry.at,
+        amountMicros: entry.deltaMicros,
+        calls: 0,
+        uncollectedMicros: entry.uncollectedMicros ?? 0,
+        ref: entry.ref,
+        ...(entry.source !== undefined ? { source: entry.source } : {}),
+        ...(entry.note !== undefined ? { note: entry.note } : {}),
+      };
     case "settle":
       return {
         kind: "charges",
@@ -130,7 +142,7 @@ export function buildStatement(
   for (const m of within) {
     running += m.amountMicros;
     const day = dayOf(startOfDay(m.at));
-    if (m.kind === "grant" || period.grouping === "lease") {
+    if (m.kind !== "charges" || period.grouping === "lease") {
       lines.push(lineOf(m, day, running));
       continue;
     }
@@ -175,6 +187,7 @@ function lineOf(m: Movement, day: string, balanceMicros: number): StatementLine 
     line.leases = 1;
     line.uncollectedMicros = m.uncollectedMicros;
   }
+  if (m.kind === "debit") line.uncollectedMicros = m.uncollectedMicros;
   line.ref = m.ref;
   if (m.source !== undefined) line.source = m.source;
   if (m.note !== undefined) line.note = m.note;

@@ -8,6 +8,8 @@ import {
 } from "@aws-sdk/client-dynamodb";
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
 import {
+  type Adjustment,
+  type AdjustmentResult,
   type CreditBalance,
   type CreditStore,
   formatUsd,
@@ -20,6 +22,7 @@ import {
   MAX_CALL_MICROS,
   type Settlement,
   type SweepReport,
+  validateAdjustment,
   validateCharges,
   validateGrant,
   validateHold,
@@ -96,11 +99,17 @@ interface HoldMarker {
 }
 
 interface GrantMarker {
+  /** Negative for an adjustment's debit. */
   m: number;
   t: number;
   s: string;
   n?: string;
+  /** A debit: what it could not take back (spent already). */
+  u?: number;
 }
+
+/** Tries of a debit whose read balance moved before its write (calls spending meanwhile). */
+const DEBIT_TRIES = 20;
 
 interface BalanceItem {
   projectId: string;
@@ -157,6 +166,59 @@ export class DynamoCredits implements CreditStore {
       }
     }
     return (await this.completeGrant(projectId, grantId, marker)).entry;
+  }
+
+  /**
+   * An outside payment's adjustment: g1-g3 with the payment's own id and time, so the entry is
+   * `entryId(at, ref)` whatever repeats it. A repeat finds the entry (done) or the marker (finished here).
+   * A debit reads the balance and takes at most what is available, conditional on it still being there.
+   */
+  async adjust(projectId: string, adjustment: Adjustment): Promise<AdjustmentResult> {
+    validateAdjustment(adjustment);
+    const { ref, at } = adjustment;
+    const done = await this.readEntry(projectId, entryId(at, ref, "origin"));
+    if (done) return { entry: done, applied: false };
+    await this.createBalance(projectId);
+    for (let tries = 0; tries < DEBIT_TRIES; tries++) {
+      const item = await this.readBalance(projectId);
+      const open = item?.grants[ref];
+      if (open) return { entry: (await this.completeGrant(projectId, ref, open)).entry, applied: false };
+      const available = item?.available ?? 0;
+      const wanted = adjustment.micros;
+      const moved = wanted > 0 ? wanted : 0 - Math.min(-wanted, Math.max(available, 0));
+      const marker: GrantMarker = { m: moved, t: at, s: adjustment.source, n: adjustment.note };
+      if (wanted < 0) marker.u = -wanted + moved;
+      try {
+        await this.db.send(
+          new UpdateItemCommand({
+            TableName: this.tables.credits,
+            Key: marshall({ projectId }),
+            UpdateExpression: "SET available = available + :m, grants.#g = :marker",
+            ConditionExpression:
+              wanted > 0
+                ? "attribute_not_exists(grants.#g) AND available <= :room"
+                : "attribute_not_exists(grants.#g) AND available >= :take",
+            ExpressionAttributeNames: { "#g": ref },
+            ExpressionAttributeValues: marshall(
+              wanted > 0
+                ? { ":m": moved, ":marker": marker, ":room": MAX_BALANCE_MICROS - moved }
+                : { ":m": moved, ":marker": marker, ":take": -moved },
+              opts,
+            ),
+          }),
+        );
+        return { entry: (await this.completeGrant(projectId, ref, marker)).entry, applied: true };
+      } catch (err) {
+        if (!(err instanceof ConditionalCheckFailedException)) throw err;
+        if (wanted > 0 && !(await this.readBalance(projectId))?.grants[ref]) {
+          throw errors.invalidField(
+            "amount",
+            `would take the balance above ${formatUsd(MAX_BALANCE_MICROS)}`,
+          );
+        }
+      }
+    }
+    throw new Error(`The balance of ${projectId} kept moving; the debit ${ref} was not applied.`);
   }
 
   async hold(projectId: string, holdId: string, micros: number, expiresAt: number): Promise<HoldResult> {
@@ -338,12 +400,13 @@ export class DynamoCredits implements CreditStore {
     const entry: LedgerEntry = {
       projectId,
       entryId: entryId(marker.t, grantId, "origin"),
-      type: "grant",
+      type: marker.m < 0 || marker.u !== undefined ? "debit" : "grant",
       deltaMicros: marker.m,
       at: marker.t,
       ref: grantId,
       source: marker.s,
       note: marker.n,
+      uncollectedMicros: marker.u,
     };
     await this.putEntry(entry);
     const applied = await this.updateIfMarked(
@@ -421,7 +484,7 @@ export class DynamoCredits implements CreditStore {
   }
 }
 
-const ENTRY_ID = /^\d{15}#[A-Za-z0-9_-]{1,64}#[01]$/;
+const ENTRY_ID = /^\d{15}#[A-Za-z0-9_-]{1,100}#[01]$/;
 
 /** Time-ordered and deterministic: a hold's `hold` entry (0) is followed by its resolution (1). */
 function entryId(at: number, ref: string, part: "origin" | "resolution"): string {

@@ -1,5 +1,7 @@
 import { randomBytes } from "node:crypto";
 import {
+  type Adjustment,
+  type AdjustmentResult,
   type CreditBalance,
   type CreditStore,
   formatUsd,
@@ -12,6 +14,7 @@ import {
   MAX_CALL_MICROS,
   type Settlement,
   type SweepReport,
+  validateAdjustment,
   validateCharges,
   validateGrant,
   validateHold,
@@ -47,6 +50,7 @@ interface GrantMarker {
   t: number;
   s: string;
   n?: string;
+  u?: number;
 }
 
 interface BalanceItem {
@@ -97,6 +101,39 @@ export class MemoryCredits implements CreditStore {
       throw errors.invalidField("amount", `would take the balance above ${formatUsd(MAX_BALANCE_MICROS)}`);
     }
     return (await this.completeGrant(projectId, grantId, marker)).entry;
+  }
+
+  /** As adapters/dynamodb/credits.ts: the payment's id and time name the entry; a debit takes what is there. */
+  async adjust(projectId: string, adjustment: Adjustment): Promise<AdjustmentResult> {
+    validateAdjustment(adjustment);
+    const { ref, at } = adjustment;
+    const done = await this.entries.get(entryKey(projectId, entryId(at, ref, 0)));
+    if (done) return { entry: done, applied: false };
+    let open: GrantMarker | undefined;
+    let marker: GrantMarker | undefined;
+    const applied = await this.balances.update(projectId, (stored) => {
+      const item = stored ?? emptyBalance(projectId);
+      open = item.grants[ref];
+      if (open) return undefined;
+      const wanted = adjustment.micros;
+      const moved = wanted > 0 ? wanted : 0 - Math.min(-wanted, Math.max(item.available, 0));
+      if (wanted > 0 && item.available > MAX_BALANCE_MICROS - moved) return undefined;
+      marker = {
+        m: moved,
+        t: at,
+        s: adjustment.source,
+        ...(adjustment.note !== undefined && { n: adjustment.note }),
+        ...(wanted < 0 && { u: -wanted + moved }),
+      };
+      item.available += moved;
+      item.grants[ref] = marker;
+      return item;
+    });
+    if (open) return { entry: (await this.completeGrant(projectId, ref, open)).entry, applied: false };
+    if (!applied || !marker) {
+      throw errors.invalidField("amount", `would take the balance above ${formatUsd(MAX_BALANCE_MICROS)}`);
+    }
+    return { entry: (await this.completeGrant(projectId, ref, marker)).entry, applied: true };
   }
 
   async hold(projectId: string, holdId: string, micros: number, expiresAt: number): Promise<HoldResult> {
@@ -262,12 +299,13 @@ export class MemoryCredits implements CreditStore {
     const entry: LedgerEntry = {
       projectId,
       entryId: entryId(marker.t, grantId, 0),
-      type: "grant",
+      type: marker.m < 0 || marker.u !== undefined ? "debit" : "grant",
       deltaMicros: marker.m,
       at: marker.t,
       ref: grantId,
       source: marker.s,
       ...(marker.n !== undefined && { note: marker.n }),
+      ...(marker.u !== undefined && { uncollectedMicros: marker.u }),
     };
     await this.putEntry(entry);
     const applied = await this.balances.update(projectId, (item) => {
@@ -294,7 +332,7 @@ function emptyBalance(projectId: string): BalanceItem {
 
 const entryKey = (projectId: string, id: string) => `${projectId}\n${id}`;
 
-const ENTRY_ID = /^\d{15}#[A-Za-z0-9_-]{1,64}#[01]$/;
+const ENTRY_ID = /^\d{15}#[A-Za-z0-9_-]{1,100}#[01]$/;
 
 /** Time-ordered and deterministic: a hold's `hold` entry (0) is followed by its resolution (1). */
 function entryId(at: number, ref: string, part: 0 | 1): string {

@@ -73,6 +73,49 @@ export function creditStoreContract(
   describe(`credits contract: ${name}`, () => {
     opened();
 
+    describe("adjustments by outside payments", () => {
+      it("applies once per payment, and a debit never takes more than is available", async () => {
+        const p = newProject();
+        const at = now - 5000;
+        const purchase = {
+          ref: "cs_test_a1YS1URlnyQCN5fUUduORoQ7Pw41PJqDWkIVQCpJPqkfIhd6tVY8XB1OLY",
+          at,
+          micros: 25_000_000,
+          source: "stripe_checkout",
+        };
+        const first = await credits().adjust(p, purchase);
+        expect(first).toMatchObject({
+          applied: true,
+          entry: { type: "grant", deltaMicros: 25_000_000, ref: purchase.ref, at },
+        });
+        now += 1000;
+        // A repeat (a webhook delivered again later) moves nothing and names the same entry.
+        expect(await credits().adjust(p, purchase)).toEqual({ applied: false, entry: first.entry });
+        expect((await credits().balance(p)).availableMicros).toBe(25_000_000);
+
+        // Calls spend 20 of the 25; a refund of the whole 25 takes back the 5 left, and says 20 was spent.
+        const hold = await takeHold(p, 20_000_000);
+        await credits().settle(hold, 20_000_000);
+        const refund = { ref: "re_full", at: now, micros: -25_000_000, source: "stripe_refund" };
+        const debit = await credits().adjust(p, refund);
+        expect(debit).toMatchObject({
+          applied: true,
+          entry: { type: "debit", deltaMicros: -5_000_000, uncollectedMicros: 20_000_000 },
+        });
+        expect((await credits().adjust(p, refund)).applied).toBe(false);
+        expect((await credits().balance(p)).availableMicros).toBe(0);
+        // With nothing left, a debit takes nothing and reports all of it.
+        const dispute = await credits().adjust(p, {
+          ref: "dp_1",
+          at: now + 1,
+          micros: -1_000_000,
+          source: "stripe_dispute",
+        });
+        expect(dispute.entry).toMatchObject({ type: "debit", deltaMicros: 0, uncollectedMicros: 1_000_000 });
+        await expectSettledState(p);
+      });
+    });
+
     describe("grant, hold, settle, release", () => {
       it("moves the balance and writes a ledger that sums to it", async () => {
         const p = newProject();
