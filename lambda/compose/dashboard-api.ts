@@ -1,5 +1,6 @@
 import { createDashboardApp } from "../app/dashboard/app";
 import type { TokenVerifier } from "../app/dashboard/auth";
+import type { Payments } from "../billing/payments";
 import type { DeletionStarter } from "../core/deletion";
 import type { UserDirectory } from "../core/members";
 import type { PriceCatalogue } from "../core/pricing";
@@ -25,6 +26,8 @@ export interface DashboardApiSettings {
    * embedded host), shared with them; absent: composed here.
    */
   events?: Events;
+  /** Credits bought through Stripe (compose/payments.ts); absent: not configured. */
+  payments?: Payments;
 }
 
 /**
@@ -74,5 +77,6 @@ export function composeDashboardApi(
     },
     budgets: { store: store.budgets, catalogueModels: settings.prices.list().map((row) => row.model) },
     plans: { store: store.plans, markup: settings.prices.markup },
+    ...(settings.payments && { payments: settings.payments }),
   });
 }

@@ -2,6 +2,7 @@ import type { MiddlewareHandler } from "hono";
 import { createDataApp } from "../app/data-api/app";
 import type { DeletionRouteDeps } from "../app/data-api/deletion";
 import type { AppEnv } from "../app/env";
+import type { Payments } from "../billing/payments";
 import type { DeletionStarter } from "../core/deletion";
 import { ApiError } from "../core/errors";
 import { keyNames } from "../core/key-names";
@@ -15,6 +16,8 @@ export interface DataApiSettings {
   rateLimited: boolean;
   /** Locally deletions run in process; in AWS the requests table's stream starts them. */
   deletionStarter?: DeletionStarter;
+  /** Credits bought through Stripe (compose/payments.ts); absent: not configured. */
+  payments?: Payments;
 }
 
 /**
@@ -44,6 +47,10 @@ export function composeDataApi(
     },
     deletion: deletionRoutes(infra, settings.deletionStarter),
     transactions: { interactions: infra.store.interactions },
+    ...(settings.payments && {
+      stripeWebhook: (payload: string, signature: string | undefined) =>
+        (settings.payments as Payments).handleWebhook(payload, signature),
+    }),
   });
 }
 

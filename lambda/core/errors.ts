@@ -129,4 +129,31 @@ export const errors = {
     new ApiError(504, "upstream_error", "upstream_timeout", `The ${vendor} upstream did not answer in time.`),
   internal: () => new ApiError(500, "api_error", "internal_error", "An internal error occurred."),
   badRequest: (code: string, message: string) => new ApiError(400, "invalid_request_error", code, message),
+  /** A Stripe route of a deployment without Stripe settings (docs/billing.md). */
+  paymentsNotConfigured: () =>
+    new ApiError(
+      404,
+      "not_found_error",
+      "payments_not_configured",
+      "Payments are not configured on this deployment: the operator sets a Stripe secret key and webhook secret (docs/billing.md).",
+    ),
+  /** A Stripe webhook whose signature or timestamp does not verify. */
+  invalidSignature: (why: string) =>
+    new ApiError(400, "invalid_request_error", "invalid_signature", `Invalid Stripe-Signature: ${why}`),
+  /** The same payment is being applied by another delivery right now; the sender retries later. */
+  paymentInProgress: () =>
+    new ApiError(
+      409,
+      "idempotency_error",
+      "payment_in_progress",
+      "This payment is being applied by another delivery; retry after it has finished.",
+    ),
+  /** Stripe did not answer (network, timeout, its 5xx). */
+  paymentProviderUnreachable: () =>
+    new ApiError(
+      502,
+      "upstream_error",
+      "payment_provider_unreachable",
+      "Stripe could not be reached; try again.",
+    ),
 };

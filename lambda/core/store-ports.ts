@@ -5,6 +5,7 @@ import type { CopyPurger, DeletionRequestStore, TombstoneStore } from "./deletio
 import type { IdempotencyStore } from "./idempotency";
 import type { InteractionIndex } from "./interactions";
 import type { MemberStore, RequestLog } from "./members";
+import type { PaymentStore } from "./payments";
 import type { PlanStore } from "./plans";
 import type { ProjectTiers, Store } from "./ports";
 import type { PrivacySettingsStore } from "./privacy";
@@ -21,6 +22,8 @@ export interface StorePorts {
   /** Projects and service keys. */
   keys: Store;
   credits: CreditStore;
+  /** Credits bought through Stripe: payments, refunds, and each project's recharge profile. */
+  payments: PaymentStore;
   /** Budget definitions and their windows' counters. */
   budgets: BudgetCounters;
   rateLimiter: RateLimiter;

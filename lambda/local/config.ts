@@ -3,6 +3,7 @@ import * as z from "zod/mini";
 import { METER_ENV } from "../core/billing-meter";
 import { httpUrl, oneOf, parseEnv, text, wholeNumberIn } from "../core/config";
 import { LOG_LEVELS } from "../core/logger";
+import { parseAmounts, type StripeSettings } from "../core/payments";
 import type { VendorName } from "../core/vendor-names";
 import { OTLP_VARIABLES } from "../telemetry/config";
 
@@ -68,12 +69,26 @@ const schema = z
     ...OTLP_VARIABLES,
     /** Billing exports: the Stripe key and the OpenMeter endpoint (docs/billing-exports.md). */
     ...METER_ENV,
+    /**
+     * Credits bought through Stripe (docs/billing.md): with DMT_STRIPE_SECRET_KEY (METER_ENV's, the
+     * same key) the webhook secret turns payments on; DMT_STRIPE_API_URL points the SDK elsewhere.
+     */
+    DMT_STRIPE_WEBHOOK_SECRET: optionalText,
+    DMT_STRIPE_AMOUNTS_USD: z._default(text, "10,25,100"),
+    DMT_STRIPE_DEPLOYMENT: z._default(text, "local"),
   })
   .check(
     z.refine((env) => (env.DMT_TLS_CERT === undefined) === (env.DMT_TLS_KEY === undefined), {
       message: "set both DMT_TLS_CERT and DMT_TLS_KEY, or neither",
       path: ["DMT_TLS_CERT"],
     }),
+    z.refine(
+      (env) => env.DMT_STRIPE_WEBHOOK_SECRET === undefined || env.DMT_STRIPE_SECRET_KEY !== undefined,
+      {
+        message: "DMT_STRIPE_WEBHOOK_SECRET needs DMT_STRIPE_SECRET_KEY too",
+        path: ["DMT_STRIPE_WEBHOOK_SECRET"],
+      },
+    ),
   );
 
 export type LocalConfig = z.infer<typeof schema> & { dataDir: string };
@@ -81,6 +96,19 @@ export type LocalConfig = z.infer<typeof schema> & { dataDir: string };
 export function parseLocalConfig(env: Record<string, string | undefined> = process.env): LocalConfig {
   const parsed = parseEnv(schema, env);
   return { ...parsed, dataDir: resolve(parsed.DMT_DATA_DIR) };
+}
+
+/** The Stripe settings of the local server, or none (payments not configured). */
+export function localStripeSettings(config: LocalConfig): StripeSettings | undefined {
+  if (config.DMT_STRIPE_SECRET_KEY === undefined || config.DMT_STRIPE_WEBHOOK_SECRET === undefined)
+    return undefined;
+  return {
+    secretKey: config.DMT_STRIPE_SECRET_KEY,
+    webhookSecret: config.DMT_STRIPE_WEBHOOK_SECRET,
+    amountsMicros: parseAmounts(config.DMT_STRIPE_AMOUNTS_USD),
+    deployment: config.DMT_STRIPE_DEPLOYMENT,
+    ...(config.DMT_STRIPE_API_URL !== undefined && { apiUrl: config.DMT_STRIPE_API_URL }),
+  };
 }
 
 /**

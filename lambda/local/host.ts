@@ -11,6 +11,7 @@ import { composeKeyAuth } from "../compose/authorizer";
 import { composeDataApi } from "../compose/data-api";
 import { composeEvents, type Events, type EventsSettings } from "../compose/events";
 import type { Infrastructure } from "../compose/infrastructure";
+import { composePayments } from "../compose/payments";
 import { composeProxy } from "../compose/proxy";
 import { composeSweeper } from "../compose/sweeper";
 import { type AuthContext, authenticate } from "../core/auth";
@@ -27,7 +28,7 @@ import { VENDOR_NAMES, type VendorName } from "../core/vendor-model";
 import { type Sweeper, startSweeper } from "../metering/sweeper";
 import { otlpSettings } from "../telemetry/config";
 import { VENDOR_DEFINITIONS } from "../vendors";
-import { type LocalConfig, vendorSettings } from "./config";
+import { type LocalConfig, localStripeSettings, vendorSettings } from "./config";
 import { type LocalEventsOptions, openLocalEvents } from "./events";
 import { createHttpServer } from "./http-server";
 import { type DashboardSignIn, localDashboard } from "./oidc-dashboard";
@@ -185,10 +186,16 @@ async function startOnStore(
   });
   const { metering, pending } = proxy;
   const deletionStarter = warehouse.deletion?.runner;
+  // Credits bought through Stripe; a grant re-arms the project's low-balance alert as a CLI grant does.
+  const payments = composePayments(infra, localStripeSettings(config), {
+    publisher: events.publisher,
+    afterGrant: (projectId) => events.alerts.check(projectId),
+  });
   const dataApp = composeDataApi(infra, {
     auth,
     rateLimited: metering !== undefined,
     ...(deletionStarter && { deletionStarter }),
+    ...(payments && { payments }),
   });
   // The dashboard: identity provider at /oidc, dashboard API at /dashboard/api, SPA at /dashboard.
   const dashboard = localDashboard({
@@ -201,6 +208,7 @@ async function startOnStore(
       // Locally a webhook may be a receiver on this machine.
       webhookPolicy: "public-or-loopback",
       events,
+      ...(payments && { payments }),
     },
   });
   const fallback = createRootApp(logger);
@@ -246,7 +254,8 @@ async function startOnStore(
     if (dashboard.handles(path)) return dashboard.fetch(request, env);
     const slash = path.indexOf("/", 1);
     const prefix = slash === -1 ? path : path.slice(0, slash);
-    const app = prefix === "/api" ? dataApp : (proxies.get(prefix) ?? fallback);
+    // `/stripe/webhook` is the data API's too, outside `/api/*` and its key check (as in AWS).
+    const app = prefix === "/api" || prefix === "/stripe" ? dataApp : (proxies.get(prefix) ?? fallback);
     return app.fetch(request, env);
   };
 

@@ -8,6 +8,7 @@ import { DynamoDeletionRequests } from "./deletion-requests";
 import { DynamoIdempotency } from "./idempotency";
 import { DynamoInteractionIndex } from "./interactions";
 import { DynamoMemberStore } from "./members";
+import { DynamoPayments } from "./payments";
 import { DynamoPlans } from "./plans";
 import { DynamoPrivacySettings } from "./privacy-settings";
 import { DynamoProjectTiers } from "./project-tier";
@@ -42,6 +43,9 @@ export class DynamoPorts implements StorePorts {
   }
   get credits(): DynamoCredits {
     return this.once("credits", () => new DynamoCredits(this.db, this.tables, this.clock));
+  }
+  get payments(): DynamoPayments {
+    return this.once("payments", () => new DynamoPayments(this.db, this.tables));
   }
   get budgets(): DynamoBudgets {
     return this.once("budgets", () => new DynamoBudgets(this.db, this.tables, this.clock));

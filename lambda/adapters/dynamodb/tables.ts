@@ -17,6 +17,7 @@ export type TableName =
   | "dashboardRequests"
   | "credits"
   | "ledger"
+  | "payments"
   | "budgets"
   | "budgetCounters"
   | "rateLimits"
@@ -53,6 +54,12 @@ export const TABLES: Record<TableName, TableDefinition> = {
   credits: { partitionKey: "projectId" },
   /** Every credit movement, time-ordered per project; kept for good. */
   ledger: { partitionKey: "projectId", sortKey: { name: "entryId", type: "S" } },
+  /**
+   * Credits bought through Stripe (core/payments.ts): one item per payment (its PaymentIntent id) with
+   * what it granted and what refunds and disputes took back, and a project's `#profile` (its Stripe
+   * customer, recharge rule and state); each a lease-claimed item (adapters/dynamodb/payments.ts).
+   */
+  payments: { partitionKey: "projectId", sortKey: { name: "paymentId", type: "S" } },
   /** Budget definitions per project (core/budgets.ts); the budget id names its project. */
   budgets: { partitionKey: "projectId", sortKey: { name: "budgetId", type: "S" } },
   /**

@@ -1,4 +1,5 @@
 import type { Hono } from "hono";
+import type { Payments } from "../../billing/payments";
 import type { BudgetStore } from "../../core/budgets";
 import type { EventPublisher } from "../../core/cloudevent";
 import type { CreditStore } from "../../core/credits";
@@ -28,6 +29,7 @@ import { type InteractionRoutesDeps, interactionRoutes } from "./interactions";
 import { keyRoutes } from "./keys";
 import { memberRoutes } from "./members";
 import { overviewRoutes } from "./overview";
+import { paymentRoutes } from "./payments";
 import { type PlanRoutesDeps, planRoutes } from "./plans";
 import { privacyRoutes } from "./privacy";
 import { type SettingsRoutesDeps, settingsRoutes } from "./settings";
@@ -61,6 +63,8 @@ export interface DashboardApiDeps {
   plans?: Omit<PlanRoutesDeps, "clock">;
   /** Deletion requests (the data API's `POST /api/v1/data`, from Settings); absent: not served. */
   deletion?: Pick<DeletionRoutesDeps, "requests" | "starter">;
+  /** Buy credits through Stripe; absent: the routes say payments are not configured. */
+  payments?: Payments;
 }
 
 export const DASHBOARD_API_PREFIX = "/dashboard/api";
@@ -109,6 +113,7 @@ export function createDashboardApp(deps: DashboardApiDeps): Hono<AppEnv> {
     ...memberRoutes(PROJECT, { ...deps, clock }),
     ...billingRoutes(PROJECT, { ...deps, clock }),
     ...(deps.plans ? planRoutes(PROJECT, { ...deps.plans, clock }) : {}),
+    ...paymentRoutes(PROJECT, deps.payments),
     ...(deps.budgets
       ? budgetRoutes(PROJECT, {
           store: deps.store,

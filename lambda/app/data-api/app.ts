@@ -7,6 +7,7 @@ import { appShell } from "../shell";
 import { budgetRoutes } from "./budgets";
 import { type DeletionRouteDeps, deletionRoutes } from "./deletion";
 import { type ExportRouteDeps, exportRoutes } from "./exports";
+import { type StripeWebhookHandler, stripeWebhookRoutes } from "./stripe-webhook";
 import { type TransactionRouteDeps, transactionRoutes } from "./transactions";
 
 export interface DataApiDeps {
@@ -23,6 +24,8 @@ export interface DataApiDeps {
   transactions?: TransactionRouteDeps;
   /** `GET /api/v1/budgets`; absent: not served. */
   budgets?: BudgetStore;
+  /** `POST /stripe/webhook`, verified by signature only; absent: answers that payments are not configured. */
+  stripeWebhook?: StripeWebhookHandler;
 }
 
 /** The data API (`/api/v1/...`): status, exports, and what else the deployment wires in. */
@@ -38,6 +41,7 @@ export function createDataApp(deps: DataApiDeps): Hono<AppEnv> {
     ...(deps.deletion ? deletionRoutes(deps.deletion) : {}),
     ...(deps.transactions ? transactionRoutes(deps.transactions) : {}),
     ...(deps.budgets ? budgetRoutes(deps.budgets) : {}),
+    ...stripeWebhookRoutes(deps.stripeWebhook),
   };
   mountRoutes(app, routes);
   return app;

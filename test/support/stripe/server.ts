@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { createServer, type IncomingHttpHeaders } from "node:http";
 import type { AddressInfo } from "node:net";
 import Stripe from "stripe";
+import { Agent, fetch as undiciFetch } from "undici";
 import { type FormObject, parseStripeForm } from "./form";
 import { type StripeEvent, signedHeader } from "./webhooks";
 
@@ -191,6 +192,9 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
 
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
+  // Stripe's sender keeps a bounded number of connections to an endpoint; so does this one (a burst of
+  // a thousand new connections at once would overflow the receiver's listen backlog, not test it).
+  const sender = new Agent({ connections: 128 });
   let counter = 0;
   const standIn: StripeStandIn = {
     url: `http://127.0.0.1:${port}`,
@@ -225,7 +229,8 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
     deliver: async (event, opts) => {
       if (standIn.webhookUrl === undefined) throw new Error("The stand-in has no webhookUrl to post to.");
       const payload = JSON.stringify(event, null, 2);
-      const response = await fetch(standIn.webhookUrl, {
+      const response = await undiciFetch(standIn.webhookUrl, {
+        dispatcher: sender,
         method: "POST",
         headers: {
           "content-type": "application/json; charset=utf-8",
@@ -239,11 +244,13 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
       if (kept) kept.status = response.status;
       return response.status;
     },
-    close: () =>
-      new Promise<void>((resolve) => {
+    close: async () => {
+      await sender.close();
+      await new Promise<void>((resolve) => {
         server.closeAllConnections();
         server.close(() => resolve());
-      }),
+      });
+    },
   };
   for (const module of options.modules) module(router, standIn);
   return standIn;

@@ -1,0 +1,63 @@
+import { z } from "zod";
+import type { Payments } from "../../billing/payments";
+import { decimalUsd, parseUsd } from "../../core/credits";
+import { errors } from "../../core/errors";
+import { readJsonObject } from "../body";
+import type { RouteTable } from "../routing";
+import { parseBody, projectOf } from "./requests";
+
+const BODY_LIMIT = 16 * 1024;
+const checkoutBody = z.strictObject({
+  /** One of the offered amounts, in dollars as shown ("25"). */
+  usd: z.string(),
+  /** The dashboard page Stripe sends the admin back to; must be this dashboard's origin. */
+  return_url: z.string(),
+});
+
+/**
+ * Buy credits (Credits page): what may be bought, and a Stripe Checkout session for one amount.
+ * Reading is for every member; buying changes the project, so viewers are refused by the membership
+ * check before this (admins and owners buy). No Stripe settings: `configured: false`, and buying 404s.
+ */
+export function paymentRoutes(base: string, payments: Payments | undefined): RouteTable {
+  return {
+    [`${base}/credits/purchase`]: {
+      GET: async (c) => {
+        if (!payments) return c.json({ configured: false, amounts_usd: [] });
+        const profile = await payments.profile(projectOf(c));
+        return c.json({
+          configured: true,
+          amounts_usd: payments.amountsMicros.map((micros) => decimalUsd(micros)),
+          saved_card: profile?.customerId !== undefined,
+          recharge: profile?.recharge
+            ? {
+                threshold_usd: decimalUsd(profile.recharge.thresholdMicros),
+                amount_usd: decimalUsd(profile.recharge.amountMicros),
+              }
+            : null,
+          last_recharge: profile?.lastRecharge ?? null,
+        });
+      },
+    },
+    [`${base}/credits/checkout`]: {
+      POST: async (c) => {
+        if (!payments) throw errors.paymentsNotConfigured();
+        const input = parseBody(checkoutBody, await readJsonObject(c, BODY_LIMIT));
+        const micros = parseUsd(input.usd, "usd");
+        let back: URL;
+        try {
+          back = new URL(input.return_url);
+        } catch {
+          throw errors.invalidField("return_url", "must be an absolute URL");
+        }
+        // Only back to the dashboard the request came from: never an open redirect through Stripe.
+        const origin = c.req.header("origin") ?? new URL(c.req.url).origin;
+        if (back.origin !== origin || !back.pathname.startsWith("/dashboard")) {
+          throw errors.invalidField("return_url", "must be a page of this dashboard");
+        }
+        const session = await payments.startCheckout(projectOf(c), micros, back.toString());
+        return c.json({ session_id: session.sessionId, url: session.url }, 201);
+      },
+    },
+  };
+}
