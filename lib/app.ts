@@ -3,6 +3,7 @@ import { AwsSolutionsChecks } from "cdk-nag";
 import type { SesSender } from "./dashboard";
 import { EMAIL_PATTERN } from "./observability";
 import { PROXY_INTEGRATIONS, type ProxyIntegration } from "./proxy";
+import { PROXY_COMPUTES, type ProxyCompute } from "./proxy-compute";
 import { VENDORS, type Vendor } from "./secrets";
 import { DmtStack, type DmtStackProps } from "./stack";
 
@@ -12,8 +13,19 @@ export const CONTEXT = {
   domainName: "dmt:domainName",
   certificateArn: "dmt:certificateArn",
   retainData: "dmt:retainData",
-  /** `50` for each proxy function, or per vendor: `{"openai":100,"gemini":0}` (0 turns a vendor off). */
+  /**
+   * The most calls each proxy function serves at once: `50` for each, or per vendor:
+   * `{"openai":100,"gemini":0}` (0 turns a vendor off). Default 150 (standard), 1,280 (managed instances).
+   */
   proxyReservedConcurrency: "dmt:proxyReservedConcurrency",
+  /** `standard` (default) or `managed-instances`: where the proxy functions run (docs/aws.md). */
+  proxyCompute: "dmt:proxyCompute",
+  /** Reserved concurrency of the authorizer (default 100): it runs before every request. */
+  authorizerConcurrency: "dmt:authorizerConcurrency",
+  /** Reserved concurrency of the data API (default 20). */
+  dataApiConcurrency: "dmt:dataApiConcurrency",
+  /** Reserved concurrency of the dashboard API (default 20). */
+  dashboardApiConcurrency: "dmt:dashboardApiConcurrency",
   /** The version id `put-secret-value` printed when rotating the origin secret (docs/aws.md). */
   originSecretVersion: "dmt:originSecretVersion",
   /** More buckets the data API may export to: `acme-exports,team-*-exports`, or a list in cdk.json. */
@@ -74,6 +86,18 @@ export function defineApp(
     context(CONTEXT.otlpProtocol),
     context(CONTEXT.otlpHeadersSecret),
   );
+  const proxyCompute = context(CONTEXT.proxyCompute);
+  const reservedConcurrency = Object.fromEntries(
+    (
+      [
+        ["authorizer", CONTEXT.authorizerConcurrency],
+        ["dataApi", CONTEXT.dataApiConcurrency],
+        ["dashboardApi", CONTEXT.dashboardApiConcurrency],
+      ] as const
+    )
+      .filter(([, key]) => context(key) !== undefined)
+      .map(([name, key]) => [name, parseReserved(key, context(key))]),
+  );
   const stack = new DmtStack(app, String(context(CONTEXT.stackName) ?? "Dmt"), {
     description: "dmt: metering gateway for language-model vendors",
     env,
@@ -92,6 +116,8 @@ export function defineApp(
     ...(alarmEmail !== undefined && { alarmEmail: parseEmail(alarmEmail) }),
     ...(sesIdentity !== undefined && { ses: parseSesIdentity(sesIdentity) }),
     ...(proxyIntegration !== undefined && { proxyIntegration: parseProxyIntegration(proxyIntegration) }),
+    ...(proxyCompute !== undefined && { proxyCompute: parseProxyCompute(proxyCompute) }),
+    reservedConcurrency,
     apiGatewayAccountRole: accountRole === true || accountRole === "true",
     ...(telemetry && { telemetry }),
     ...(domainName !== undefined && {
@@ -142,6 +168,25 @@ function parseTelemetry(
     ...(protocol !== undefined && { protocol }),
     ...(headersSecret !== undefined && { headersSecret }),
   };
+}
+
+function parseProxyCompute(value: unknown): ProxyCompute {
+  const compute = PROXY_COMPUTES.find((name) => name === value);
+  if (compute === undefined) {
+    throw new Error(
+      `${CONTEXT.proxyCompute}: ${JSON.stringify(value)} is not one of ${PROXY_COMPUTES.join(", ")}.`,
+    );
+  }
+  return compute;
+}
+
+/** Executions set aside: a whole number of at least 1 (0 would throttle every request); text from the command line. */
+function parseReserved(key: string, value: unknown): number {
+  const count = typeof value === "string" && /^\d+$/.test(value) ? Number(value) : value;
+  if (typeof count !== "number" || !Number.isInteger(count) || count < 1) {
+    throw new Error(`${key}: ${JSON.stringify(value)} is not a whole number >= 1.`);
+  }
+  return count;
 }
 
 /** A hostname of at least two labels, such as example.com. */

@@ -89,6 +89,8 @@ export interface DashboardProps {
    * own sender mails, whose small daily quota is for trials only.
    */
   ses?: SesSender;
+  /** Concurrency set aside for the dashboard API (lib/stack.ts: `concurrency`). */
+  reservedConcurrency?: number;
 }
 
 /** An identity verified in SES in the stack's region: an address, or a domain and an address in it. */
@@ -192,6 +194,7 @@ export class Dashboard extends Construct {
       defaults: props.defaults,
       // The HTTP API waits 30 s at most.
       timeout: Duration.seconds(29),
+      ...(props.reservedConcurrency !== undefined && { reservedConcurrency: props.reservedConcurrency }),
     });
     this.grantStore(props.store);
     this.api.function.addEnvironment("DMT_BYOK_KEY_ARN", props.byokKey.keyArn);

@@ -7,6 +7,7 @@ import type { TableName } from "../lambda/adapters/dynamodb/tables";
 import { DmtFunction, type LambdaDefaults } from "./lambda-defaults";
 import { metricsNamespace } from "./metering";
 import type { StackPrices } from "./prices";
+import { MANAGED_INSTANCES, type ProxyCapacity } from "./proxy-compute";
 import type { Vendor } from "./secrets";
 import type { Store } from "./store";
 
@@ -40,6 +41,8 @@ export const PROXY_TABLE_ACCESS: Partial<Record<TableName, string[]>> = {
   budgetCounters: ["GetItem", "UpdateItem"],
   alertRules: ["Query", "UpdateItem"],
   plans: ["GetItem"],
+  // Whether a project's webhooks name usage.recorded (cached): the event goes on the bus only then.
+  webhooks: ["Query"],
 };
 
 export interface VendorProxyProps {
@@ -56,9 +59,12 @@ export interface VendorProxyProps {
   byokKey: IKey;
   /** The deployment's price override and markup, which the function's metering loads at cold start. */
   prices: StackPrices;
+  /** Standard compute: concurrency set aside for (and capping) the function. */
   reservedConcurrency?: number;
   /** Where each call's span and metrics go (docs/telemetry.md); absent: telemetry off. */
   telemetry?: ProxyTelemetry;
+  /** Managed instances: the capacity provider, and the function's environments at most. */
+  managedInstances?: { capacity: ProxyCapacity; maxEnvironments: number };
 }
 
 /** The OTLP/HTTP receiver of the proxy functions: usually an AWS Distro for OpenTelemetry collector. */
@@ -69,6 +75,12 @@ export interface ProxyTelemetry {
   /** A secret whose value is an `OTEL_EXPORTER_OTLP_HEADERS` value (an API key, kept out of the template). */
   headers?: ISecret;
 }
+
+/**
+ * Standard compute's memory: what the proxy's own CPU needs (bench/proxy-cpu.ts measures it; docs/aws.md,
+ * "The proxy functions' memory"). Duration is billed per GB-second, nearly all of it waiting on the vendor.
+ */
+export const PROXY_MEMORY_MB = 512;
 
 /**
  * One vendor's proxy function (`lambda/handlers/proxy.ts`), given an origin secret behind a function
@@ -96,9 +108,13 @@ export class VendorProxy extends Construct {
       },
       ...(Object.keys(props.prices.bundledFiles).length > 0 && { bundledFiles: props.prices.bundledFiles }),
       timeout: PROXY_TIMEOUT,
-      ...(props.reservedConcurrency !== undefined && { reservedConcurrency: props.reservedConcurrency }),
+      memorySize: props.managedInstances ? MANAGED_INSTANCES.memoryMiB : PROXY_MEMORY_MB,
+      // Managed instances cap a function by its environments, not by reserved concurrency.
+      ...(props.reservedConcurrency !== undefined &&
+        !props.managedInstances && { reservedConcurrency: props.reservedConcurrency }),
     });
     const fn = this.fn.function;
+    props.managedInstances?.capacity.addProxy(fn, props.managedInstances.maxEnvironments);
     // The handler takes function-URL events with the secret when it knows one, API Gateway's otherwise.
     if (props.originSecret) {
       fn.addEnvironment("DMT_ORIGIN_SECRET_ARN", props.originSecret.secretArn);

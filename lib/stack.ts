@@ -20,6 +20,7 @@ import {
   type ProxyTelemetry,
   VendorProxy,
 } from "./proxy";
+import { MANAGED_INSTANCES, ProxyCapacity, type ProxyCompute } from "./proxy-compute";
 import { Retention } from "./retention";
 import { Secrets, VENDORS, type Vendor } from "./secrets";
 import { constructId, Store } from "./store";
@@ -36,10 +37,18 @@ export interface DmtStackProps extends StackProps {
   /** The authorizer's key cache: the revocation delay in AWS (default 5000 ms). */
   keyCacheMs?: number;
   /**
-   * Reserved concurrency of the proxy functions: one number for each, or per vendor (0 turns a vendor
-   * off). Default: none reserved, they share the account's pool.
+   * The most calls each proxy function serves at once: one number for each, or per vendor (0 turns a
+   * vendor off). Standard compute reserves it (default 150 each); managed instances cap the function's
+   * environments at this over the calls per environment (default 5 environments, 1,280 calls).
    */
   proxyReservedConcurrency?: number | Partial<Record<Vendor, number>>;
+  /** Where the proxy functions run (default `standard`; lib/proxy-compute.ts). */
+  proxyCompute?: ProxyCompute;
+  /**
+   * Concurrency set aside for the functions every request needs, so that busy proxies cannot throttle
+   * them (defaults in `RESERVED_CONCURRENCY`).
+   */
+  reservedConcurrency?: Partial<Record<"authorizer" | "dataApi" | "dashboardApi", number>>;
   /**
    * How API Gateway reaches the proxy functions: their function URLs (default), or `lambda-stream`,
    * its Lambda proxy integration with response streaming (no public URL, no origin secret).
@@ -76,6 +85,13 @@ export interface DmtStackProps extends StackProps {
   telemetry?: { endpoint: string; protocol?: "http/protobuf" | "http/json"; headersSecret?: string };
 }
 
+/**
+ * Reserved concurrency by default: the authorizer runs before every request (proxied calls included),
+ * the data and dashboard APIs serve people and scripts. With the proxies' 4 × 150 that is 740 of the
+ * default regional quota of 1,000, leaving Lambda's required 100 unreserved (README, "Deploy").
+ */
+export const RESERVED_CONCURRENCY = { authorizer: 100, dataApi: 20, dashboardApi: 20, proxy: 150 } as const;
+
 /** The output key under which a table's physical name is published (the CLI reads these). */
 export function tableOutputKey(name: TableName): string {
   return `Table${constructId(name)}`;
@@ -98,6 +114,8 @@ export class DmtStack extends Stack {
   readonly dashboard: Dashboard;
   readonly prices: StackPrices;
   readonly events: Events;
+  /** The VPC and capacity provider of `managed-instances` compute; none with `standard`. */
+  readonly proxyCapacity: ProxyCapacity | undefined;
 
   constructor(scope: Construct, id: string, props: DmtStackProps = {}) {
     super(scope, id, props);
@@ -132,6 +150,7 @@ export class DmtStack extends Stack {
       description: "dmt: API Gateway REQUEST authorizer (service keys)",
       defaults,
       environment: { DMT_KEY_CACHE_MS: String(props.keyCacheMs ?? 5000) },
+      reservedConcurrency: props.reservedConcurrency?.authorizer ?? RESERVED_CONCURRENCY.authorizer,
     });
     this.store.grant(this.authorizer.function, "keys", ["GetItem"]);
     this.store.grant(this.authorizer.function, "projects", ["GetItem"]);
@@ -147,6 +166,7 @@ export class DmtStack extends Stack {
       defaults,
       // API Gateway's integration timeout is 29 s.
       timeout: Duration.seconds(29),
+      reservedConcurrency: props.reservedConcurrency?.dataApi ?? RESERVED_CONCURRENCY.dataApi,
       environment: {
         DMT_TABLE_RATELIMITS: this.store.tables.rateLimits.tableName,
         // GET /api/v1/transactions/{id} reads the dashboard's interaction index.
@@ -181,10 +201,22 @@ export class DmtStack extends Stack {
     });
 
     const reserved = props.proxyReservedConcurrency;
+    this.proxyCapacity =
+      props.proxyCompute === "managed-instances"
+        ? new ProxyCapacity(this, "ProxyCapacity", { logRetention })
+        : undefined;
     const proxies = {} as Record<Vendor, VendorProxy>;
     const telemetry = proxyTelemetry(this, props.telemetry);
     for (const vendor of VENDORS) {
-      const reservedConcurrency = typeof reserved === "number" ? reserved : reserved?.[vendor];
+      const cap = typeof reserved === "number" ? reserved : reserved?.[vendor];
+      const reservedConcurrency = cap ?? RESERVED_CONCURRENCY.proxy;
+      const managedInstances = this.proxyCapacity && {
+        capacity: this.proxyCapacity,
+        maxEnvironments:
+          cap === undefined
+            ? MANAGED_INSTANCES.maxEnvironments
+            : Math.ceil(cap / MANAGED_INSTANCES.concurrencyPerEnvironment),
+      };
       const proxy = new VendorProxy(this, `Proxy${constructId(vendor)}`, {
         vendor,
         defaults,
@@ -194,7 +226,8 @@ export class DmtStack extends Stack {
         userIdKey: this.secrets.userIdKey,
         byokKey: this.secrets.byokKey,
         prices: this.prices,
-        ...(reservedConcurrency !== undefined && { reservedConcurrency }),
+        reservedConcurrency,
+        ...(managedInstances && { managedInstances }),
         ...(telemetry && { telemetry }),
       });
       const { originSecret } = this.secrets;
@@ -219,6 +252,7 @@ export class DmtStack extends Stack {
       logsBucket: this.warehouse.logsBucket,
       removalPolicy,
       logRetention,
+      reservedConcurrency: props.reservedConcurrency?.dashboardApi ?? RESERVED_CONCURRENCY.dashboardApi,
       ...(props.ses && { ses: props.ses }),
     });
     this.api.addRootRoutes(this.dashboard.url);

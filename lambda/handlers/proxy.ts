@@ -1,5 +1,7 @@
+import { DynamoWebhooks } from "../adapters/dynamodb/events";
 import { activePriceCatalogue } from "../adapters/fs/price-catalogue";
 import { composeProxy } from "../compose/proxy";
+import { wantedUsageOnly } from "../events/wanted-usage";
 import { otlpSettings } from "../telemetry/config";
 import {
   awsHost,
@@ -22,7 +24,7 @@ export { createProxyHandler };
 /**
  * One vendor's proxy function (`DMT_VENDOR`), streaming behind its function URL: metering over
  * DynamoDB (BYOK keys unwrapped by KMS), each call's record to SQS, its metrics to CloudWatch, its
- * events (`usage.recorded`, `balance.low`, `budget.*`) to the stack's EventBridge bus. A bad
+ * events (`usage.recorded` where a webhook names it, `balance.low`, `budget.*`) to the stack's EventBridge bus. A bad
  * price override or a missing variable fails the cold start, naming it.
  */
 const config = parseProxyConfig(process.env);
@@ -39,7 +41,15 @@ const proxy = composeProxy(
     ...aws,
     ...sqsRecordQueue(parseRecordQueueConfig(process.env), aws.logger),
     ...secretUserIds(process.env, aws.logger),
-    events: signedEventBridgePublisher(parseEventBusConfig(process.env)),
+    // A call's usage.recorded goes on the bus only for a project with a webhook that names it (listed
+    // at most DMT_KEY_CACHE_MS before): one PutEvents per call on an account-wide quota, and one message
+    // through the webhook leg, only where someone wants it. Every other event type always goes.
+    events: wantedUsageOnly(
+      signedEventBridgePublisher(parseEventBusConfig(process.env)),
+      new DynamoWebhooks(aws.store.db, aws.store.tables, kmsKeyWrapper(metering)()),
+      aws.clock,
+      metering.DMT_KEY_CACHE_MS,
+    ),
   },
   {
     metering: {

@@ -6,6 +6,7 @@ import type { Context } from "aws-lambda";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb/client";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
+import { DynamoWebhooks } from "../../lambda/adapters/dynamodb/events";
 import { type TableNames, tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { DynamoVendorKeys } from "../../lambda/adapters/dynamodb/vendor-keys";
 import { createKmsClient, KmsKeyWrapper } from "../../lambda/adapters/kms/key-wrapper";
@@ -13,6 +14,7 @@ import { SPOOL_PREFIX } from "../../lambda/adapters/sqs/spool";
 import { SECURITY_HEADERS } from "../../lambda/app/security-headers";
 import { vendorApps } from "../../lambda/compose/proxy";
 import { PendingWork, type ProxyHooks } from "../../lambda/core/call";
+import type { EventType } from "../../lambda/core/cloudevent";
 import type { CreditBalance } from "../../lambda/core/credits";
 import { DecryptionError, openSecret, sealSecret } from "../../lambda/core/crypto";
 import { errors } from "../../lambda/core/errors";
@@ -506,15 +508,8 @@ describe("proxy handler: metering, records and metrics, as deployed", () => {
     const unspent = (b: CreditBalance) => b.availableMicros + b.heldMicros;
     expect(unspent(before) - unspent(after)).toBe(record?.cost_micros);
     expect(after.openHolds).toBe(1);
-    // Its usage.recorded event was on the stack's bus before the invocation ended.
-    expect(bus.entries).toEqual([
-      expect.objectContaining({ EventBusName: "dmt-events", Source: "dmt", DetailType: "usage.recorded" }),
-    ]);
-    expect(JSON.parse(bus.entries[0]?.Detail ?? "{}")).toMatchObject({
-      type: "usage.recorded",
-      projectid: "acme",
-      data: { transaction_id: record?.transaction_id, billing_mode: "managed" },
-    });
+    // No webhook of the project names usage.recorded: the event never went on the bus.
+    expect(bus.entries).toEqual([]);
 
     expect(metrics).toHaveLength(1);
     const [line] = metrics;
@@ -529,6 +524,44 @@ describe("proxy handler: metering, records and metrics, as deployed", () => {
     const aws = line?._aws as { CloudWatchMetrics: { Namespace: string; Dimensions: string[][] }[] };
     expect(aws.CloudWatchMetrics[0]?.Namespace).toBe("dmt/ProxyHandlerTest");
     expect(aws.CloudWatchMetrics[0]?.Dimensions).toEqual([["service", "function", "vendor"]]);
+  });
+
+  it("puts a call's usage.recorded on the bus only for a project with a webhook that names it", async () => {
+    await credits.grant("subscribed", 10_000_000, "test");
+    const webhooks = new DynamoWebhooks(
+      createDynamoClient({ endpoint: dynamo.endpoint }),
+      tables,
+      new KmsKeyWrapper(createKmsClient({ endpoint: kms.url }), BYOK_KEY_ARN),
+    );
+    const webhook = (projectId: string, events: EventType[]) =>
+      webhooks.add(
+        {
+          projectId,
+          webhookId: `wh_${projectId}`,
+          url: "https://hooks.example.com/dmt",
+          events,
+          createdAt: 0,
+        },
+        "whsec_test",
+      );
+    await webhook("subscribed", ["usage.recorded"]);
+    // A webhook for other events only: its project's calls stay off the bus.
+    await webhook("acme", ["balance.low"]);
+
+    const wanted = await invoke(chat(fromApi(caller("subscribed"))));
+    const unwanted = await invoke(chat(fromApi()));
+    expect(wanted.prelude?.statusCode).toBe(200);
+    expect(unwanted.prelude?.statusCode).toBe(200);
+    const subscribedRecord = queued().find((record) => record.project_id === "subscribed");
+    expect(bus.entries).toEqual([
+      expect.objectContaining({ EventBusName: "dmt-events", Source: "dmt", DetailType: "usage.recorded" }),
+    ]);
+    expect(JSON.parse(bus.entries[0]?.Detail ?? "{}")).toMatchObject({
+      type: "usage.recorded",
+      projectid: "subscribed",
+      data: { transaction_id: subscribedRecord?.transaction_id, billing_mode: "managed" },
+    });
+    await webhooks.delete("acme", "wh_acme");
   });
 
   it("refuses a project without credits with 402, forwarding nothing, and records the refusal", async () => {

@@ -16,7 +16,7 @@ import { REPO_ROOT } from "../../lib/lambda-defaults";
 import { PROXY_TABLE_ACCESS } from "../../lib/proxy";
 import { VENDORS, type Vendor } from "../../lib/secrets";
 import type { DmtStack } from "../../lib/stack";
-import { tableOutputKey } from "../../lib/stack";
+import { RESERVED_CONCURRENCY, tableOutputKey } from "../../lib/stack";
 import { BUNDLING_TIMEOUT_MS } from "../support/timeouts";
 
 type Resources = Record<
@@ -414,7 +414,7 @@ describe("proxy functions", () => {
         DMT_VENDOR_KEY_SECRET_ARN: { Ref: logicalId(stack.secrets.vendorKeys[vendor]) },
         DMT_ORIGIN_SECRET_ARN: { Ref: logicalId(stack.secrets.originSecret) },
       });
-      expect(fn.ReservedConcurrentExecutions).toBeUndefined();
+      expect(fn.ReservedConcurrentExecutions).toBe(RESERVED_CONCURRENCY.proxy);
       expect(resources[logicalId(stack.proxies[vendor].url)]).toEqual({
         Type: "AWS::Lambda::Url",
         Properties: {
@@ -608,9 +608,9 @@ describe("proxy functions", () => {
       gemini: 25,
     });
     expect(reservedConcurrency({ [CONTEXT.proxyReservedConcurrency]: '{"openai":100,"gemini":0}' })).toEqual({
-      groq: undefined,
+      groq: RESERVED_CONCURRENCY.proxy,
       openai: 100,
-      anthropic: undefined,
+      anthropic: RESERVED_CONCURRENCY.proxy,
       gemini: 0,
     });
     expect(() => synth({ [CONTEXT.proxyReservedConcurrency]: "-1" }, false)).toThrow(/whole number/);

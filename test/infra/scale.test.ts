@@ -1,0 +1,245 @@
+/**
+ * The stack at production scale (issue 43): the proxies on Lambda Managed Instances as an option, with
+ * the VPC they need; reserved concurrency for the functions every request needs and a cap on the
+ * proxies. Synthesized as `cdk synth` does (cdk-nag included), without bundling (stack.test.ts checks
+ * the bundles), with both proxy integrations and in two regions of one account.
+ */
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { App, type Environment } from "aws-cdk-lib";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CONTEXT, defineApp } from "../../lib/app";
+import { REPO_ROOT } from "../../lib/lambda-defaults";
+import { PROXY_MEMORY_MB } from "../../lib/proxy";
+import { MANAGED_INSTANCES } from "../../lib/proxy-compute";
+import { VENDORS } from "../../lib/secrets";
+import { type DmtStack, RESERVED_CONCURRENCY } from "../../lib/stack";
+
+type Resource = { Type: string; Properties: Record<string, unknown> };
+type Resources = Record<string, Resource>;
+
+const CDK_JSON_CONTEXT = JSON.parse(readFileSync(join(REPO_ROOT, "cdk.json"), "utf8")).context as Record<
+  string,
+  unknown
+>;
+const outdirs: string[] = [];
+afterAll(() => {
+  for (const dir of outdirs) rmSync(dir, { recursive: true, force: true });
+});
+
+interface Synthesized {
+  stack: DmtStack;
+  resources: Resources;
+  fn(construct: { node: { defaultChild?: unknown } }): Record<string, unknown>;
+}
+
+/** The app as `cdk synth -c ...` makes it; throws on an unacknowledged cdk-nag finding. */
+function synthesize(context: Record<string, unknown> = {}, env?: Environment): Synthesized {
+  const outdir = mkdtempSync(join(tmpdir(), "dmt-scale-"));
+  outdirs.push(outdir);
+  const app = new App({
+    outdir,
+    context: { ...CDK_JSON_CONTEXT, ...context, "aws:cdk:bundling-stacks": [] },
+  });
+  const stack = env ? defineApp(app, env) : defineApp(app);
+  const resources = app.synth().getStackByName(stack.stackName).template.Resources as Resources;
+  return {
+    stack,
+    resources,
+    fn: (construct) =>
+      resources[stack.getLogicalId(construct.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0])]
+        ?.Properties ?? {},
+  };
+}
+
+const ofType = (resources: Resources, type: string) =>
+  Object.entries(resources).filter(([, r]) => r.Type === type);
+
+let standard: Synthesized;
+beforeAll(() => {
+  standard = synthesize();
+});
+
+describe("concurrency you can rely on", () => {
+  it("reserves concurrency for the authorizer, the data API and the dashboard API, and caps each proxy", () => {
+    const { stack, fn } = standard;
+    expect(fn(stack.authorizer.function).ReservedConcurrentExecutions).toBe(RESERVED_CONCURRENCY.authorizer);
+    expect(fn(stack.dataApi.function).ReservedConcurrentExecutions).toBe(RESERVED_CONCURRENCY.dataApi);
+    expect(fn(stack.dashboard.api.function).ReservedConcurrentExecutions).toBe(
+      RESERVED_CONCURRENCY.dashboardApi,
+    );
+    for (const vendor of VENDORS) {
+      expect(fn(stack.proxies[vendor].fn.function).ReservedConcurrentExecutions).toBe(
+        RESERVED_CONCURRENCY.proxy,
+      );
+    }
+    // Lambda refuses reservations that leave less than 100 of the default quota of 1,000 unreserved.
+    const reserved =
+      RESERVED_CONCURRENCY.authorizer +
+      RESERVED_CONCURRENCY.dataApi +
+      RESERVED_CONCURRENCY.dashboardApi +
+      VENDORS.length * RESERVED_CONCURRENCY.proxy;
+    expect(reserved).toBeLessThanOrEqual(900);
+  });
+
+  it("takes each reservation from context", () => {
+    const { stack, fn } = synthesize({
+      [CONTEXT.authorizerConcurrency]: "400",
+      [CONTEXT.dataApiConcurrency]: 50,
+      [CONTEXT.dashboardApiConcurrency]: "30",
+      [CONTEXT.proxyReservedConcurrency]: '{"openai":800}',
+    });
+    expect(fn(stack.authorizer.function).ReservedConcurrentExecutions).toBe(400);
+    expect(fn(stack.dataApi.function).ReservedConcurrentExecutions).toBe(50);
+    expect(fn(stack.dashboard.api.function).ReservedConcurrentExecutions).toBe(30);
+    expect(fn(stack.proxies.openai.fn.function).ReservedConcurrentExecutions).toBe(800);
+    expect(fn(stack.proxies.anthropic.fn.function).ReservedConcurrentExecutions).toBe(
+      RESERVED_CONCURRENCY.proxy,
+    );
+  });
+
+  it("refuses a reservation that is not a whole number of at least 1, naming the key", () => {
+    expect(() => synthesize({ [CONTEXT.authorizerConcurrency]: "0" })).toThrow(
+      'dmt:authorizerConcurrency: "0" is not a whole number >= 1.',
+    );
+    expect(() => synthesize({ [CONTEXT.dataApiConcurrency]: "lots" })).toThrow(
+      'dmt:dataApiConcurrency: "lots" is not a whole number >= 1.',
+    );
+    expect(() => synthesize({ [CONTEXT.dashboardApiConcurrency]: 2.5 })).toThrow(
+      "dmt:dashboardApiConcurrency: 2.5 is not a whole number >= 1.",
+    );
+  });
+});
+
+describe("standard compute (the default)", () => {
+  it("has no VPC and no capacity provider, and gives the proxies the measured memory", () => {
+    const { stack, resources, fn } = standard;
+    expect(ofType(resources, "AWS::EC2::VPC")).toEqual([]);
+    expect(ofType(resources, "AWS::Lambda::CapacityProvider")).toEqual([]);
+    expect(stack.proxyCapacity).toBeUndefined();
+    for (const vendor of VENDORS) {
+      const proxy = fn(stack.proxies[vendor].fn.function);
+      expect(proxy.MemorySize).toBe(PROXY_MEMORY_MB);
+      expect(proxy.CapacityProviderConfig).toBeUndefined();
+    }
+  });
+
+  it("refuses a compute it does not know, naming it", () => {
+    expect(() => synthesize({ [CONTEXT.proxyCompute]: "fargate" })).toThrow(
+      'dmt:proxyCompute: "fargate" is not one of standard, managed-instances.',
+    );
+    expect(() => synthesize({ [CONTEXT.proxyCompute]: "" })).toThrow(
+      'dmt:proxyCompute: "" is not one of standard, managed-instances.',
+    );
+  });
+});
+
+describe("managed instances (dmt:proxyCompute=managed-instances)", () => {
+  const account = "123456789012";
+  const variants: [string, Record<string, unknown>, Environment | undefined][] = [
+    ["function URLs, no region", {}, undefined],
+    ["function URLs, eu-west-1", {}, { account, region: "eu-west-1" }],
+    [
+      "lambda-stream, us-east-1",
+      { [CONTEXT.proxyIntegration]: "lambda-stream" },
+      { account, region: "us-east-1" },
+    ],
+  ];
+  const synthesized = new Map<string, Synthesized>();
+  beforeAll(() => {
+    for (const [name, context, env] of variants) {
+      synthesized.set(name, synthesize({ [CONTEXT.proxyCompute]: "managed-instances", ...context }, env));
+    }
+  });
+  const each = (check: (s: Synthesized, name: string) => void) => {
+    for (const [name] of variants) {
+      const s = synthesized.get(name);
+      if (!s) throw new Error(`${name} was not synthesized`);
+      check(s, name);
+    }
+  };
+
+  it("puts every proxy on one capacity provider: memory at its minimum, concurrency per environment set", () => {
+    each(({ stack, resources, fn }) => {
+      const providers = ofType(resources, "AWS::Lambda::CapacityProvider");
+      expect(providers).toHaveLength(1);
+      const [providerId] = providers[0] as [string, Resource];
+      for (const vendor of VENDORS) {
+        const proxy = fn(stack.proxies[vendor].fn.function);
+        expect(proxy.MemorySize).toBe(2048);
+        expect(proxy.CapacityProviderConfig).toEqual({
+          LambdaManagedInstancesCapacityProviderConfig: {
+            CapacityProviderArn: { "Fn::GetAtt": [providerId, "Arn"] },
+            PerExecutionEnvironmentMaxConcurrency: MANAGED_INSTANCES.concurrencyPerEnvironment,
+            ExecutionEnvironmentMemoryGiBPerVCpu: 2,
+          },
+        });
+        expect(proxy.FunctionScalingConfig).toEqual({
+          MinExecutionEnvironments: 3,
+          MaxExecutionEnvironments: MANAGED_INSTANCES.maxEnvironments,
+        });
+        // Capped by environments: Lambda does not reserve concurrency for managed instances.
+        expect(proxy.ReservedConcurrentExecutions).toBeUndefined();
+      }
+      // The functions every request needs keep their reservations.
+      expect(fn(stack.authorizer.function).ReservedConcurrentExecutions).toBe(
+        RESERVED_CONCURRENCY.authorizer,
+      );
+    });
+  });
+
+  it("launches the instances in private subnets of the stack's VPC, with NAT egress, free gateway endpoints and no inbound rule", () => {
+    each(({ stack, resources }) => {
+      const capacity = stack.proxyCapacity;
+      if (!capacity) throw new Error("no capacity provider");
+      expect(ofType(resources, "AWS::EC2::VPC")).toHaveLength(1);
+      const provider = (ofType(resources, "AWS::Lambda::CapacityProvider")[0] as [string, Resource])[1]
+        .Properties as {
+        VpcConfig: { SubnetIds: { Ref: string }[]; SecurityGroupIds: unknown[] };
+        InstanceRequirements: { Architectures: string[] };
+      };
+      const privateIds = capacity.vpc.privateSubnets.map((subnet) =>
+        stack.getLogicalId(subnet.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0]),
+      );
+      expect(provider.VpcConfig.SubnetIds.map((ref) => ref.Ref)).toEqual(privateIds);
+      expect(privateIds.length).toBeGreaterThanOrEqual(2);
+      expect(provider.InstanceRequirements.Architectures).toEqual(["arm64"]);
+      // One NAT gateway per Availability Zone: an AZ's loss leaves the others their egress.
+      expect(ofType(resources, "AWS::EC2::NatGateway")).toHaveLength(privateIds.length);
+      const endpoints = ofType(resources, "AWS::EC2::VPCEndpoint").map(([, e]) =>
+        JSON.stringify(e.Properties.ServiceName),
+      );
+      expect(endpoints.some((name) => name.includes("dynamodb"))).toBe(true);
+      expect(endpoints.some((name) => name.includes(".s3"))).toBe(true);
+      const groups = ofType(resources, "AWS::EC2::SecurityGroup").map(([, g]) => g.Properties);
+      expect(groups).toHaveLength(1);
+      expect(groups[0]?.SecurityGroupIngress).toBeUndefined();
+      expect(ofType(resources, "AWS::EC2::FlowLog")).toHaveLength(1);
+    });
+  });
+
+  it("keeps both integrations working: function URLs or API Gateway's streaming invocations", () => {
+    expect(
+      ofType(synthesized.get("function URLs, eu-west-1")?.resources ?? {}, "AWS::Lambda::Url"),
+    ).toHaveLength(VENDORS.length);
+    expect(ofType(synthesized.get("lambda-stream, us-east-1")?.resources ?? {}, "AWS::Lambda::Url")).toEqual(
+      [],
+    );
+  });
+
+  it("caps each proxy by its environments: the calls at once over the calls per environment", () => {
+    const { stack, fn } = synthesize({
+      [CONTEXT.proxyCompute]: "managed-instances",
+      [CONTEXT.proxyReservedConcurrency]: '{"openai":1000,"gemini":0}',
+    });
+    expect(fn(stack.proxies.openai.fn.function).FunctionScalingConfig).toEqual({
+      MinExecutionEnvironments: 3,
+      MaxExecutionEnvironments: Math.ceil(1000 / MANAGED_INSTANCES.concurrencyPerEnvironment),
+    });
+    expect(fn(stack.proxies.gemini.fn.function).FunctionScalingConfig).toEqual({
+      MinExecutionEnvironments: 0,
+      MaxExecutionEnvironments: 0,
+    });
+  });
+});
