@@ -17,13 +17,12 @@ import { writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import type { Context } from "aws-lambda";
-import { callMetrics, vendorApps } from "../lambda/compose/proxy";
+import { callMetrics, vendorApps, warehouseHooks } from "../lambda/compose/proxy";
 import { combineHooks, PendingWork } from "../lambda/core/call";
 import { silentLogger } from "../lambda/core/logger";
 import { grantedContext } from "../lambda/handlers/runtime/authorizer-context";
 import { parseProxyConfig } from "../lambda/handlers/runtime/config";
 import { createProxyHandler } from "../lambda/handlers/runtime/proxy-stream";
-import { warehouseHooks } from "../lambda/warehouse/hooks";
 import {
   CollectedResponse,
   gatewayProxyEvent,
