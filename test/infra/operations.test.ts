@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TABLES, type TableName } from "../../lambda/adapters/dynamodb/tables";
 import { CONTEXT, defineApp } from "../../lib/app";
 import { REPO_ROOT } from "../../lib/lambda-defaults";
-import { PROXY_TIMEOUT } from "../../lib/proxy";
+import { PROXY_TABLE_ACCESS, PROXY_TIMEOUT } from "../../lib/proxy";
 import { VENDORS } from "../../lib/secrets";
 import type { DmtStack } from "../../lib/stack";
 
@@ -303,12 +303,12 @@ describe("least privilege: table names", () => {
       }
       expect(named, id).toEqual([...granted].sort());
     }
-    // The proxies, which had all 21: the ten tables a call uses, and the webhooks (whether a project's
-    // webhooks name usage.recorded, read before its event goes on the bus).
+    // The proxies, which had all 21: the tables a call uses, the project's plan, and the webhooks
+    // (whether a project's webhooks name usage.recorded, read before its event goes on the bus).
     const proxyVariables = Object.keys(environmentOf(stack.proxies.openai.fn.function)).filter((name) =>
       name.startsWith("DMT_TABLE_"),
     );
-    expect(proxyVariables).toHaveLength(11);
+    expect(proxyVariables).toHaveLength(Object.keys(PROXY_TABLE_ACCESS).length);
     expect(proxyVariables).toContain("DMT_TABLE_WEBHOOKS");
   });
 });
