@@ -291,7 +291,7 @@ export class Payments {
   }
 }
 
-function newRecord(
+export function newRecord(
   projectId: string,
   paymentId: string,
   kind: PaymentRecord["kind"],

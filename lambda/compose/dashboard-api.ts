@@ -1,12 +1,12 @@
 import { createDashboardApp } from "../app/dashboard/app";
 import type { TokenVerifier } from "../app/dashboard/auth";
-import type { Payments } from "../billing/payments";
 import type { DeletionStarter } from "../core/deletion";
 import type { UserDirectory } from "../core/members";
 import type { PriceCatalogue } from "../core/pricing";
 import type { AddressPolicy } from "../events/webhooks";
 import { composeEvents, type Events, type EventsInfrastructure } from "./events";
 import type { Infrastructure } from "./infrastructure";
+import type { Billing } from "./payments";
 
 export interface DashboardApiSettings {
   /** Checks the dashboard's access tokens: Cognito's keys in AWS, the local identity provider's. */
@@ -26,8 +26,8 @@ export interface DashboardApiSettings {
    * embedded host), shared with them; absent: composed here.
    */
   events?: Events;
-  /** Credits bought through Stripe (compose/payments.ts); absent: not configured. */
-  payments?: Payments;
+  /** Credits bought through Stripe and auto-recharge (compose/payments.ts); absent: not configured. */
+  billing?: Billing;
 }
 
 /**
@@ -77,6 +77,6 @@ export function composeDashboardApi(
     },
     budgets: { store: store.budgets, catalogueModels: settings.prices.list().map((row) => row.model) },
     plans: { store: store.plans, markup: settings.prices.markup },
-    ...(settings.payments && { payments: settings.payments }),
+    ...(settings.billing && { billing: settings.billing }),
   });
 }

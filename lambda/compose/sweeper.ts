@@ -1,6 +1,7 @@
 import type { SweepReport } from "../core/credits";
 import { sweepHolds } from "../metering/budgets";
 import type { Infrastructure } from "./infrastructure";
+import type { Billing } from "./payments";
 
 /** What one sweep did: the credits' report and the budget holds it settled. */
 export type HoldsSweepReport = SweepReport & { budgetHoldsSettled: number };
@@ -13,6 +14,8 @@ export type HoldsSweepReport = SweepReport & { budgetHoldsSettled: number };
  */
 export function composeSweeper(
   infra: Pick<Infrastructure, "store" | "clock" | "logger" | "metrics">,
+  /** Auto-recharge's crossing check runs after each sweep (docs/billing.md); absent: no payments. */
+  billing?: Pick<Billing, "recharges">,
 ): () => Promise<HoldsSweepReport> {
   const { store, clock, logger, metrics } = infra;
   const holds = sweepHolds(store.credits, store.budgets);
@@ -24,6 +27,12 @@ export function composeSweeper(
     metrics.add("BudgetHoldsSettled", "Count", report.budgetHoldsSettled);
     if (Object.values(report).some((count) => count > 0)) {
       logger.info("credit sweep", { ...report });
+    }
+    if (billing) {
+      const recharged = await billing.recharges.checkAll();
+      metrics.add("RechargesFailed", "Count", recharged.failed);
+      if (recharged.succeeded + recharged.failed + recharged.unreachable > 0)
+        logger.info("recharge check", recharged);
     }
     return report;
   };

@@ -187,7 +187,7 @@ async function startOnStore(
   const { metering, pending } = proxy;
   const deletionStarter = warehouse.deletion?.runner;
   // Credits bought through Stripe; a grant re-arms the project's low-balance alert as a CLI grant does.
-  const payments = composePayments(infra, localStripeSettings(config), {
+  const billing = composePayments(infra, localStripeSettings(config), {
     publisher: events.publisher,
     afterGrant: (projectId) => events.alerts.check(projectId),
   });
@@ -195,7 +195,7 @@ async function startOnStore(
     auth,
     rateLimited: metering !== undefined,
     ...(deletionStarter && { deletionStarter }),
-    ...(payments && { payments }),
+    ...(billing && { payments: billing.payments }),
   });
   // The dashboard: identity provider at /oidc, dashboard API at /dashboard/api, SPA at /dashboard.
   const dashboard = localDashboard({
@@ -208,7 +208,7 @@ async function startOnStore(
       // Locally a webhook may be a receiver on this machine.
       webhookPolicy: "public-or-loopback",
       events,
-      ...(payments && { payments }),
+      ...(billing && { billing }),
     },
   });
   const fallback = createRootApp(logger);
@@ -278,7 +278,7 @@ async function startOnStore(
   const url = `${scheme}://${host}:${port}`;
   const signIn = await dashboard.start(url);
   const sweeper: Sweeper | undefined = metering
-    ? startSweeper(composeSweeper(infra), config.DMT_SWEEP_INTERVAL_MS, logger)
+    ? startSweeper(composeSweeper(infra, billing), config.DMT_SWEEP_INTERVAL_MS, logger)
     : undefined;
   return {
     url,

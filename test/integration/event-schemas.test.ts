@@ -4,6 +4,7 @@ import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { DynamoBudgets } from "../../lambda/adapters/dynamodb/budgets";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
+import { DynamoPayments } from "../../lambda/adapters/dynamodb/payments";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { setBudget } from "../../lambda/core/budgets";
 import { type CloudEvent, EVENT_TYPES, SUBSCRIBABLE_TYPES } from "../../lambda/core/cloudevent";
@@ -13,6 +14,7 @@ import { addWebhook } from "../../lambda/events/webhooks";
 import { dmtJson } from "../support/cli";
 import { startTestHost, type TestHost } from "../support/host";
 import { type JsonSchema, validate } from "../support/json-schema";
+import { completeCheckout, declineCard, type StripeStandIn, startStripe } from "../support/stripe";
 import { startWebhookReceiver, type WebhookReceiver } from "../support/webhook-receiver";
 
 /**
@@ -37,15 +39,30 @@ function documentedSchemas(): Map<string, JsonSchema> {
 
 let stack: TestHost;
 let receiver: WebhookReceiver;
+let stripe: StripeStandIn;
 
 beforeAll(async () => {
-  stack = await startTestHost({ DMT_METERING: "on" }, undefined, { webhooks: { retryDelaysMs: [50] } });
+  stripe = await startStripe();
+  // Stripe's stand-in for credits.recharge_failed; the sweeper runs its crossing check often.
+  stack = await startTestHost(
+    {
+      DMT_METERING: "on",
+      DMT_STRIPE_SECRET_KEY: stripe.secretKey,
+      DMT_STRIPE_WEBHOOK_SECRET: stripe.webhookSecret,
+      DMT_STRIPE_API_URL: stripe.url,
+      DMT_SWEEP_INTERVAL_MS: "500",
+    },
+    undefined,
+    { webhooks: { retryDelaysMs: [50] } },
+  );
+  stripe.webhookUrl = `${stack.url}/stripe/webhook`;
   receiver = await startWebhookReceiver();
 });
 
 afterAll(async () => {
   await receiver?.close();
   await stack?.stop();
+  await stripe?.close();
 });
 
 it("every event type's real payload validates against its documented schema", {
@@ -99,6 +116,27 @@ it("every event type's real payload validates against its documented schema", {
     body: JSON.stringify({ reason: "schemas", transaction_ids: [transaction] }),
   });
   expect(deletion.status).toBe(202);
+  // A Checkout purchase saves a card; the card then declines an auto-recharge: credits.recharge_failed.
+  const metadata = { dmt_project: projectId, dmt_deployment: "local" };
+  const session = await stripe.client().checkout.sessions.create({
+    mode: "payment",
+    customer_creation: "always",
+    success_url: `${stack.url}/dashboard/credits`,
+    line_items: [
+      { quantity: 1, price_data: { currency: "usd", unit_amount: 1000, product_data: { name: "credits" } } },
+    ],
+    metadata,
+    payment_intent_data: { metadata, setup_future_usage: "off_session" },
+  });
+  const paid = await completeCheckout(stripe, session.id);
+  declineCard(
+    stripe,
+    String((await stripe.client().paymentIntents.retrieve(String(paid.payment_intent))).payment_method),
+  );
+  await new DynamoPayments(stack.db, tables).updateProfile(projectId, {
+    recharge: { thresholdMicros: parseUsd("1000"), amountMicros: parseUsd("10") },
+    armed: true,
+  });
 
   const received = () =>
     receiver.received.map(

@@ -1,5 +1,6 @@
 import type { Hono } from "hono";
 import type { Payments } from "../../billing/payments";
+import type { Recharges } from "../../billing/recharge";
 import type { BudgetStore } from "../../core/budgets";
 import type { EventPublisher } from "../../core/cloudevent";
 import type { CreditStore } from "../../core/credits";
@@ -63,8 +64,8 @@ export interface DashboardApiDeps {
   plans?: Omit<PlanRoutesDeps, "clock">;
   /** Deletion requests (the data API's `POST /api/v1/data`, from Settings); absent: not served. */
   deletion?: Pick<DeletionRoutesDeps, "requests" | "starter">;
-  /** Buy credits through Stripe; absent: the routes say payments are not configured. */
-  payments?: Payments;
+  /** Buy credits through Stripe, auto-recharge; absent: the routes say payments are not configured. */
+  billing?: { payments: Payments; recharges: Recharges };
 }
 
 export const DASHBOARD_API_PREFIX = "/dashboard/api";
@@ -113,7 +114,7 @@ export function createDashboardApp(deps: DashboardApiDeps): Hono<AppEnv> {
     ...memberRoutes(PROJECT, { ...deps, clock }),
     ...billingRoutes(PROJECT, { ...deps, clock }),
     ...(deps.plans ? planRoutes(PROJECT, { ...deps.plans, clock }) : {}),
-    ...paymentRoutes(PROJECT, deps.payments),
+    ...paymentRoutes(PROJECT, deps.billing),
     ...(deps.budgets
       ? budgetRoutes(PROJECT, {
           store: deps.store,

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import type { Payments } from "../../billing/payments";
+import type { Recharges } from "../../billing/recharge";
 import { decimalUsd, parseUsd } from "../../core/credits";
 import { errors } from "../../core/errors";
 import { readJsonObject } from "../body";
@@ -13,13 +14,23 @@ const checkoutBody = z.strictObject({
   /** The dashboard page Stripe sends the admin back to; must be this dashboard's origin. */
   return_url: z.string(),
 });
+const rechargeBody = z.strictObject({
+  /** When the charged balance falls below this many dollars... */
+  threshold_usd: z.string(),
+  /** ...this many are bought with the saved card; one of the offered amounts. */
+  amount_usd: z.string(),
+});
 
 /**
  * Buy credits (Credits page): what may be bought, and a Stripe Checkout session for one amount.
  * Reading is for every member; buying changes the project, so viewers are refused by the membership
  * check before this (admins and owners buy). No Stripe settings: `configured: false`, and buying 404s.
  */
-export function paymentRoutes(base: string, payments: Payments | undefined): RouteTable {
+export function paymentRoutes(
+  base: string,
+  billing: { payments: Payments; recharges: Recharges } | undefined,
+): RouteTable {
+  const payments = billing?.payments;
   return {
     [`${base}/credits/purchase`]: {
       GET: async (c) => {
@@ -57,6 +68,30 @@ export function paymentRoutes(base: string, payments: Payments | undefined): Rou
         }
         const session = await payments.startCheckout(projectOf(c), micros, back.toString());
         return c.json({ session_id: session.sessionId, url: session.url }, 201);
+      },
+    },
+    [`${base}/credits/recharge`]: {
+      PUT: async (c) => {
+        if (!billing) throw errors.paymentsNotConfigured();
+        const input = parseBody(rechargeBody, await readJsonObject(c, BODY_LIMIT));
+        const thresholdMicros = parseUsd(input.threshold_usd, "threshold_usd");
+        const amountMicros = parseUsd(input.amount_usd, "amount_usd");
+        if (!billing.payments.amountsMicros.includes(amountMicros)) {
+          throw errors.invalidField(
+            "amount_usd",
+            `must be one of ${billing.payments.amountsMicros.map((m) => decimalUsd(m)).join(", ")}`,
+          );
+        }
+        const profile = await billing.recharges.setRule(projectOf(c), { thresholdMicros, amountMicros });
+        return c.json({
+          recharge: { threshold_usd: input.threshold_usd, amount_usd: input.amount_usd },
+          saved_card: profile.customerId !== undefined,
+        });
+      },
+      DELETE: async (c) => {
+        if (!billing) throw errors.paymentsNotConfigured();
+        await billing.recharges.setRule(projectOf(c), null);
+        return c.json({ recharge: null });
       },
     },
   };
