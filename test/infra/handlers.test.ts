@@ -289,6 +289,18 @@ describe("api handler", () => {
     }
   });
 
+  it("answers GET /api/v1/openapi.json without an authorizer's context (its route has no authorizer)", async () => {
+    const response = await api({
+      ...apiEvent("/api/v1/openapi.json", undefined),
+      resource: "/api/v1/openapi.json",
+      pathParameters: null,
+    });
+    expect(response.statusCode).toBe(200);
+    const description = JSON.parse(response.body) as { openapi: string; paths: Record<string, unknown> };
+    expect(description.openapi).toBe("3.1.0");
+    expect(Object.keys(description.paths)).toContain("/api/v1/exports");
+  });
+
   it("answers an unknown route with the service's 404", async () => {
     const context = { projectId: "acme", keyId: "k1", tier: "free", rpm: 60, burst: 100, store: "full" };
     const response = await api(apiEvent("/api/v1/nothing-here", context));

@@ -233,9 +233,21 @@ describe("API", () => {
     expect(props.AuthorizerResultTtlInSeconds).toBe(0);
     expect(props).not.toHaveProperty("IdentitySource");
     expect(JSON.stringify(props.AuthorizerUri)).toContain(logicalId(stack.authorizer.function));
-    // Every method but the two API Gateway answers by itself without a key (GET / and GET /healthz).
-    const keyless = ofType("AWS::ApiGateway::Method").filter(([, m]) => integrationOf(m).Type === "MOCK");
-    expect(keyless).toHaveLength(2);
+    // Every method but the two API Gateway answers by itself without a key (GET / and GET /healthz) and
+    // the data API's public description (GET /api/v1/openapi.json).
+    const keyless = ofType("AWS::ApiGateway::Method").filter(
+      ([, m]) => integrationOf(m).Type === "MOCK" || m.Properties?.AuthorizationType === "NONE",
+    );
+    expect(keyless).toHaveLength(3);
+    const description = ofType("AWS::ApiGateway::Resource").find(
+      ([, r]) => r.Properties?.PathPart === "openapi.json",
+    );
+    const describing = keyless.filter(
+      ([, m]) => JSON.stringify(m.Properties?.ResourceId) === JSON.stringify({ Ref: description?.[0] }),
+    );
+    expect(describing.map(([, m]) => [m.Properties?.HttpMethod, integrationOf(m).Type])).toEqual([
+      ["GET", "AWS_PROXY"],
+    ]);
     for (const [, method] of ofType("AWS::ApiGateway::Method")) {
       if (keyless.some(([, m]) => m === method)) continue;
       expect(method.Properties).toMatchObject({

@@ -1,4 +1,5 @@
 import type { Hono, MiddlewareHandler } from "hono";
+import type * as z from "zod/mini";
 import type { BudgetStore } from "../../core/budgets";
 import type { Logger } from "../../core/logger";
 import type { AppEnv } from "../env";
@@ -7,6 +8,7 @@ import { appShell } from "../shell";
 import { budgetRoutes } from "./budgets";
 import { type DeletionRouteDeps, deletionRoutes } from "./deletion";
 import { type ExportRouteDeps, exportRoutes } from "./exports";
+import { dataApiDescription, type statusSchema } from "./openapi";
 import { type StripeWebhookHandler, stripeWebhookRoutes } from "./stripe-webhook";
 import { type TransactionRouteDeps, transactionRoutes } from "./transactions";
 
@@ -31,11 +33,23 @@ export interface DataApiDeps {
 /** The data API (`/api/v1/...`): status, exports, and what else the deployment wires in. */
 export function createDataApp(deps: DataApiDeps): Hono<AppEnv> {
   const app = appShell(deps.logger);
+  // Before the key check: the description is public, as API descriptions are (it holds no project's data).
+  const description = JSON.stringify(dataApiDescription());
+  mountRoutes(app, {
+    "/api/v1/openapi.json": {
+      GET: (c) =>
+        c.body(description, 200, {
+          "Content-Type": "application/json; charset=utf-8",
+          "Cache-Control": "public, max-age=300",
+        }),
+    },
+  });
   app.use("/api/*", deps.auth);
   if (deps.rateLimit) app.use("/api/*", deps.rateLimit);
   const routes: RouteTable = {
     "/api/v1/status": {
-      GET: (c) => c.json({ status: "ok", project: c.get("auth").projectId }),
+      GET: (c) =>
+        c.json({ status: "ok", project: c.get("auth").projectId } satisfies z.infer<typeof statusSchema>),
     },
     ...(deps.exports ? exportRoutes(deps.exports) : {}),
     ...(deps.deletion ? deletionRoutes(deps.deletion) : {}),

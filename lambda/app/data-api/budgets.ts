@@ -1,6 +1,8 @@
+import type * as z from "zod/mini";
 import { type BudgetStore, budgetViews, EVERY_USER } from "../../core/budgets";
 import { errors } from "../../core/errors";
 import type { RouteTable } from "../routing";
+import type { budgetListSchema } from "./openapi";
 
 const USER_ID_MAX = 256;
 
@@ -31,7 +33,7 @@ export function budgetRoutes(budgets: BudgetStore, clock: () => number = Date.no
         const data = views.map((view) =>
           view.key === undefined || keyName === undefined ? view : { ...view, key_name: keyName },
         );
-        return c.json({ object: "list", data });
+        return c.json({ object: "list", data } satisfies z.infer<typeof budgetListSchema>);
       },
     },
   };

@@ -1,4 +1,5 @@
 import type { Context } from "hono";
+import type * as z from "zod/mini";
 import {
   type DeletionFileCounts,
   type DeletionRequestInput,
@@ -13,6 +14,7 @@ import type { Logger } from "../../core/logger";
 import { DATA_API_BODY_LIMIT, readJsonObject } from "../body";
 import type { AppEnv } from "../env";
 import type { RouteTable } from "../routing";
+import type { deletionQueuedSchema, deletionViewSchema } from "./openapi";
 
 export interface DeletionRouteDeps {
   requests: DeletionRequestStore;
@@ -25,7 +27,10 @@ export interface DeletionRouteDeps {
 const iso = (ms: number | undefined) => (ms === undefined ? null : new Date(ms).toISOString());
 
 /** The answer of `GET /api/v1/data/{request_id}`: state, counts, times; the user only as its hash. */
-function requestView(request: DeletionRequestRecord, counts: DeletionFileCounts) {
+function requestView(
+  request: DeletionRequestRecord,
+  counts: DeletionFileCounts,
+): z.infer<typeof deletionViewSchema> {
   return {
     request_id: request.requestId,
     status: request.status,
@@ -84,7 +89,8 @@ async function handleCreate(c: Context<AppEnv>, deps: DeletionRouteDeps): Promis
   const projectId = c.get("auth").projectId;
   const request = await requestDeletion(deps, { projectId, input, now: (deps.clock ?? Date.now)() });
   // 202: accepted, processed afterwards; the body is the specification's, plus the id to follow it by.
-  return c.json({ status: "ok", message: "Deletion request queued", request_id: request.requestId }, 202);
+  const queued = { status: "ok", message: "Deletion request queued", request_id: request.requestId } as const;
+  return c.json(queued satisfies z.infer<typeof deletionQueuedSchema>, 202);
 }
 
 async function handleGet(c: Context<AppEnv>, deps: DeletionRouteDeps): Promise<Response> {

@@ -1,4 +1,5 @@
 import type { Context } from "hono";
+import type * as z from "zod/mini";
 import type { ExportDestination, ExportSettings } from "../../core/export-destination";
 import { EXPORT_CONTENT_TYPES, frameEncodedExport, frameExport } from "../../core/export-format";
 import type {
@@ -14,6 +15,7 @@ import type { ObjectStore } from "../../core/object-store";
 import { DATA_API_BODY_LIMIT, readJsonObject } from "../body";
 import type { AppEnv } from "../env";
 import type { RouteTable } from "../routing";
+import type { bucketExportSchema } from "./openapi";
 
 export interface ExportRouteDeps {
   query: WarehouseQuery & Partial<EncodedRowSource> & UsageGroupSource;
@@ -91,7 +93,7 @@ async function handleExport(c: Context<AppEnv>, deps: ExportRouteDeps): Promise<
       export_url: store.url(key),
       download_url: download.url,
       expires_at: download.expiresAt === null ? null : new Date(download.expiresAt).toISOString(),
-    });
+    } satisfies z.infer<typeof bucketExportSchema>);
   }
 
   const chunks = body[Symbol.asyncIterator]();

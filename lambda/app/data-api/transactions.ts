@@ -1,9 +1,11 @@
+import type * as z from "zod/mini";
 import { decimalUsd } from "../../core/credits";
 import { errors } from "../../core/errors";
 import type { InteractionIndex } from "../../core/interactions";
 import { TRANSACTION_ID } from "../../core/interactions";
 import type { InteractionRecord } from "../../core/record";
 import type { RouteTable } from "../routing";
+import type { transactionSchema } from "./openapi";
 
 export interface TransactionRouteDeps {
   /** The dashboard's interaction index: a call is there within seconds of its end. */
@@ -17,9 +19,9 @@ export interface TransactionRouteDeps {
  */
 export function transactionRoutes(deps: TransactionRouteDeps): RouteTable {
   return {
-    "/api/v1/transactions/:transactionId": {
+    "/api/v1/transactions/:transaction_id": {
       GET: async (c) => {
-        const id = c.req.param("transactionId") ?? "";
+        const id = c.req.param("transaction_id") ?? "";
         const record = TRANSACTION_ID.test(id)
           ? await deps.interactions.get(c.get("auth").projectId, id)
           : undefined;
@@ -30,7 +32,7 @@ export function transactionRoutes(deps: TransactionRouteDeps): RouteTable {
   };
 }
 
-export function transactionSummary(record: InteractionRecord) {
+export function transactionSummary(record: InteractionRecord): z.infer<typeof transactionSchema> {
   const failed = record.error_type !== null;
   return {
     transaction_id: record.transaction_id,
