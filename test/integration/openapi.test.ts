@@ -180,6 +180,17 @@ describe("the data API's description", { timeout: STEP_MS }, () => {
     expect((await call("GET", "/api/v1/exports")).status).toBe(405);
   });
 
+  it("matches the answers of the Stripe webhook, which takes no key", async () => {
+    // This stack has no Stripe settings: the route says so, in the error shape it describes.
+    const res = await call(
+      "POST",
+      "/stripe/webhook",
+      { id: "evt_1" },
+      { Authorization: "", "Stripe-Signature": "t=1,v1=x" },
+    );
+    expect(res.status).toBe(404);
+  });
+
   it("matches the answers of deletion requests and their status, errors included", async () => {
     const queued = await call("POST", "/api/v1/data", { user_id: "u-ben", reason: "asked" });
     expect(queued.status).toBe(202);

@@ -189,7 +189,7 @@ export function dataApiDescription(): JsonObject {
       title: "dmt data API",
       version: "1",
       description:
-        "Exports, deletion requests, budgets and call summaries of the project of the calling key. Every route but this description takes a dmt service key: `Authorization: Bearer <key>` or `X-API-Key`.",
+        "Exports, deletion requests, budgets and call summaries of the project of the calling key. Every route under `/api/v1/` but this description takes a dmt service key: `Authorization: Bearer <key>` or `X-API-Key`.",
     },
     servers: [{ url: "/" }],
     security: [{ bearer: [] }, { apiKey: [] }],
