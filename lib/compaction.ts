@@ -1,5 +1,8 @@
 import { type CfnElement, Duration, Stack, Validations } from "aws-cdk-lib";
+import { Alarm, ComparisonOperator, TreatMissingData } from "aws-cdk-lib/aws-cloudwatch";
 import { PolicyStatement } from "aws-cdk-lib/aws-iam";
+import { SqsEventSource } from "aws-cdk-lib/aws-lambda-event-sources";
+import { Queue, QueueEncryption } from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
 import { INTERACTIONS_PREFIX } from "../lambda/core/record";
 import { runDaily } from "./daily-run";
@@ -15,13 +18,26 @@ export interface CompactionProps {
   observability: Observability;
 }
 
+/** Workers at once: each merges one partition of up to 32 MB; S3 and DynamoDB take far more. */
+const WORKERS = 5;
+/** Tries of a partition before its message goes to the dead-letter queue (left undone, alarmed). */
+const TRIES = 3;
+
 /**
- * The compaction run (`lambda/handlers/compaction.ts`) once a day at 00:45 UTC, when the day before
- * has closed: merges each project's small consumer files of the last 15 closed days into files of up
- * to ~32 MB, under a lease per partition (docs/warehouse.md).
+ * Compaction (`lambda/handlers/compaction.ts`), fanned out so that it scales with projects. Once a day
+ * at 00:45 UTC, when the day before has closed, the function plans: it lists each project's closed days
+ * of the last 15 with small consumer files to merge and queues one message per partition. The same
+ * function then takes the queue, one partition an invocation and up to 5 at once, each under the
+ * partition's lease (docs/warehouse.md). A partition whose merge fails is tried 3 times, then its
+ * message goes to a dead-letter queue: the partitions left undone, which an alarm watches, as it does
+ * a queue whose oldest partition waited past the next run.
  */
 export class Compaction extends Construct {
   readonly fn: DmtFunction;
+  readonly queue: Queue;
+  readonly deadLetterQueue: Queue;
+  /** Partitions left undone: their messages in the dead-letter queue, or waiting a day. */
+  readonly undoneAlarm: Alarm;
 
   constructor(scope: Construct, id: string, props: CompactionProps) {
     super(scope, id);
@@ -37,6 +53,55 @@ export class Compaction extends Construct {
       environment: { DMT_WAREHOUSE_BUCKET: warehouse.dataBucket.bucketName },
     });
     const fn = this.fn.function;
+    this.deadLetterQueue = new Queue(this, "UndoneQueue", {
+      encryption: QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+      retentionPeriod: Duration.days(14),
+    });
+    this.queue = new Queue(this, "PartitionQueue", {
+      encryption: QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+      retentionPeriod: Duration.days(4),
+      // Six times the function's timeout, as Lambda's SQS event source advises.
+      visibilityTimeout: Duration.minutes(15 * 6),
+      deadLetterQueue: { queue: this.deadLetterQueue, maxReceiveCount: TRIES },
+    });
+    fn.addEnvironment("DMT_PARTITION_QUEUE_URL", this.queue.queueUrl);
+    this.queue.grantSendMessages(fn);
+    fn.addEventSource(
+      new SqsEventSource(this.queue, {
+        batchSize: 1,
+        maxConcurrency: WORKERS,
+        reportBatchItemFailures: true,
+      }),
+    );
+    this.undoneAlarm = new Alarm(this, "PartitionsUndone", {
+      metric: this.deadLetterQueue.metricApproximateNumberOfMessagesVisible({
+        statistic: "Maximum",
+        period: Duration.minutes(15),
+      }),
+      alarmDescription:
+        "Compaction partitions failed three times and were left undone (their messages are in the dead-letter queue): their small files stay until a run merges them.",
+      threshold: 1,
+      evaluationPeriods: 1,
+      comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      treatMissingData: TreatMissingData.NOT_BREACHING,
+    });
+    props.observability.alarms.push(this.undoneAlarm);
+    props.observability.alarms.push(
+      new Alarm(this, "PartitionsWaiting", {
+        metric: this.queue.metricApproximateAgeOfOldestMessage({
+          statistic: "Maximum",
+          period: Duration.minutes(15),
+        }),
+        alarmDescription:
+          "A compaction partition has waited on the queue for a day: the workers do not keep up with the projects.",
+        threshold: Duration.days(1).toSeconds(),
+        evaluationPeriods: 1,
+        comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treatMissingData: TreatMissingData.NOT_BREACHING,
+      }),
+    );
     store.grant(fn, "projects", ["Scan"]);
     store.grant(fn, "warehouseLeases", ["UpdateItem", "DeleteItem"]);
     store.grant(fn, "deletionTombstones", ["Query"]);

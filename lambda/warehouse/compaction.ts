@@ -70,12 +70,80 @@ const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10);
 /** A merge left with nothing to do: its inputs went meanwhile, or a deletion covers all its rows. */
 class NothingToMerge extends Error {}
 
+/** One partition a run is to merge: a project's closed day with at least two files. */
+export interface PlannedPartition {
+  projectId: string;
+  day: string;
+  /** The day is past the project's body retention: the merge drops the bodies. */
+  dropBodies: boolean;
+}
+
+/**
+ * Every partition a run has to do (each project's closed days of the lookback with two files or more),
+ * newest day first: the list a run works through in turn, or that AWS fans out one worker per
+ * partition (lib/compaction.ts). Stops listing at `stopAt`.
+ */
+export async function planCompaction(
+  deps: Pick<CompactionDeps, "projects" | "objects" | "clock">,
+  options: CompactionOptions = {},
+): Promise<PlannedPartition[]> {
+  const now = deps.clock();
+  const projects = (await deps.projects.listProjects()).filter(
+    (p) => options.projectId === undefined || p.projectId === options.projectId,
+  );
+  // Closed days only, newest first: a late record most likely belongs to yesterday.
+  const days = Array.from({ length: COMPACTION_LOOKBACK_DAYS }, (_, i) => dayOf(now - (i + 1) * DAY_MS));
+  const planned: PlannedPartition[] = [];
+  for (const project of projects) {
+    const cutoffs = retentionCutoffs(project, now);
+    for (const day of days) {
+      if (options.stopAt !== undefined && deps.clock() >= options.stopAt) return planned;
+      // An expired day is the retention run's to remove, not to write again.
+      if (recordsExpired(cutoffs, day)) continue;
+      const files = await listPartition(deps, partitionPrefix(project.projectId, day));
+      if (files.length < 2) continue;
+      planned.push({ projectId: project.projectId, day, dropBodies: bodiesExpired(cutoffs, day) });
+    }
+  }
+  return planned;
+}
+
+/** Merges one planned partition under its lease (`holder` names the run); what a worker does. */
+export async function compactPlanned(
+  deps: CompactionDeps,
+  holder: string,
+  partition: PlannedPartition,
+): Promise<CompactionReport["partitions"][number] | undefined> {
+  const files = await listPartition(deps, partitionPrefix(partition.projectId, partition.day));
+  // Merged meanwhile by another run: nothing left to do.
+  if (files.length < 2) return undefined;
+  try {
+    return await compactPartition(deps, holder, partition, files);
+  } catch (err) {
+    deps.logger.error("compaction of a partition failed; the next run finishes it", {
+      metric: "compaction.failed",
+      projectId: partition.projectId,
+      day: partition.day,
+      ...errorFields(err),
+    });
+    return {
+      projectId: partition.projectId,
+      day: partition.day,
+      outcome: "failed",
+      filesBefore: files.length,
+      filesAfter: files.length,
+      rows: 0,
+    };
+  }
+}
+
+/** A whole run in one process (the local host, `dmt compaction run`): each partition as it is found. */
 export async function runCompaction(
   deps: CompactionDeps,
   options: CompactionOptions = {},
 ): Promise<CompactionReport> {
   const now = deps.clock();
-  const report: CompactionReport = { runId: `cmp_${randomBytes(8).toString("hex")}`, partitions: [] };
+  const report: CompactionReport = { runId: newRunId(), partitions: [] };
   const projects = (await deps.projects.listProjects()).filter(
     (p) => options.projectId === undefined || p.projectId === options.projectId,
   );
@@ -114,7 +182,10 @@ export async function runCompaction(
   return report;
 }
 
-async function listPartition(deps: CompactionDeps, prefix: string): Promise<ObjectInfo[]> {
+/** A run's id: the holder of its leases. */
+export const newRunId = (): string => `cmp_${randomBytes(8).toString("hex")}`;
+
+async function listPartition(deps: Pick<CompactionDeps, "objects">, prefix: string): Promise<ObjectInfo[]> {
   const files: ObjectInfo[] = [];
   for await (const object of deps.objects.list(prefix)) {
     if (object.key.endsWith(".parquet") && !object.key.slice(prefix.length).includes("/")) files.push(object);

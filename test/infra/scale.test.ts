@@ -243,3 +243,56 @@ describe("managed instances (dmt:proxyCompute=managed-instances)", () => {
     });
   });
 });
+
+describe("compaction that scales with projects", () => {
+  it("plans once a day onto a queue of partitions that the same function works one at a time, 5 at once", () => {
+    const { stack, resources, fn } = standard;
+    const compaction = fn(stack.compaction.fn.function) as {
+      Environment: { Variables: Record<string, unknown> };
+    };
+    const queueId = stack.getLogicalId(
+      stack.compaction.queue.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0],
+    );
+    const deadId = stack.getLogicalId(
+      stack.compaction.deadLetterQueue.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0],
+    );
+    expect(compaction.Environment.Variables.DMT_PARTITION_QUEUE_URL).toEqual({ Ref: queueId });
+    expect(resources[queueId]?.Properties).toMatchObject({
+      VisibilityTimeout: 5400,
+      RedrivePolicy: { deadLetterTargetArn: { "Fn::GetAtt": [deadId, "Arn"] }, maxReceiveCount: 3 },
+    });
+    const sources = ofType(resources, "AWS::Lambda::EventSourceMapping").filter(([, m]) =>
+      JSON.stringify(m.Properties.EventSourceArn).includes(queueId),
+    );
+    expect(sources).toHaveLength(1);
+    expect(sources[0]?.[1].Properties).toMatchObject({
+      BatchSize: 1,
+      ScalingConfig: { MaximumConcurrency: 5 },
+      FunctionResponseTypes: ["ReportBatchItemFailures"],
+    });
+  });
+
+  it("alarms on partitions left undone and on partitions waiting a day", () => {
+    const { stack, resources } = standard;
+    const deadId = stack.getLogicalId(
+      stack.compaction.deadLetterQueue.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0],
+    );
+    const queueId = stack.getLogicalId(
+      stack.compaction.queue.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0],
+    );
+    const alarms = ofType(resources, "AWS::CloudWatch::Alarm").map(([, a]) => a.Properties);
+    const on = (metric: string, queue: string) =>
+      alarms.filter(
+        (a) =>
+          a.MetricName === metric &&
+          JSON.stringify(a.Dimensions).includes(queue) &&
+          (a.AlarmActions as unknown[] | undefined)?.length === 1,
+      );
+    expect(on("ApproximateNumberOfMessagesVisible", deadId)).toEqual([
+      expect.objectContaining({ Threshold: 1, ComparisonOperator: "GreaterThanOrEqualToThreshold" }),
+    ]);
+    expect(on("ApproximateAgeOfOldestMessage", queueId)).toEqual([
+      expect.objectContaining({ Threshold: 86_400 }),
+    ]);
+  });
+});

@@ -20,7 +20,13 @@ import { buildRecord, type InteractionRecord, partitionPrefix } from "../../lamb
 import { emptyUsage } from "../../lambda/core/usage";
 import { runLocalCompaction } from "../../lambda/local/compaction";
 import { type LocalStore, openLocalStore } from "../../lambda/local/store";
-import { type CompactionDeps, runCompaction } from "../../lambda/warehouse/compaction";
+import {
+  type CompactionDeps,
+  compactPlanned,
+  newRunId,
+  planCompaction,
+  runCompaction,
+} from "../../lambda/warehouse/compaction";
 import { createWarehouseConsumer } from "../../lambda/warehouse/consumer";
 
 /**
@@ -196,6 +202,35 @@ describe("compaction", () => {
     expect(await exported(TODAY)).toEqual(ids(open));
     // A second run finds nothing to do.
     expect(outcome(await run(), YESTERDAY)).toBeUndefined();
+  });
+
+  it("fanned out as in AWS: the plan lists the partitions to do, and each is merged once by whichever worker takes it", async () => {
+    const deliver = await consumer();
+    const twoDaysAgo = new Date(NOW - 2 * DAY).toISOString().slice(0, 10);
+    const closed = await fill(deliver, YESTERDAY, 4);
+    await fill(deliver, twoDaysAgo, 3);
+    await fill(deliver, TODAY, 2);
+    const steps = await deps();
+    const planned = await planCompaction(steps);
+    // Closed days with two files or more, newest first; today is open.
+    expect(planned).toEqual([
+      { projectId: PROJECT, day: YESTERDAY, dropBodies: false },
+      { projectId: PROJECT, day: twoDaysAgo, dropBodies: false },
+    ]);
+    // Two workers, each its own lease holder; a message delivered twice finds nothing left.
+    const [first, second] = planned;
+    expect(await compactPlanned(steps, newRunId(), first as (typeof planned)[number])).toMatchObject({
+      outcome: "compacted",
+      filesBefore: 4,
+      filesAfter: 1,
+    });
+    expect(await compactPlanned(steps, newRunId(), second as (typeof planned)[number])).toMatchObject({
+      outcome: "compacted",
+      filesBefore: 3,
+    });
+    expect(await compactPlanned(steps, newRunId(), first as (typeof planned)[number])).toBeUndefined();
+    expect(await exported(YESTERDAY)).toEqual(ids(closed));
+    expect(await planCompaction(steps)).toEqual([]);
   });
 
   it("drops bodies past the project's body retention, and leaves expired days to the retention run", async () => {

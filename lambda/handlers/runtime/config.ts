@@ -218,6 +218,9 @@ export type UserIdKeyConfig = z.infer<typeof userIdKey>;
 const retention = z.extend(store, {
   DMT_WAREHOUSE_BUCKET: text,
   DMT_S3_ENDPOINT: z.optional(httpUrl),
+  /** The queue a run's planned partitions go on, one worker each (lib/compaction.ts); unset: one run does all. */
+  DMT_PARTITION_QUEUE_URL: z.optional(httpUrl),
+  DMT_SQS_ENDPOINT: z.optional(httpUrl),
 });
 
 export function parseRetentionConfig(env: Record<string, string | undefined>) {
