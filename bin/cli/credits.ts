@@ -1,10 +1,17 @@
 import { formatUsd, parseUsd } from "../../lambda/core/credits";
 import { formatCents } from "../../lambda/core/money";
-import { parseStatementQuery, readStatement, type Statement } from "../../lambda/core/statement";
+import {
+  describeLine,
+  monthPeriod,
+  parseStatementQuery,
+  readStatement,
+  type Statement,
+  statementCsv,
+} from "../../lambda/core/statement";
 import { creditsGranted } from "../../lambda/events/account-events";
 import { command } from "./command";
 import { table } from "./format";
-import { required, text } from "./options";
+import { flag, required, text } from "./options";
 
 /** The statement as text: one line per grant or day of charges, a running balance, what is in flight. */
 function formatStatement(statement: Statement): string {
@@ -17,10 +24,7 @@ function formatStatement(statement: Statement): string {
   const rows = [
     row(statement.from, "opening balance", "", formatCents(statement.openingMicros)),
     ...statement.lines.map((line) => {
-      const what =
-        line.kind === "grant"
-          ? ["credits granted", line.source, line.note].filter(Boolean).join(" · ")
-          : `${line.calls} call${line.calls === 1 ? "" : "s"} on ${line.leases} lease${line.leases === 1 ? "" : "s"}${statement.grouping === "lease" ? ` (${line.ref})` : ""}`;
+      const what = describeLine(line, statement.grouping);
       const amount = formatCents(line.amountMicros);
       return row(
         line.day,
@@ -86,13 +90,22 @@ export const creditCommands = [
       from: text("YYYY-MM-DD", "the first day (UTC; default 29 days before --to)"),
       to: text("YYYY-MM-DD", "the last day (UTC; default today)"),
       by: text("day|lease", "one line of charges per day (default) or per lease"),
+      month: text("YYYY-MM", "a calendar month's statement (instead of --from/--to)"),
+      csv: flag("the statement as CSV, to send to a customer"),
     },
-    examples: ["dmt credits ledger --project demo --from 2026-11-01 --to 2026-11-30"],
+    examples: [
+      "dmt credits ledger --project demo --from 2026-11-01 --to 2026-11-30",
+      "dmt credits ledger --project demo --month 2026-11 --csv > statement-2026-11.csv",
+    ],
     run: async ({ values, open }) => {
-      const period = parseStatementQuery({ from: values.from, to: values.to, group: values.by }, Date.now());
+      const period =
+        values.month !== undefined
+          ? monthPeriod(values.month)
+          : parseStatementQuery({ from: values.from, to: values.to, group: values.by }, Date.now());
       const services = await open();
-      return readStatement(services.credits, await services.project(values.project), period);
+      const statement = await readStatement(services.credits, await services.project(values.project), period);
+      return values.csv ? { csv: statementCsv(statement), statement } : statement;
     },
-    print: formatStatement,
+    print: (result) => ("csv" in result ? result.csv.trimEnd() : formatStatement(result)),
   }),
 ];

@@ -248,3 +248,67 @@ export async function readStatement(
   } while (cursor !== undefined);
   return buildStatement(entries, balance, period);
 }
+
+/** The statement of one calendar month (`YYYY-MM`, UTC), by day. */
+export function monthPeriod(month: string): StatementPeriod {
+  const match = /^(\d{4})-(\d{2})$/.exec(month);
+  const year = Number(match?.[1]);
+  const index = Number(match?.[2]) - 1;
+  if (!match || index < 0 || index > 11) throw errors.invalidField("month", "must be a month like 2026-11");
+  const last = new Date(Date.UTC(year, index + 1, 0)).getUTCDate();
+  return { from: `${month}-01`, to: `${month}-${String(last).padStart(2, "0")}`, grouping: "day" };
+}
+
+/** What a line is, in words a customer reads. */
+export function describeLine(line: StatementLine, grouping: StatementGrouping = "day"): string {
+  if (line.kind === "grant") {
+    const what =
+      line.source === "stripe_checkout"
+        ? "credits bought (Stripe Checkout)"
+        : line.source === "stripe_recharge"
+          ? "auto-recharge (Stripe)"
+          : "credits granted";
+    return [what, line.source?.startsWith("stripe_") ? line.ref : line.source, line.note]
+      .filter(Boolean)
+      .join(" · ");
+  }
+  if (line.kind === "debit") {
+    const what = line.source === "stripe_dispute" ? "lost dispute" : "refund";
+    const spent = line.uncollectedMicros
+      ? ` (${formatCentsPlain(line.uncollectedMicros)} was spent already)`
+      : "";
+    return `${what}: credits taken back${spent}`;
+  }
+  return `${line.calls} call${line.calls === 1 ? "" : "s"} on ${line.leases} lease${line.leases === 1 ? "" : "s"}${grouping === "lease" ? ` (${line.ref})` : ""}`;
+}
+
+function formatCentsPlain(micros: number): string {
+  return `$${(micros / 1_000_000).toFixed(2)}`;
+}
+
+/**
+ * The statement as CSV (RFC 4180), one row per line between the opening and closing balance; amounts
+ * in dollars with 6 decimals, exactly (micro-USD), so the rows sum to the closing balance.
+ */
+export function statementCsv(statement: Statement): string {
+  const usd = (micros: number) => {
+    const sign = micros < 0 ? "-" : "";
+    const abs = Math.abs(micros);
+    return `${sign}${Math.floor(abs / 1_000_000)}.${String(abs % 1_000_000).padStart(6, "0")}`;
+  };
+  const cell = (value: string) => (/[",\r\n]/.test(value) ? `"${value.replaceAll('"', '""')}"` : value);
+  const rows = [
+    ["date", "kind", "description", "reference", "amount_usd", "balance_usd"],
+    [statement.from, "opening", "opening balance", "", "", usd(statement.openingMicros)],
+    ...statement.lines.map((line) => [
+      line.day,
+      line.kind,
+      describeLine(line, statement.grouping),
+      line.ref ?? "",
+      usd(line.amountMicros),
+      usd(line.balanceMicros),
+    ]),
+    [statement.to, "closing", "closing balance", "", "", usd(statement.closingMicros)],
+  ];
+  return `${rows.map((row) => row.map(cell).join(",")).join("\r\n")}\r\n`;
+}

@@ -4,7 +4,7 @@ import { type CreditStore, parseUsd } from "../../core/credits";
 import { errors } from "../../core/errors";
 import type { Logger } from "../../core/logger";
 import type { RequestLog } from "../../core/members";
-import { parseStatementQuery, readStatement } from "../../core/statement";
+import { monthPeriod, parseStatementQuery, readStatement, statementCsv } from "../../core/statement";
 import { parseVendor, type VendorKeyStore } from "../../core/vendor-keys";
 import { creditsGranted, publishAfter } from "../../events/account-events";
 import { readJsonObject } from "../body";
@@ -54,6 +54,16 @@ export function billingRoutes(base: string, deps: BillingRoutesDeps): RouteTable
       GET: async (c) => {
         const period = parseStatementQuery(c.req.query(), deps.clock());
         return c.json(await readStatement(deps.credits, projectOf(c), period));
+      },
+    },
+    [`${base}/credits/statement.csv`]: {
+      GET: async (c) => {
+        const month = c.req.query("month") ?? "";
+        const statement = await readStatement(deps.credits, projectOf(c), monthPeriod(month));
+        return c.body(statementCsv(statement), 200, {
+          "content-type": "text/csv; charset=utf-8",
+          "content-disposition": `attachment; filename="dmt-statement-${projectOf(c)}-${month}.csv"`,
+        });
       },
     },
     [`${base}/credits/grants`]: {

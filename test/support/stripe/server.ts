@@ -229,16 +229,27 @@ export async function startStripeStandIn(options: StandInOptions): Promise<Strip
     deliver: async (event, opts) => {
       if (standIn.webhookUrl === undefined) throw new Error("The stand-in has no webhookUrl to post to.");
       const payload = JSON.stringify(event, null, 2);
-      const response = await undiciFetch(standIn.webhookUrl, {
-        dispatcher: sender,
-        method: "POST",
-        headers: {
-          "content-type": "application/json; charset=utf-8",
-          "stripe-signature": signedHeader(payload, opts?.secret ?? standIn.webhookSecret, opts?.timestamp),
-          "user-agent": "Stripe/1.0 (+https://stripe.com/docs/webhooks)",
-        },
-        body: payload,
-      });
+      const url = standIn.webhookUrl;
+      const post = () =>
+        undiciFetch(url, {
+          dispatcher: sender,
+          method: "POST",
+          headers: {
+            "content-type": "application/json; charset=utf-8",
+            "stripe-signature": signedHeader(payload, opts?.secret ?? standIn.webhookSecret, opts?.timestamp),
+            "user-agent": "Stripe/1.0 (+https://stripe.com/docs/webhooks)",
+          },
+          body: payload,
+        });
+      // A connection reset before any answer is a failed delivery, which Stripe sends again.
+      let response: Awaited<ReturnType<typeof post>> | undefined;
+      for (let attempt = 1; !response; attempt++) {
+        try {
+          response = await post();
+        } catch (err) {
+          if (attempt >= 5) throw err;
+        }
+      }
       await response.arrayBuffer();
       const kept = standIn.events.find((e) => e.event.id === event.id);
       if (kept) kept.status = response.status;

@@ -5,9 +5,11 @@ import { formatCents } from "../../../lambda/core/money";
 import {
   buildStatement,
   ledgerSince,
+  monthPeriod,
   parseStatementQuery,
   readStatement,
   type StatementPeriod,
+  statementCsv,
 } from "../../../lambda/core/statement";
 
 const DAY = 86_400_000;
@@ -272,5 +274,58 @@ describe("formatCents", () => {
     [995_000, "$1.00"],
   ])("shows %i micros as %s", (micros, text) => {
     expect(formatCents(micros)).toBe(text);
+  });
+});
+
+describe("a month's statement as CSV", () => {
+  it("covers the calendar month and lists purchases, refunds not taken back, and charges to the micro-dollar", () => {
+    expect(monthPeriod("2026-02")).toEqual({ from: "2026-02-01", to: "2026-02-28", grouping: "day" });
+    expect(() => monthPeriod("2026-13")).toThrow(/month/);
+    const at = Date.UTC(2026, 10, 3, 12);
+    const entries: LedgerEntry[] = [
+      {
+        projectId: "p",
+        entryId: "1",
+        type: "grant",
+        deltaMicros: 25_000_000,
+        at,
+        ref: "cs_test_1",
+        source: "stripe_checkout",
+      },
+      {
+        projectId: "p",
+        entryId: "2",
+        type: "settle",
+        deltaMicros: 0,
+        at: at + 1,
+        ref: "h1",
+        chargedMicros: 20_000_001,
+        calls: 3,
+      },
+      {
+        projectId: "p",
+        entryId: "3",
+        type: "debit",
+        deltaMicros: -4_999_999,
+        at: at + 2,
+        ref: "pi_1-rev-25000000",
+        source: "stripe_refund",
+        uncollectedMicros: 20_000_001,
+      },
+    ];
+    const statement = buildStatement(
+      entries,
+      { availableMicros: 0, heldMicros: 0, chargedInFlightMicros: 0, openHolds: 0 },
+      monthPeriod("2026-11"),
+    );
+    expect(statementCsv(statement).split("\r\n")).toEqual([
+      "date,kind,description,reference,amount_usd,balance_usd",
+      "2026-11-01,opening,opening balance,,,0.000000",
+      "2026-11-03,grant,credits bought (Stripe Checkout) · cs_test_1,cs_test_1,25.000000,25.000000",
+      "2026-11-03,charges,3 calls on 1 lease,,-20.000001,4.999999",
+      "2026-11-03,debit,refund: credits taken back ($20.00 was spent already),pi_1-rev-25000000,-4.999999,0.000000",
+      "2026-11-30,closing,closing balance,,,0.000000",
+      "",
+    ]);
   });
 });
