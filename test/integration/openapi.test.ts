@@ -82,7 +82,8 @@ async function conforms(res: Response, path: string, method: string): Promise<un
     if (response?.$ref) response = errorResponse();
   }
   const type = (res.headers.get("content-type") ?? "").split(";")[0] ?? "";
-  const content = ((response ?? {}).content as Record<string, { schema: Json }>)[type];
+  const contents = (response?.content ?? {}) as Record<string, { schema: Json }>;
+  const content = contents[type];
   expect(content, `${method} ${path} ${res.status} as ${type} is described`).toBeDefined();
   const text = await res.text();
   const body = type === "application/json" ? JSON.parse(text) : text;
