@@ -45,6 +45,8 @@ export interface UsageGroup {
   reasoningTokens: number;
   /** The priced calls' cost, integer micro-USD. */
   costMicros: number;
+  /** Their cost at list price (before a price plan's markup or discount), integer micro-USD. */
+  listMicros: number;
 }
 
 /** The aggregate behind a FOCUS export (core/focus.ts), from both engines' shared SQL. */

@@ -73,6 +73,7 @@ export const FOCUS_CUSTOM_COLUMNS = [
   "x_CacheWriteTokens",
   "x_ReasoningTokens",
   "x_CostMicros",
+  "x_ListMicros",
 ] as const;
 
 export const FOCUS_EXPORT_COLUMNS: readonly string[] = [...FOCUS_COLUMNS, ...FOCUS_CUSTOM_COLUMNS];
@@ -128,11 +129,11 @@ export function focusRow(group: UsageGroup, context: FocusContext): Record<strin
     ChargePeriodStart: charge.start,
     ConsumedQuantity: tokens,
     ConsumedUnit: "Tokens",
-    // No negotiated or discounted prices yet: every cost is the list price (docs/warehouse.md).
+    // The price plan is the contract; no commitments to amortise (docs/warehouse.md).
     ContractedCost: cost,
     EffectiveCost: cost,
     InvoiceIssuerName: managed ? FOCUS_ISSUER : vendor.provider,
-    ListCost: cost,
+    ListCost: decimalUsd(group.listMicros),
     PricingCategory: "Standard",
     PricingQuantity: tokens,
     PricingUnit: "Tokens",
@@ -160,6 +161,7 @@ export function focusRow(group: UsageGroup, context: FocusContext): Record<strin
     x_CacheWriteTokens: group.cacheWriteTokens,
     x_ReasoningTokens: group.reasoningTokens,
     x_CostMicros: group.costMicros,
+    x_ListMicros: group.listMicros,
   };
 }
 
@@ -206,5 +208,6 @@ export function usageGroupFromCells(cells: readonly (string | null | undefined)[
     cacheWriteTokens: count(12),
     reasoningTokens: count(13),
     costMicros: count(14),
+    listMicros: count(15),
   };
 }

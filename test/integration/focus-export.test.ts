@@ -61,6 +61,19 @@ const records: InteractionRecord[] = [
     key_id: "key-big000000000",
     cost_micros: 1_000_000_000_001,
   },
+  // Priced under a plan with a 35% markup: billed 1,350 micro-USD, 1,000 at list price (docs/plans.md).
+  {
+    ...syntheticRecord(105, { projectId: "proj-a" }),
+    started_at: at(15, 8),
+    key_id: "key-plan00000000",
+    cost_micros: 1350,
+    cost_breakdown: JSON.stringify({
+      price_version: "2026-01",
+      markup: "1.35",
+      micros: 1350,
+      list_micros: 1000,
+    }),
+  },
   { ...syntheticRecord(103, { projectId: "proj-a" }), started_at: at(13, 23, 59, 59, 999) },
   { ...syntheticRecord(104, { projectId: "proj-a" }), started_at: at(16, 0, 0, 0, 0) },
   ...Array.from({ length: 5 }, (_, i) => syntheticRecord(i, { projectId: "proj-b", startMs: at(14) })),
@@ -114,6 +127,10 @@ async function startAthena(root: string): Promise<string> {
         const parts = String(body.QueryString).replaceAll('"dmt"."interactions"', table).split("?");
         const sql = parts.map((part, i) => (i === 0 ? part : `${params[i - 1]}${part}`)).join("");
         const connection = await duck.connect();
+        // Athena's (Trino's) name for DuckDB's json_extract_string.
+        await connection.run(
+          "CREATE OR REPLACE MACRO json_extract_scalar(j, p) AS json_extract_string(j, p)",
+        );
         const result = await connection.runAndReadAll(sql);
         connection.closeSync();
         const id = `q-${results.size}`;
@@ -262,6 +279,16 @@ describe.each([
     const rows = await focusJson(base());
     const big = rows.find((r) => r.x_KeyId === "key-big000000000");
     expect(big).toMatchObject({ BilledCost: "1000000.000001", ListCost: "1000000.000001", x_Calls: 1 });
+    // A plan's markup: billed above list; contracted and effective cost are what was billed.
+    const plan = rows.find((r) => r.x_KeyId === "key-plan00000000");
+    expect(plan).toMatchObject({
+      BilledCost: "0.00135",
+      ListCost: "0.001",
+      ContractedCost: "0.00135",
+      EffectiveCost: "0.00135",
+      x_CostMicros: 1350,
+      x_ListMicros: 1000,
+    });
     const first = rows.filter((r) => r.ChargePeriodStart === "2026-01-14T00:00:00Z");
     expect(first.length).toBeGreaterThan(0);
     expect(first.every((r) => r.ChargePeriodEnd === "2026-01-15T00:00:00Z")).toBe(true);
@@ -299,7 +326,7 @@ describe.each([
     expect(rows.every((r) => r.x_Vendor === "gemini")).toBe(true);
     const all = await focusJson(base());
     expect(all.every((r) => r.x_ProjectId === "proj-a")).toBe(true);
-    expect(sum(all.map((r) => Number(r.x_Calls)))).toBe(63);
+    expect(sum(all.map((r) => Number(r.x_Calls)))).toBe(64);
     const res = await post(base(), {
       format: "json",
       schema: "focus",

@@ -96,7 +96,8 @@ export class AthenaWarehouseQuery implements WarehouseQuery {
   /** The FOCUS export's aggregate over the same rows `rows` reads (the shared `usageGroupSql`). */
   async usageGroups(query: InteractionQuery): Promise<UsageGroup[]> {
     const groups: UsageGroup[] = [];
-    const sql = (where: string) => usageGroupSql(this.table, where);
+    const sql = (where: string) =>
+      usageGroupSql(this.table, where, (column, path) => `json_extract_scalar(${column}, '${path}')`);
     for await (const page of this.run(sql, query)) {
       for (const row of page) groups.push(usageGroupFromCells((row.Data ?? []).map((d) => d.VarCharValue)));
     }

@@ -198,7 +198,11 @@ export class DuckDBWarehouseQuery implements WarehouseQuery {
     const connection = await this.instance.connect();
     try {
       const result = await connection.runAndReadAll(
-        usageGroupSql(source.from, source.where),
+        usageGroupSql(
+          source.from,
+          source.where,
+          (column, path) => `json_extract_string(${column}, '${path}')`,
+        ),
         source.values,
         source.types,
       );

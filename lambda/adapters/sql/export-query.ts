@@ -83,7 +83,7 @@ export function consumerFile(path: string): string {
  * and price version, over the rows `where` selects. Every value leaves as text (Athena's results are
  * text anyway), so sums of int64 reach JavaScript exactly, as digits.
  */
-export function usageGroupSql(source: string, where: string): string {
+export function usageGroupSql(source: string, where: string, jsonText: JsonText): string {
   const text = (sql: string) => `CAST(${sql} AS VARCHAR)`;
   const sum = (column: string) => text(`coalesce(sum(CAST(${quote(column)} AS BIGINT)), 0)`);
   const keys = [
@@ -101,10 +101,18 @@ export function usageGroupSql(source: string, where: string): string {
     text(`count(${quote("cost_micros")})`),
     text(`sum(${failed})`),
     ...USAGE_SUMS.map(sum),
+    // A price plan's list amount (docs/plans.md) is in the breakdown; calls priced before plans have
+    // none, and their list amount is their cost.
+    text(
+      `coalesce(sum(coalesce(CAST(${jsonText(quote("cost_breakdown"), "$.list_micros")} AS BIGINT), ${quote("cost_micros")})), 0)`,
+    ),
   ];
   const positions = keys.map((_, i) => i + 1).join(", ");
   return `SELECT ${values.join(", ")} FROM ${source} WHERE ${where} GROUP BY ${positions} ORDER BY ${positions}`;
 }
+
+/** An engine's JSON scalar as text: DuckDB's `json_extract_string`, Athena's `json_extract_scalar`. */
+export type JsonText = (column: string, path: string) => string;
 
 /** The summed columns of `usageGroupSql`, after its keys and counts, in order. */
 export const USAGE_SUMS = [
