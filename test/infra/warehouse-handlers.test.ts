@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { APIGatewayProxyEvent, APIGatewayProxyResult, SQSBatchResponse, SQSEvent } from "aws-lambda";
 import { parquetReadObjects } from "hyparquet";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { syntheticRecord } from "../../bench/warehouse-records";
 import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb/client";
 import { DynamoExportSettings } from "../../lambda/adapters/dynamodb/export-settings";
@@ -430,6 +430,57 @@ describe("compaction handler", () => {
 
     expect(await consumer(sqsEvent([JSON.stringify(batches[0]?.[0])]))).toEqual({ batchItemFailures: [] });
     expect(s3.keys(day)).toEqual([merged]);
+  });
+});
+
+describe("compaction handler, fanned out (DMT_PARTITION_QUEUE_URL, as the stack deploys it)", () => {
+  it("queues one message per partition from the schedule's invocation, and each message merges its partition once", async () => {
+    const db = createDynamoClient({ endpoint: dynamo.endpoint });
+    await createProject(new DynamoStore(db, tables), "wh-fanout", "free", Date.now());
+    db.destroy();
+    const dayMs = 86_400_000;
+    const days = [1, 2].map((back) => new Date(Date.now() - back * dayMs).toISOString().slice(0, 10));
+    for (const [d, day] of days.entries()) {
+      const noon = Date.parse(`${day}T12:00:00Z`);
+      for (const b of [0, 1]) {
+        // Ids of their own (the ledger writes a transaction once): 900 + day, batch and record.
+        const batch = [0, 1].map((i) =>
+          syntheticRecord(900 + d * 4 + b * 2 + i, { projectId: "wh-fanout", startMs: noon + b * 60_000 }),
+        );
+        expect(await consumer(sqsEvent(batch.map((r) => JSON.stringify(r))))).toEqual({
+          batchItemFailures: [],
+        });
+      }
+    }
+    // The deployed function: its configuration read at a cold start of its own, with the queue.
+    const queueUrl = `${process.env.DMT_SQS_ENDPOINT}/123456789012/partitions`;
+    process.env.DMT_PARTITION_QUEUE_URL = queueUrl;
+    vi.resetModules();
+    const fanned = (await import("../../lambda/handlers/compaction")).handler as (
+      event: unknown,
+    ) => Promise<unknown>;
+    delete process.env.DMT_PARTITION_QUEUE_URL;
+
+    const planned = (await fanned({ projectId: "wh-fanout" })) as { runId: string; planned: number };
+    expect(planned.planned).toBe(2);
+    const messages = sqs.on("partitions");
+    expect(messages.map((m) => JSON.parse(m.body))).toEqual(
+      days.map((day) => ({ projectId: "wh-fanout", day, dropBodies: false })),
+    );
+    // Nothing merged yet: planning only lists.
+    for (const day of days) {
+      expect(s3.keys(`${WAREHOUSE_BUCKET}/interactions/project=wh-fanout/dt=${day}/`)).toHaveLength(2);
+    }
+    // Each message, as Lambda's SQS event source hands it over (one per invocation); then one again.
+    const deliver = (index: number) => fanned(sqsEvent([messages[index]?.body ?? ""]));
+    expect(await deliver(0)).toEqual({ batchItemFailures: [] });
+    expect(await deliver(1)).toEqual({ batchItemFailures: [] });
+    expect(await deliver(0)).toEqual({ batchItemFailures: [] });
+    for (const day of days) {
+      const [merged, ...rest] = s3.keys(`${WAREHOUSE_BUCKET}/interactions/project=wh-fanout/dt=${day}/`);
+      expect(rest).toEqual([]);
+      expect(merged).toMatch(/\/compact-[0-9a-f]{24}\.parquet$/);
+    }
   });
 });
 
