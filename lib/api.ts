@@ -28,6 +28,9 @@ import { PROXY_TIMEOUT } from "./proxy";
 
 export const STAGE_NAME = "prod";
 
+/** The data API's streaming integration timeout, and its function's: the longest an export may stream. */
+export const DATA_API_TIMEOUT = Duration.minutes(15);
+
 export interface CustomDomain {
   name: string;
   /** An ACM certificate for `name` in the stack's region (REGIONAL endpoint). */
@@ -127,8 +130,15 @@ export class Api extends Construct {
     this.authorizer = this.createAuthorizer(props.authorizer);
     new GatewayResponses(this, "GatewayResponses", this.restApi);
 
+    // Streamed as the proxies are (`InvokeWithResponseStream`, 15 minutes): an export leaves as Athena
+    // pages it, past Lambda's 6 MB buffered response and the 29 s buffered timeout (docs/aws.md).
     const v1 = this.restApi.root.addResource("api").addResource("v1");
-    const dataIntegration = new LambdaIntegration(props.dataApi, { allowTestInvoke: false });
+    const dataIntegration = new LambdaIntegration(props.dataApi, {
+      proxy: true,
+      responseTransferMode: ResponseTransferMode.STREAM,
+      timeout: DATA_API_TIMEOUT,
+      allowTestInvoke: false,
+    });
     v1.addResource("{proxy+}").addMethod("ANY", dataIntegration, { authorizer: this.authorizer });
     // The data API's OpenAPI description is public, as API descriptions are: it holds no project's data,
     // and clients are generated from it before anyone has a key. The function answers it before auth.

@@ -4,7 +4,7 @@ import { Secret } from "aws-cdk-lib/aws-secretsmanager";
 import type { Construct } from "constructs";
 import { TABLES, type TableName } from "../lambda/adapters/dynamodb/tables";
 import type { LogLevel } from "../lambda/core/logger";
-import { Api, type CustomDomain } from "./api";
+import { Api, type CustomDomain, DATA_API_TIMEOUT } from "./api";
 import { Compaction } from "./compaction";
 import { Dashboard, type SesSender } from "./dashboard";
 import { DeletionWorkflow } from "./deletion";
@@ -164,8 +164,8 @@ export class DmtStack extends Stack {
       handler: "api",
       description: "dmt: data API (/api/v1)",
       defaults,
-      // API Gateway's integration timeout is 29 s.
-      timeout: Duration.seconds(29),
+      // As long as its streaming integration (an export streams for up to 15 minutes).
+      timeout: DATA_API_TIMEOUT,
       reservedConcurrency: props.reservedConcurrency?.dataApi ?? RESERVED_CONCURRENCY.dataApi,
       environment: {
         DMT_TABLE_RATELIMITS: this.store.tables.rateLimits.tableName,

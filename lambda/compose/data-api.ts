@@ -1,6 +1,7 @@
 import type { MiddlewareHandler } from "hono";
 import { createDataApp } from "../app/data-api/app";
 import type { DeletionRouteDeps } from "../app/data-api/deletion";
+import type { ExportTimeLimit } from "../app/data-api/exports";
 import type { AppEnv } from "../app/env";
 import type { Payments } from "../billing/payments";
 import type { DeletionStarter } from "../core/deletion";
@@ -18,6 +19,8 @@ export interface DataApiSettings {
   deletionStarter?: DeletionStarter;
   /** Credits bought through Stripe (compose/payments.ts); absent: not configured. */
   payments?: Payments;
+  /** How long a streamed export may run: the streaming integration's limit in AWS; none locally. */
+  exportTimeLimit?: ExportTimeLimit;
 }
 
 /**
@@ -44,6 +47,7 @@ export function composeDataApi(
       openDestination: (destination) => infra.openDestination(destination),
       logger,
       clock,
+      ...(settings.exportTimeLimit && { timeLimit: settings.exportTimeLimit }),
     },
     deletion: deletionRoutes(infra, settings.deletionStarter),
     transactions: { interactions: infra.store.interactions },

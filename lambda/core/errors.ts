@@ -156,4 +156,20 @@ export const errors = {
       "payment_provider_unreachable",
       "Stripe could not be reached; try again.",
     ),
+  /** Ends a streamed export whose query failed after the headers were sent (the last line of its body). */
+  exportInterrupted: () =>
+    new ApiError(
+      500,
+      "api_error",
+      "export_interrupted",
+      "The export failed while streaming: this file is incomplete. Request it again.",
+    ),
+  /** Ends a streamed export that reached the streaming integration's time limit. */
+  exportTimeLimit: (minutes: number) =>
+    new ApiError(
+      500,
+      "api_error",
+      "export_time_limit",
+      `The export reached the ${minutes}-minute streaming limit: this file is incomplete. Export a shorter range, or set the project's bucket destination (dmt settings set --project <id> --export-bucket s3://<bucket>/<prefix>/) to have exports of any size written there.`,
+    ),
 };

@@ -2,6 +2,7 @@
  * Export encodings: one JSON array, or CSV (RFC 4180) with a header row. Rows arrive in batches and
  * leave as chunks of the body, so an export of any size streams in bounded memory.
  */
+import type { ErrorBody } from "./errors";
 import type { ExportFormat } from "./export-request";
 import { decimalUsd } from "./money";
 import { RECORD_COLUMNS } from "./record";
@@ -86,6 +87,18 @@ export async function* frameExport(
   }
   if (format === "json") yield `${opening}${empty ? "]" : "\n]"}\n`;
   else if (opening) yield opening;
+}
+
+/**
+ * The last bytes of an export cut short after its headers were sent (a failed query, the time limit),
+ * so no client takes it for complete: JSON gets the error object as one more element and no closing
+ * `]` (the document does not parse), CSV a last line `#error,<type>,<code>,<message>`. Rows end with
+ * their own separator, so the marker starts a line.
+ */
+export function exportFailureMarker(format: ExportFormat, error: ErrorBody): string {
+  if (format === "json") return `,\n${JSON.stringify(error)}\n`;
+  const { type, code, message } = error.error;
+  return `#error,${csvCell(type, false)},${csvCell(code, false)},${csvCell(message, false)}\r\n`;
 }
 
 const encoder = new TextEncoder();

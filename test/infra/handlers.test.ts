@@ -4,7 +4,6 @@ import { join } from "node:path";
 import type {
   APIGatewayAuthorizerResult,
   APIGatewayProxyEvent,
-  APIGatewayProxyResult,
   APIGatewayRequestAuthorizerEvent,
 } from "aws-lambda";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
@@ -23,13 +22,19 @@ import {
 import { parseBaseConfig, parseStoreConfig } from "../../lambda/handlers/runtime/config";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 import { GATEWAY_ERRORS } from "../../lib/gateway-responses";
+import {
+  installStreamingRuntime,
+  invokeRest,
+  type StreamedResult,
+  type StreamingHandler,
+} from "./lambda-runtime";
 
 // The handlers read their configuration at import, as at a Lambda cold start: set it first.
 const dataDir = mkdtempSync(join(tmpdir(), "dmt-handlers-"));
 let dynamo: EmbeddedDynamo;
 let store: DynamoStore;
 let authorizer: (event: APIGatewayRequestAuthorizerEvent) => Promise<APIGatewayAuthorizerResult>;
-let api: (event: APIGatewayProxyEvent) => Promise<APIGatewayProxyResult>;
+let api: (event: APIGatewayProxyEvent) => Promise<StreamedResult>;
 
 const METHOD_ARN_PREFIX = "arn:aws:execute-api:eu-west-1:123456789012:abc123/prod";
 
@@ -49,10 +54,11 @@ beforeAll(async () => {
   await ensureTables(db, names);
   store = new DynamoStore(db, names);
   authorizer = (await import("../../lambda/handlers/authorizer")).handler;
+  installStreamingRuntime();
   const apiHandler = (await import("../../lambda/handlers/api")).handler;
   // hono/aws-lambda declares its own event types; API Gateway's REST events are what it takes.
-  api = (event) =>
-    apiHandler(event as unknown as Parameters<typeof apiHandler>[0]) as Promise<APIGatewayProxyResult>;
+  // Streaming, as API Gateway's streaming Lambda proxy integration invokes it.
+  api = (event) => invokeRest(apiHandler as unknown as StreamingHandler, event);
 });
 
 afterAll(async () => {
@@ -331,7 +337,7 @@ describe("api handler", () => {
       written.push(String(chunk));
       return true;
     });
-    let refused: APIGatewayProxyResult;
+    let refused: StreamedResult;
     try {
       refused = await api(apiEvent("/api/v1/status", context));
     } finally {

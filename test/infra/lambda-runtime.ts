@@ -76,6 +76,49 @@ export async function invokeStreaming(
   return stream;
 }
 
+/** A Lambda context whose `getRemainingTimeInMillis` counts down from `timeoutMs`, as the runtime's does. */
+export function lambdaContext(timeoutMs = 15 * 60_000): Context {
+  const deadline = Date.now() + timeoutMs;
+  return {
+    awsRequestId: "test-request",
+    getRemainingTimeInMillis: () => deadline - Date.now(),
+  } as Context;
+}
+
+/** What a streaming handler answered, in the shape of a buffered one's result (REST: multi-value headers). */
+export interface StreamedResult {
+  statusCode: number;
+  multiValueHeaders: Record<string, string[]>;
+  body: string;
+  bytes: Buffer;
+}
+
+export function streamedResult(stream: CollectedResponse): StreamedResult {
+  const multiValueHeaders: Record<string, string[]> = {};
+  for (const [name, value] of Object.entries(stream.prelude?.headers ?? {}))
+    multiValueHeaders[name] = [value];
+  if (stream.prelude?.cookies?.length) multiValueHeaders["set-cookie"] = stream.prelude.cookies;
+  const bytes = Buffer.concat(stream.chunks);
+  return {
+    statusCode: stream.prelude?.statusCode ?? 0,
+    multiValueHeaders,
+    body: bytes.toString("utf8"),
+    bytes,
+  };
+}
+
+/** Invokes the streaming handler with a REST (payload 1.0) event as Lambda does, and reads what it sent. */
+export async function invokeRest(
+  handler: StreamingHandler,
+  event: APIGatewayProxyEvent,
+  context: Context = lambdaContext(),
+): Promise<StreamedResult> {
+  const stream = new CollectedResponse();
+  await handler(event, stream, context);
+  await finished(stream);
+  return streamedResult(stream);
+}
+
 export interface UrlRequest {
   method?: string;
   path: string;

@@ -313,17 +313,28 @@ describe("API", () => {
     });
   });
 
-  it("sends /api/v1/{proxy+} to the data API function", () => {
+  it("streams /api/v1/{proxy+} from the data API function for up to 15 minutes, as long as the function runs", () => {
     template.hasResourceProperties("AWS::ApiGateway::Resource", { PathPart: "{proxy+}" });
     template.hasResourceProperties("AWS::ApiGateway::Method", {
       HttpMethod: "ANY",
+      AuthorizationType: "CUSTOM",
       Integration: {
         Type: "AWS_PROXY",
+        ResponseTransferMode: "STREAM",
+        TimeoutInMillis: 900_000,
         Uri: {
-          "Fn::Join": ["", Match.arrayWith([{ "Fn::GetAtt": [logicalId(stack.dataApi.function), "Arn"] }])],
+          "Fn::Join": [
+            "",
+            Match.arrayWith([
+              { "Fn::GetAtt": [logicalId(stack.dataApi.function), "Arn"] },
+              "/response-streaming-invocations",
+            ]),
+          ],
         },
       },
     });
+    const fn = resources[logicalId(stack.dataApi.function)]?.Properties as { Timeout: number };
+    expect(fn.Timeout).toBe(900);
   });
 
   it("logs access as JSON without query strings or headers, with metrics and throttling", () => {

@@ -10,7 +10,9 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { APIGatewayProxyEvent, APIGatewayProxyResult, SQSBatchResponse, SQSEvent } from "aws-lambda";
+import type { APIGatewayProxyEvent, SQSBatchResponse, SQSEvent } from "aws-lambda";
+import type { Hono } from "hono";
+import { handle } from "hono/aws-lambda";
 import { parquetReadObjects } from "hyparquet";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { syntheticRecord } from "../../bench/warehouse-records";
@@ -21,13 +23,29 @@ import { DynamoDeliveryLedger } from "../../lambda/adapters/dynamodb/ledger";
 import { DynamoStore } from "../../lambda/adapters/dynamodb/store";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { DynamoTombstones } from "../../lambda/adapters/dynamodb/tombstones";
+import { exportRoutes } from "../../lambda/app/data-api/exports";
+import type { AppEnv } from "../../lambda/app/env";
+import { mountRoutes } from "../../lambda/app/routing";
+import { appShell } from "../../lambda/app/shell";
 import { createProject } from "../../lambda/core/accounts";
 import type { CompactionReport } from "../../lambda/core/compaction";
+import { errors } from "../../lambda/core/errors";
 import { DestinationError } from "../../lambda/core/export-destination";
+import { CSV_HEADER } from "../../lambda/core/export-format";
+import { silentLogger } from "../../lambda/core/logger";
 import { TIER_LIMITS } from "../../lambda/core/model";
 import { type InteractionRecord, RECORD_COLUMNS } from "../../lambda/core/record";
 import { grantedContext } from "../../lambda/handlers/runtime/authorizer-context";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
+import { startLocalWarehouse } from "../../lambda/local/warehouse";
+import {
+  CollectedResponse,
+  installStreamingRuntime,
+  invokeRest,
+  lambdaContext,
+  type StreamedResult,
+  type StreamingHandler,
+} from "./lambda-runtime";
 
 const WAREHOUSE_BUCKET = "dmt-warehouse-data";
 const dir = mkdtempSync(join(tmpdir(), "dmt-warehouse-handlers-"));
@@ -152,10 +170,17 @@ function athenaRow(record: InteractionRecord): { Data: { VarCharValue?: string }
   };
 }
 
-/** Athena's JSON API for one query at a time; answers with `rows` for the project it was asked about. */
+/**
+ * Athena's JSON API for one query at a time; answers with `rows` for the project it was asked about,
+ * paged as Athena pages (the column names first, `MaxResults` rows a page). `failAfterPages` makes
+ * GetQueryResults fail once that many pages were read; StopQueryExecution is recorded.
+ */
 class FakeAthena {
   readonly started: Record<string, unknown>[] = [];
+  readonly stopped: string[] = [];
   rows = new Map<string, InteractionRecord[]>();
+  failAfterPages: number | undefined;
+  pagesRead = 0;
 
   handle = (req: IncomingMessage, raw: Buffer, res: ServerResponse): void => {
     const action = String(req.headers["x-amz-target"]).replace("AmazonAthena.", "");
@@ -166,11 +191,22 @@ class FakeAthena {
       reply = { QueryExecutionId: `q-${this.started.length}` };
     } else if (action === "GetQueryExecution") {
       reply = { QueryExecution: { QueryExecutionId: body.QueryExecutionId, Status: { State: "SUCCEEDED" } } };
+    } else if (action === "StopQueryExecution") {
+      this.stopped.push(String(body.QueryExecutionId));
     } else if (action === "GetQueryResults") {
+      if (this.failAfterPages !== undefined && this.pagesRead >= this.failAfterPages) {
+        res.writeHead(400, { "content-type": "application/x-amz-json-1.1" });
+        res.end(JSON.stringify({ __type: "InvalidRequestException", Message: "Query results expired." }));
+        return;
+      }
+      this.pagesRead++;
       const started = this.started.at(-1) as { ExecutionParameters: string[] };
       const project = String(started.ExecutionParameters[0]).slice(1, -1);
       const header = { Data: RECORD_COLUMNS.map((c) => ({ VarCharValue: c.name })) };
-      reply = { ResultSet: { Rows: [header, ...(this.rows.get(project) ?? []).map(athenaRow)] } };
+      const all = [header, ...(this.rows.get(project) ?? []).map(athenaRow)];
+      const from = Number(body.NextToken ?? 0);
+      const to = from + Number(body.MaxResults ?? 1000);
+      reply = { ResultSet: { Rows: all.slice(from, to) }, ...(to < all.length && { NextToken: String(to) }) };
     }
     res.writeHead(200, { "content-type": "application/x-amz-json-1.1" });
     res.end(JSON.stringify(reply));
@@ -185,7 +221,9 @@ let dynamo: EmbeddedDynamo;
 let consumer: (event: SQSEvent) => Promise<SQSBatchResponse>;
 let resendSpool: () => Promise<void>;
 let compact: (event: unknown) => Promise<CompactionReport>;
-let api: (event: APIGatewayProxyEvent) => Promise<APIGatewayProxyResult>;
+let api: (event: APIGatewayProxyEvent) => Promise<StreamedResult>;
+let apiStream: StreamingHandler;
+let dataApiApp: Hono<AppEnv>;
 const savedEnv = { ...process.env };
 
 beforeAll(async () => {
@@ -236,9 +274,12 @@ beforeAll(async () => {
   compact = (await import("../../lambda/handlers/compaction")).handler as (
     event: unknown,
   ) => Promise<CompactionReport>;
+  installStreamingRuntime();
   const apiHandler = (await import("../../lambda/handlers/api")).handler;
-  api = (event) =>
-    apiHandler(event as unknown as Parameters<typeof apiHandler>[0]) as Promise<APIGatewayProxyResult>;
+  // Streaming, as API Gateway's streaming Lambda proxy integration invokes it.
+  apiStream = apiHandler as unknown as StreamingHandler;
+  api = (event) => invokeRest(apiStream, event);
+  dataApiApp = (await import("../../lambda/handlers/api")).app;
 });
 
 afterAll(async () => {
@@ -251,6 +292,8 @@ afterAll(async () => {
 beforeEach(() => {
   sqs.down = undefined;
   s3.refuse = () => false;
+  athena.failAfterPages = undefined;
+  athena.pagesRead = 0;
 });
 
 let nextMessage = 0;
@@ -563,7 +606,7 @@ function dataApiEvent(
   };
 }
 
-const contentType = (response: APIGatewayProxyResult) => response.multiValueHeaders?.["content-type"]?.[0];
+const contentType = (response: StreamedResult) => response.multiValueHeaders?.["content-type"]?.[0];
 
 describe("data API exports", () => {
   const range = { start: "2026-01-15", end: "2026-01-15" };
@@ -687,5 +730,144 @@ describe("DynamoDB export settings", () => {
     expect((await settings.getExportDestination("wh-s"))?.url).toBe("s3://bucket-one/a/b/");
     await settings.setExportDestination("wh-s", undefined);
     expect(await settings.getExportDestination("wh-s")).toBeUndefined();
+  });
+});
+
+describe("data API streaming (API Gateway's streaming Lambda proxy integration)", () => {
+  const range = { start: "2026-01-15", end: "2026-01-15" };
+
+  it("streams an export over 6 MB page by page, the same rows as the local server's export of the same data", async () => {
+    const rows = records("wh-big", 12_000);
+    athena.rows.set("wh-big", rows);
+    const streamed = await api(exportEvent("wh-big", { format: "json", range }));
+    expect(streamed.statusCode).toBe(200);
+    // Over Lambda's 6 MB response payload, which a buffered integration could not return.
+    expect(streamed.bytes.length).toBeGreaterThan(6 * 1024 * 1024);
+    // Athena's pages of 1000 rows, each passed on as it came.
+    expect(athena.pagesRead).toBe(13);
+
+    const localDir = mkdtempSync(join(tmpdir(), "dmt-stream-local-"));
+    const local = await startLocalWarehouse({ dataDir: localDir, logger: silentLogger });
+    try {
+      for (const record of rows) await local.queue.send(record);
+      await local.queue.deliver();
+      const app = appShell(silentLogger);
+      app.use("/api/*", async (c, next) => {
+        c.set("auth", {
+          projectId: "wh-big",
+          keyId: "whkey00000000000",
+          tier: "pro",
+          rateLimit: TIER_LIMITS.pro,
+          store: "full",
+        });
+        await next();
+      });
+      mountRoutes(app, exportRoutes(local.exports));
+      const response = await app.request("/api/v1/exports", {
+        method: "POST",
+        body: JSON.stringify({ format: "json", range }),
+      });
+      expect(response.status).toBe(200);
+      const byId = (list: Record<string, unknown>[]) =>
+        [...list].sort((a, b) => String(a.transaction_id).localeCompare(String(b.transaction_id)));
+      const lambdaRows = JSON.parse(streamed.body) as Record<string, unknown>[];
+      const localRows = (await response.json()) as Record<string, unknown>[];
+      expect(lambdaRows).toHaveLength(rows.length);
+      expect(byId(lambdaRows)).toEqual(byId(localRows));
+    } finally {
+      await local.close();
+      rmSync(localDir, { recursive: true, force: true });
+    }
+  });
+
+  it("ends a JSON export whose query fails halfway unterminated, its last element the error", async () => {
+    athena.rows.set("wh-fail", records("wh-fail", 3_500));
+    athena.failAfterPages = 2;
+    const response = await api(exportEvent("wh-fail", { format: "json", range }));
+    expect(response.statusCode).toBe(200);
+    expect(() => JSON.parse(response.body)).toThrow();
+    expect(response.body.endsWith("]\n")).toBe(false);
+    const lines = response.body.trimEnd().split("\n");
+    expect(JSON.parse(lines.at(-1) as string)).toEqual(errors.exportInterrupted().toBody());
+    // The rows before it are whole: the two pages read.
+    expect(lines.filter((line) => line.includes('"transaction_id"'))).toHaveLength(1_999);
+    expect(athena.stopped).toContain(`q-${athena.started.length}`);
+  });
+
+  it("ends a CSV export whose query fails halfway with the #error line", async () => {
+    athena.rows.set("wh-fail", records("wh-fail", 3_500));
+    athena.failAfterPages = 1;
+    const response = await api(exportEvent("wh-fail", { format: "csv", range }));
+    expect(response.statusCode).toBe(200);
+    const lines = response.body.split("\r\n").filter((line) => line !== "");
+    const error = errors.exportInterrupted();
+    expect(lines.at(-1)).toBe(`#error,${error.type},${error.code},${error.message}`);
+    expect(`${lines[0]}\r\n`).toBe(CSV_HEADER);
+    expect(athena.stopped).toContain(`q-${athena.started.length}`);
+  });
+
+  it("stops the query and ends the invocation when the client leaves mid-export", async () => {
+    athena.rows.set("wh-leave", records("wh-leave", 5_000));
+    // The client reads one chunk and hangs up: the runtime's stream closes under the handler.
+    const stream = new CollectedResponse();
+    const write = stream._write.bind(stream);
+    stream._write = (chunk, encoding, callback) => {
+      write(chunk, encoding, callback);
+      if (stream.chunks.length === 1) stream.destroy();
+    };
+    await apiStream(exportEvent("wh-leave", { format: "csv", range }), stream, lambdaContext());
+    expect(athena.stopped).toContain(`q-${athena.started.length}`);
+    expect(athena.pagesRead).toBeLessThan(5);
+  });
+
+  it("ends a stream that reaches the integration's time limit with the marker naming the bucket destination", async () => {
+    athena.rows.set("wh-late", records("wh-late", 3_000));
+    // An invocation with 10.5 s left: the stream stops 10 s before the end.
+    const response = await invokeRest(
+      apiStream,
+      exportEvent("wh-late", { format: "json", range }),
+      lambdaContext(10_500),
+    );
+    expect(response.statusCode).toBe(200);
+    const last = JSON.parse(response.body.trimEnd().split("\n").at(-1) as string) as {
+      error: { code: string; message: string };
+    };
+    expect(last).toEqual(errors.exportTimeLimit(15).toBody());
+    expect(last.error.message).toContain("--export-bucket s3://");
+    expect(athena.stopped).toContain(`q-${athena.started.length}`);
+  });
+
+  it("answers every other route byte for byte as the buffered integration did", async () => {
+    const created = await api(
+      dataApiEvent("wh-bytes", "POST", "data", { reason: "user asked", transaction_ids: ["txn_1"] }),
+    );
+    const { request_id } = JSON.parse(created.body) as { request_id: string };
+    const buffered = handle(dataApiApp);
+    const events = [
+      dataApiEvent("wh-bytes", "GET", "status"),
+      dataApiEvent("wh-bytes", "GET", "openapi.json"),
+      dataApiEvent("wh-bytes", "GET", `data/${request_id}`),
+      dataApiEvent("wh-other", "GET", `data/${request_id}`),
+      dataApiEvent("wh-bytes", "POST", "data", { reason: "" }),
+      dataApiEvent("wh-bytes", "GET", "budgets"),
+      dataApiEvent("wh-bytes", "GET", "transactions/txn_missing"),
+      dataApiEvent("wh-bytes", "GET", "nothing-here"),
+      exportEvent("wh-bytes", { format: "xml", range }),
+    ];
+    // Each request's remaining rate-limit allowance differs by the one call in between.
+    const comparable = (headers: Record<string, string[] | undefined> | undefined) =>
+      Object.fromEntries(Object.entries(headers ?? {}).filter(([name]) => name !== "x-ratelimit-remaining"));
+    for (const event of events) {
+      const before = (await buffered(event as never)) as {
+        statusCode: number;
+        body: string;
+        isBase64Encoded: boolean;
+        multiValueHeaders?: Record<string, string[]>;
+      };
+      const after = await api(event);
+      expect(after.statusCode).toBe(before.statusCode);
+      expect(after.bytes).toEqual(Buffer.from(before.body, before.isBase64Encoded ? "base64" : "utf8"));
+      expect(comparable(after.multiValueHeaders)).toEqual(comparable(before.multiValueHeaders));
+    }
   });
 });

@@ -122,24 +122,35 @@ export class AthenaWarehouseQuery implements WarehouseQuery {
     );
     const id = started.QueryExecutionId;
     if (!id) throw new Error("Athena returned no query execution id");
-    await this.waitForSuccess(id);
+    let read = false;
+    try {
+      await this.waitForSuccess(id);
+      let NextToken: string | undefined;
+      let header = true;
+      do {
+        const page = await this.client.send(
+          new GetQueryResultsCommand({
+            QueryExecutionId: id,
+            NextToken,
+            MaxResults: this.options.pageSize ?? 1000,
+          }),
+        );
+        const rows = page.ResultSet?.Rows ?? [];
+        // The first row of the first page repeats the column names.
+        yield header ? rows.slice(1) : rows;
+        header = false;
+        NextToken = page.NextToken;
+      } while (NextToken);
+      read = true;
+    } finally {
+      // A reader that stopped early (the client left, the stream's time ran out, a page failed): the
+      // query is stopped, whether it still runs or only its results remain to be read.
+      if (!read) await this.stop(id);
+    }
+  }
 
-    let NextToken: string | undefined;
-    let header = true;
-    do {
-      const page = await this.client.send(
-        new GetQueryResultsCommand({
-          QueryExecutionId: id,
-          NextToken,
-          MaxResults: this.options.pageSize ?? 1000,
-        }),
-      );
-      const rows = page.ResultSet?.Rows ?? [];
-      // The first row of the first page repeats the column names.
-      yield header ? rows.slice(1) : rows;
-      header = false;
-      NextToken = page.NextToken;
-    } while (NextToken);
+  private async stop(id: string): Promise<void> {
+    await this.client.send(new StopQueryExecutionCommand({ QueryExecutionId: id })).catch(() => undefined);
   }
 
   private async waitForSuccess(id: string): Promise<void> {
@@ -159,9 +170,7 @@ export class AthenaWarehouseQuery implements WarehouseQuery {
           );
       }
       if (this.clock() >= deadline) {
-        await this.client
-          .send(new StopQueryExecutionCommand({ QueryExecutionId: id }))
-          .catch(() => undefined);
+        // Stopped by run's finally.
         throw new Error(`Athena query ${id} did not finish in time`);
       }
       await this.sleep(pause);

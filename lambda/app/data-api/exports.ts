@@ -1,7 +1,13 @@
 import type { Context } from "hono";
 import type * as z from "zod/mini";
+import { type ApiError, errors } from "../../core/errors";
 import type { ExportDestination, ExportSettings } from "../../core/export-destination";
-import { EXPORT_CONTENT_TYPES, frameEncodedExport, frameExport } from "../../core/export-format";
+import {
+  EXPORT_CONTENT_TYPES,
+  exportFailureMarker,
+  frameEncodedExport,
+  frameExport,
+} from "../../core/export-format";
 import type {
   EncodedRowSource,
   InteractionQuery,
@@ -28,6 +34,8 @@ export interface ExportRouteDeps {
   clock?: () => number;
   /** Lifetime of a bucket export's `download_url` (default one hour). */
   downloadUrlSeconds?: number;
+  /** The streaming integration's limit (AWS); absent: a stream may run as long as it takes. */
+  timeLimit?: ExportTimeLimit;
 }
 
 const encoder = new TextEncoder();
@@ -36,16 +44,35 @@ async function* utf8(chunks: AsyncIterable<string>): AsyncGenerator<Uint8Array> 
   for await (const chunk of chunks) yield encoder.encode(chunk);
 }
 
+/** What a streamed export may take: the integration's limit, and the time this invocation has left. */
+export interface ExportTimeLimit {
+  minutes: number;
+  /** Milliseconds left to stream this request; undefined: no limit (the local server). */
+  timeLeftMs(c: Context<AppEnv>): number | undefined;
+}
+
+/** Time kept at the end of the limit to stop the query and send the marker. */
+const TIME_LIMIT_MARGIN_MS = 10_000;
+
 /**
  * A pull-driven stream: the next batch is read from the query only when the client has taken the last
- * one, so memory stays flat however many rows. A client that goes away ends the query.
+ * one, so memory stays flat however many rows. A client that goes away ends the query. A query that
+ * fails, or a stream that reaches `deadline`, ends the body with the format's failure marker (the same
+ * on every host), never as a shorter file that parses.
  */
 function streamOf(
   first: Uint8Array,
   rest: AsyncIterator<Uint8Array>,
-  logger: Logger,
+  marker: (error: ApiError) => string,
+  deps: { logger: Logger; deadline?: { at: number; minutes: number }; clock: () => number },
 ): ReadableStream<Uint8Array> {
   let pending: Uint8Array | undefined = first;
+  const stop = () => Promise.resolve(rest.return?.()).catch(() => undefined);
+  const end = async (controller: ReadableStreamDefaultController<Uint8Array>, error: ApiError) => {
+    await stop();
+    controller.enqueue(encoder.encode(marker(error)));
+    controller.close();
+  };
   return new ReadableStream<Uint8Array>(
     {
       async pull(controller) {
@@ -54,18 +81,32 @@ function streamOf(
           pending = undefined;
           return;
         }
+        let timer: ReturnType<typeof setTimeout> | undefined;
         try {
-          const next = await rest.next();
-          if (next.done) controller.close();
+          const { deadline } = deps;
+          const next = await (deadline
+            ? Promise.race([
+                rest.next(),
+                new Promise<"late">((resolve) => {
+                  timer = setTimeout(() => resolve("late"), Math.max(0, deadline.at - deps.clock()));
+                }),
+              ])
+            : rest.next());
+          if (next === "late") {
+            deps.logger.warn("export reached the streaming time limit", { minutes: deadline?.minutes });
+            await end(controller, errors.exportTimeLimit(deadline?.minutes ?? 0));
+          } else if (next.done) controller.close();
           else controller.enqueue(next.value);
         } catch (err) {
-          // Headers are gone: all we can do is cut the body short, which no client reads as complete.
-          logger.error("export failed while streaming", errorFields(err));
-          throw err;
+          // Headers are gone: the body ends with the marker, which no client reads as complete.
+          deps.logger.error("export failed while streaming", errorFields(err));
+          await end(controller, errors.exportInterrupted());
+        } finally {
+          clearTimeout(timer);
         }
       },
       async cancel() {
-        await rest.return?.();
+        await stop();
       },
     },
     { highWaterMark: 0 },
@@ -82,8 +123,8 @@ async function handleExport(c: Context<AppEnv>, deps: ExportRouteDeps): Promise<
   const body = focus ? await focusBody(deps, request, query) : interactionBody(deps, request, query);
 
   const destination = await deps.settings.getExportDestination(projectId);
+  const clock = deps.clock ?? Date.now;
   if (destination) {
-    const clock = deps.clock ?? Date.now;
     const stamp = new Date(clock()).toISOString().replace(/[-:.]/g, "");
     const key = `${destination.prefix}${stamp}-${fileName}`;
     const store = deps.openDestination(destination);
@@ -99,7 +140,17 @@ async function handleExport(c: Context<AppEnv>, deps: ExportRouteDeps): Promise<
   const chunks = body[Symbol.asyncIterator]();
   // The query starts here: a failure before the first rows is still an ordinary error response.
   const first = await chunks.next();
-  const stream = streamOf(first.done ? new Uint8Array() : first.value, chunks, deps.logger);
+  const timeLeft = deps.timeLimit?.timeLeftMs(c);
+  const deadline =
+    deps.timeLimit && timeLeft !== undefined
+      ? { at: clock() + timeLeft - TIME_LIMIT_MARGIN_MS, minutes: deps.timeLimit.minutes }
+      : undefined;
+  const stream = streamOf(
+    first.done ? new Uint8Array() : first.value,
+    chunks,
+    (error) => exportFailureMarker(request.format, error.toBody()),
+    { logger: deps.logger, clock, ...(deadline && { deadline }) },
+  );
   return c.body(stream, 200, {
     "Content-Type": contentType,
     "Content-Disposition": `attachment; filename="${fileName}"`,

@@ -138,10 +138,19 @@ export function s3Warehouse(
 }
 
 /**
- * Longest wait for an export's Athena query before it is stopped: inside API Gateway's 29 s (and the
- * HTTP API's 30 s), leaving time to read the results and answer.
+ * Longest wait for an export's Athena query before it is stopped, behind a buffered integration: inside
+ * API Gateway's 29 s (and the HTTP API's 30 s), leaving time to read the results and answer.
  */
 const ATHENA_TIMEOUT_MS = 20_000;
+
+/** The data API's streaming integration runs for up to 15 minutes. */
+export const DATA_API_STREAM_MINUTES = 15;
+
+/**
+ * Behind the data API's streaming integration: the query may take 13 of its 15 minutes, leaving two to
+ * page the results out (a stream that still runs at the limit ends with the time-limit marker).
+ */
+export const STREAMING_ATHENA_TIMEOUT_MS = 13 * 60_000;
 
 type ExportsConfig = Pick<
   DataApiConfig,
@@ -157,12 +166,13 @@ type ExportsConfig = Pick<
 /** Exports: Athena over the warehouse, bucket-export settings in DynamoDB (destinations: `s3Destinations`). */
 export function athenaExports(
   config: ExportsConfig,
+  timeoutMs = ATHENA_TIMEOUT_MS,
 ): Pick<Infrastructure, "warehouseQuery" | "exportSettings"> {
   const db = dynamoClient(config.DMT_DYNAMODB_ENDPOINT);
   return {
     warehouseQuery: new AthenaWarehouseQuery(athenaClient(config.DMT_ATHENA_ENDPOINT), {
       ...athenaTable(config),
-      timeoutMs: ATHENA_TIMEOUT_MS,
+      timeoutMs,
     }),
     exportSettings: new DynamoExportSettings(db, config.DMT_TABLE_PROJECTSETTINGS),
   };
