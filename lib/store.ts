@@ -41,7 +41,7 @@ export class Store extends Construct {
           indexName: index.name,
           partitionKey: { name: index.partitionKey, type: AttributeType.STRING },
           sortKey: { name: index.sortKey.name, type: ATTRIBUTE_TYPES[index.sortKey.type] },
-          projectionType: ProjectionType.ALL,
+          projectionType: index.projection === "keys" ? ProjectionType.KEYS_ONLY : ProjectionType.ALL,
         });
       }
       tables[name] = table;

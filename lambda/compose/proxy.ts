@@ -27,6 +27,12 @@ export interface MeteringSettings {
   holdTtlMs: number;
   /** How long finished calls' charges wait to be noted in batches; 0: before the call ends. */
   noteChargesMs: number;
+  /**
+   * How long a credit or budget lease takes new calls (30 s by default). Lambda's containers serve one
+   * call at a time: a longer lease spreads its take and settlement over more calls (docs/metering.md
+   * "No hot item").
+   */
+  leaseOpenMs?: number;
 }
 
 export interface ProxySettings {
@@ -99,6 +105,7 @@ export function composeProxy(
       clock,
       holdTtlMs: settings.metering.holdTtlMs,
       noteChargesMs: settings.metering.noteChargesMs,
+      ...(settings.metering.leaseOpenMs !== undefined && { leaseOpenMs: settings.metering.leaseOpenMs }),
       budgets: new BudgetGuard({
         counters: store.budgets,
         clock,
@@ -106,6 +113,7 @@ export function composeProxy(
         cacheMs: settings.metering.keyCacheMs,
         holdTtlMs: settings.metering.holdTtlMs,
         noteChargesMs: settings.metering.noteChargesMs,
+        ...(settings.metering.leaseOpenMs !== undefined && { leaseOpenMs: settings.metering.leaseOpenMs }),
         // Budget-threshold alerts, with user ids hashed as the records hash them.
         watcher: alerts.budgetAlerts(infra.userIds),
       }),

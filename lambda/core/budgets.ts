@@ -486,15 +486,24 @@ export function tpmCounterId(keyId: string, span: WindowSpan): string {
 
 /** How long a past minute's counter is kept: well past any hold on it (a lease lives minutes). */
 const TPM_COUNTER_KEPT_MS = 60 * 60_000;
+/** A closed day or month window's counter: kept 90 days after the window closed (DynamoDB TTL). */
+export const CLOSED_WINDOW_KEPT_MS = 90 * 86_400_000;
 
 /**
- * When the store may drop a counter (epoch ms), or undefined to keep it. A budget window's counter is
- * its spend and stays; a tokens-per-minute counter means nothing once its minute has passed, so it
- * goes an hour later (DynamoDB TTL), or the table and the sweeper's scan would grow with every minute.
+ * When the store may drop a counter (epoch ms), or undefined to keep it (a `total` window). A
+ * tokens-per-minute counter means nothing once its minute has passed: it goes an hour later; a day or
+ * month window's counter 90 days after the window closed (DynamoDB TTL), so the table does not keep
+ * every past window for good.
  */
 export function counterExpiry(counterId: string): number | undefined {
   const minute = /^tpm#.+#t(\d+)$/.exec(counterId)?.[1];
-  return minute === undefined ? undefined : (Number(minute) + 1) * 60_000 + TPM_COUNTER_KEPT_MS;
+  if (minute !== undefined) return (Number(minute) + 1) * 60_000 + TPM_COUNTER_KEPT_MS;
+  // A day or month window: kept a while after it closed (its spend is history), then dropped.
+  const window = /#(d\d{4}-\d{2}-\d{2}|m\d{4}-\d{2})(?:#|$)/.exec(counterId)?.[1];
+  if (window === undefined) return undefined;
+  const [y, m, d] = window.slice(1).split("-").map(Number) as [number, number, number | undefined];
+  const closes = d === undefined ? Date.UTC(y, m, 1) : Date.UTC(y, m - 1, d + 1);
+  return closes + CLOSED_WINDOW_KEPT_MS;
 }
 
 export function tpmExceededError(tpm: number, span: WindowSpan, now: number): ApiError {

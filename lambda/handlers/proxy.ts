@@ -27,6 +27,11 @@ export { createProxyHandler };
  * events (`usage.recorded` where a webhook names it, `balance.low`, `budget.*`) to the stack's EventBridge bus. A bad
  * price override or a missing variable fails the cold start, naming it.
  */
+/**
+ * A lease takes calls for 15 minutes: at 20-s calls a container's lease then serves 16 to 45 calls, so
+ * its take and settlement cost a call a fraction of a write (docs/metering.md "No hot item").
+ */
+const LAMBDA_LEASE_OPEN_MS = 15 * 60_000;
 const config = parseProxyConfig(process.env);
 const prices = activePriceCatalogue(process.env);
 const metering = parseMeteringConfig(process.env);
@@ -58,6 +63,8 @@ const proxy = composeProxy(
       holdTtlMs: metering.DMT_HOLD_TTL_MS,
       // A frozen container may never run again: each call's charge is noted before its invocation ends.
       noteChargesMs: 0,
+      // One call at a time per container: a lease spans many of its calls, not one or two.
+      leaseOpenMs: LAMBDA_LEASE_OPEN_MS,
     },
     // Each invocation sends its span and metrics before it ends: a frozen container may never run again.
     ...(otlp && { telemetry: { otlp, flushEachCall: true } }),

@@ -34,6 +34,8 @@ export interface BudgetGuardDeps {
   cacheMs: number;
   holdTtlMs: number;
   noteChargesMs: number;
+  /** How long a lease takes new calls (DEFAULT_LEASES.openMs unless set). */
+  leaseOpenMs?: number;
   /** The alert rules: told of each budget's spend after a call's charge, and of refusals. */
   watcher?: BudgetWatcher;
 }
@@ -107,7 +109,12 @@ export class BudgetGuard {
       },
       deps.clock,
       deps.logger,
-      { ...DEFAULT_LEASES, holdTtlMs: deps.holdTtlMs, noteMs: deps.noteChargesMs },
+      {
+        ...DEFAULT_LEASES,
+        holdTtlMs: deps.holdTtlMs,
+        noteMs: deps.noteChargesMs,
+        ...(deps.leaseOpenMs !== undefined && { openMs: deps.leaseOpenMs }),
+      },
     );
   }
 

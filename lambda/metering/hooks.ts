@@ -42,6 +42,8 @@ export interface MeteringDeps {
   holdTtlMs: number;
   /** How soon finished calls' charges are noted on the store (0: before `after` ends, for Lambda). */
   noteChargesMs: number;
+  /** How long a lease takes new calls (DEFAULT_LEASES.openMs unless set). */
+  leaseOpenMs?: number;
   /** Budgets and tokens-per-minute limits; without it, none apply. */
   budgets?: BudgetGuard;
   /** Each project's price plan, cached (core/plan-cache.ts); without it, the deployment's markup. */
@@ -88,6 +90,7 @@ export function createMetering(deps: MeteringDeps): Metering {
     ...DEFAULT_LEASES,
     holdTtlMs: deps.holdTtlMs,
     noteMs: deps.noteChargesMs,
+    ...(deps.leaseOpenMs !== undefined && { openMs: deps.leaseOpenMs }),
   });
   const states = new WeakMap<ProxyCall, CallState>();
   const plans = deps.plans ?? defaultPlanLookup(deps.prices.markup);

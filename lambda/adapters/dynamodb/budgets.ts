@@ -5,10 +5,11 @@ import {
   PutItemCommand,
   UpdateItemCommand,
 } from "@aws-sdk/client-dynamodb";
-import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
+import { marshall } from "@aws-sdk/util-dynamodb";
 import { type Budget, type BudgetStore, counterExpiry, projectOfBudget } from "../../core/budgets";
 import type { Hold, HoldCharges, HoldResult, Settlement } from "../../core/credits";
-import { queryAll, readItem, scanItems } from "./paging";
+import { type HoldItem, HoldItems } from "./hold-items";
+import { queryAll, readItem } from "./paging";
 import type { TableNames } from "./tables";
 
 /**
@@ -65,11 +66,15 @@ export interface BudgetSweepReport {
 }
 
 export class DynamoBudgets implements BudgetStore {
+  private readonly holds: HoldItems;
+
   constructor(
     private readonly db: DynamoDBClient,
     private readonly tables: Pick<TableNames, "budgets" | "budgetCounters">,
     private readonly clock: () => number = Date.now,
-  ) {}
+  ) {
+    this.holds = new HoldItems(db, tables.budgetCounters, "counterId", clock);
+  }
 
   async put(budget: Budget): Promise<void> {
     await this.db.send(
@@ -111,7 +116,7 @@ export class DynamoBudgets implements BudgetStore {
 
   async spend(counterId: string): Promise<{ spentMicros: number; heldMicros: number }> {
     const item = await this.readCounter(counterId);
-    const spent = (item?.spent ?? 0) + notedCharges(item);
+    const spent = (item?.spent ?? 0) + (await this.notedCharges(item));
     return { spentMicros: spent, heldMicros: (item?.used ?? 0) - spent };
   }
 
@@ -122,7 +127,7 @@ export class DynamoBudgets implements BudgetStore {
   async startFrom(counterId: string, micros: number): Promise<void> {
     for (let attempt = 0; attempt < 5; attempt++) {
       const item = await this.readCounter(counterId);
-      const counted = (item?.spent ?? 0) + notedCharges(item);
+      const counted = (item?.spent ?? 0) + (await this.notedCharges(item));
       if (micros <= counted) return;
       try {
         await this.db.send(
@@ -153,10 +158,11 @@ export class DynamoBudgets implements BudgetStore {
     for (const [name, marker] of item ? markers(item) : []) {
       noted.set(name.slice(MARKER.length), (marker.c ?? 0) + (marker.u ?? 0));
     }
+    for (const hold of await this.openHolds(item)) noted.set(hold.holdId, (hold.c ?? 0) + (hold.u ?? 0));
     return { settledMicros: item?.spent ?? 0, noted };
   }
 
-  /** h1: holds `micros` of the counter's room under `limitMicros`, or says how much room is left. */
+  /** t1 (hold-items.ts): holds `micros` of the counter's room under `limitMicros`, or says how much is left. */
   async hold(
     counterId: string,
     holdId: string,
@@ -166,60 +172,51 @@ export class DynamoBudgets implements BudgetStore {
   ): Promise<HoldResult> {
     const createdAt = this.clock();
     const hold: Hold = { projectId: counterId, holdId, micros, createdAt, expiresAt };
-    const marker: HoldMarker = { m: micros, t: createdAt, x: expiresAt };
     // A counter the store may drop later carries its TTL (in seconds) from its first hold.
     const dropAt = counterExpiry(counterId);
     const gc = dropAt === undefined ? "" : ", gcAt = if_not_exists(gcAt, :gc)";
-    if (micros <= limitMicros) {
-      try {
-        const out = await this.db.send(
-          new UpdateItemCommand({
-            TableName: this.tables.budgetCounters,
-            Key: marshall({ counterId }),
-            UpdateExpression:
-              "SET used = if_not_exists(used, :zero) + :m, spent = if_not_exists(spent, :zero), " +
-              `#open = if_not_exists(#open, :zero) + :one, #h = :marker${gc}`,
-            ConditionExpression: "attribute_not_exists(#h) AND (attribute_not_exists(used) OR used <= :room)",
-            ExpressionAttributeNames: { "#h": MARKER + holdId, "#open": "open" },
-            ExpressionAttributeValues: marshall({
-              ":m": micros,
-              ":zero": 0,
-              ":one": 1,
-              ":marker": marker,
-              ":room": limitMicros - micros,
-              ...(dropAt !== undefined && { ":gc": Math.ceil(dropAt / 1000) }),
-            }),
-            ReturnValues: "UPDATED_NEW",
-          }),
-        );
-        const used = (out.Attributes && (unmarshall(out.Attributes) as { used?: number }).used) ?? micros;
-        return { ok: true, hold, availableMicros: limitMicros - used };
-      } catch (err) {
-        if (!(err instanceof ConditionalCheckFailedException)) throw err;
-      }
+    if (micros > limitMicros) {
+      const item = await this.readCounter(counterId);
+      return { ok: false, availableMicros: limitMicros - (item?.used ?? 0) };
     }
-    const item = await this.readCounter(counterId);
-    const open = item?.[`${MARKER}${holdId}`];
-    // The SDK retries a request whose answer was lost: its first attempt may have taken this hold.
-    if (open && open.m === micros && open.t === createdAt) {
-      return { ok: true, hold, availableMicros: limitMicros - (item?.used ?? 0) };
-    }
-    return { ok: false, availableMicros: limitMicros - (item?.used ?? 0) };
-  }
-
-  /** n1. False when the hold is settled already. */
-  async recordCharges(hold: Hold, charges: HoldCharges): Promise<boolean> {
-    return this.updateIfMarked(
-      hold,
-      "SET #h.c = :c, #h.u = :u, #h.k = :k",
-      "#h.m = :m AND #h.t = :t AND (attribute_not_exists(#h.k) OR #h.k < :k)",
-      { ":c": charges.chargedMicros, ":u": charges.uncollectedMicros, ":k": charges.calls },
+    const taken = await this.holds.take(
+      counterId,
+      holdId,
+      { m: micros, t: createdAt, x: expiresAt },
+      {
+        set: `used = if_not_exists(used, :zero) + :m, spent = if_not_exists(spent, :zero)${gc}`,
+        condition: "(attribute_not_exists(used) OR used <= :room)",
+        values: {
+          ":room": limitMicros - micros,
+          ...(dropAt !== undefined && { ":gc": Math.ceil(dropAt / 1000) }),
+        },
+      },
+      { set: "used = used - :m", values: {} },
     );
+    const used = (taken.owner?.used as number | undefined) ?? 0;
+    return taken.taken
+      ? { ok: true, hold, availableMicros: limitMicros - used }
+      : { ok: false, availableMicros: limitMicros - used };
   }
 
-  /** s1, at the charges given. A repeat finds no marker and changes nothing. */
+  /** n1, on the hold's own item. False when the hold is settled already. */
+  async recordCharges(hold: Hold, charges: HoldCharges): Promise<boolean> {
+    const legacy = await this.legacyMarker(hold);
+    if (legacy) {
+      return this.updateIfMarked(
+        hold,
+        "SET #h.c = :c, #h.u = :u, #h.k = :k",
+        "#h.m = :m AND #h.t = :t AND (attribute_not_exists(#h.k) OR #h.k < :k)",
+        { ":c": charges.chargedMicros, ":u": charges.uncollectedMicros, ":k": charges.calls },
+      );
+    }
+    return this.holds.note(hold, charges);
+  }
+
+  /** r1-r5 (hold-items.ts), at the charges given. A repeat finds no hold and changes nothing. */
   async settleCharges(hold: Hold, charges: HoldCharges): Promise<Settlement> {
-    await this.settleMarker(hold, charges);
+    const done = await this.settleItem(hold.projectId, hold.holdId, hold.micros, hold.createdAt, charges);
+    if (done.done !== "now") await this.settleMarker(hold, charges);
     return {
       projectId: hold.projectId,
       holdId: hold.holdId,
@@ -232,36 +229,82 @@ export class DynamoBudgets implements BudgetStore {
     };
   }
 
-  /** The sweeper: settles every expired hold at the charges noted on it. Idempotent. */
+  /** The sweeper: settles every expired hold at the charges noted on it. Idempotent; reads only what is open. */
   async releaseExpired(now: number): Promise<BudgetSweepReport> {
     const report: BudgetSweepReport = { holdsSettled: 0 };
-    const open = scanItems(this.db, {
-      TableName: this.tables.budgetCounters,
-      FilterExpression: "#open > :zero",
-      ExpressionAttributeNames: { "#open": "open" },
-      ExpressionAttributeValues: marshall({ ":zero": 0 }),
-      ConsistentRead: true,
-    });
-    for await (const raw of open) {
-      const item = raw as CounterItem;
-      for (const [name, marker] of markers(item)) {
-        if (marker.x > now) continue;
-        const hold: Hold = {
-          projectId: item.counterId,
-          holdId: name.slice(MARKER.length),
-          micros: marker.m,
-          createdAt: marker.t,
-          expiresAt: marker.x,
-        };
-        const noted = {
-          chargedMicros: marker.c ?? 0,
-          uncollectedMicros: marker.u ?? 0,
-          calls: marker.k ?? 0,
-        };
-        if (await this.settleMarker(hold, noted)) report.holdsSettled++;
-      }
-    }
+    const swept = await this.holds.sweep(
+      now,
+      async (item) =>
+        (await this.settleItem(item.owner, item.holdId, item.m, item.t, undefined, now)).done === "now",
+      // A hold whose item was never written: nothing was noted; its room goes back to the window.
+      async () => ({ set: "used = used - :m", values: {} }),
+      async (raw) => {
+        // Holds marked on the counter itself (taken before holds had items of their own).
+        const item = raw as unknown as CounterItem;
+        for (const [name, marker] of markers(item)) {
+          if (marker.x > now) continue;
+          const hold: Hold = {
+            projectId: item.counterId,
+            holdId: name.slice(MARKER.length),
+            micros: marker.m,
+            createdAt: marker.t,
+            expiresAt: marker.x,
+          };
+          const noted = {
+            chargedMicros: marker.c ?? 0,
+            uncollectedMicros: marker.u ?? 0,
+            calls: marker.k ?? 0,
+          };
+          if (await this.settleMarker(hold, noted)) report.holdsSettled++;
+        }
+      },
+    );
+    report.holdsSettled += swept.resolved + swept.released;
     return report;
+  }
+
+  private settleItem(
+    counterId: string,
+    holdId: string,
+    micros: number,
+    createdAt: number,
+    charges: HoldCharges | undefined,
+    now = this.clock(),
+  ) {
+    return this.holds.resolve(
+      { projectId: counterId, holdId, micros, createdAt },
+      charges,
+      async (item: HoldItem) => {
+        const cost = (item.c ?? 0) + (item.u ?? 0);
+        return {
+          write: {
+            set: "used = used + :delta, spent = spent + :cost",
+            values: { ":delta": cost - item.m, ":cost": cost },
+          },
+          value: undefined,
+        };
+      },
+      now,
+    );
+  }
+
+  private async legacyMarker(hold: Hold): Promise<HoldMarker | undefined> {
+    // Only a counter that still has markers of its own can hold this one: most have none.
+    const item = await this.readCounter(hold.projectId);
+    return item?.[`${MARKER}${hold.holdId}`];
+  }
+
+  private async openHolds(item: CounterItem | undefined): Promise<HoldItem[]> {
+    return item && (item.open ?? 0) > 0 ? this.holds.openHolds(item.counterId) : [];
+  }
+
+  /** What open holds already charged (noted): spent, though not settled yet. */
+  private async notedCharges(item: CounterItem | undefined): Promise<number> {
+    const legacy = item
+      ? markers(item).reduce((sum, [, marker]) => sum + (marker.c ?? 0) + (marker.u ?? 0), 0)
+      : 0;
+    const items = (await this.openHolds(item)).reduce((sum, hold) => sum + (hold.c ?? 0) + (hold.u ?? 0), 0);
+    return legacy + items;
   }
 
   private settleMarker(hold: Hold, charges: HoldCharges): Promise<boolean> {
@@ -307,9 +350,4 @@ export class DynamoBudgets implements BudgetStore {
 
 function markers(item: CounterItem): [string, HoldMarker][] {
   return Object.entries(item).filter((entry): entry is [string, HoldMarker] => entry[0].startsWith(MARKER));
-}
-
-/** What open holds already charged (noted): spent, though not settled yet. */
-function notedCharges(item: CounterItem | undefined): number {
-  return item ? markers(item).reduce((sum, [, marker]) => sum + (marker.c ?? 0) + (marker.u ?? 0), 0) : 0;
 }

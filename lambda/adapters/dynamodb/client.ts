@@ -115,7 +115,9 @@ async function createTable(db: DynamoDBClient, tableName: string, def: TableDefi
                   { AttributeName: index.partitionKey, KeyType: "HASH" as const },
                   { AttributeName: index.sortKey.name, KeyType: "RANGE" as const },
                 ],
-                Projection: { ProjectionType: "ALL" as const },
+                Projection: {
+                  ProjectionType: index.projection === "keys" ? ("KEYS_ONLY" as const) : ("ALL" as const),
+                },
               })),
             }
           : {}),

@@ -29,7 +29,8 @@ import {
   validateMicros,
 } from "../../core/credits";
 import { errors } from "../../core/errors";
-import { readItem, scanItems } from "./paging";
+import { type HoldItem, HoldItems, type HoldMarker as ItemMarker, type OwnerWrite } from "./hold-items";
+import { readItem } from "./paging";
 import type { TableNames } from "./tables";
 
 /**
@@ -114,8 +115,12 @@ const DEBIT_TRIES = 20;
 interface BalanceItem {
   projectId: string;
   available: number;
-  holds: Record<string, HoldMarker>;
+  /** Holds taken before holds had items of their own; new holds are items (hold-items.ts). */
+  holds?: Record<string, HoldMarker>;
   grants: Record<string, GrantMarker>;
+  /** Open hold items, and what they hold (hold-items.ts). */
+  open?: number;
+  held?: number;
 }
 
 type Proposal = Pick<Settlement, "outcome" | "chargedMicros" | "uncollectedMicros" | "calls">;
@@ -133,11 +138,15 @@ function notedProposal(marker: HoldMarker): Proposal {
 const opts = { removeUndefinedValues: true };
 
 export class DynamoCredits implements CreditStore {
+  private readonly holds: HoldItems;
+
   constructor(
     private readonly db: DynamoDBClient,
     private readonly tables: Pick<TableNames, "credits" | "ledger">,
     private readonly clock: () => number = Date.now,
-  ) {}
+  ) {
+    this.holds = new HoldItems(db, tables.credits, "projectId", clock);
+  }
 
   async grant(projectId: string, micros: number, source: string, note?: string): Promise<LedgerEntry> {
     validateGrant(micros, source, note);
@@ -149,11 +158,22 @@ export class DynamoCredits implements CreditStore {
         new UpdateItemCommand({
           TableName: this.tables.credits,
           Key: marshall({ projectId }),
-          UpdateExpression: "SET available = available + :m, grants.#g = :marker",
+          // The sweeper finds the balance through its index should the grant stop halfway.
+          UpdateExpression:
+            "SET available = available + :m, grants.#g = :marker, holdOwner = :shard, " +
+            "#due = if_not_exists(#due, :due), seq = if_not_exists(seq, :zero) + :one",
           ConditionExpression: "attribute_not_exists(grants.#g) AND available <= :room",
-          ExpressionAttributeNames: { "#g": grantId },
+          ExpressionAttributeNames: { "#g": grantId, "#due": "due" },
           ExpressionAttributeValues: marshall(
-            { ":m": micros, ":marker": marker, ":room": MAX_BALANCE_MICROS - micros },
+            {
+              ":m": micros,
+              ":marker": marker,
+              ":room": MAX_BALANCE_MICROS - micros,
+              ":shard": HoldItems.shardOf(projectId),
+              ":due": marker.t + GRANT_REPAIR_DELAY_MS,
+              ":zero": 0,
+              ":one": 1,
+            },
             opts,
           ),
         }),
@@ -225,34 +245,17 @@ export class DynamoCredits implements CreditStore {
     const createdAt = this.clock();
     validateHold(holdId, micros, expiresAt, createdAt);
     const hold: Hold = { projectId, holdId, micros, createdAt, expiresAt };
-    const marker: HoldMarker = { m: micros, t: createdAt, x: expiresAt };
-    try {
-      const out = await this.db.send(
-        new UpdateItemCommand({
-          TableName: this.tables.credits,
-          Key: marshall({ projectId }),
-          UpdateExpression: "SET available = available - :m, holds.#h = :marker",
-          ConditionExpression: "available >= :m AND attribute_not_exists(holds.#h)",
-          ExpressionAttributeNames: { "#h": holdId },
-          ExpressionAttributeValues: marshall({ ":m": micros, ":marker": marker }),
-          ReturnValues: "UPDATED_NEW",
-        }),
-      );
-      const left = out.Attributes && (unmarshall(out.Attributes) as { available?: number }).available;
-      return { ok: true, hold, availableMicros: left ?? 0 };
-    } catch (err) {
-      if (!(err instanceof ConditionalCheckFailedException)) throw err;
-    }
-    const balance = await this.readBalance(projectId);
-    const open = balance?.holds[holdId];
-    if (open) {
-      // The SDK retries a request whose answer was lost: its first attempt may have taken this hold.
-      if (open.m === micros && open.t === createdAt) {
-        return { ok: true, hold, availableMicros: balance.available };
-      }
-      throw new Error(`Hold id ${holdId} is already in use in project ${projectId}.`);
-    }
-    return { ok: false, availableMicros: balance?.available ?? 0 };
+    const taken = await this.holds.take(
+      projectId,
+      holdId,
+      { m: micros, t: createdAt, x: expiresAt },
+      { set: "available = available - :m", condition: "available >= :m", values: {} },
+      { set: "available = available + :m", values: {} },
+    );
+    const available = (taken.owner?.available as number | undefined) ?? 0;
+    return taken.taken
+      ? { ok: true, hold, availableMicros: available }
+      : { ok: false, availableMicros: available };
   }
 
   settle(hold: Hold, actualMicros: number): Promise<Settlement> {
@@ -277,57 +280,65 @@ export class DynamoCredits implements CreditStore {
 
   async recordCharges(hold: Hold, charges: HoldCharges): Promise<boolean> {
     validateCharges(hold, charges);
-    // Absolute totals, conditional on the calls count growing: a retry or a late, older write is a no-op.
-    return this.updateIfMarked(
-      hold.projectId,
-      "SET holds.#h.c = :c, holds.#h.u = :u, holds.#h.k = :k",
-      "holds.#h.m = :m AND holds.#h.t = :t AND (attribute_not_exists(holds.#h.k) OR holds.#h.k < :k)",
-      hold.holdId,
-      {
-        ":c": charges.chargedMicros,
-        ":u": charges.uncollectedMicros,
-        ":k": charges.calls,
-        ":m": hold.micros,
-        ":t": hold.createdAt,
-      },
-    );
+    // On the hold's own item: absolute totals, conditional on the calls count growing.
+    return this.holds.note(hold, charges);
   }
 
   async releaseExpired(now: number): Promise<SweepReport> {
     const report: SweepReport = { holdsReleased: 0, settlementsCompleted: 0, grantsCompleted: 0 };
-    const open = scanItems(this.db, {
-      TableName: this.tables.credits,
-      FilterExpression: "size(holds) > :zero OR size(grants) > :zero",
-      ExpressionAttributeValues: marshall({ ":zero": 0 }),
-      ConsistentRead: true,
-    });
-    for await (const raw of open) {
-      const item = raw as BalanceItem;
-      for (const [holdId, marker] of Object.entries(item.holds)) {
-        if (marker.x > now) continue;
-        const done = await this.applyResolution(item.projectId, holdId, marker, notedProposal(marker), now);
-        if (!done.applied) continue;
-        if (done.proposalWon) report.holdsReleased++;
+    const swept = await this.holds.sweep(
+      now,
+      async (item) => {
+        const done = await this.resolveItem(item.owner, item.holdId, item.m, item.t, undefined, now);
+        if (done.done !== "now") return false;
+        if (done.value.proposalWon) report.holdsReleased++;
         else report.settlementsCompleted++;
-      }
-      for (const [grantId, marker] of Object.entries(item.grants)) {
-        if (marker.t > now - GRANT_REPAIR_DELAY_MS) continue;
-        if ((await this.completeGrant(item.projectId, grantId, marker)).applied) report.grantsCompleted++;
-      }
-    }
+        return true;
+      },
+      // A hold whose item was never written: nothing was noted on it; released in full.
+      async (marker) => (await this.ledgerFirst(marker.owner, marker.holdId, marker, RELEASE, now)).write,
+      async (item) => {
+        const balance = item as unknown as BalanceItem;
+        // Holds taken before holds had items of their own (marked on the balance), and grants.
+        for (const [holdId, marker] of Object.entries(balance.holds ?? {})) {
+          if (marker.x > now) continue;
+          const done = await this.applyResolution(
+            balance.projectId,
+            holdId,
+            marker,
+            notedProposal(marker),
+            now,
+          );
+          if (!done.applied) continue;
+          if (done.proposalWon) report.holdsReleased++;
+          else report.settlementsCompleted++;
+        }
+        for (const [grantId, marker] of Object.entries(balance.grants ?? {})) {
+          if (marker.t > now - GRANT_REPAIR_DELAY_MS) continue;
+          if ((await this.completeGrant(balance.projectId, grantId, marker)).applied)
+            report.grantsCompleted++;
+        }
+      },
+    );
+    report.holdsReleased += swept.released;
     return report;
   }
 
   async balance(projectId: string): Promise<CreditBalance> {
     const item = await this.readBalance(projectId);
-    const holds = Object.values(item?.holds ?? {});
+    const legacy = Object.values(item?.holds ?? {});
+    const open = item?.open ?? 0;
+    // Charges noted on open holds live on their items: read only when some are open.
+    const noted =
+      open > 0 ? (await this.holds.openHolds(projectId)).reduce((sum, h) => sum + (h.c ?? 0), 0) : 0;
+    const legacyCharged = legacy.reduce((sum, hold) => sum + (hold.c ?? 0), 0);
     return {
       projectId,
       availableMicros: item?.available ?? 0,
       // What open holds still reserve: their charges noted so far are spent.
-      heldMicros: holds.reduce((sum, hold) => sum + hold.m - (hold.c ?? 0), 0),
-      chargedInFlightMicros: holds.reduce((sum, hold) => sum + (hold.c ?? 0), 0),
-      openHolds: holds.length,
+      heldMicros: legacy.reduce((sum, hold) => sum + hold.m - (hold.c ?? 0), 0) + (item?.held ?? 0) - noted,
+      chargedInFlightMicros: legacyCharged + noted,
+      openHolds: legacy.length + open,
     };
   }
 
@@ -353,17 +364,72 @@ export class DynamoCredits implements CreditStore {
   }
 
   private async resolve(hold: Hold, proposal: Proposal): Promise<Settlement> {
-    const marker = (await this.readBalance(hold.projectId))?.holds[hold.holdId];
-    if (!marker) {
-      const first = await this.readEntry(hold.projectId, entryId(hold.createdAt, hold.holdId, "resolution"));
-      if (!first) throw new Error(`No hold ${hold.holdId} in project ${hold.projectId}.`);
-      return settlementOf(first);
+    const done = await this.resolveItem(hold.projectId, hold.holdId, hold.micros, hold.createdAt, proposal);
+    if (done.done === "now") return done.value.settlement;
+    // A hold marked on the balance itself (taken before holds had items of their own).
+    const marker = (await this.readBalance(hold.projectId))?.holds?.[hold.holdId];
+    if (marker) {
+      if (marker.m !== hold.micros || marker.t !== hold.createdAt) {
+        throw new Error(`Hold ${hold.holdId} does not match the open hold of that id.`);
+      }
+      return (await this.applyResolution(hold.projectId, hold.holdId, marker, proposal, this.clock()))
+        .settlement;
     }
-    if (marker.m !== hold.micros || marker.t !== hold.createdAt) {
-      throw new Error(`Hold ${hold.holdId} does not match the open hold of that id.`);
+    // Resolved before, or right now by another process: its resolution is in the ledger (r2 precedes r3).
+    const id = entryId(hold.createdAt, hold.holdId, "resolution");
+    for (let attempt = 0; attempt < 20; attempt++) {
+      const first = await this.readEntry(hold.projectId, id);
+      if (first) return settlementOf(first);
+      if (done.done === "before") break;
+      await new Promise((resolve) => setTimeout(resolve, 50));
     }
-    return (await this.applyResolution(hold.projectId, hold.holdId, marker, proposal, this.clock()))
-      .settlement;
+    throw new Error(`No hold ${hold.holdId} in project ${hold.projectId}.`);
+  }
+
+  /** r1-r5 on the hold's item, with the ledger's entries (s1, s2) as r2: the first resolution wins. */
+  private resolveItem(
+    projectId: string,
+    holdId: string,
+    micros: number,
+    createdAt: number,
+    /** The caller's resolution; undefined: at the charges noted on the item (the sweeper). */
+    proposal: Proposal | undefined,
+    now = this.clock(),
+  ) {
+    const charges = proposal && {
+      chargedMicros: proposal.chargedMicros,
+      uncollectedMicros: proposal.uncollectedMicros,
+      calls: proposal.calls,
+    };
+    return this.holds.resolve(
+      { projectId, holdId, micros, createdAt },
+      charges,
+      async (item: HoldItem) =>
+        this.ledgerFirst(projectId, holdId, item, proposal ?? notedProposal(item), now),
+      now,
+    );
+  }
+
+  /** s1, s2; then the balance's part (r3): the winning resolution's refund. */
+  private async ledgerFirst(
+    projectId: string,
+    holdId: string,
+    marker: ItemMarker,
+    proposal: Proposal,
+    at: number,
+  ): Promise<{ write: OwnerWrite; value: { settlement: Settlement; proposalWon: boolean } }> {
+    const proposed = resolutionEntry(projectId, holdId, marker, proposal, at);
+    const [, proposalWon] = await Promise.all([
+      this.putEntry(holdEntry(projectId, holdId, marker)),
+      this.putEntry(proposed),
+    ]);
+    const entry = proposalWon ? proposed : await this.readEntry(projectId, proposed.entryId);
+    if (!entry) throw new Error(`The resolution of hold ${holdId} vanished from the ledger.`);
+    const write: OwnerWrite = {
+      set: "available = available + :refund",
+      values: { ":refund": entry.deltaMicros },
+    };
+    return { write, value: { settlement: settlementOf(entry), proposalWon } };
   }
 
   /** s1-s3: the ledger entries first, then the balance, which applies the winning resolution once. */
@@ -448,7 +514,7 @@ export class DynamoCredits implements CreditStore {
       await this.db.send(
         new PutItemCommand({
           TableName: this.tables.credits,
-          Item: marshall({ projectId, available: 0, holds: {}, grants: {} }),
+          Item: marshall({ projectId, available: 0, grants: {} }),
           ConditionExpression: "attribute_not_exists(projectId)",
         }),
       );

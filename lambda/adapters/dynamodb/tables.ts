@@ -5,7 +5,13 @@
 export interface TableDefinition {
   partitionKey: string;
   sortKey?: { name: string; type: "S" | "N" };
-  indexes?: { name: string; partitionKey: string; sortKey: { name: string; type: "S" | "N" } }[];
+  indexes?: {
+    name: string;
+    partitionKey: string;
+    sortKey: { name: string; type: "S" | "N" };
+    /** `keys`: the index holds the items' keys only, so writes that change nothing else skip it. */
+    projection?: "keys";
+  }[];
   /** Attribute DynamoDB may use to garbage-collect items in AWS; correctness never depends on it. */
   ttlAttribute?: string;
 }
@@ -50,8 +56,23 @@ export const TABLES: Record<TableName, TableDefinition> = {
   },
   /** Idempotency records of dashboard writes (Idempotency-Key), kept a day. */
   dashboardRequests: { partitionKey: "requestId", ttlAttribute: "expiresAt" },
-  /** One balance item per project, with markers of open holds (adapters/dynamodb/credits.ts). */
-  credits: { partitionKey: "projectId" },
+  /**
+   * One balance item per project, and an item per open hold (`<projectId>#hold#<holdId>`) with its
+   * noted charges (adapters/dynamodb/credits.ts, hold-items.ts). `holdsDue` is sparse: only open holds
+   * and balances the sweeper must look at are in it. A tombstone hold item goes with `gcAt`.
+   */
+  credits: {
+    partitionKey: "projectId",
+    indexes: [
+      {
+        name: "holdsDue",
+        partitionKey: "holdOwner",
+        sortKey: { name: "due", type: "N" },
+        projection: "keys",
+      },
+    ],
+    ttlAttribute: "gcAt",
+  },
   /** Every credit movement, time-ordered per project; kept for good. */
   ledger: { partitionKey: "projectId", sortKey: { name: "entryId", type: "S" } },
   /**
@@ -63,11 +84,23 @@ export const TABLES: Record<TableName, TableDefinition> = {
   /** Budget definitions per project (core/budgets.ts); the budget id names its project. */
   budgets: { partitionKey: "projectId", sortKey: { name: "budgetId", type: "S" } },
   /**
-   * One counter per budget and window, and per key and minute for tokens-per-minute limits, with
-   * markers of open holds (adapters/dynamodb/budgets.ts). A past budget window's item is history:
-   * kept; a past minute's TPM counter expires an hour later (`gcAt`).
+   * One counter per budget and window, and per key and minute for tokens-per-minute limits, and an
+   * item per open hold (adapters/dynamodb/budgets.ts, hold-items.ts), found through the sparse
+   * `holdsDue`. A closed day or month window's counter expires 90 days after it closed, a past
+   * minute's TPM counter an hour later (`gcAt`, core/budgets.ts `counterExpiry`).
    */
-  budgetCounters: { partitionKey: "counterId", ttlAttribute: "gcAt" },
+  budgetCounters: {
+    partitionKey: "counterId",
+    indexes: [
+      {
+        name: "holdsDue",
+        partitionKey: "holdOwner",
+        sortKey: { name: "due", type: "N" },
+        projection: "keys",
+      },
+    ],
+    ttlAttribute: "gcAt",
+  },
   /** One token bucket per key; an item past `gcAt` says the same as no item. */
   rateLimits: { partitionKey: "bucketId", ttlAttribute: "gcAt" },
   /** X-Request-ID records and their stored responses; expiry is checked on read. */
