@@ -402,7 +402,8 @@ export class Dashboard extends Construct {
       store.grant(fn, table, actions);
     }
     // Listing a project's keys, members and deletion requests queries the tables' indexes.
-    const indexed: TableName[] = ["keys", "members", "deletionRequests"];
+    // A balance's and a window's charges in flight: the open holds' index of credits and budget counters.
+    const indexed: TableName[] = ["keys", "members", "deletionRequests", "credits", "budgetCounters"];
     fn.addToRolePolicy(
       new PolicyStatement({
         actions: ["dynamodb:Query"],

@@ -51,9 +51,12 @@ export class Metering extends Construct {
       environment: { DMT_METRICS_NAMESPACE: namespace },
     });
     const fn = this.sweeper.function;
-    props.store.grant(fn, "credits", ["Scan", "UpdateItem"]);
+    // It reads what is open through the holds' sparse index, never a scan (hold-items.ts).
+    for (const table of ["credits", "budgetCounters"] as const) {
+      props.store.grant(fn, table, ["GetItem", "PutItem", "UpdateItem", "DeleteItem"]);
+      props.store.grantIndexQuery(fn, table);
+    }
     props.store.grant(fn, "ledger", ["GetItem", "PutItem"]);
-    props.store.grant(fn, "budgetCounters", ["Scan", "UpdateItem"]);
     new Rule(this, "Schedule", {
       description: "dmt: release expired credit holds",
       schedule: Schedule.rate(SWEEP_SCHEDULE),

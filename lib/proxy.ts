@@ -32,13 +32,14 @@ export const PROXY_TIMEOUT = Duration.minutes(15);
 export const PROXY_TABLE_ACCESS: Partial<Record<TableName, string[]>> = {
   keys: ["GetItem"],
   projects: ["GetItem"],
-  credits: ["GetItem", "PutItem", "UpdateItem"],
+  // A hold is an item of its own, deleted once resolved (adapters/dynamodb/hold-items.ts).
+  credits: ["GetItem", "PutItem", "UpdateItem", "DeleteItem"],
   ledger: ["GetItem", "PutItem"],
   rateLimits: ["GetItem", "UpdateItem"],
   idempotency: ["GetItem", "PutItem", "UpdateItem", "DeleteItem"],
   vendorKeys: ["GetItem"],
   budgets: ["Query"],
-  budgetCounters: ["GetItem", "UpdateItem"],
+  budgetCounters: ["GetItem", "PutItem", "UpdateItem", "DeleteItem"],
   alertRules: ["Query", "UpdateItem"],
   plans: ["GetItem"],
   // Whether a project's webhooks name usage.recorded (cached): the event goes on the bus only then.
@@ -128,6 +129,9 @@ export class VendorProxy extends Construct {
     for (const [table, actions] of Object.entries(PROXY_TABLE_ACCESS) as [TableName, string[]][]) {
       props.store.grant(fn, table, actions);
     }
+    // The charges noted on open holds (a budget alert reads a window's spend): the holds' index.
+    props.store.grantIndexQuery(fn, "credits");
+    props.store.grantIndexQuery(fn, "budgetCounters");
     // Reads vendor keys only: kms:Decrypt, never GenerateDataKey (the CLI writes them).
     props.byokKey.grantDecrypt(fn);
     if (props.telemetry) {

@@ -182,6 +182,7 @@ export class DmtStack extends Stack {
     // GET /api/v1/budgets: the definitions and the current windows' counters, read only.
     this.store.grant(this.dataApi.function, "budgets", ["Query"]);
     this.store.grant(this.dataApi.function, "budgetCounters", ["GetItem"]);
+    this.store.grantIndexQuery(this.dataApi.function, "budgetCounters");
     this.warehouse.connectExports(this.dataApi.function);
     this.deletion = new DeletionWorkflow(this, "Deletion", {
       defaults,

@@ -50,6 +50,20 @@ export class Store extends Construct {
   }
 
   /**
+   * Query on a table's indexes: the holds' sparse index (`holdsDue`) of the credits and the budget
+   * counters, read by whoever reads open holds' charges or sweeps them.
+   */
+  grantIndexQuery(grantee: IGrantable, table: TableName): Grant {
+    return Grant.addToPrincipal({
+      grantee,
+      actions: ["dynamodb:Query"],
+      resourceArns: (TABLES[table].indexes ?? []).map(
+        (index) => `${this.tables[table].tableArn}/index/${index.name}`,
+      ),
+    });
+  }
+
+  /**
    * Exactly these DynamoDB actions on one table (not its indexes), under optional IAM conditions. A
    * function granted a table is told its name (`DMT_TABLE_<NAME>`, what `tableNames()` reads in the
    * handlers), and only the names of the tables it may use: Lambda's environment holds 4 KB in all.

@@ -85,8 +85,18 @@ export class DynamoLimits {
 
   install(): void {
     // biome-ignore lint/suspicious/noExplicitAny: the SDK's middleware generics, which this does not narrow
-    const middleware: any = (next: any, context: { commandName?: string }) => async (args: any) =>
-      this.around(context.commandName ?? "unknown", args.input as Input, () => next(args));
+    const middleware: any = (next: any, context: { commandName?: string }) => async (args: any) => {
+      // A retry comes after the SDK's backoff (a throttle's starts at 500 ms): a second later here,
+      // since the model's clock stands still while a tick's requests are answered.
+      const header = String(args.request?.headers?.["amz-sdk-request"] ?? "");
+      const attempt = Number(/attempt=(\d+)/.exec(header)?.[1] ?? 1);
+      return this.around(
+        context.commandName ?? "unknown",
+        args.input as Input,
+        () => next(args),
+        attempt - 1,
+      );
+    };
     // Before the request is serialized: a write returns the item, so its size is known after it.
     // biome-ignore lint/suspicious/noExplicitAny: as above
     const sizes: any = (next: any, context: { commandName?: string }) => async (args: any) => {
@@ -163,12 +173,17 @@ export class DynamoLimits {
     return s;
   }
 
-  private async around(command: string, input: Input, send: () => Promise<{ output: unknown }>) {
+  private async around(
+    command: string,
+    input: Input,
+    send: () => Promise<{ output: unknown }>,
+    retry: number,
+  ) {
     const physical = input.TableName;
     const stats = this.table(physical);
     stats.requests++;
     stats.byCommand[command] = (stats.byCommand[command] ?? 0) + 1;
-    const second = Math.floor(this.options.clock() / 1000);
+    const second = Math.floor(this.options.clock() / 1000) + retry;
     const write =
       command === "PutItemCommand" || command === "UpdateItemCommand" || command === "DeleteItemCommand";
     if (!write) {

@@ -102,7 +102,7 @@ describe("store", () => {
           { AttributeName: index.partitionKey, KeyType: "HASH" },
           { AttributeName: index.sortKey.name, KeyType: "RANGE" },
         ],
-        Projection: { ProjectionType: "ALL" },
+        Projection: { ProjectionType: index.projection === "keys" ? "KEYS_ONLY" : "ALL" },
       }));
       expect(props.GlobalSecondaryIndexes ?? []).toEqual(indexes);
       if (definition.sortKey) {
@@ -114,6 +114,23 @@ describe("store", () => {
       expect(props.TimeToLiveSpecification).toEqual(
         definition.ttlAttribute ? { AttributeName: definition.ttlAttribute, Enabled: true } : undefined,
       );
+    }
+  });
+
+  it("gives the credits and the budget counters the holds' sparse KEYS_ONLY index and TTL", () => {
+    for (const name of ["credits", "budgetCounters"] as const) {
+      const props = resources[logicalId(stack.store.tables[name])]?.Properties ?? {};
+      expect(props.TimeToLiveSpecification).toEqual({ AttributeName: "gcAt", Enabled: true });
+      expect(props.GlobalSecondaryIndexes).toEqual([
+        {
+          IndexName: "holdsDue",
+          KeySchema: [
+            { AttributeName: "holdOwner", KeyType: "HASH" },
+            { AttributeName: "due", KeyType: "RANGE" },
+          ],
+          Projection: { ProjectionType: "KEYS_ONLY" },
+        },
+      ]);
     }
   });
 
@@ -514,7 +531,14 @@ describe("proxy functions", () => {
         .flatMap(
           ([, p]) => (p.Properties.PolicyDocument as { Statement: Record<string, unknown>[] }).Statement,
         );
-      const others = statements.filter((s) => !JSON.stringify(s.Action).includes("logs:"));
+      const all = statements.filter((s) => !JSON.stringify(s.Action).includes("logs:"));
+      // Queries (budget definitions, alert rules, the holds' index) are checked apart: CDK merges them.
+      const queries = JSON.stringify(all.filter((s) => JSON.stringify(s.Action).includes("dynamodb:Query")));
+      for (const table of ["budgets", "alertRules", "credits", "budgetCounters"] as const) {
+        expect(queries).toContain(logicalId(stack.store.tables[table]));
+      }
+      expect(queries).toContain("/index/holdsDue");
+      const others = all.filter((s) => !JSON.stringify(s.Action).includes("dynamodb:Query"));
       expect(others).toEqual([
         {
           Action: ["secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"],
@@ -531,27 +555,16 @@ describe("proxy functions", () => {
           // The key, its project, its BYOK vendor keys and its price plan.
           Resource: [arn("keys"), arn("plans"), arn("projects"), arn("vendorKeys")],
         },
-        {
-          Action: ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
-          Effect: "Allow",
-          Resource: arn("credits"),
-        },
-        { Action: ["dynamodb:GetItem", "dynamodb:PutItem"], Effect: "Allow", Resource: arn("ledger") },
-        // Rate-limit buckets, and budget windows (and TPM minutes) held like them.
-        {
-          Action: ["dynamodb:GetItem", "dynamodb:UpdateItem"],
-          Effect: "Allow",
-          Resource: [arn("budgetCounters"), arn("rateLimits")],
-        },
+        // Balances and budget windows with their hold items (taken, noted, deleted once resolved), and
+        // idempotency records.
         {
           Action: ["dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
           Effect: "Allow",
-          Resource: arn("idempotency"),
+          Resource: [arn("budgetCounters"), arn("credits"), arn("idempotency")],
         },
-        // The project's budget definitions, read per key-cache period.
-        { Action: "dynamodb:Query", Effect: "Allow", Resource: arn("budgets") },
-        // The alert rules: read, fired once per crossing with conditional updates.
-        { Action: ["dynamodb:Query", "dynamodb:UpdateItem"], Effect: "Allow", Resource: arn("alertRules") },
+        { Action: ["dynamodb:GetItem", "dynamodb:PutItem"], Effect: "Allow", Resource: arn("ledger") },
+        // Rate-limit buckets.
+        { Action: ["dynamodb:GetItem", "dynamodb:UpdateItem"], Effect: "Allow", Resource: arn("rateLimits") },
         {
           Action: "kms:Decrypt",
           Effect: "Allow",
@@ -682,15 +695,23 @@ describe("metering", () => {
         }),
       ],
     });
-    expect(policyOf(logicalId(sweeper.role as never))).toEqual([
-      // Expired holds: credit holds and budget-window holds alike.
-      {
-        Action: ["dynamodb:Scan", "dynamodb:UpdateItem"],
-        Effect: "Allow",
-        Resource: [arn("budgetCounters"), arn("credits")],
-      },
-      { Action: ["dynamodb:GetItem", "dynamodb:PutItem"], Effect: "Allow", Resource: arn("ledger") },
-    ]);
+    const policy = policyOf(logicalId(sweeper.role as never));
+    // Expired holds, credit and budget-window alike, found through the holds' index: never a Scan.
+    expect(JSON.stringify(policy)).not.toContain("dynamodb:Scan");
+    expect(policy).toContainEqual({
+      Action: ["dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
+      Effect: "Allow",
+      Resource: [arn("budgetCounters"), arn("credits")],
+    });
+    const queries = JSON.stringify(policy.filter((s) => JSON.stringify(s.Action).includes("dynamodb:Query")));
+    expect(queries).toContain("/index/holdsDue");
+    expect(queries).toContain(logicalId(stack.store.tables.credits));
+    expect(queries).toContain(logicalId(stack.store.tables.budgetCounters));
+    expect(policy).toContainEqual({
+      Action: ["dynamodb:GetItem", "dynamodb:PutItem"],
+      Effect: "Allow",
+      Resource: arn("ledger"),
+    });
     const alarm = stack.node.findChild("Metering").node.findChild("SweeperFailing");
     template.hasResourceProperties("AWS::CloudWatch::Alarm", {
       MetricName: "Errors",

@@ -4,6 +4,7 @@ import {
   budgetExceededError,
   budgetHeaders,
   budgetsFor,
+  CLOSED_WINDOW_KEPT_MS,
   counterExpiry,
   counterId,
   modelAllowed,
@@ -40,9 +41,14 @@ describe("budget windows", () => {
     );
   });
 
-  it("keep a budget window's counter for good and a TPM minute's counter an hour past its minute", () => {
+  it("keep a total window's counter for good, a closed day or month window's 90 days, a TPM minute's an hour", () => {
     const budget = newBudget({ projectId: "acme", usd: "20", window: "day" }, at);
-    expect(counterExpiry(counterId(budget, windowSpan("day", at), null))).toBeUndefined();
+    const day = windowSpan("day", at);
+    expect(counterExpiry(counterId(budget, day, null))).toBe((day.resetsAt ?? 0) + CLOSED_WINDOW_KEPT_MS);
+    const month = windowSpan("month", at);
+    expect(counterExpiry(counterId(budget, month, "alice"))).toBe(
+      (month.resetsAt ?? 0) + CLOSED_WINDOW_KEPT_MS,
+    );
     expect(counterExpiry(counterId(budget, windowSpan("total", at), null))).toBeUndefined();
     const minute = tpmSpan(at);
     expect(counterExpiry(tpmCounterId("key_1", minute))).toBe(Date.UTC(2026, 11, 1) + 3_600_000);
