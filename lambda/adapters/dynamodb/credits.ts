@@ -213,16 +213,25 @@ export class DynamoCredits implements CreditStore {
           new UpdateItemCommand({
             TableName: this.tables.credits,
             Key: marshall({ projectId }),
-            UpdateExpression: "SET available = available + :m, grants.#g = :marker",
+            // In the sweeper's index until the entry is written, as a grant (hold-items.ts).
+            UpdateExpression:
+              "SET available = available + :m, grants.#g = :marker, holdOwner = :shard, " +
+              "#due = if_not_exists(#due, :due), seq = if_not_exists(seq, :zero) + :one",
             ConditionExpression:
               wanted > 0
                 ? "attribute_not_exists(grants.#g) AND available <= :room"
                 : "attribute_not_exists(grants.#g) AND available >= :take",
-            ExpressionAttributeNames: { "#g": ref },
+            ExpressionAttributeNames: { "#g": ref, "#due": "due" },
             ExpressionAttributeValues: marshall(
-              wanted > 0
-                ? { ":m": moved, ":marker": marker, ":room": MAX_BALANCE_MICROS - moved }
-                : { ":m": moved, ":marker": marker, ":take": -moved },
+              {
+                ...(wanted > 0
+                  ? { ":m": moved, ":marker": marker, ":room": MAX_BALANCE_MICROS - moved }
+                  : { ":m": moved, ":marker": marker, ":take": -moved }),
+                ":shard": HoldItems.shardOf(projectId),
+                ":due": this.clock() + GRANT_REPAIR_DELAY_MS,
+                ":zero": 0,
+                ":one": 1,
+              },
               opts,
             ),
           }),
