@@ -94,6 +94,13 @@ export type { PlanSummary, ProjectPlanView } from "../../lambda/core/plans";
 // The statement and the overview are computed in lambda/core; the page reads the same shapes.
 export type { Statement, StatementLine } from "../../lambda/core/statement";
 
+export interface CreditPurchaseOffer {
+  configured: boolean;
+  amounts_usd: string[];
+  saved_card?: boolean;
+  recharge?: { threshold_usd: string; amount_usd: string } | null;
+}
+
 export interface GrantInput {
   usd: string;
   source: string;
@@ -367,6 +374,16 @@ export class Api {
     period: { from: string; to: string; group: "day" | "lease" },
   ): Promise<Statement> {
     return this.call("GET", this.project(projectId, `/credits/statement?${new URLSearchParams(period)}`));
+  }
+
+  /** What Buy credits offers (docs/billing.md). */
+  purchaseOffer(projectId: string): Promise<CreditPurchaseOffer> {
+    return this.call("GET", this.project(projectId, "/credits/purchase"));
+  }
+
+  /** A Stripe Checkout session for one offered amount; the page goes to its URL. */
+  checkout(projectId: string, usd: string, returnUrl: string): Promise<{ session_id: string; url: string }> {
+    return this.call("POST", this.project(projectId, "/credits/checkout"), { usd, return_url: returnUrl });
   }
 
   /** The project's price plan (read-only). */

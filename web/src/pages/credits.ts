@@ -2,6 +2,7 @@ import type { CreditBalance, GrantInput, Statement, StatementLine } from "../api
 import { type Child, h, replace } from "../dom";
 import { formError, onSubmit } from "../form";
 import { counted, money } from "../format";
+import { buySection } from "./credits-buy";
 import { planSection } from "./credits-plan";
 import { emptyState, loadInto, type Page, type PageContext, pageHead } from "./page";
 
@@ -55,7 +56,21 @@ function periodOf(choice: string, now = Date.now()): { from: string; to: string 
 function describe(line: StatementLine, grouping: Statement["grouping"]): Child[] {
   if (line.kind === "grant") {
     const detail = [line.source, line.note].filter(Boolean).join(" · ");
-    return ["Credits granted", detail ? h("small", {}, detail) : null];
+    const what =
+      line.source === "stripe_checkout"
+        ? "Credits bought"
+        : line.source === "stripe_recharge"
+          ? "Auto-recharge"
+          : "Credits granted";
+    return [what, detail ? h("small", {}, detail) : null];
+  }
+  if (line.kind === "debit") {
+    const spent =
+      (line.uncollectedMicros ?? 0) > 0 ? [" · ", money(line.uncollectedMicros ?? 0), " spent already"] : [];
+    return [
+      line.source === "stripe_dispute" ? "Lost dispute" : "Refund",
+      h("small", {}, "credits taken back", ...spent),
+    ];
   }
   const calls = counted(line.calls ?? 0, "call");
   const uncollected =
@@ -262,6 +277,7 @@ export const creditsPage: Page = {
             )
           : null,
       ),
+      buySection(ctx),
       planSection(ctx),
       h(
         "section",
