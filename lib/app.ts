@@ -46,6 +46,8 @@ export const CONTEXT = {
   proxyIntegration: "dmt:proxyIntegration",
   /** `true`: create API Gateway's account-level CloudWatch role (once per account and region). */
   apiGatewayAccountRole: "dmt:apiGatewayAccountRole",
+  /** `true`: an AWS WAF web ACL answers bodies over the functions' limit with our 413 (docs/aws.md). */
+  requestSizeRule: "dmt:requestSizeRule",
   /** An OTLP/HTTP receiver's base URL for each proxied call's span and metrics (docs/telemetry.md). */
   otlpEndpoint: "dmt:otlpEndpoint",
   /** `http/protobuf` (default) or `http/json`. */
@@ -81,6 +83,7 @@ export function defineApp(
   const sesIdentity = context(CONTEXT.sesIdentity);
   const proxyIntegration = context(CONTEXT.proxyIntegration);
   const accountRole = context(CONTEXT.apiGatewayAccountRole);
+  const requestSizeRule = context(CONTEXT.requestSizeRule);
   const telemetry = parseTelemetry(
     context(CONTEXT.otlpEndpoint),
     context(CONTEXT.otlpProtocol),
@@ -119,6 +122,7 @@ export function defineApp(
     ...(proxyCompute !== undefined && { proxyCompute: parseProxyCompute(proxyCompute) }),
     reservedConcurrency,
     apiGatewayAccountRole: accountRole === true || accountRole === "true",
+    requestSizeRule: requestSizeRule === true || requestSizeRule === "true",
     ...(telemetry && { telemetry }),
     ...(domainName !== undefined && {
       domain: { name: String(domainName), certificateArn: String(certificateArn) },

@@ -1,4 +1,4 @@
-import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from "aws-cdk-lib";
+import { CfnOutput, RemovalPolicy, Stack, type StackProps } from "aws-cdk-lib";
 import { RetentionDays } from "aws-cdk-lib/aws-logs";
 import { Secret } from "aws-cdk-lib/aws-secretsmanager";
 import type { Construct } from "constructs";
@@ -21,6 +21,7 @@ import {
   VendorProxy,
 } from "./proxy";
 import { MANAGED_INSTANCES, ProxyCapacity, type ProxyCompute } from "./proxy-compute";
+import { RequestSizeRule } from "./request-size";
 import { Retention } from "./retention";
 import { Secrets, VENDORS, type Vendor } from "./secrets";
 import { constructId, Store } from "./store";
@@ -77,6 +78,11 @@ export interface DmtStackProps extends StackProps {
   /** Subscribed by email to the topic every alarm notifies. */
   alarmEmail?: string;
   /** Create API Gateway's account-level CloudWatch role (default false: see lib/api.ts). */
+  /**
+   * An AWS WAF web ACL on the stage refusing bodies over the functions' limit with the service's 413
+   * (`lib/request-size.ts`); off by default, as WAF is billed per ACL, rule and request.
+   */
+  requestSizeRule?: boolean;
   apiGatewayAccountRole?: boolean;
   /**
    * An OTLP/HTTP receiver for each proxied call's span and GenAI metrics (docs/telemetry.md): its base
@@ -257,6 +263,7 @@ export class DmtStack extends Stack {
       ...(props.ses && { ses: props.ses }),
     });
     this.api.addRootRoutes(this.dashboard.url);
+    if (props.requestSizeRule) new RequestSizeRule(this, "RequestSize", this.api.restApi);
 
     this.observability = new Observability(this, "Observability", {
       restApi: this.api.restApi,
