@@ -532,9 +532,10 @@ describe("proxy functions", () => {
           ([, p]) => (p.Properties.PolicyDocument as { Statement: Record<string, unknown>[] }).Statement,
         );
       const all = statements.filter((s) => !JSON.stringify(s.Action).includes("logs:"));
-      // Queries (budget definitions, alert rules, the holds' index) are checked apart: CDK merges them.
+      // Queries (budget definitions, alert rules, the holds' index, the webhooks) are checked apart: CDK
+      // merges them.
       const queries = JSON.stringify(all.filter((s) => JSON.stringify(s.Action).includes("dynamodb:Query")));
-      for (const table of ["budgets", "alertRules", "credits", "budgetCounters"] as const) {
+      for (const table of ["budgets", "alertRules", "credits", "budgetCounters", "webhooks"] as const) {
         expect(queries).toContain(logicalId(stack.store.tables[table]));
       }
       expect(queries).toContain("/index/holdsDue");
