@@ -54,6 +54,8 @@ export const CONTEXT = {
   otlpProtocol: "dmt:otlpProtocol",
   /** The name or ARN of a secret whose value is the OTLP headers (`x-api-key=...`), if the receiver needs any. */
   otlpHeadersSecret: "dmt:otlpHeadersSecret",
+  /** An OpenMeter-compatible endpoint billing exports post CloudEvents to (docs/billing-exports.md). */
+  openMeterUrl: "dmt:openMeterUrl",
 } as const;
 
 /**
@@ -84,6 +86,7 @@ export function defineApp(
   const proxyIntegration = context(CONTEXT.proxyIntegration);
   const accountRole = context(CONTEXT.apiGatewayAccountRole);
   const requestSizeRule = context(CONTEXT.requestSizeRule);
+  const openMeterUrl = context(CONTEXT.openMeterUrl);
   const telemetry = parseTelemetry(
     context(CONTEXT.otlpEndpoint),
     context(CONTEXT.otlpProtocol),
@@ -124,6 +127,7 @@ export function defineApp(
     apiGatewayAccountRole: accountRole === true || accountRole === "true",
     requestSizeRule: requestSizeRule === true || requestSizeRule === "true",
     ...(telemetry && { telemetry }),
+    ...(openMeterUrl !== undefined && { openMeterUrl: parseOpenMeterUrl(openMeterUrl) }),
     ...(domainName !== undefined && {
       domain: { name: String(domainName), certificateArn: String(certificateArn) },
     }),
@@ -271,4 +275,12 @@ function parseConcurrency(value: unknown): number | Partial<Record<Vendor, numbe
     perVendor[vendor as Vendor] = count(n);
   }
   return perVendor;
+}
+
+function parseOpenMeterUrl(value: unknown): string {
+  const text = String(value);
+  if (!/^https:\/\/[^\s/?#]+(\/[^\s?#]*)?$/.test(text)) {
+    throw new Error(`${CONTEXT.openMeterUrl}: ${JSON.stringify(value)} is not an https URL.`);
+  }
+  return text;
 }

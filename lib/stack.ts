@@ -5,6 +5,7 @@ import type { Construct } from "constructs";
 import { TABLES, type TableName } from "../lambda/adapters/dynamodb/tables";
 import type { LogLevel } from "../lambda/core/logger";
 import { Api, type CustomDomain, DATA_API_TIMEOUT } from "./api";
+import { Billing } from "./billing";
 import { Compaction } from "./compaction";
 import { Dashboard, type SesSender } from "./dashboard";
 import { DeletionWorkflow } from "./deletion";
@@ -29,6 +30,8 @@ import { Warehouse } from "./warehouse";
 
 export interface DmtStackProps extends StackProps {
   domain?: CustomDomain;
+  /** Billing exports' OpenMeter-compatible endpoint (context `dmt:openMeterUrl`); unset: Stripe only. */
+  openMeterUrl?: string;
   /** Keep the tables and the BYOK key when the stack is deleted (default true). */
   retainData?: boolean;
   logRetention?: RetentionDays;
@@ -122,6 +125,7 @@ export class DmtStack extends Stack {
   readonly events: Events;
   /** The VPC and capacity provider of `managed-instances` compute; none with `standard`. */
   readonly proxyCapacity: ProxyCapacity | undefined;
+  readonly billing: Billing;
 
   constructor(scope: Construct, id: string, props: DmtStackProps = {}) {
     super(scope, id, props);
@@ -319,6 +323,15 @@ export class DmtStack extends Stack {
       this.events.bus,
       this.events.ruleDeadLetterQueue,
     );
+    this.billing = new Billing(this, "Billing", {
+      defaults,
+      store: this.store,
+      source: `dmt://${this.stackName}`,
+      ...(props.openMeterUrl !== undefined && { openMeterUrl: props.openMeterUrl }),
+    });
+    this.billing.connectConsumer(this.warehouse.consumer.function, this.store);
+    this.observability.addFunction("BillingSender", this.billing.sender.function);
+    this.observability.alarms.push(this.billing.deadLetterAlarm);
     this.retention = new Retention(this, "Retention", {
       defaults,
       store: this.store,
@@ -372,6 +385,14 @@ export class DmtStack extends Stack {
     new CfnOutput(this, "WarehouseDatabase", { value: this.warehouse.database.ref });
     new CfnOutput(this, "RecordQueueUrl", { value: this.warehouse.queue.queueUrl });
     new CfnOutput(this, "DeadLetterQueueUrl", { value: this.warehouse.deadLetterQueue.queueUrl });
+    new CfnOutput(this, "MeterQueueUrl", {
+      value: this.billing.queue.queueUrl,
+      description: "Billing exports' meter queue (dmt billing resend sends here)",
+    });
+    new CfnOutput(this, "StripeSecretKeyArn", {
+      value: this.billing.stripeSecretKey.secretArn,
+      description: "Secret to put the Stripe key billing exports send with in",
+    });
     new CfnOutput(this, "EventBusName", {
       value: this.events.bus.eventBusName,
       description: "EventBridge bus of the stack's events (source dmt, detail-type the event type)",

@@ -162,7 +162,8 @@ describe("W3: the proxies through API Gateway's Lambda proxy integration, as an 
   it("routes every vendor through InvokeWithResponseStream, with no function URL and no origin secret", () => {
     expect(ofType(streaming, "AWS::Lambda::Url")).toEqual([]);
     const secrets = ofType(streaming, "AWS::SecretsManager::Secret").map(([id]) => id);
-    expect(secrets).toHaveLength(5);
+    // The vendors' four, the user-id key, and billing exports' Stripe key and OpenMeter token.
+    expect(secrets).toHaveLength(7);
     expect(secrets.filter((id) => id.includes("OriginSecret"))).toEqual([]);
     const routes = streamingRoutes(streaming);
     // `/{vendor}` and `/{vendor}/{proxy+}` for each of the four.

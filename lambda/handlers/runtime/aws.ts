@@ -4,6 +4,7 @@ import { S3Client } from "@aws-sdk/client-s3";
 import { SQSClient } from "@aws-sdk/client-sqs";
 import { AthenaDeletionQuery } from "../../adapters/athena/deletion-query";
 import { AthenaWarehouseQuery } from "../../adapters/athena/export-query";
+import { DynamoMeterStore } from "../../adapters/dynamodb/billing-meter";
 import { createDynamoClient } from "../../adapters/dynamodb/client";
 import { DynamoExportSettings } from "../../adapters/dynamodb/export-settings";
 import { DynamoDeliveryLedger } from "../../adapters/dynamodb/ledger";
@@ -15,10 +16,16 @@ import { createKmsClient, KmsKeyWrapper } from "../../adapters/kms/key-wrapper";
 import { S3WarehouseFiles } from "../../adapters/s3/deletion-files";
 import { S3ObjectStore } from "../../adapters/s3/object-store";
 import { S3SpoolWriter } from "../../adapters/s3/spool-writer";
-import { createSecretsClient, secretUserIdHasher } from "../../adapters/secrets-manager/secrets";
+import {
+  CachedSecret,
+  createSecretsClient,
+  secretUserIdHasher,
+} from "../../adapters/secrets-manager/secrets";
+import { SqsMeterQueue } from "../../adapters/sqs/meter-queue";
 import { SqsDeadLetters, SqsRecordQueue } from "../../adapters/sqs/queue";
 import { RecordSpool } from "../../adapters/sqs/spool";
 import type { Infrastructure } from "../../compose/infrastructure";
+import { type MeterConfig, meterConfigOf } from "../../core/billing-meter";
 import type { KeyWrapper } from "../../core/crypto";
 import type { ExportDestination } from "../../core/export-destination";
 import type { Logger } from "../../core/logger";
@@ -304,4 +311,55 @@ export function eventBridgePublisher(config: {
     ),
     config.DMT_EVENT_BUS_NAME,
   );
+}
+
+/** Billing exports in the warehouse consumer: the status store and the meter queue (lib/billing.ts). */
+export function awsMeterOutbox(
+  config: {
+    DMT_METER_QUEUE_URL: string;
+    DMT_TABLE_BILLINGMETER: string;
+    DMT_SQS_ENDPOINT?: string | undefined;
+  },
+  store: { db: DynamoPorts["db"] },
+): { meterStore: DynamoMeterStore; meterQueue: SqsMeterQueue } {
+  return {
+    meterStore: new DynamoMeterStore(store.db, { billingMeter: config.DMT_TABLE_BILLINGMETER }),
+    meterQueue: new SqsMeterQueue(sqsClient(config.DMT_SQS_ENDPOINT), config.DMT_METER_QUEUE_URL),
+  };
+}
+
+/** The Stripe key and the endpoint token are read again after this long: a new value is used within it. */
+const METER_SECRET_TTL_MS = 5 * 60_000;
+
+/**
+ * The billing sender's settings with the deployment's credentials from Secrets Manager; a secret still
+ * empty (the stack creates them so) leaves its billing system unconfigured.
+ */
+export function awsMeterSettings(
+  config: {
+    DMT_STRIPE_SECRET_ARN?: string | undefined;
+    DMT_OPENMETER_TOKEN_ARN?: string | undefined;
+    DMT_OPENMETER_URL?: string | undefined;
+    DMT_METER_SOURCE: string;
+    DMT_SECRETS_ENDPOINT?: string | undefined;
+  },
+  logger: Logger,
+): () => Promise<MeterConfig> {
+  const client = createSecretsClient(config.DMT_SECRETS_ENDPOINT);
+  const secret = (arn: string | undefined) =>
+    arn === undefined
+      ? undefined
+      : new CachedSecret(client, arn, ["AWSCURRENT"], METER_SECRET_TTL_MS, logger);
+  const stripe = secret(config.DMT_STRIPE_SECRET_ARN);
+  const token = secret(config.DMT_OPENMETER_TOKEN_ARN);
+  return async () => {
+    const [stripeKey] = (await stripe?.values()) ?? [];
+    const [openMeterToken] = (await token?.values()) ?? [];
+    return meterConfigOf({
+      DMT_METER_SOURCE: config.DMT_METER_SOURCE,
+      ...(stripeKey && { DMT_STRIPE_SECRET_KEY: stripeKey }),
+      ...(config.DMT_OPENMETER_URL && { DMT_OPENMETER_URL: config.DMT_OPENMETER_URL }),
+      ...(openMeterToken && { DMT_OPENMETER_TOKEN: openMeterToken }),
+    });
+  };
 }

@@ -102,8 +102,28 @@ const consumer = z.extend(base, {
   /** The dashboard's interactions index and the rollups it keeps in step. */
   DMT_TABLE_INTERACTIONS: text,
   DMT_TABLE_USAGEROLLUPS: text,
+  /** Billing exports (lib/billing.ts): the meter queue and its status store; unset, none are sent. */
+  DMT_METER_QUEUE_URL: z.optional(httpUrl),
+  DMT_TABLE_BILLINGMETER: z.optional(text),
   ...awsEndpoints,
 });
+
+/** The billing exports' sender (lib/billing.ts): its status store and the secrets' ARNs. */
+const meterSender = z.extend(base, {
+  DMT_TABLE_BILLINGMETER: text,
+  DMT_STRIPE_SECRET_ARN: z.optional(text),
+  DMT_OPENMETER_TOKEN_ARN: z.optional(text),
+  DMT_OPENMETER_URL: z.optional(httpUrl),
+  DMT_METER_SOURCE: z._default(text, "dmt"),
+  DMT_SECRETS_ENDPOINT: z.optional(httpUrl),
+  ...awsEndpoints,
+});
+export type MeterSenderConfig = z.infer<typeof meterSender>;
+
+/** For the billing exports' sender (`lambda/handlers/meter-sender.ts`). */
+export function parseMeterSenderConfig(env: Record<string, string | undefined>): MeterSenderConfig {
+  return parseEnv(meterSender, env);
+}
 
 /** The data API: exports through Athena, bucket-export settings in DynamoDB. */
 const dataApi = z.extend(base, {
