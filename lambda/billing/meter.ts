@@ -137,13 +137,17 @@ export function createMeterSender(deps: SenderDeps): BatchHandler {
     }
     if (pending.length === 0) return true;
 
-    const fail = async (status: MeterEventStatus, reason: string) =>
-      deps.store.update({ ...status, state: "failed", lastError: reason, lastAttemptAt: clock() });
+    const failed = (status: MeterEventStatus, reason: string): MeterEventStatus => ({
+      ...status,
+      state: "failed",
+      lastError: reason,
+      lastAttemptAt: clock(),
+    });
     if (!connection || !sender) {
       const reason = !connection
         ? `the project has no ${message.target} connection`
         : `this deployment has no ${message.target} credentials configured`;
-      for (const { status } of pending) await fail(status, reason);
+      await deps.store.update(pending.map(({ status }) => failed(status, reason)));
       return true;
     }
 
@@ -153,32 +157,32 @@ export function createMeterSender(deps: SenderDeps): BatchHandler {
       subject: string;
       status: MeterEventStatus;
     }[] = [];
+    const updates: MeterEventStatus[] = [];
     for (const { event, status } of pending) {
       const subject = await subjectOf(deps.store, connection, event);
-      if ("error" in subject) await fail({ ...status, attempts: status.attempts + 1 }, subject.error);
+      if ("error" in subject)
+        updates.push(failed({ ...status, attempts: status.attempts + 1 }, subject.error));
       else toSend.push({ connection, event, subject: subject.subject, status });
     }
-    if (toSend.length === 0) return true;
 
-    const outcomes = await sender.send(toSend);
+    const outcomes = toSend.length === 0 ? [] : await sender.send(toSend);
     let retry = false;
     let refused = 0;
-    await Promise.all(
-      toSend.map(async ({ status }, i) => {
-        const outcome = outcomes[i] ?? { ok: false, permanent: false, message: "no answer" };
-        const attempt = { ...status, attempts: status.attempts + 1, lastAttemptAt: clock() };
-        if (outcome.ok) {
-          const { lastError: _, ...sent } = attempt;
-          await deps.store.update({ ...sent, state: "sent" });
-        } else if (outcome.permanent) {
-          refused++;
-          await deps.store.update({ ...attempt, state: "failed", lastError: outcome.message });
-        } else {
-          retry = true;
-          await deps.store.update({ ...attempt, state: "waiting", lastError: outcome.message });
-        }
-      }),
-    );
+    toSend.forEach(({ status }, i) => {
+      const outcome = outcomes[i] ?? { ok: false, permanent: false, message: "no answer" };
+      const attempt = { ...status, attempts: status.attempts + 1, lastAttemptAt: clock() };
+      if (outcome.ok) {
+        const { lastError: _, ...sent } = attempt;
+        updates.push({ ...sent, state: "sent" });
+      } else if (outcome.permanent) {
+        refused++;
+        updates.push({ ...attempt, state: "failed", lastError: outcome.message });
+      } else {
+        retry = true;
+        updates.push({ ...attempt, state: "waiting", lastError: outcome.message });
+      }
+    });
+    await deps.store.update(updates);
     if (refused > 0) {
       deps.logger.warn("meter events refused; kept as failed for a resend", {
         metric: "billing.meter_refused",
@@ -239,7 +243,7 @@ export async function resendFailed(
       usage,
     }),
   );
-  for (const status of failed) await deps.store.update({ ...status, state: "waiting" });
+  await deps.store.update(failed.map((status) => ({ ...status, state: "waiting" as const })));
   await deps.queue.send(
     chunks(events, EVENTS_PER_MESSAGE).map((part) => JSON.stringify({ projectId, target, events: part })),
   );

@@ -81,8 +81,8 @@ export interface MeterStore {
     target: MeterTarget,
     transactionIds: string[],
   ): Promise<Map<string, MeterEventStatus>>;
-  /** Replaces an entry's state fields. */
-  update(status: MeterEventStatus): Promise<void>;
+  /** Replaces entries' state fields (a batch of writes, not one transaction). */
+  update(statuses: MeterEventStatus[]): Promise<void>;
   counts(projectId: string, target: MeterTarget): Promise<MeterCounts>;
   /** Entries in one state, oldest call first. */
   list(

@@ -196,7 +196,7 @@ describe("Stripe meter events", () => {
     // Our note of the send is lost (it reads as failed), and a resend sends it again.
     const [noted] = (await r.store.get("meter-lost", "stripe", [call.transaction_id])).values();
     if (!noted) throw new Error("no entry");
-    await r.store.update({ ...noted, state: "failed", lastError: "lost" });
+    await r.store.update([{ ...noted, state: "failed", lastError: "lost" }]);
     expect(await r.resend("meter-lost", "stripe")).toEqual({ queued: 1 });
     expect(sentFor(call.transaction_id)).toHaveLength(1);
     expect((await meterStatus(r.store, "meter-lost")).connections[0]?.counts).toEqual({

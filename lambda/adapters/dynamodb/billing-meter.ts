@@ -16,13 +16,11 @@ import type {
   MeterStore,
   MeterTarget,
 } from "../../core/billing-meter";
-import { batchGet, queryAll, readItem } from "./paging";
+import { batchGet, batchWrite, queryAll, readItem } from "./paging";
 import type { TableNames } from "./tables";
 
 /** Meter events are kept this long after their call (Stripe takes none older than 35 days). */
 const EVENT_KEEP_MS = 90 * 24 * 3600 * 1000;
-/** Waiting events noted at once. */
-const NOTE_CONCURRENCY = 16;
 
 const connectionKey = (target: MeterTarget) => `c#${target}`;
 const userKey = (userId: string) => `u#${userId}`;
@@ -90,25 +88,30 @@ export class DynamoMeterStore implements MeterStore {
     return item?.customer as string | undefined;
   }
 
+  /**
+   * Reads which are noted already, then writes the others in batches: a conditional put per event cost
+   * a round trip each. Two consumers noting the same event at once both write it waiting, the same
+   * item; one noted just after the sender marked it sent reads waiting again, and the sender's next
+   * attempt finds it at Stripe (identifier taken) or OpenMeter (deduplicated) and marks it sent.
+   */
   async noteWaiting(events: MeterEvent[], at: number): Promise<void> {
-    let next = 0;
-    const worker = async () => {
-      while (next < events.length) {
-        const event = events[next++] as MeterEvent;
-        try {
-          await this.db.send(
-            new PutItemCommand({
-              TableName: this.table,
-              Item: toItem({ ...event, state: "waiting", attempts: 0, createdAt: at }),
-              ConditionExpression: "attribute_not_exists(sk)",
-            }),
-          );
-        } catch (err) {
-          if (!(err instanceof ConditionalCheckFailedException)) throw err;
-        }
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(NOTE_CONCURRENCY, events.length) }, worker));
+    const byProject = new Map<string, MeterEvent[]>();
+    for (const event of events) {
+      const key = `${event.projectId}\n${event.target}`;
+      const list = byProject.get(key);
+      if (list) list.push(event);
+      else byProject.set(key, [event]);
+    }
+    for (const list of byProject.values()) {
+      const first = list[0] as MeterEvent;
+      const known = await this.get(
+        first.projectId,
+        first.target,
+        list.map((e) => e.transactionId),
+      );
+      const fresh = list.filter((e) => !known.has(e.transactionId));
+      await this.update(fresh.map((event) => ({ ...event, state: "waiting", attempts: 0, createdAt: at })));
+    }
   }
 
   async get(
@@ -126,8 +129,16 @@ export class DynamoMeterStore implements MeterStore {
     return found;
   }
 
-  async update(status: MeterEventStatus): Promise<void> {
-    await this.db.send(new PutItemCommand({ TableName: this.table, Item: toItem(status) }));
+  async update(statuses: MeterEventStatus[]): Promise<void> {
+    if (statuses.length === 0) return;
+    // One write per event: a batch must not name an item twice.
+    const latest = new Map(statuses.map((s) => [`${s.target}#${s.transactionId}`, s]));
+    await batchWrite(
+      this.db,
+      this.table,
+      [...latest.values()].map((status) => ({ PutRequest: { Item: toItem(status) } })),
+      "billingMeter",
+    );
   }
 
   async counts(projectId: string, target: MeterTarget): Promise<MeterCounts> {
