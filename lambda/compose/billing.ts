@@ -1,11 +1,10 @@
 import * as z from "zod/mini";
 import { stripeMeterSender } from "../adapters/stripe/meter-sender";
 import { openMeterSender } from "../adapters/undici/openmeter-sender";
-import { createMeterSender, meterOutbox } from "../billing/meter";
+import { createMeterSender } from "../billing/meter";
 import {
   METER_ENV,
   type MeterConfig,
-  type MeterQueue,
   type MeterSender,
   type MeterStore,
   type MeterTarget,
@@ -13,7 +12,6 @@ import {
 import { parseEnv } from "../core/config";
 import type { Logger } from "../core/logger";
 import type { BatchHandler } from "../core/queue";
-import type { WrittenListener } from "../warehouse/consumer";
 
 export type { MeterConfig } from "../core/billing-meter";
 
@@ -52,16 +50,6 @@ export function composeMeterSender(infra: MeterInfrastructure, config: MeterConf
   return createMeterSender({
     store: infra.meterStore,
     senders: meterSenders(config),
-    logger: infra.logger,
-    clock: infra.clock,
-  });
-}
-
-/** The warehouse consumer's listener that notes and queues each billable call of a connected project. */
-export function meterListener(infra: MeterInfrastructure & { meterQueue: MeterQueue }): WrittenListener {
-  return meterOutbox({
-    store: infra.meterStore,
-    queue: infra.meterQueue,
     logger: infra.logger,
     clock: infra.clock,
   });

@@ -1,5 +1,5 @@
 import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
-import { meterListener } from "../compose/billing";
+import { meterListener } from "../compose/billing-listener";
 import { composeWarehouseConsumer, storeCopies } from "../compose/consumer";
 import { awsHost, awsMeterOutbox, s3Warehouse } from "./runtime/aws";
 import { parseConsumerConfig } from "./runtime/config";
