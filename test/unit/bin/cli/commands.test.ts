@@ -8,11 +8,11 @@ import { readValues } from "../../../../bin/cli/options";
  * command's own parser accepts (so an example cannot drift from the options it shows).
  */
 
-/** An example's words after `dmt`, as a POSIX shell splits them: no `VAR=x` prefix, `< file` or `# note`. */
+/** An example's words after `dmt`, as a POSIX shell splits them: no `VAR=x` prefix, `< file`, `> file` or `# note`. */
 function words(example: string): string[] {
   const all = [...example.matchAll(/'([^']*)'|(\S+)/g)].map((m) => m[1] ?? m[2] ?? "");
   const start = all.indexOf("dmt");
-  const end = all.findIndex((word) => word === "<" || word.startsWith("#"));
+  const end = all.findIndex((word) => word === "<" || word === ">" || word.startsWith("#"));
   return all.slice(start + 1, end === -1 ? undefined : end);
 }
 
