@@ -195,7 +195,8 @@ describe("Lambda functions", () => {
       // Minified: long lines, no indentation (a few template literals keep their line breaks).
       expect(bundle.length / bundle.split("\n").length).toBeGreaterThan(1000);
       expect(existsSync(join(dir, "index.mjs.map"))).toBe(true);
-      expect(statSync(join(dir, "index.mjs")).size).toBeLessThan(1024 * 1024);
+      // docs/aws.md "Bundle": 1.2 MB, of which the OpenTelemetry SDK's ~124 KB is evaluated only when on.
+      expect(statSync(join(dir, "index.mjs")).size).toBeLessThan(1.2 * 1024 * 1024);
     }
   });
 
