@@ -27,7 +27,11 @@ import {
  * each run leaves its own audit entry, `running` until it ends.
  */
 export interface RetentionDeps {
-  projects: { listProjects(): Promise<Project[]> };
+  /** The project list, and one project's current limits (a fanned-out worker's). */
+  projects: {
+    listProjects(): Promise<Project[]>;
+    getProject(projectId: string): Promise<Project | undefined>;
+  };
   /** The warehouse bucket (folder locally): listing, and the audit entries and notes. */
   objects: Pick<ObjectStore, "list" | "get" | "put">;
   /** Reads, replaces and removes warehouse files with every older version (deletion's adapters). */
@@ -51,14 +55,63 @@ const BODY_NOTES_PREFIX = "retention-state/";
 
 const PARTITION = /^interactions\/project=([^/]+)\/dt=(\d{4}-\d{2}-\d{2})\/[^/]+\.parquet$/;
 
+/** A project a run is to do: the unit AWS fans out, one worker each (lib/retention.ts). */
+export interface PlannedProject {
+  projectId: string;
+}
+
+const hasLimits = (p: Project) => p.retentionDays !== undefined || p.bodyRetentionDays !== undefined;
+
+/** A whole run in one process (the local host, `dmt retention run`): each project in turn, one audit entry. */
 export async function runRetention(
   deps: RetentionDeps,
   options: RetentionOptions = {},
 ): Promise<RetentionAudit> {
   const started = deps.clock();
-  const dryRun = options.dryRun === true;
+  const projects = (await deps.projects.listProjects()).filter(
+    (p) => (options.projectId === undefined || p.projectId === options.projectId) && hasLimits(p),
+  );
+  const { audit, error } = await auditedRun(deps, projects, started, options.dryRun === true);
+  if (error !== undefined) throw error;
+  return audit;
+}
+
+/** Every project a run has to do (those with a limit), in the project list's order. */
+export async function planRetention(
+  deps: Pick<RetentionDeps, "projects">,
+  options: Pick<RetentionOptions, "projectId"> = {},
+): Promise<PlannedProject[]> {
+  return (await deps.projects.listProjects())
+    .filter((p) => (options.projectId === undefined || p.projectId === options.projectId) && hasLimits(p))
+    .map((p) => ({ projectId: p.projectId }));
+}
+
+/**
+ * One planned project, what a worker does: its limits read again now (a limit raised since the plan
+ * is honoured), with an audit entry of its own. Undefined when the project is gone or has no limit
+ * left; a failed run's audit says `failed` (the message is tried again: every step is idempotent).
+ */
+export async function retainPlanned(
+  deps: RetentionDeps,
+  planned: PlannedProject,
+): Promise<RetentionAudit | undefined> {
+  const project = await deps.projects.getProject(planned.projectId);
+  if (!project || !hasLimits(project)) return undefined;
+  return (await auditedRun(deps, [project], deps.clock(), false)).audit;
+}
+
+/** A run's id. */
+export const newRetentionRunId = (): string => `ret_${randomBytes(8).toString("hex")}`;
+
+/** Retains the projects in turn, the audit entry rewritten as each ends; a failure ends the run. */
+async function auditedRun(
+  deps: RetentionDeps,
+  projects: Project[],
+  started: number,
+  dryRun: boolean,
+): Promise<{ audit: RetentionAudit; error?: unknown }> {
   const audit: RetentionAudit = {
-    runId: `ret_${randomBytes(8).toString("hex")}`,
+    runId: newRetentionRunId(),
     status: "running",
     dryRun,
     startedAt: new Date(started).toISOString(),
@@ -71,12 +124,8 @@ export async function runRetention(
     if (!dryRun)
       await deps.objects.put(auditKey, Buffer.from(JSON.stringify(audit, null, 2)), "application/json");
   };
-  const projects = (await deps.projects.listProjects()).filter(
-    (p) =>
-      (options.projectId === undefined || p.projectId === options.projectId) &&
-      (p.retentionDays !== undefined || p.bodyRetentionDays !== undefined),
-  );
   await save();
+  let error: unknown;
   try {
     for (const project of projects) {
       const done = await retainProject(deps, project, started, dryRun);
@@ -87,15 +136,15 @@ export async function runRetention(
     }
     audit.status = "completed";
   } catch (err) {
+    error = err;
     audit.status = "failed";
     audit.error = errorFields(err).detail as string;
     deps.logger.error("retention run failed", { runId: audit.runId, ...errorFields(err) });
-    throw err;
   } finally {
     audit.finishedAt = new Date(deps.clock()).toISOString();
     await save();
   }
-  return audit;
+  return error === undefined ? { audit } : { audit, error };
 }
 
 function counts(done: ProjectRetention) {

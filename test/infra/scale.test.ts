@@ -296,3 +296,62 @@ describe("compaction that scales with projects", () => {
     ]);
   });
 });
+
+describe("retention that scales with projects", () => {
+  it("plans once a day onto a queue of projects that the same function works one at a time, 5 at once", () => {
+    const { stack, resources, fn } = standard;
+    const retention = fn(stack.retention.fn.function) as {
+      Environment: { Variables: Record<string, unknown> };
+    };
+    const queueId = stack.getLogicalId(
+      stack.retention.queue.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0],
+    );
+    const deadId = stack.getLogicalId(
+      stack.retention.deadLetterQueue.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0],
+    );
+    expect(retention.Environment.Variables.DMT_PROJECT_QUEUE_URL).toEqual({ Ref: queueId });
+    expect(resources[queueId]?.Properties).toMatchObject({
+      VisibilityTimeout: 5400,
+      RedrivePolicy: { deadLetterTargetArn: { "Fn::GetAtt": [deadId, "Arn"] }, maxReceiveCount: 3 },
+    });
+    const sources = ofType(resources, "AWS::Lambda::EventSourceMapping").filter(([, m]) =>
+      JSON.stringify(m.Properties.EventSourceArn).includes(queueId),
+    );
+    expect(sources).toHaveLength(1);
+    expect(sources[0]?.[1].Properties).toMatchObject({
+      BatchSize: 1,
+      ScalingConfig: { MaximumConcurrency: 5 },
+      FunctionResponseTypes: ["ReportBatchItemFailures"],
+    });
+    // The mapping invokes the retention function, not compaction's.
+    expect(JSON.stringify(sources[0]?.[1].Properties.FunctionName)).toContain(
+      stack.getLogicalId(
+        stack.retention.fn.function.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0],
+      ),
+    );
+  });
+
+  it("alarms on projects left undone and on projects waiting a day", () => {
+    const { stack, resources } = standard;
+    const deadId = stack.getLogicalId(
+      stack.retention.deadLetterQueue.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0],
+    );
+    const queueId = stack.getLogicalId(
+      stack.retention.queue.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0],
+    );
+    const alarms = ofType(resources, "AWS::CloudWatch::Alarm").map(([, a]) => a.Properties);
+    const on = (metric: string, queue: string) =>
+      alarms.filter(
+        (a) =>
+          a.MetricName === metric &&
+          JSON.stringify(a.Dimensions).includes(queue) &&
+          (a.AlarmActions as unknown[] | undefined)?.length === 1,
+      );
+    expect(on("ApproximateNumberOfMessagesVisible", deadId)).toEqual([
+      expect.objectContaining({ Threshold: 1, ComparisonOperator: "GreaterThanOrEqualToThreshold" }),
+    ]);
+    expect(on("ApproximateAgeOfOldestMessage", queueId)).toEqual([
+      expect.objectContaining({ Threshold: 86_400 }),
+    ]);
+  });
+});

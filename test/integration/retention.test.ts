@@ -16,7 +16,13 @@ import type { RetentionAudit } from "../../lambda/core/retention";
 import { emptyUsage } from "../../lambda/core/usage";
 import { runLocalRetention } from "../../lambda/local/retention";
 import { type LocalStore, openLocalStore } from "../../lambda/local/store";
-import { RETENTION_AUDIT_PREFIX, runRetention } from "../../lambda/warehouse/retention";
+import {
+  planRetention,
+  RETENTION_AUDIT_PREFIX,
+  type RetentionDeps,
+  retainPlanned,
+  runRetention,
+} from "../../lambda/warehouse/retention";
 
 /**
  * The retention run over a real data dir: Parquet files in day partitions, the dashboard's index and
@@ -223,5 +229,46 @@ describe("the retention run", () => {
       partitionsRemoved: halfway,
     });
     expect(await index.get("ret-b", `tx-ret-b-${Date.parse("2026-11-23T12:00:00Z")}-0`)).toBeUndefined();
+  }, 120_000);
+
+  it("fanned out as in AWS: the plan lists the projects with a limit, and each worker retains one under its limits of now", async () => {
+    await seed("ret-fan");
+    await seed("ret-fan-none");
+    await updatePrivacySettings(local.store, settings(), "ret-fan", { retentionDays: 2 });
+    const steps: RetentionDeps = {
+      projects: local.store,
+      objects,
+      files: new FsWarehouseFiles(objects),
+      codec: { decode: decodeRecords, encode: encodeRecords },
+      index,
+      logger: silentLogger,
+      clock: () => NOW,
+    };
+    const planned = await planRetention(steps);
+    // Only projects with a limit; planning changes nothing.
+    expect(planned).toContainEqual({ projectId: "ret-fan" });
+    expect(planned.map((p) => p.projectId)).not.toContain("ret-fan-none");
+    expect(await planRetention(steps, { projectId: "ret-fan" })).toEqual([{ projectId: "ret-fan" }]);
+    expect(await days("ret-fan")).toEqual(allDays);
+    const before = (await audits()).length;
+
+    // The limit raised after the plan: the worker reads it again and keeps what is now wanted.
+    await updatePrivacySettings(local.store, settings(), "ret-fan", { retentionDays: 4 });
+    const audit = await retainPlanned(steps, { projectId: "ret-fan" });
+    // With 4 days, 2026-11-22 is the oldest day kept.
+    expect(await days("ret-fan")).toEqual(allDays.filter((d) => d >= "2026-11-22"));
+    expect(await days("ret-fan-none")).toEqual(allDays);
+    expect(audit).toMatchObject({
+      status: "completed",
+      projects: [{ projectId: "ret-fan", retentionDays: 4, filesRemoved: 6, rowsRemoved: 12 }],
+    });
+    // Each worker leaves its own audit entry; a message delivered twice removes nothing more.
+    const again = await retainPlanned(steps, { projectId: "ret-fan" });
+    expect(again?.projects[0]).toMatchObject({ partitionsRemoved: [], filesRemoved: 0, indexRemoved: 0 });
+    expect(await audits()).toHaveLength(before + 2);
+    // A project planned and then gone, or without a limit by now: nothing to do, no audit entry.
+    expect(await retainPlanned(steps, { projectId: "ret-fan-none" })).toBeUndefined();
+    expect(await retainPlanned(steps, { projectId: "ret-gone" })).toBeUndefined();
+    expect(await audits()).toHaveLength(before + 2);
   }, 120_000);
 });

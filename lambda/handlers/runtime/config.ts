@@ -240,6 +240,8 @@ const retention = z.extend(store, {
   DMT_S3_ENDPOINT: z.optional(httpUrl),
   /** The queue a run's planned partitions go on, one worker each (lib/compaction.ts); unset: one run does all. */
   DMT_PARTITION_QUEUE_URL: z.optional(httpUrl),
+  /** Retention's: the queue a run's planned projects go on, one worker each (lib/retention.ts). */
+  DMT_PROJECT_QUEUE_URL: z.optional(httpUrl),
   DMT_SQS_ENDPOINT: z.optional(httpUrl),
 });
 
