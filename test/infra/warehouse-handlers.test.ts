@@ -20,6 +20,7 @@ import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb
 import { DynamoExportSettings } from "../../lambda/adapters/dynamodb/export-settings";
 import { DynamoInteractionIndex } from "../../lambda/adapters/dynamodb/interactions";
 import { DynamoDeliveryLedger } from "../../lambda/adapters/dynamodb/ledger";
+import { DynamoPrivacySettings } from "../../lambda/adapters/dynamodb/privacy-settings";
 import { DynamoStore } from "../../lambda/adapters/dynamodb/store";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { DynamoTombstones } from "../../lambda/adapters/dynamodb/tombstones";
@@ -34,7 +35,9 @@ import { DestinationError } from "../../lambda/core/export-destination";
 import { CSV_HEADER } from "../../lambda/core/export-format";
 import { silentLogger } from "../../lambda/core/logger";
 import { TIER_LIMITS } from "../../lambda/core/model";
+import { updatePrivacySettings } from "../../lambda/core/privacy";
 import { type InteractionRecord, RECORD_COLUMNS } from "../../lambda/core/record";
+import type { RetentionAudit } from "../../lambda/core/retention";
 import { grantedContext } from "../../lambda/handlers/runtime/authorizer-context";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 import { startLocalWarehouse } from "../../lambda/local/warehouse";
@@ -524,6 +527,77 @@ describe("compaction handler, fanned out (DMT_PARTITION_QUEUE_URL, as the stack 
       expect(rest).toEqual([]);
       expect(merged).toMatch(/\/compact-[0-9a-f]{24}\.parquet$/);
     }
+  });
+});
+
+describe("retention handler, fanned out (DMT_PROJECT_QUEUE_URL, as the stack deploys it)", () => {
+  it("queues one message per project with a limit, and each message retains its project with an audit entry of its own", async () => {
+    const db = createDynamoClient({ endpoint: dynamo.endpoint });
+    const store = new DynamoStore(db, tables);
+    const index = new DynamoInteractionIndex(db, tables);
+    const dayMs = 86_400_000;
+    const old = Date.now() - 5 * dayMs;
+    const recent = Date.now() - 60_000;
+    const written = new Map<string, string[]>();
+    for (const projectId of ["wh-ret", "wh-ret-none"]) {
+      await createProject(store, projectId, "free", Date.now());
+      // An entry 5 days old (past a limit of 2) and one from a minute ago.
+      const records = [old, recent].map((startMs, i) => syntheticRecord(950 + i, { projectId, startMs }));
+      await index.write(records);
+      written.set(
+        projectId,
+        records.map((r) => r.transaction_id),
+      );
+    }
+    await updatePrivacySettings(store, new DynamoPrivacySettings(db, tables), "wh-ret", { retentionDays: 2 });
+    const entries = async (projectId: string) =>
+      Promise.all(
+        (written.get(projectId) ?? []).map(async (id) => (await index.get(projectId, id)) !== undefined),
+      );
+    expect(await entries("wh-ret")).toEqual([true, true]);
+
+    // The deployed function: its configuration read at a cold start of its own, with the queue.
+    const queueUrl = `${process.env.DMT_SQS_ENDPOINT}/123456789012/projects`;
+    process.env.DMT_PROJECT_QUEUE_URL = queueUrl;
+    vi.resetModules();
+    const fanned = (await import("../../lambda/handlers/retention")).handler as (
+      event: unknown,
+    ) => Promise<unknown>;
+    delete process.env.DMT_PROJECT_QUEUE_URL;
+
+    // A dry run answers with its report, as before: nothing queued, nothing removed.
+    const dry = (await fanned({ projectId: "wh-ret", dryRun: true })) as RetentionAudit;
+    expect(dry).toMatchObject({ dryRun: true, status: "completed", projects: [{ projectId: "wh-ret" }] });
+    expect(sqs.on("projects")).toEqual([]);
+
+    const planned = (await fanned({})) as { runId: string; planned: number };
+    const messages = sqs.on("projects");
+    // Every project with a limit, and no other.
+    expect(messages.map((m) => JSON.parse(m.body))).toContainEqual({ projectId: "wh-ret" });
+    expect(messages.map((m) => JSON.parse(m.body))).not.toContainEqual({ projectId: "wh-ret-none" });
+    expect(planned.planned).toBe(messages.length);
+    // Nothing retained yet: planning only lists.
+    expect(await entries("wh-ret")).toEqual([true, true]);
+    const auditKeys = () => s3.keys(`${WAREHOUSE_BUCKET}/retention-audit/`);
+    expect(auditKeys()).toEqual([]);
+
+    // The project's message, as Lambda's SQS event source hands it over; then once again.
+    const body = JSON.stringify({ projectId: "wh-ret" });
+    expect(await fanned(sqsEvent([body]))).toEqual({ batchItemFailures: [] });
+    expect(await entries("wh-ret")).toEqual([false, true]);
+    expect(await entries("wh-ret-none")).toEqual([true, true]);
+    expect(await fanned(sqsEvent([body]))).toEqual({ batchItemFailures: [] });
+    const audits = auditKeys().map(
+      (key) => JSON.parse((s3.objects.get(key) as Buffer).toString("utf8")) as RetentionAudit,
+    );
+    expect(audits.map((a) => a.projects[0]?.indexRemoved).sort()).toEqual([0, 1]);
+    expect(audits.every((a) => a.status === "completed" && a.projects.length === 1)).toBe(true);
+    // A project without a limit by the time its message comes: nothing to do.
+    expect(await fanned(sqsEvent([JSON.stringify({ projectId: "wh-ret-none" })]))).toEqual({
+      batchItemFailures: [],
+    });
+    expect(auditKeys()).toHaveLength(2);
+    db.destroy();
   });
 });
 
