@@ -28,6 +28,9 @@ import { PROXY_TIMEOUT } from "./proxy";
 
 export const STAGE_NAME = "prod";
 
+/** Where Stripe posts its events: the data API's route outside `/api/*` (lambda/app/data-api/stripe-webhook.ts). */
+export const STRIPE_WEBHOOK_ROUTE = "stripe/webhook";
+
 /** The data API's streaming integration timeout, and its function's: the longest an export may stream. */
 export const DATA_API_TIMEOUT = Duration.minutes(15);
 
@@ -230,6 +233,28 @@ export class Api extends Construct {
     const prefix = this.restApi.root.addResource(vendor);
     prefix.addMethod("ANY", integration, { authorizer: this.authorizer });
     prefix.addResource("{proxy+}").addMethod("ANY", integration, { authorizer: this.authorizer });
+  }
+
+  /**
+   * `POST /stripe/webhook`, Stripe's events (docs/billing.md): no key, the function checks the
+   * `Stripe-Signature` header against the raw body and the webhook secret; 404 until the operator fills
+   * the secrets. A function of its own (lib/payments.ts), buffered: Stripe's events are small.
+   */
+  addStripeWebhook(fn: IFunction): void {
+    const [first, second] = STRIPE_WEBHOOK_ROUTE.split("/") as [string, string];
+    const webhook = this.restApi.root
+      .addResource(first)
+      .addResource(second)
+      .addMethod("POST", new LambdaIntegration(fn, { proxy: true, allowTestInvoke: false }), {
+        authorizationType: AuthorizationType.NONE,
+      });
+    for (const id of ["AwsSolutions-APIG4", "AwsSolutions-COG4"]) {
+      Validations.of(webhook).acknowledge({
+        id,
+        reason:
+          "Stripe's webhook carries no dmt key: its function verifies Stripe's signature of the raw body (HMAC-SHA256, 5-minute tolerance) and grants nothing otherwise.",
+      });
+    }
   }
 
   /**

@@ -4,7 +4,7 @@ import { Secret } from "aws-cdk-lib/aws-secretsmanager";
 import type { Construct } from "constructs";
 import { TABLES, type TableName } from "../lambda/adapters/dynamodb/tables";
 import type { LogLevel } from "../lambda/core/logger";
-import { Api, type CustomDomain, DATA_API_TIMEOUT } from "./api";
+import { Api, type CustomDomain, DATA_API_TIMEOUT, STRIPE_WEBHOOK_ROUTE } from "./api";
 import { Billing } from "./billing";
 import { Compaction } from "./compaction";
 import { Dashboard, type SesSender } from "./dashboard";
@@ -13,6 +13,7 @@ import { Events } from "./events";
 import { DmtFunction, type LambdaDefaults } from "./lambda-defaults";
 import { Metering, metricsNamespace } from "./metering";
 import { Observability } from "./observability";
+import { StripePayments } from "./payments";
 import { PRICE_VERSION_OUTPUT, PRICES_METADATA, type StackPrices, stackPrices } from "./prices";
 import {
   PROXY_TABLE_ACCESS,
@@ -126,6 +127,7 @@ export class DmtStack extends Stack {
   /** The VPC and capacity provider of `managed-instances` compute; none with `standard`. */
   readonly proxyCapacity: ProxyCapacity | undefined;
   readonly billing: Billing;
+  readonly payments: StripePayments;
 
   constructor(scope: Construct, id: string, props: DmtStackProps = {}) {
     super(scope, id, props);
@@ -332,6 +334,16 @@ export class DmtStack extends Stack {
     this.billing.connectConsumer(this.warehouse.consumer.function, this.store);
     this.observability.addFunction("BillingSender", this.billing.sender.function);
     this.observability.alarms.push(this.billing.deadLetterAlarm);
+    // Credits bought through Stripe: the webhook (its own function) and auto-recharge (the sweeper).
+    this.payments = new StripePayments(this, "Payments", {
+      secretKey: this.billing.stripeSecretKey,
+      store: this.store,
+      defaults,
+      deployment: this.stackName,
+    });
+    this.payments.connect(this.metering.sweeper.function, { scan: true });
+    this.api.addStripeWebhook(this.payments.webhook.function);
+    this.observability.addFunction("StripeWebhook", this.payments.webhook.function);
     this.retention = new Retention(this, "Retention", {
       defaults,
       store: this.store,
@@ -392,6 +404,14 @@ export class DmtStack extends Stack {
     new CfnOutput(this, "StripeSecretKeyArn", {
       value: this.billing.stripeSecretKey.secretArn,
       description: "Secret to put the Stripe key billing exports send with in",
+    });
+    new CfnOutput(this, "StripeWebhookUrl", {
+      value: `${this.api.restApi.url}${STRIPE_WEBHOOK_ROUTE}`,
+      description: "Register in Stripe as the webhook endpoint (docs/billing.md)",
+    });
+    new CfnOutput(this, "StripeWebhookSecretArn", {
+      value: this.payments.webhookSecret.secretArn,
+      description: "Secret to put the Stripe webhook's signing secret (whsec_...) in",
     });
     new CfnOutput(this, "EventBusName", {
       value: this.events.bus.eventBusName,

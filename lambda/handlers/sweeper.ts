@@ -1,10 +1,21 @@
 import { composeSweeper } from "../compose/sweeper";
 import { awsHost } from "./runtime/aws";
-import { parseStoreConfig } from "./runtime/config";
+import { parseStoreConfig, parseStripeConfig } from "./runtime/config";
+import { awsBilling } from "./runtime/stripe";
 import { withTelemetry } from "./runtime/telemetry";
 
-/** The credit sweeper, run every minute by an EventBridge schedule (lambda/compose/sweeper.ts). */
+/**
+ * The credit sweeper, run every minute by an EventBridge schedule (lambda/compose/sweeper.ts), then
+ * auto-recharge's crossing check once the Stripe secrets are filled (docs/billing.md).
+ */
 parseStoreConfig(process.env);
 const aws = awsHost(process.env, "sweeper");
 
-export const handler = withTelemetry(aws.telemetry, composeSweeper(aws));
+// Auto-recharge's check after each sweep, with the Stripe secrets read again every 5 minutes.
+const billing = awsBilling(aws, parseStripeConfig(process.env));
+
+export const handler = withTelemetry(aws.telemetry, async () => {
+  // Unreadable secrets (logged) must not stop the sweep: holds are released all the same.
+  const current = await billing().catch(() => undefined);
+  return composeSweeper(aws, current)();
+});

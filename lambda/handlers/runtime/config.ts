@@ -277,3 +277,22 @@ export function parseEventsConfig(env: Record<string, string | undefined>): Even
 export function parseEventBusConfig(env: Record<string, string | undefined>): EventBusConfig {
   return parseEnv(eventBus, env);
 }
+
+/**
+ * Credits bought through Stripe (lib/payments.ts, docs/billing.md): the two secrets' ARNs, never their
+ * values; both unset, payments are not configured. Read by the data API (the webhook) and the sweeper.
+ */
+const stripe = z.object({
+  DMT_STRIPE_SECRET_ARN: z.optional(text),
+  DMT_STRIPE_WEBHOOK_SECRET_ARN: z.optional(text),
+  DMT_STRIPE_AMOUNTS_USD: z.optional(text),
+  DMT_STRIPE_DEPLOYMENT: z.optional(text),
+  /** Another Stripe API address (tests' stand-in); unset in AWS. */
+  DMT_STRIPE_API_URL: z.optional(httpUrl),
+  DMT_SECRETS_ENDPOINT: z.optional(httpUrl),
+});
+export type StripeConfig = z.infer<typeof stripe>;
+
+export function parseStripeConfig(env: Record<string, string | undefined>): StripeConfig {
+  return parseEnv(stripe, env);
+}

@@ -1,0 +1,83 @@
+import { CachedSecret, createSecretsClient } from "../../adapters/secrets-manager/secrets";
+import type { Infrastructure } from "../../compose/infrastructure";
+import { type Billing, composePayments } from "../../compose/payments";
+import { errorFields, type Logger } from "../../core/logger";
+import { parseAmounts, type StripeSettings } from "../../core/payments";
+
+/**
+ * The Stripe settings of a function in AWS (docs/billing.md): the secret key and the webhook secret
+ * are Secrets Manager secrets (lib/payments.ts) named by ARN in the environment, never their values.
+ * Both are created empty; until the operator fills both, payments are not configured. They are read
+ * again after `STRIPE_SECRET_TTL_MS`, so a rolled key applies without a deploy.
+ */
+export interface StripeSecretConfig {
+  DMT_STRIPE_SECRET_ARN?: string | undefined;
+  DMT_STRIPE_WEBHOOK_SECRET_ARN?: string | undefined;
+  DMT_STRIPE_AMOUNTS_USD?: string | undefined;
+  DMT_STRIPE_DEPLOYMENT?: string | undefined;
+  DMT_STRIPE_API_URL?: string | undefined;
+  DMT_SECRETS_ENDPOINT?: string | undefined;
+}
+
+export const STRIPE_SECRET_TTL_MS = 5 * 60_000;
+
+/** The settings as the secrets hold them now; `undefined` while either is empty or unset. */
+export function awsStripeSettings(
+  config: StripeSecretConfig,
+  logger: Logger,
+): () => Promise<StripeSettings | undefined> {
+  const keyArn = config.DMT_STRIPE_SECRET_ARN;
+  const webhookArn = config.DMT_STRIPE_WEBHOOK_SECRET_ARN;
+  if (keyArn === undefined || webhookArn === undefined) return async () => undefined;
+  const client = createSecretsClient(config.DMT_SECRETS_ENDPOINT);
+  const key = new CachedSecret(client, keyArn, ["AWSCURRENT"], STRIPE_SECRET_TTL_MS, logger);
+  const webhook = new CachedSecret(client, webhookArn, ["AWSCURRENT"], STRIPE_SECRET_TTL_MS, logger);
+  // Checked at cold start: a bad list fails the function naming the variable, as other settings do.
+  const amountsMicros = parseAmounts(config.DMT_STRIPE_AMOUNTS_USD ?? "10,25,100");
+  const deployment = config.DMT_STRIPE_DEPLOYMENT ?? "aws";
+  return async () => {
+    const [[secretKey], [webhookSecret]] = await Promise.all([key.values(), webhook.values()]);
+    if (!secretKey || !webhookSecret) return undefined;
+    return {
+      secretKey: secretKey.trim(),
+      webhookSecret: webhookSecret.trim(),
+      amountsMicros,
+      deployment,
+      ...(config.DMT_STRIPE_API_URL !== undefined && { apiUrl: config.DMT_STRIPE_API_URL }),
+    };
+  };
+}
+
+/**
+ * Payments over the current secrets: composed again only when a secret's value changed. A secret that
+ * cannot be read is logged (never its value) and rethrown: the webhook answers 500 and Stripe retries.
+ */
+export function awsBilling(
+  infra: Pick<Infrastructure, "store" | "logger" | "clock">,
+  config: StripeSecretConfig,
+): () => Promise<Billing | undefined> {
+  const settings = awsStripeSettings(config, infra.logger);
+  let current: { settings: StripeSettings; billing: Billing } | undefined;
+  return async () => {
+    let now: StripeSettings | undefined;
+    try {
+      now = await settings();
+    } catch (err) {
+      infra.logger.error("the Stripe secrets could not be read", {
+        ...errorFields(err),
+        secret: "DMT_STRIPE_SECRET_ARN, DMT_STRIPE_WEBHOOK_SECRET_ARN",
+      });
+      throw err;
+    }
+    if (!now) return undefined;
+    if (
+      current?.settings.secretKey !== now.secretKey ||
+      current.settings.webhookSecret !== now.webhookSecret
+    ) {
+      const billing = composePayments(infra, now);
+      if (!billing) return undefined;
+      current = { settings: now, billing };
+    }
+    return current.billing;
+  };
+}

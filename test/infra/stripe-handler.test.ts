@@ -1,0 +1,141 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { APIGatewayProxyEvent } from "aws-lambda";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb/client";
+import { DynamoPorts } from "../../lambda/adapters/dynamodb/ports";
+import { TABLES, tableNames } from "../../lambda/adapters/dynamodb/tables";
+import { composePayments } from "../../lambda/compose/payments";
+import { createProject } from "../../lambda/core/accounts";
+import { silentLogger } from "../../lambda/core/logger";
+import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
+import { completeCheckout, type StripeStandIn, signedHeader, startStripe } from "../support/stripe";
+import { gatewayProxyEvent, type SecretsEndpoint, startSecretsEndpoint } from "./lambda-runtime";
+
+/**
+ * The webhook's Lambda handler as API Gateway invokes it for `POST /stripe/webhook` (no authorizer):
+ * the Stripe secrets read from a Secrets Manager stand-in by ARN, the grant in DynamoDB.
+ */
+const KEY_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:StripeSecretKey-AbCdEf";
+const WEBHOOK_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:PaymentsWebhookSecret-AbCdEf";
+const DEPLOYMENT = "DmtHandlerTest";
+
+const dataDir = mkdtempSync(join(tmpdir(), "dmt-stripe-handler-"));
+let dynamo: EmbeddedDynamo;
+let secrets: SecretsEndpoint;
+let stripe: StripeStandIn;
+let store: DynamoPorts;
+type Answer = { statusCode: number; body: string };
+let api: (event: APIGatewayProxyEvent) => Promise<Answer>;
+
+beforeAll(async () => {
+  dynamo = await startEmbeddedDynamo(dataDir);
+  secrets = await startSecretsEndpoint();
+  stripe = await startStripe();
+  secrets.secrets.set(KEY_ARN, { AWSCURRENT: stripe.secretKey });
+  secrets.secrets.set(WEBHOOK_ARN, { AWSCURRENT: stripe.webhookSecret });
+  Object.assign(process.env, {
+    DMT_DYNAMODB_ENDPOINT: dynamo.endpoint,
+    DMT_LOG_LEVEL: "silent",
+    DMT_ATHENA_WORKGROUP: "handlers_workgroup",
+    DMT_WAREHOUSE_DATABASE: "handlers_database",
+    DMT_WAREHOUSE_TABLE: "interactions",
+    DMT_SECRETS_ENDPOINT: secrets.url,
+    DMT_STRIPE_SECRET_ARN: KEY_ARN,
+    DMT_STRIPE_WEBHOOK_SECRET_ARN: WEBHOOK_ARN,
+    DMT_STRIPE_DEPLOYMENT: DEPLOYMENT,
+    DMT_STRIPE_API_URL: stripe.url,
+  });
+  for (const name of Object.keys(TABLES)) process.env[`DMT_TABLE_${name.toUpperCase()}`] = `stripe-${name}`;
+  const db = createDynamoClient({ endpoint: dynamo.endpoint });
+  const names = tableNames(process.env);
+  await ensureTables(db, names);
+  store = new DynamoPorts(db, names, () => {
+    throw new Error("no BYOK keys here");
+  });
+  const { handler } = await import("../../lambda/handlers/stripe-webhook");
+  // hono/aws-lambda declares its own event types; API Gateway's REST events are what it takes.
+  api = (event) => (handler as unknown as (e: APIGatewayProxyEvent) => Promise<Answer>)(event);
+}, 120_000);
+
+afterAll(async () => {
+  await stripe?.close();
+  await secrets?.close();
+  await dynamo?.close();
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+/** A project that bought `usd` on Checkout (created as the dashboard does); Stripe's completion event. */
+async function paidCheckout(projectId: string, usd: number): Promise<string> {
+  await createProject(store.keys, projectId, "pro", Date.now());
+  const billing = composePayments(
+    { store, logger: silentLogger, clock: Date.now },
+    {
+      secretKey: stripe.secretKey,
+      webhookSecret: stripe.webhookSecret,
+      amountsMicros: [usd * 1_000_000],
+      deployment: DEPLOYMENT,
+      apiUrl: stripe.url,
+    },
+  );
+  const session = await billing?.payments.startCheckout(
+    projectId,
+    usd * 1_000_000,
+    "https://dashboard.example.com/credits",
+  );
+  await completeCheckout(stripe, session?.sessionId ?? "");
+  const event = stripe.events.findLast((e) => e.event.type === "checkout.session.completed")?.event;
+  if (!event) throw new Error("no checkout.session.completed");
+  return JSON.stringify(event);
+}
+
+function webhook(payload: string, signature?: string): Promise<Answer> {
+  return api(
+    gatewayProxyEvent(
+      {
+        method: "POST",
+        path: "/stripe/webhook",
+        headers: {
+          "content-type": "application/json",
+          ...(signature !== undefined && { "stripe-signature": signature }),
+        },
+        body: payload,
+      },
+      {},
+    ),
+  );
+}
+
+describe("POST /stripe/webhook through its Lambda handler", () => {
+  it("grants a signed checkout once, the webhook secret read from Secrets Manager", async () => {
+    const payload = await paidCheckout("stripe-aws-1", 25);
+    const signature = signedHeader(payload, stripe.webhookSecret);
+    const first = await webhook(payload, signature);
+    expect(first.statusCode).toBe(200);
+    expect(JSON.parse(first.body)).toMatchObject({ received: true });
+    expect((await store.credits.balance("stripe-aws-1")).availableMicros).toBe(25_000_000);
+    // Stripe's retry of the same event: nothing more.
+    expect((await webhook(payload, signature)).statusCode).toBe(200);
+    expect((await store.credits.balance("stripe-aws-1")).availableMicros).toBe(25_000_000);
+    expect(secrets.reads.map((r) => r.secretId)).toEqual(expect.arrayContaining([KEY_ARN, WEBHOOK_ARN]));
+  });
+
+  it("refuses a missing, forged or replayed signature and grants nothing", async () => {
+    const payload = await paidCheckout("stripe-aws-2", 25);
+    const tenMinutesAgo = Math.floor(Date.now() / 1000) - 600;
+    for (const signature of [
+      undefined,
+      signedHeader(payload, "whsec_not_the_endpoints"),
+      signedHeader(payload, stripe.webhookSecret, tenMinutesAgo),
+    ]) {
+      const res = await webhook(payload, signature);
+      expect(res.statusCode).toBe(400);
+      expect(JSON.parse(res.body).error.code).toBe("invalid_signature");
+      // The answer never echoes a secret.
+      expect(res.body).not.toContain(stripe.webhookSecret);
+      expect(res.body).not.toContain(stripe.secretKey);
+    }
+    expect((await store.credits.balance("stripe-aws-2")).availableMicros).toBe(0);
+  });
+});
