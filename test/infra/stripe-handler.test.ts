@@ -9,6 +9,7 @@ import { TABLES, tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { composePayments } from "../../lambda/compose/payments";
 import { createProject } from "../../lambda/core/accounts";
 import { silentLogger } from "../../lambda/core/logger";
+import { awsStripeSettings } from "../../lambda/handlers/runtime/stripe";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 import { completeCheckout, type StripeStandIn, signedHeader, startStripe } from "../support/stripe";
 import { gatewayProxyEvent, type SecretsEndpoint, startSecretsEndpoint } from "./lambda-runtime";
@@ -137,5 +138,22 @@ describe("POST /stripe/webhook through its Lambda handler", () => {
       expect(res.body).not.toContain(stripe.secretKey);
     }
     expect((await store.credits.balance("stripe-aws-2")).availableMicros).toBe(0);
+  });
+
+  it("leaves payments unconfigured while a secret is still empty, as the stack creates them", async () => {
+    const emptyArn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:Empty-AbCdEf";
+    const settings = (key: string, webhook: string) =>
+      awsStripeSettings(
+        {
+          DMT_STRIPE_SECRET_ARN: key,
+          DMT_STRIPE_WEBHOOK_SECRET_ARN: webhook,
+          DMT_SECRETS_ENDPOINT: secrets.url,
+        },
+        silentLogger,
+      )();
+    expect(await settings(emptyArn, WEBHOOK_ARN)).toBeUndefined();
+    expect(await settings(KEY_ARN, emptyArn)).toBeUndefined();
+    expect(await awsStripeSettings({}, silentLogger)()).toBeUndefined();
+    expect(await settings(KEY_ARN, WEBHOOK_ARN)).toMatchObject({ deployment: "aws" });
   });
 });
