@@ -48,31 +48,35 @@ export interface StoreFaults {
 
 /** Commands of the credit protocol (lambda/adapters/dynamodb/credits.ts), by their role. */
 export const creditCommands = {
-  /** h1: the hold's conditional debit. */
+  /** t1 (hold-items.ts): the hold's conditional debit on the balance, with its transient marker. */
   hold: (c: StoreCommand) =>
-    c.name === "UpdateItemCommand" && String(c.input.UpdateExpression).includes("holds.#h = :marker"),
+    c.name === "UpdateItemCommand" &&
+    c.input.TableName === tableNames(process.env).credits &&
+    String(c.input.UpdateExpression).includes("#p = :marker"),
   /** s2: the ledger entry that resolves a hold, `settle` or `release`. */
   resolutionEntry: (c: StoreCommand) =>
     c.name === "PutItemCommand" &&
     c.input.TableName === tableNames(process.env).ledger &&
     ["settle", "release"].includes(ledgerEntryType(c.input)),
-  /** s3: the refund that removes the hold's marker. */
+  /** r3 (hold-items.ts): the refund on the balance, once under its `r_` marker. */
   refund: (c: StoreCommand) =>
-    c.name === "UpdateItemCommand" && String(c.input.UpdateExpression).includes("available + :refund"),
+    c.name === "UpdateItemCommand" &&
+    c.input.TableName === tableNames(process.env).credits &&
+    String(c.input.UpdateExpression).includes("#r = :now"),
 };
 
-/** The budget counters' writes (adapters/dynamodb/budgets.ts). */
+/** The budget counters' writes (adapters/dynamodb/budgets.ts over hold-items.ts). */
 export const budgetCommands = {
-  /** h1: a budget window's conditional hold. */
+  /** t1: a budget window's conditional hold, with its transient marker. */
   hold: (c: StoreCommand) =>
     c.name === "UpdateItemCommand" &&
     c.input.TableName === tableNames(process.env).budgetCounters &&
-    String(c.input.UpdateExpression).includes("#h = :marker"),
-  /** s1: the settlement that turns a hold into its charge and removes its marker. */
+    String(c.input.UpdateExpression).includes("#p = :marker"),
+  /** r3: the settlement that turns a hold into its charge on the window, once under its `r_` marker. */
   settle: (c: StoreCommand) =>
     c.name === "UpdateItemCommand" &&
     c.input.TableName === tableNames(process.env).budgetCounters &&
-    String(c.input.UpdateExpression).includes("REMOVE #h"),
+    String(c.input.UpdateExpression).includes("#r = :now"),
 };
 
 function ledgerEntryType(input: Record<string, unknown>): string {

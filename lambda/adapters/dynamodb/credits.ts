@@ -36,53 +36,34 @@ import type { TableNames } from "./tables";
 /**
  * Credits over DynamoDB with single-item conditional writes only (dynalite has no transactions).
  *
- * Items. `credits` holds one balance item per project:
- *   { projectId, available, holds: { <holdId>: {m, t, x, c?, u?, k?} }, grants: { <grantId>: {m, t, s, n} } }
- * where `holds` marks every open hold (amount, created, expires, and the charges noted so far when it
- * pays for several calls: charged, uncollected, calls) and `grants` every grant whose
- * ledger entry may not be written yet. `ledger` holds immutable entries under (projectId, entryId),
- * with deterministic ids, so a repeated write of the same entry is a no-op (put-if-absent).
+ * Items. `credits` holds one balance item per project: `{ projectId, available, open, held, grants:
+ * { <grantId>: {m, t, s, n, u?} } }`, the money and counts only. Each open hold (a process's credit
+ * lease) is an item of its own beside it, which carries the charges noted on the lease: the steps
+ * t1-t3 and r1-r5 of hold-items.ts, the design in docs/metering.md "No hot item". A balance may still
+ * carry `holds: { <holdId>: {m, t, x, c?, u?, k?} }` from before holds had items; the sweeper resolves
+ * them (s1-s3 below) until none is left. `grants` marks every grant whose ledger entry may not be
+ * written yet. `ledger` holds immutable entries under (projectId, entryId), with deterministic ids, so
+ * a repeated write of the same entry is a no-op (put-if-absent).
  *
- * The balance item is the only thing that moves money, and each of its writes moves money and its
- * marker together, conditionally, so it applies exactly once whatever is retried. Ledger entries are
- * written before the balance write that removes a marker, so a marker still present tells a sweeper
- * exactly what to finish, and a missing one means its entries exist.
+ * Each write of the balance moves money and its marker together, conditionally, so it applies exactly
+ * once whatever is retried. Ledger entries are written before the balance write that removes a marker,
+ * so a marker still present tells a sweeper exactly what to finish, and a missing one means its
+ * entries exist.
  *
- * Hold (one round trip, the critical path):
- *   h1  balance: available -= m, holds[h] = {m,t,x}   if available >= m and holds[h] absent
- * Note charges (a hold that pays for several calls, metering/credit-leases.ts; off the critical path):
- *   n1  balance: holds[h].c,u,k = totals          if holds[h] = {m,t,..} and (k absent or k < :k)
- * Settle or release (off the critical path):
- *   r0  read the balance: no marker -> the hold resolved already: return its resolution entry
+ * Resolve (a hold's settlement or release, off the critical path; r2 of hold-items.ts):
  *   s1  ledger: put-if-absent `hold` entry (-m)                          } in parallel
  *   s2  ledger: put-if-absent resolution entry, `settle` (+m-charged) or  } the first writer of s2
  *       `release` (+m)                                                     } decides the outcome
- *   s3  balance: available += refund of the winning s2, remove holds[h]   if holds[h] = {m,t,..}
- * Grant:
+ *   then the refund of the winning s2 on the balance, once (r3 of hold-items.ts; s3 for a legacy hold)
+ * Grant (and an outside payment's adjustment):
  *   g0  create the balance item if absent
  *   g1  balance: available += m, grants[g] = {m,t,s,n}   if grants[g] absent and room below the cap
  *   g2  ledger: put-if-absent `grant` entry (+m)
  *   g3  balance: remove grants[g]
- * Sweeper (`releaseExpired`): scans balance items with markers; for each expired hold runs s1-s3 with a
- * proposal of its noted charges (`release` when none; a settlement already written in s2 wins and is
- * applied instead); for each grant marker older than GRANT_REPAIR_DELAY_MS runs g2-g3.
- *
- * A crash after h1 leaves a marker and the debit: the sweeper settles it at expiry, at what n1 noted.
- * After s1 or s2: the marker stays; the sweeper writes or finds the resolution and applies it once (s3's
- * condition). After g1 or g2: the grant marker stays; the sweeper writes or finds the entry and removes
- * it. So the ledger's deltas sum to the balance's change whenever no marker is left. (An n1 that lands
- * after the resolution was decided is lost with the marker: charges are noted only while a lease is
- * live, and a lease is resolved once its calls ended, or by the sweeper long after.)
- *
- * Limits. Every hold writes the project's balance item twice (h1, s3) and once per note (n1); a hold
- * is a process's credit lease and pays for many calls, so a project's calls per second are not bound
- * by the item's write rate but by the leases' (one per process per 16-1,024 calls, and a note a
- * second). One DynamoDB item takes at most 1,000 WCU/s and a write costs 1 WCU per KB of item; each
- * open hold adds ~60 bytes, and the 400 KB item limit caps a project at ~6,000 holds open at once:
- * processes, not calls. To go beyond, shard: N balance items per project (`<projectId>#<k>`), a grant
- * split across them, a hold taken on shard hash(holdId) mod N and tried on another on `insufficient`,
- * a settle sent to the hold's shard; the sweeper and `balance` read all N. The sweeper scans the
- * credits table (one item per project).
+ * Sweeper (`releaseExpired`): the balances due in the index `holdsDue`, never a Scan; for each expired
+ * hold the steps above with a proposal of its noted charges (`release` when none; a settlement already
+ * written in s2 wins); for each grant marker older than GRANT_REPAIR_DELAY_MS, g2-g3. So the ledger's
+ * deltas sum to the balance's change whenever no marker is left.
  */
 
 /** A grant's own request completes in milliseconds; the sweeper leaves younger grant markers alone. */
@@ -154,30 +135,9 @@ export class DynamoCredits implements CreditStore {
     const marker: GrantMarker = { m: micros, t: this.clock(), s: source, n: note };
     await this.createBalance(projectId);
     try {
-      await this.db.send(
-        new UpdateItemCommand({
-          TableName: this.tables.credits,
-          Key: marshall({ projectId }),
-          // The sweeper finds the balance through its index should the grant stop halfway.
-          UpdateExpression:
-            "SET available = available + :m, grants.#g = :marker, holdOwner = :shard, " +
-            "#due = if_not_exists(#due, :due), seq = if_not_exists(seq, :zero) + :one",
-          ConditionExpression: "attribute_not_exists(grants.#g) AND available <= :room",
-          ExpressionAttributeNames: { "#g": grantId, "#due": "due" },
-          ExpressionAttributeValues: marshall(
-            {
-              ":m": micros,
-              ":marker": marker,
-              ":room": MAX_BALANCE_MICROS - micros,
-              ":shard": HoldItems.shardOf(projectId),
-              ":due": marker.t + GRANT_REPAIR_DELAY_MS,
-              ":zero": 0,
-              ":one": 1,
-            },
-            opts,
-          ),
-        }),
-      );
+      await this.markGrant(projectId, grantId, marker, "available <= :room", {
+        ":room": MAX_BALANCE_MICROS - micros,
+      });
     } catch (err) {
       if (!(err instanceof ConditionalCheckFailedException)) throw err;
       // A retried request whose first attempt landed finds its own marker; otherwise the cap refused it.
@@ -209,32 +169,12 @@ export class DynamoCredits implements CreditStore {
       const marker: GrantMarker = { m: moved, t: at, s: adjustment.source, n: adjustment.note };
       if (wanted < 0) marker.u = -wanted + moved;
       try {
-        await this.db.send(
-          new UpdateItemCommand({
-            TableName: this.tables.credits,
-            Key: marshall({ projectId }),
-            // In the sweeper's index until the entry is written, as a grant (hold-items.ts).
-            UpdateExpression:
-              "SET available = available + :m, grants.#g = :marker, holdOwner = :shard, " +
-              "#due = if_not_exists(#due, :due), seq = if_not_exists(seq, :zero) + :one",
-            ConditionExpression:
-              wanted > 0
-                ? "attribute_not_exists(grants.#g) AND available <= :room"
-                : "attribute_not_exists(grants.#g) AND available >= :take",
-            ExpressionAttributeNames: { "#g": ref, "#due": "due" },
-            ExpressionAttributeValues: marshall(
-              {
-                ...(wanted > 0
-                  ? { ":m": moved, ":marker": marker, ":room": MAX_BALANCE_MICROS - moved }
-                  : { ":m": moved, ":marker": marker, ":take": -moved }),
-                ":shard": HoldItems.shardOf(projectId),
-                ":due": this.clock() + GRANT_REPAIR_DELAY_MS,
-                ":zero": 0,
-                ":one": 1,
-              },
-              opts,
-            ),
-          }),
+        await this.markGrant(
+          projectId,
+          ref,
+          marker,
+          wanted > 0 ? "available <= :room" : "available >= :take",
+          wanted > 0 ? { ":room": MAX_BALANCE_MICROS - moved } : { ":take": -moved },
         );
         return { entry: (await this.completeGrant(projectId, ref, marker)).entry, applied: true };
       } catch (err) {
@@ -464,6 +404,42 @@ export class DynamoCredits implements CreditStore {
       { ":refund": entry.deltaMicros, ":m": marker.m, ":t": marker.t },
     );
     return { settlement: settlementOf(entry), proposalWon, applied };
+  }
+
+  /**
+   * g1: the grant's amount on the balance with its marker, if the marker is not there yet and
+   * `condition` holds. The balance goes into the sweeper's index should the grant stop halfway.
+   */
+  private async markGrant(
+    projectId: string,
+    grantId: string,
+    marker: GrantMarker,
+    condition: string,
+    values: Record<string, number>,
+  ): Promise<void> {
+    await this.db.send(
+      new UpdateItemCommand({
+        TableName: this.tables.credits,
+        Key: marshall({ projectId }),
+        UpdateExpression:
+          "SET available = available + :m, grants.#g = :marker, holdOwner = :shard, " +
+          "#due = if_not_exists(#due, :due), seq = if_not_exists(seq, :zero) + :one",
+        ConditionExpression: `attribute_not_exists(grants.#g) AND ${condition}`,
+        ExpressionAttributeNames: { "#g": grantId, "#due": "due" },
+        ExpressionAttributeValues: marshall(
+          {
+            ...values,
+            ":m": marker.m,
+            ":marker": marker,
+            ":shard": HoldItems.shardOf(projectId),
+            ":due": this.clock() + GRANT_REPAIR_DELAY_MS,
+            ":zero": 0,
+            ":one": 1,
+          },
+          opts,
+        ),
+      }),
+    );
   }
 
   /** g2-g3. */

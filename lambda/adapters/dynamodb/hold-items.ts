@@ -1,6 +1,5 @@
 import { randomBytes } from "node:crypto";
 import {
-  type AttributeValue,
   ConditionalCheckFailedException,
   DeleteItemCommand,
   type DynamoDBClient,
@@ -10,7 +9,8 @@ import {
 } from "@aws-sdk/client-dynamodb";
 import { marshall, unmarshall } from "@aws-sdk/util-dynamodb";
 import type { Hold, HoldCharges } from "../../core/credits";
-import { readItem } from "./paging";
+import type { HoldItem, HoldMarker, OwnerWrite, ResolveResult, TakeResult } from "./hold-model";
+import { queryAll, readItem } from "./paging";
 
 /**
  * Holds as items of their own, beside the item they take from (an "owner": a project's balance, a
@@ -18,13 +18,7 @@ import { readItem } from "./paging";
  * credits.ts and budgets.ts; the owner's money moves are theirs (`OwnerWrite`). Design and the
  * reasoning: docs/metering.md "No hot item".
  *
- * Items, in the owner's table (its partition key `pk`):
- *   owner  { <pk>: owner, <money attributes>, open, held, seq, holdOwner: "open#<shard>", due,
- *            p_<hold>: {m,t,x}, r_<hold>: at }     p_/r_ are transient markers, see below
- *   hold   { <pk>: "<owner>#hold#<hold>", owner, holdId, m, t, x, c?, u?, k?, st?, holdOwner: owner, due }
- * The index `holdsDue` (KEYS_ONLY, partition `holdOwner`, sort `due`) holds every open hold item under
- * its owner and every owner that may need the sweeper under `open#<shard>`: items without `holdOwner`
- * are not in it, so the sweeper reads what is open and nothing else.
+ * The items' attributes and the index `holdsDue`: docs/metering.md "The items".
  *
  * Take (one round trip on the call's path, then two off it):
  *   t1  owner: <take>, open += 1, held += m, p_<h> = {m,t,x}, seq += 1, holdOwner, due ?= x
@@ -56,44 +50,15 @@ const RECHECK_MS = 5 * 60_000;
 /** A tombstone (a hold released without its item) stays this long, then DynamoDB TTL drops it. */
 const TOMBSTONE_KEPT_S = 7 * 86_400;
 
-export interface HoldMarker {
-  m: number;
-  t: number;
-  x: number;
-}
-
-export interface HoldItem extends HoldMarker {
-  owner: string;
-  holdId: string;
-  c?: number;
-  u?: number;
-  k?: number;
-  st?: number;
-  tombstone?: boolean;
-}
-
-/** An update of the owner's own attributes, merged into t1 or r3. */
-export interface OwnerWrite {
-  set: string;
-  condition?: string;
-  values: Record<string, unknown>;
-  names?: Record<string, string>;
-}
-
-export type TakeResult =
-  | { taken: true; owner: Record<string, unknown> }
-  | { taken: false; owner: Record<string, unknown> | undefined };
-
-export type ResolveResult<T> =
-  | { done: "now"; value: T }
-  /** Resolved before (its item is gone), or being resolved by another process right now. */
-  | { done: "before" | "elsewhere" };
+export type { HoldItem, HoldMarker, OwnerWrite, ResolveResult, TakeResult } from "./hold-model";
 
 const opts = { removeUndefinedValues: true };
 
 export class HoldItems {
   /** t2 and t3 of the holds this process took, which later steps on the same hold wait for. */
   private readonly confirming = new Map<string, { done: Promise<void>; again: () => Promise<void> }>();
+  /** This process's claims (r1) whose resolution failed halfway: its own retry takes them over at once. */
+  private readonly failedClaims = new Map<string, number>();
 
   constructor(
     private readonly db: DynamoDBClient,
@@ -304,8 +269,15 @@ export class HoldItems {
     const claimed = await this.claim(key, hold, charges, now);
     if (claimed === "gone") return { done: "before" };
     if (claimed === "busy") return { done: "elsewhere" };
-    const { write, value } = await before(claimed);
-    await this.applyToOwner(hold.projectId, hold.holdId, claimed.m, write);
+    let value: T;
+    try {
+      const resolved = await before(claimed);
+      value = resolved.value;
+      await this.applyToOwner(hold.projectId, hold.holdId, claimed.m, resolved.write);
+    } catch (err) {
+      this.failedClaims.set(key, now);
+      throw err;
+    }
     try {
       await this.db.send(
         new DeleteItemCommand({
@@ -361,6 +333,7 @@ export class HoldItems {
             ReturnValues: "ALL_NEW",
           }),
         );
+        this.failedClaims.delete(key);
         return unmarshall(out.Attributes ?? {}) as HoldItem;
       } catch (err) {
         if (!(err instanceof ConditionalCheckFailedException)) throw err;
@@ -370,8 +343,10 @@ export class HoldItems {
       if (item.m !== hold.micros || item.t !== hold.createdAt) {
         throw new Error(`Hold ${key} does not match the open hold of that id.`);
       }
-      // Claimed by a process that stopped halfway: taken over once its claim is old enough.
-      if (item.st === undefined || item.st + REPAIR_MS > now) return "busy";
+      // Claimed by a process that stopped halfway: taken over once its claim is old enough, or at once
+      // when the claim is this process's own (a settlement retried after its ledger write failed).
+      const own = item.st !== undefined && this.failedClaims.get(key) === item.st;
+      if (!own && (item.st === undefined || item.st + REPAIR_MS > now)) return "busy";
       previous = item.st;
     }
     return "busy";
@@ -429,21 +404,7 @@ export class HoldItems {
 
   /** The owner's open hold items (a read for the few who need noted charges: not on a call's path). */
   async openHolds(owner: string): Promise<HoldItem[]> {
-    const keys: string[] = [];
-    let start: Record<string, AttributeValue> | undefined;
-    do {
-      const page = await this.db.send(
-        new QueryCommand({
-          TableName: this.table,
-          IndexName: HOLD_INDEX,
-          KeyConditionExpression: "holdOwner = :o",
-          ExpressionAttributeValues: marshall({ ":o": owner }),
-          ExclusiveStartKey: start,
-        }),
-      );
-      for (const item of page.Items ?? []) keys.push(unmarshall(item)[this.pk] as string);
-      start = page.LastEvaluatedKey;
-    } while (start);
+    const keys = await this.indexKeys(owner);
     const items = await Promise.all(keys.map((key) => readItem(this.db, this.table, { [this.pk]: key })));
     return items.filter((item): item is HoldItem => item !== undefined && !(item as HoldItem).tombstone);
   }
@@ -460,9 +421,9 @@ export class HoldItems {
   ): Promise<{ resolved: number; released: number; owners: number }> {
     const report = { resolved: 0, released: 0, owners: 0 };
     for (let shard = 0; shard < SHARDS; shard++) {
-      for (const ownerKey of await this.due(`open#${shard}`, now)) {
+      for (const ownerKey of await this.indexKeys(`open#${shard}`, now)) {
         report.owners++;
-        for (const key of await this.due(ownerKey, now)) {
+        for (const key of await this.indexKeys(ownerKey, now)) {
           const item = (await readItem(this.db, this.table, { [this.pk]: key })) as HoldItem | undefined;
           if (!item || item.tombstone) continue;
           // Expired, or claimed by a process that stopped halfway (taken over).
@@ -602,25 +563,16 @@ export class HoldItems {
     }
   }
 
-  /** The keys under an index partition whose `due` has come. */
-  private async due(partition: string, now: number): Promise<string[]> {
-    const keys: string[] = [];
-    let start: Record<string, AttributeValue> | undefined;
-    do {
-      const page = await this.db.send(
-        new QueryCommand({
-          TableName: this.table,
-          IndexName: HOLD_INDEX,
-          KeyConditionExpression: "holdOwner = :o AND #due <= :now",
-          ExpressionAttributeNames: { "#due": "due" },
-          ExpressionAttributeValues: marshall({ ":o": partition, ":now": now }),
-          ExclusiveStartKey: start,
-        }),
-      );
-      for (const item of page.Items ?? []) keys.push(unmarshall(item)[this.pk] as string);
-      start = page.LastEvaluatedKey;
-    } while (start);
-    return keys;
+  /** The keys under an index partition (an owner, or the owners') due by `dueBy` (the sort key): all by default. */
+  private async indexKeys(partition: string, dueBy = Number.MAX_SAFE_INTEGER): Promise<string[]> {
+    const items = await queryAll(this.db, {
+      TableName: this.table,
+      IndexName: HOLD_INDEX,
+      KeyConditionExpression: "holdOwner = :o AND #due <= :now",
+      ExpressionAttributeNames: { "#due": "due" },
+      ExpressionAttributeValues: marshall({ ":o": partition, ":now": dueBy }),
+    });
+    return items.map((item) => item[this.pk] as string);
   }
 
   /** An owner's item, read strongly. */
