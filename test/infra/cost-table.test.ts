@@ -34,11 +34,11 @@ describe("the cost table", () => {
     for (const line of priced) expect(line, line).toMatch(/20\d\d-\d\d-\d\d/);
   });
 
-  it("counts data transfer out, six secrets, the KMS key, the alarms, the dashboard and Cognito", () => {
+  it("counts data transfer out, nine secrets, the KMS key, the alarms, the dashboard and Cognito", () => {
     const text = costBlock("docs/aws.md").join("\n");
     for (const item of [
       "data transfer out",
-      "six secrets",
+      "nine secrets",
       "KMS key",
       "CloudWatch alarms",
       "CloudWatch dashboard",

@@ -946,6 +946,21 @@ describe("observability", () => {
     }
     template.resourceCountIs("AWS::CloudWatch::Dashboard", 1);
   });
+
+  it("has the secrets and alarms the cost table prices (README.md, docs/aws.md)", () => {
+    const table = readFileSync(join(REPO_ROOT, "docs/aws.md"), "utf8");
+    const count = (type: string) => Object.values(resources).filter((r) => r.Type === type).length;
+    const words = ["six", "seven", "eight", "nine", "ten", "eleven", "twelve"];
+    const secrets = /\| (\w+) secrets \(/.exec(table)?.[1];
+    expect(words.indexOf(secrets ?? "") + 6).toBe(count("AWS::SecretsManager::Secret"));
+    const alarms = Object.values(resources).filter((r) => r.Type === "AWS::CloudWatch::Alarm");
+    const metrics = alarms.reduce((sum, alarm) => {
+      const queries = (alarm.Properties as { Metrics?: { MetricStat?: unknown }[] }).Metrics;
+      return sum + (queries ? queries.filter((q) => q.MetricStat).length : 1);
+    }, 0);
+    const priced = /\| (\d+) CloudWatch alarms on (\d+) metrics\s+\|/.exec(table);
+    expect([Number(priced?.[1]), Number(priced?.[2])]).toEqual([alarms.length, metrics]);
+  });
 });
 
 /** Every finding of the AwsSolutions pack, acknowledged or not. */
