@@ -164,6 +164,14 @@ describe.sequential("refusals in a browser", () => {
       if (process.env.DMT_SHOTS) {
         await page.screenshot({ path: `${process.env.DMT_SHOTS}/usage-refused-by-key.png`, fullPage: true });
       }
+      // On a phone the table's rows become cards: the refused count and the revoked badge stay, nothing overflows.
+      await page.setViewportSize({ width: 390, height: 844 });
+      expect(await tooWide(page)).toEqual([]);
+      expect(await laptop.locator(".badge.revoked").isVisible()).toBe(true);
+      if (process.env.DMT_SHOTS) {
+        await page.screenshot({ path: `${process.env.DMT_SHOTS}/usage-refused-390.png`, fullPage: true });
+      }
+      await page.setViewportSize({ width: 1366, height: 900 });
 
       await page.goto(`${stack.url}/dashboard/`);
       const notes = page.locator(".ranking-note");
