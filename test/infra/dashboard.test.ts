@@ -480,6 +480,9 @@ describe("dashboard function", () => {
       // The Budgets page: definitions set and deleted, the current windows' spend read.
       [table("budgets")]: ["DeleteItem", "PutItem", "Query"],
       [table("budgetCounters")]: ["GetItem"],
+      // The open holds of a window or a balance, through the sweeper's index (hold-items.ts).
+      [`${table("budgetCounters")}/index/holdsDue`]: ["Query"],
+      [`${table("credits")}/index/holdsDue`]: ["Query"],
       // Settings -> Alerts and Webhooks.
       [table("alertRules")]: ["DeleteItem", "PutItem", "Query", "UpdateItem"],
       [table("webhooks")]: ["DeleteItem", "GetItem", "PutItem", "Query"],

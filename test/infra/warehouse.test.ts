@@ -185,7 +185,8 @@ describe("consumer", () => {
         Resource: objectsArn(warehouse().dataBucket, INTERACTIONS_PREFIX),
       },
     ]);
-    // Its ledger, the dashboard's index (batches of entries) and rollups, and the deletion tombstones.
+    // Its ledger, the dashboard's index (batches of entries) and rollups, the deletion tombstones and
+    // the billing exports' status.
     expect(onService(statements, "dynamodb")).toEqual([
       {
         Action: ["dynamodb:BatchGetItem", "dynamodb:PutItem"],
@@ -199,11 +200,19 @@ describe("consumer", () => {
       },
       { Action: "dynamodb:UpdateItem", Effect: "Allow", Resource: getAtt(stack.store.tables.usageRollups) },
       { Action: "dynamodb:Query", Effect: "Allow", Resource: getAtt(stack.store.tables.deletionTombstones) },
+      // Billing exports: the project's connection read, each billable call noted before it is queued.
+      {
+        Action: ["dynamodb:PutItem", "dynamodb:Query"],
+        Effect: "Allow",
+        Resource: getAtt(stack.store.tables.billingMeter),
+      },
     ]);
     const sqs = onService(statements, "sqs");
-    expect(sqs.find((s) => actionsOf(s).includes("sqs:SendMessage"))?.Resource).toEqual(
+    // Sends: to its dead-letter queue, and billable calls to the billing exports' meter queue.
+    expect(sqs.find((s) => actionsOf(s).includes("sqs:SendMessage"))?.Resource).toEqual([
+      getAtt(stack.billing.queue),
       getAtt(warehouse().deadLetterQueue),
-    );
+    ]);
     expect(sqs.find((s) => actionsOf(s).includes("sqs:ReceiveMessage"))?.Resource).toEqual(
       getAtt(warehouse().queue),
     );
