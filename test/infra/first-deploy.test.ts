@@ -149,10 +149,12 @@ describe("W3: the proxies through API Gateway's Lambda proxy integration, as an 
   beforeAll(() => {
     streaming = synthesize(undefined, { [CONTEXT.proxyIntegration]: "lambda-stream" });
   });
+  /** The vendors' routes that invoke their proxy function with response streaming (the data API's streams too). */
   const streamingRoutes = (all: Resources) =>
-    ofType(all, "AWS::ApiGateway::Method").filter(([, m]) =>
-      JSON.stringify(m.Properties.Integration).includes("/response-streaming-invocations"),
-    );
+    ofType(all, "AWS::ApiGateway::Method").filter(([, m]) => {
+      const integration = JSON.stringify(m.Properties.Integration);
+      return integration.includes("/response-streaming-invocations") && /"Proxy[A-Z]/.test(integration);
+    });
 
   it("keeps the function URLs and their origin secret by default", () => {
     expect(ofType(resources, "AWS::Lambda::Url")).toHaveLength(4);
@@ -162,8 +164,8 @@ describe("W3: the proxies through API Gateway's Lambda proxy integration, as an 
   it("routes every vendor through InvokeWithResponseStream, with no function URL and no origin secret", () => {
     expect(ofType(streaming, "AWS::Lambda::Url")).toEqual([]);
     const secrets = ofType(streaming, "AWS::SecretsManager::Secret").map(([id]) => id);
-    // The vendors' four, the user-id key, and billing exports' Stripe key and OpenMeter token.
-    expect(secrets).toHaveLength(7);
+    // The vendors' four, the user-id key, the Stripe key, its webhook secret and the OpenMeter token.
+    expect(secrets).toHaveLength(8);
     expect(secrets.filter((id) => id.includes("OriginSecret"))).toEqual([]);
     const routes = streamingRoutes(streaming);
     // `/{vendor}` and `/{vendor}/{proxy+}` for each of the four.

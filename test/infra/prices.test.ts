@@ -145,7 +145,8 @@ describe("price override and markup in the stack", () => {
       expect(readFileSync(join(assetDir, PRICE_OVERRIDE_FILE), "utf8")).toBe(
         readFileSync(overrideFile, "utf8"),
       );
-      expect(statSync(join(assetDir, "index.mjs")).size).toBeLessThan(1024 * 1024);
+      // The proxies' budget (docs/aws.md "Bundle").
+      expect(statSync(join(assetDir, "index.mjs")).size).toBeLessThan(1.2 * 1024 * 1024);
     }
   });
 
