@@ -147,7 +147,7 @@ function printUsage(result: UsageResult): string {
   return [
     `Usage of ${result.project}, ${result.from} to ${result.to} (UTC), by ${result.by}:`,
     table(cells, charged ? [...columns, "charged"] : columns),
-    `Total: ${totals.requests} requests (${totals.errors} failed, ${totals.refused} of them refused by dmt), ${totals.input_tokens} input and ${totals.output_tokens} output tokens, ${formatCents(totals.cost_micros)} at list price, ${formatCents(totals.charged_micros)} charged to credits.`,
+    `Total: ${totals.requests} requests (${totals.errors} failed${totals.refused > 0 ? `, ${totals.refused} of them refused by dmt` : ""}), ${totals.input_tokens} input and ${totals.output_tokens} output tokens, ${formatCents(totals.cost_micros)} at list price, ${formatCents(totals.charged_micros)} charged to credits.`,
     "Amounts to the cent, as the dashboard shows them; --json has them exactly, in micro-USD.",
   ].join("\n");
 }
