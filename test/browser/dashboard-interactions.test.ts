@@ -276,8 +276,9 @@ describe.sequential("the Interactions page in a browser", () => {
       await expect
         .poll(() => page.getByTestId("overview-top-keys").locator("li").allTextContents())
         .toEqual([
-          expect.stringMatching(/^ci-runner(\$0\.\d\d|<\$0\.01)1 call$/),
-          expect.stringMatching(/^laptop(\$0\.\d\d|<\$0\.01)2 calls$/),
+          // Each key by its name over its id, as the Usage page names it.
+          expect.stringMatching(new RegExp(`^ci-runner${keys.ci.keyId}(\\$0\\.\\d\\d|<\\$0\\.01)1 call$`)),
+          expect.stringMatching(new RegExp(`^laptop${keys.laptop.keyId}(\\$0\\.\\d\\d|<\\$0\\.01)2 calls$`)),
         ]);
       await expect
         .poll(() => page.getByTestId("overview-top-users").locator("li").allTextContents())
