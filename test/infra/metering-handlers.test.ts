@@ -44,13 +44,13 @@ afterAll(async () => {
 
 describe("credit sweeper handler", () => {
   it("releases expired holds in full, leaves running ones, and counts what it did", async () => {
-    await credits.grant("swept", 5_000_000, "test");
-    // A hold taken two hours ago for one hour: its call crashed and nobody settled it.
+    // Two hours ago: the grant, then a hold for one hour whose call crashed and nobody settled.
     const earlier = new DynamoCredits(
       createDynamoClient({ endpoint: dynamo.endpoint }),
       tables,
       () => Date.now() - 2 * HOUR,
     );
+    await earlier.grant("swept", 5_000_000, "test");
     const expired = await earlier.hold("swept", newHoldId(), 1_000_000, Date.now() - HOUR);
     const running = await credits.hold("swept", newHoldId(), 500_000, Date.now() + HOUR);
     expect(expired.ok && running.ok).toBe(true);
