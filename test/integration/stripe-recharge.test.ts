@@ -206,7 +206,10 @@ describe("auto-recharge", () => {
       (await api(token, "GET", `/projects/${projectId}/credits`, undefined, host)).body.balance
         .availableMicros;
     await expect.poll(balance).toBe(35_000_000);
-    const offer = await api(token, "GET", `/projects/${projectId}/credits/purchase`, undefined, host);
+    // The attempt's outcome is written after the grant it paid for: read again until it shows.
+    const purchase = () => api(token, "GET", `/projects/${projectId}/credits/purchase`, undefined, host);
+    await expect.poll(async () => (await purchase()).body.last_recharge?.outcome).toBe("succeeded");
+    const offer = await purchase();
     expect(offer.body).toMatchObject({
       recharge: { threshold_usd: "15.00", amount_usd: "25.00" },
       last_recharge: { outcome: "succeeded" },
