@@ -30,17 +30,23 @@ let names: TableNames;
 let projects = 0;
 const newProject = () => `proj-holds-${++projects}`;
 
-/** A client whose every other write is refused as DynamoDB refuses one over its limits; it counts them. */
+/**
+ * A client that refuses the first attempt of every write as DynamoDB refuses one over its limits, and
+ * counts them. Each write's retry goes through (the attempts of one command share its input), so no
+ * interleaving of concurrent writes can exhaust the SDK's attempts.
+ */
 function throttlingClient(): { client: DynamoDBClient; throttled: () => number; commands: string[] } {
   const client = createDynamoClient({ endpoint: dynamo.endpoint });
-  let writes = 0;
+  const refused = new WeakSet<object>();
   let throttled = 0;
   const commands: string[] = [];
   client.middlewareStack.add(
     (next, context) => async (args) => {
       const name = context.commandName ?? "?";
       commands.push(name);
-      if (/^(Put|Update|Delete)Item/.test(name) && writes++ % 2 === 0) {
+      const input = (args as { input: object }).input;
+      if (/^(Put|Update|Delete)Item/.test(name) && !refused.has(input)) {
+        refused.add(input);
         throttled++;
         const err = new Error("Rate of requests exceeds the allowed throughput.");
         err.name = "ProvisionedThroughputExceededException";
