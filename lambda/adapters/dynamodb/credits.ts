@@ -99,9 +99,10 @@ interface BalanceItem {
   /** Holds taken before holds had items of their own; new holds are items (hold-items.ts). */
   holds?: Record<string, HoldMarker>;
   grants: Record<string, GrantMarker>;
-  /** Open hold items, and what they hold (hold-items.ts). */
+  /** Open hold items, and what they hold (hold-items.ts); `seq` counts takes and resolutions. */
   open?: number;
   held?: number;
+  seq?: number;
 }
 
 type Proposal = Pick<Settlement, "outcome" | "chargedMicros" | "uncollectedMicros" | "calls">;
@@ -274,12 +275,16 @@ export class DynamoCredits implements CreditStore {
   }
 
   async balance(projectId: string): Promise<CreditBalance> {
-    const item = await this.readBalance(projectId);
+    let item = await this.readBalance(projectId);
+    let noted = 0;
+    // Noted charges live on open holds' items: read until no take or resolution (`seq`) came between.
+    for (let tries = 0; (item?.open ?? 0) > 0 && tries < 5; tries++) {
+      noted = (await this.holds.openHolds(projectId)).reduce((sum, h) => sum + (h.c ?? 0), 0);
+      const again = await this.readBalance(projectId);
+      if (again?.seq === item?.seq) break;
+      item = again;
+    }
     const legacy = Object.values(item?.holds ?? {});
-    const open = item?.open ?? 0;
-    // Charges noted on open holds live on their items: read only when some are open.
-    const noted =
-      open > 0 ? (await this.holds.openHolds(projectId)).reduce((sum, h) => sum + (h.c ?? 0), 0) : 0;
     const legacyCharged = legacy.reduce((sum, hold) => sum + (hold.c ?? 0), 0);
     return {
       projectId,
@@ -287,7 +292,7 @@ export class DynamoCredits implements CreditStore {
       // What open holds still reserve: their charges noted so far are spent.
       heldMicros: legacy.reduce((sum, hold) => sum + hold.m - (hold.c ?? 0), 0) + (item?.held ?? 0) - noted,
       chargedInFlightMicros: legacyCharged + noted,
-      openHolds: legacy.length + open,
+      openHolds: legacy.length + (item?.open ?? 0),
     };
   }
 
