@@ -1,11 +1,10 @@
 import { type CfnElement, Duration, Stack, Validations } from "aws-cdk-lib";
-import { Alarm, ComparisonOperator, TreatMissingData } from "aws-cdk-lib/aws-cloudwatch";
+import type { Alarm } from "aws-cdk-lib/aws-cloudwatch";
 import { PolicyStatement } from "aws-cdk-lib/aws-iam";
-import { SqsEventSource } from "aws-cdk-lib/aws-lambda-event-sources";
-import { Queue, QueueEncryption } from "aws-cdk-lib/aws-sqs";
+import type { Queue } from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
 import { INTERACTIONS_PREFIX } from "../lambda/core/record";
-import { runDaily } from "./daily-run";
+import { fanOut, runDaily } from "./daily-run";
 import { DmtFunction, type LambdaDefaults } from "./lambda-defaults";
 import type { Observability } from "./observability";
 import type { Store } from "./store";
@@ -17,11 +16,6 @@ export interface CompactionProps {
   warehouse: Warehouse;
   observability: Observability;
 }
-
-/** Workers at once: each merges one partition of up to 32 MB; S3 and DynamoDB take far more. */
-const WORKERS = 5;
-/** Tries of a partition before its message goes to the dead-letter queue (left undone, alarmed). */
-const TRIES = 3;
 
 /**
  * Compaction (`lambda/handlers/compaction.ts`), fanned out so that it scales with projects. Once a day
@@ -53,55 +47,25 @@ export class Compaction extends Construct {
       environment: { DMT_WAREHOUSE_BUCKET: warehouse.dataBucket.bucketName },
     });
     const fn = this.fn.function;
-    this.deadLetterQueue = new Queue(this, "UndoneQueue", {
-      encryption: QueueEncryption.SQS_MANAGED,
-      enforceSSL: true,
-      retentionPeriod: Duration.days(14),
-    });
-    this.queue = new Queue(this, "PartitionQueue", {
-      encryption: QueueEncryption.SQS_MANAGED,
-      enforceSSL: true,
-      retentionPeriod: Duration.days(4),
-      // Six times the function's timeout, as Lambda's SQS event source advises.
-      visibilityTimeout: Duration.minutes(15 * 6),
-      deadLetterQueue: { queue: this.deadLetterQueue, maxReceiveCount: TRIES },
-    });
-    fn.addEnvironment("DMT_PARTITION_QUEUE_URL", this.queue.queueUrl);
-    this.queue.grantSendMessages(fn);
-    fn.addEventSource(
-      new SqsEventSource(this.queue, {
-        batchSize: 1,
-        maxConcurrency: WORKERS,
-        reportBatchItemFailures: true,
-      }),
-    );
-    this.undoneAlarm = new Alarm(this, "PartitionsUndone", {
-      metric: this.deadLetterQueue.metricApproximateNumberOfMessagesVisible({
-        statistic: "Maximum",
-        period: Duration.minutes(15),
-      }),
-      alarmDescription:
-        "Compaction partitions failed three times and were left undone (their messages are in the dead-letter queue): their small files stay until a run merges them.",
-      threshold: 1,
-      evaluationPeriods: 1,
-      comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-      treatMissingData: TreatMissingData.NOT_BREACHING,
-    });
-    props.observability.alarms.push(this.undoneAlarm);
-    props.observability.alarms.push(
-      new Alarm(this, "PartitionsWaiting", {
-        metric: this.queue.metricApproximateAgeOfOldestMessage({
-          statistic: "Maximum",
-          period: Duration.minutes(15),
-        }),
-        alarmDescription:
+    ({
+      queue: this.queue,
+      deadLetterQueue: this.deadLetterQueue,
+      undoneAlarm: this.undoneAlarm,
+    } = fanOut(this, fn, {
+      queueId: "PartitionQueue",
+      urlVariable: "DMT_PARTITION_QUEUE_URL",
+      undone: {
+        id: "PartitionsUndone",
+        description:
+          "Compaction partitions failed three times and were left undone (their messages are in the dead-letter queue): their small files stay until a run merges them.",
+      },
+      waiting: {
+        id: "PartitionsWaiting",
+        description:
           "A compaction partition has waited on the queue for a day: the workers do not keep up with the projects.",
-        threshold: Duration.days(1).toSeconds(),
-        evaluationPeriods: 1,
-        comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treatMissingData: TreatMissingData.NOT_BREACHING,
-      }),
-    );
+      },
+      observability: props.observability,
+    }));
     store.grant(fn, "projects", ["Scan"]);
     store.grant(fn, "warehouseLeases", ["UpdateItem", "DeleteItem"]);
     store.grant(fn, "deletionTombstones", ["Query"]);

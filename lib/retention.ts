@@ -1,12 +1,11 @@
 import { type CfnElement, Duration, Stack, Validations } from "aws-cdk-lib";
-import { Alarm, ComparisonOperator, TreatMissingData } from "aws-cdk-lib/aws-cloudwatch";
+import type { Alarm } from "aws-cdk-lib/aws-cloudwatch";
 import { PolicyStatement } from "aws-cdk-lib/aws-iam";
-import { SqsEventSource } from "aws-cdk-lib/aws-lambda-event-sources";
-import { Queue, QueueEncryption } from "aws-cdk-lib/aws-sqs";
+import type { Queue } from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
 import { INTERACTIONS_PREFIX } from "../lambda/core/record";
 import { RETENTION_AUDIT_PREFIX } from "../lambda/warehouse/retention";
-import { runDaily } from "./daily-run";
+import { fanOut, runDaily } from "./daily-run";
 import { DmtFunction, type LambdaDefaults } from "./lambda-defaults";
 import type { Observability } from "./observability";
 import type { Store } from "./store";
@@ -21,11 +20,6 @@ export interface RetentionProps {
 
 /** What the retention run keeps beside the warehouse files: which files are body-free, its audit. */
 const STATE_PREFIXES = [INTERACTIONS_PREFIX, "retention-state/", RETENTION_AUDIT_PREFIX];
-
-/** Workers at once: each retains one project (its expired files removed, older ones rewritten). */
-const WORKERS = 5;
-/** Tries of a project before its message goes to the dead-letter queue (left undone, alarmed). */
-const TRIES = 3;
 
 /**
  * Retention (`lambda/handlers/retention.ts`), fanned out as compaction is, so that it scales with
@@ -56,55 +50,25 @@ export class Retention extends Construct {
       environment: { DMT_WAREHOUSE_BUCKET: warehouse.dataBucket.bucketName },
     });
     const fn = this.fn.function;
-    this.deadLetterQueue = new Queue(this, "UndoneQueue", {
-      encryption: QueueEncryption.SQS_MANAGED,
-      enforceSSL: true,
-      retentionPeriod: Duration.days(14),
-    });
-    this.queue = new Queue(this, "ProjectQueue", {
-      encryption: QueueEncryption.SQS_MANAGED,
-      enforceSSL: true,
-      retentionPeriod: Duration.days(4),
-      // Six times the function's timeout, as Lambda's SQS event source advises.
-      visibilityTimeout: Duration.minutes(15 * 6),
-      deadLetterQueue: { queue: this.deadLetterQueue, maxReceiveCount: TRIES },
-    });
-    fn.addEnvironment("DMT_PROJECT_QUEUE_URL", this.queue.queueUrl);
-    this.queue.grantSendMessages(fn);
-    fn.addEventSource(
-      new SqsEventSource(this.queue, {
-        batchSize: 1,
-        maxConcurrency: WORKERS,
-        reportBatchItemFailures: true,
-      }),
-    );
-    this.undoneAlarm = new Alarm(this, "ProjectsUndone", {
-      metric: this.deadLetterQueue.metricApproximateNumberOfMessagesVisible({
-        statistic: "Maximum",
-        period: Duration.minutes(15),
-      }),
-      alarmDescription:
-        "Retention runs of projects failed three times and were left undone (their messages are in the dead-letter queue): their expired data stays until a run removes it.",
-      threshold: 1,
-      evaluationPeriods: 1,
-      comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-      treatMissingData: TreatMissingData.NOT_BREACHING,
-    });
-    props.observability.alarms.push(this.undoneAlarm);
-    props.observability.alarms.push(
-      new Alarm(this, "ProjectsWaiting", {
-        metric: this.queue.metricApproximateAgeOfOldestMessage({
-          statistic: "Maximum",
-          period: Duration.minutes(15),
-        }),
-        alarmDescription:
+    ({
+      queue: this.queue,
+      deadLetterQueue: this.deadLetterQueue,
+      undoneAlarm: this.undoneAlarm,
+    } = fanOut(this, fn, {
+      queueId: "ProjectQueue",
+      urlVariable: "DMT_PROJECT_QUEUE_URL",
+      undone: {
+        id: "ProjectsUndone",
+        description:
+          "Retention runs of projects failed three times and were left undone (their messages are in the dead-letter queue): their expired data stays until a run removes it.",
+      },
+      waiting: {
+        id: "ProjectsWaiting",
+        description:
           "A project has waited on the retention queue for a day: the workers do not keep up with the projects.",
-        threshold: Duration.days(1).toSeconds(),
-        evaluationPeriods: 1,
-        comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treatMissingData: TreatMissingData.NOT_BREACHING,
-      }),
-    );
+      },
+      observability: props.observability,
+    }));
     // The list to plan from; a worker reads its project's limits again.
     store.grant(fn, "projects", ["Scan", "GetItem"]);
     // The index: a project's entries by day range, read and removed or rewritten without bodies.

@@ -1,11 +1,12 @@
-import { SendMessageBatchCommand, SQSClient } from "@aws-sdk/client-sqs";
-import type { Context, SQSBatchResponse, SQSEvent } from "aws-lambda";
+import { SQSClient } from "@aws-sdk/client-sqs";
+import type { Context, SQSBatchResponse } from "aws-lambda";
 import { DynamoPartitionLeases } from "../adapters/dynamodb/partition-leases";
 import { composeCompaction, composeCompactionSteps } from "../compose/compaction";
 import type { CompactionReport } from "../core/compaction";
 import { newRunId, type PlannedPartition } from "../warehouse/compaction";
 import { awsHost, dynamoDeliveryLedger, s3WarehouseFiles } from "./runtime/aws";
 import { parseCompactionConfig } from "./runtime/config";
+import { isQueueEvent, queueEach, workEach } from "./runtime/planned-work";
 import { withTelemetry } from "./runtime/telemetry";
 
 /**
@@ -38,13 +39,15 @@ export interface PlanReport {
   planned: number;
 }
 
-const isQueueEvent = (event: unknown): event is SQSEvent =>
-  Array.isArray((event as { Records?: unknown } | null)?.Records);
-
 export const handler = withTelemetry(
   aws.telemetry,
   async (event: unknown, context?: Context): Promise<CompactionReport | PlanReport | SQSBatchResponse> => {
-    if (isQueueEvent(event)) return work(event);
+    if (isQueueEvent(event)) {
+      // A holder per delivery: a message delivered twice at once cannot share a lease.
+      return workEach<PlannedPartition>(event, async (partition) => ({
+        failed: (await steps.partition(newRunId(), partition))?.outcome === "failed",
+      }));
+    }
     const asked = (event ?? {}) as { projectId?: unknown };
     const remaining = context?.getRemainingTimeInMillis() ?? Number.POSITIVE_INFINITY;
     const options = {
@@ -56,36 +59,16 @@ export const handler = withTelemetry(
   },
 );
 
-/** Lists the partitions to do and queues one message each, ten to a request. */
+/** Lists the partitions to do and queues one message each. */
 async function plan(queueUrl: string, options: { projectId?: string; stopAt: number }): Promise<PlanReport> {
   const runId = newRunId();
   const planned = await steps.plan(options);
-  for (let start = 0; start < planned.length; start += 10) {
-    const batch = planned.slice(start, start + 10);
-    const sent = await sqs.send(
-      new SendMessageBatchCommand({
-        QueueUrl: queueUrl,
-        Entries: batch.map((partition, i) => ({ Id: String(i), MessageBody: JSON.stringify(partition) })),
-      }),
-    );
-    if (sent.Failed && sent.Failed.length > 0) {
-      // Not queued: tomorrow's run plans it again; the metric below tells how many.
-      aws.logger.error("compaction: partitions not queued", { runId, count: sent.Failed.length });
-      aws.metrics.add("PartitionsNotQueued", "Count", sent.Failed.length);
-    }
+  const notQueued = await queueEach(sqs, queueUrl, planned);
+  if (notQueued > 0) {
+    // Not queued: tomorrow's run plans them again; the metric tells how many.
+    aws.logger.error("compaction: partitions not queued", { runId, count: notQueued });
+    aws.metrics.add("PartitionsNotQueued", "Count", notQueued);
   }
   aws.logger.info("compaction: partitions queued", { runId, planned: planned.length });
   return { runId, planned: planned.length };
-}
-
-/** One partition per message; a failed merge is retried (the queue's redrive counts the tries). */
-async function work(event: SQSEvent): Promise<SQSBatchResponse> {
-  const batchItemFailures: SQSBatchResponse["batchItemFailures"] = [];
-  for (const record of event.Records) {
-    const partition = JSON.parse(record.body) as PlannedPartition;
-    // A holder per delivery: a message delivered twice at once cannot share a lease.
-    const done = await steps.partition(newRunId(), partition);
-    if (done?.outcome === "failed") batchItemFailures.push({ itemIdentifier: record.messageId });
-  }
-  return { batchItemFailures };
 }

@@ -1,10 +1,11 @@
-import { SendMessageBatchCommand, SQSClient } from "@aws-sdk/client-sqs";
-import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
+import { SQSClient } from "@aws-sdk/client-sqs";
+import type { SQSBatchResponse } from "aws-lambda";
 import { composeRetention, composeRetentionSteps } from "../compose/retention";
 import type { RetentionAudit } from "../core/retention";
 import { newRetentionRunId, type PlannedProject } from "../warehouse/retention";
 import { awsHost, s3WarehouseFiles } from "./runtime/aws";
 import { parseRetentionConfig } from "./runtime/config";
+import { isQueueEvent, queueEach, workEach } from "./runtime/planned-work";
 import { withTelemetry } from "./runtime/telemetry";
 
 /**
@@ -31,13 +32,14 @@ export interface PlanReport {
   planned: number;
 }
 
-const isQueueEvent = (event: unknown): event is SQSEvent =>
-  Array.isArray((event as { Records?: unknown } | null)?.Records);
-
 export const handler = withTelemetry(
   aws.telemetry,
   async (event: unknown): Promise<RetentionAudit | PlanReport | SQSBatchResponse> => {
-    if (isQueueEvent(event)) return work(event);
+    if (isQueueEvent(event)) {
+      return workEach<PlannedProject>(event, async (project) => ({
+        failed: (await steps.project(project))?.status === "failed",
+      }));
+    }
     const asked = (event ?? {}) as { projectId?: unknown; dryRun?: unknown };
     const options = {
       ...(typeof asked.projectId === "string" && { projectId: asked.projectId }),
@@ -48,34 +50,16 @@ export const handler = withTelemetry(
   },
 );
 
-/** Lists the projects to do and queues one message each, ten to a request. */
+/** Lists the projects to do and queues one message each. */
 async function plan(queueUrl: string, options: { projectId?: string }): Promise<PlanReport> {
   const runId = newRetentionRunId();
   const planned = await steps.plan(options);
-  for (let start = 0; start < planned.length; start += 10) {
-    const batch = planned.slice(start, start + 10);
-    const sent = await sqs.send(
-      new SendMessageBatchCommand({
-        QueueUrl: queueUrl,
-        Entries: batch.map((project, i) => ({ Id: String(i), MessageBody: JSON.stringify(project) })),
-      }),
-    );
-    if (sent.Failed && sent.Failed.length > 0) {
-      // Not queued: tomorrow's run plans it again; the metric below tells how many.
-      aws.logger.error("retention: projects not queued", { runId, count: sent.Failed.length });
-      aws.metrics.add("ProjectsNotQueued", "Count", sent.Failed.length);
-    }
+  const notQueued = await queueEach(sqs, queueUrl, planned);
+  if (notQueued > 0) {
+    // Not queued: tomorrow's run plans them again; the metric tells how many.
+    aws.logger.error("retention: projects not queued", { runId, count: notQueued });
+    aws.metrics.add("ProjectsNotQueued", "Count", notQueued);
   }
   aws.logger.info("retention: projects queued", { runId, planned: planned.length });
   return { runId, planned: planned.length };
-}
-
-/** One project per message; a failed run is retried (the queue's redrive counts the tries). */
-async function work(event: SQSEvent): Promise<SQSBatchResponse> {
-  const batchItemFailures: SQSBatchResponse["batchItemFailures"] = [];
-  for (const record of event.Records) {
-    const audit = await steps.project(JSON.parse(record.body) as PlannedProject);
-    if (audit?.status === "failed") batchItemFailures.push({ itemIdentifier: record.messageId });
-  }
-  return { batchItemFailures };
 }
