@@ -18,7 +18,6 @@ import type { CachedVendorKeys } from "../core/metering-vendor-keys";
 import { defaultPlanLookup, type PlanLookup } from "../core/plan-cache";
 import type { AppliedPlan } from "../core/plans";
 import { type CostBreakdown, costBreakdown, type ModelPrice, type PriceCatalogue } from "../core/pricing";
-import type { Ratio } from "../core/pricing/decimal";
 import { recordLevel } from "../core/privacy";
 import { type RateLimiter, rateLimitError, rateLimitHeaders } from "../core/rate-limit";
 import { resolveUserId } from "../core/record";
@@ -135,7 +134,8 @@ export function createMetering(deps: MeteringDeps): Metering {
             ? [listed.model]
             : [listed.model, call.model];
         state.plan = await plans.applied(call.auth.projectId, call.vendor, models, call.startedAt);
-        state.price = withMarkup(listed, state.plan.ratio);
+        const markup = state.plan.ratio;
+        state.price = markup === listed.markup ? listed : { ...listed, markup };
       } else {
         state.price = listed;
       }
@@ -403,24 +403,6 @@ function priced(call: ProxyCall, state: CallState, usage: Usage, logger: Logger)
     logger.error("usage could not be priced", { ...errorFields(err), endpoint: call.endpoint });
     return { cost: undefined, usage };
   }
-}
-
-/** The price with a plan's markup, made once per price and markup (every call of a model shares it). */
-const planPrices = new WeakMap<ModelPrice, Map<Ratio, ModelPrice>>();
-function withMarkup(price: ModelPrice, markup: Ratio): ModelPrice {
-  if (markup === price.markup) return price;
-  let byMarkup = planPrices.get(price);
-  if (!byMarkup) {
-    byMarkup = new Map();
-    planPrices.set(price, byMarkup);
-  }
-  let priced = byMarkup.get(markup);
-  if (!priced) {
-    priced = { ...price, markup };
-    if (byMarkup.size >= 1000) byMarkup.clear();
-    byMarkup.set(markup, priced);
-  }
-  return priced;
 }
 
 function field(call: ProxyCall, name: string): string | undefined {
