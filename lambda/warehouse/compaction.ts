@@ -335,7 +335,11 @@ async function swap(
         }
       }
     };
-    await Promise.all(Array.from({ length: SWAP_CONCURRENCY }, next));
+    // Every input already started is waited for, even after one failed: the run must not report (or
+    // its Lambda invocation end) while removals it began still change the partition.
+    const outcomes = await Promise.allSettled(Array.from({ length: SWAP_CONCURRENCY }, next));
+    const failure = outcomes.find((o): o is PromiseRejectedResult => o.status === "rejected");
+    if (failure) throw failure.reason;
   }
   await deps.leases.journal(leaseId, holder, undefined);
 }

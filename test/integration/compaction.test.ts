@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { type AttributeValue, DeleteItemCommand, ScanCommand } from "@aws-sdk/client-dynamodb";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { DuckDBWarehouseQuery } from "../../lambda/adapters/duckdb/export-query";
 import { DynamoPartitionLeases } from "../../lambda/adapters/dynamodb/partition-leases";
@@ -168,8 +169,19 @@ afterAll(async () => {
   await local?.close();
   rmSync(dataDir, { recursive: true, force: true });
 });
-beforeEach(() => {
+beforeEach(async () => {
   rmSync(join(dataDir, "warehouse"), { recursive: true, force: true });
+  // No lease left by an earlier test: one that failed mid-merge would leave its partition busy until
+  // NOW + PARTITION_LEASE_MS, and every later test (all at NOW) would fail on that, not on its own.
+  const held = await local.db.send(new ScanCommand({ TableName: local.tables.warehouseLeases }));
+  for (const item of held.Items ?? []) {
+    await local.db.send(
+      new DeleteItemCommand({
+        TableName: local.tables.warehouseLeases,
+        Key: { partition: item.partition as AttributeValue },
+      }),
+    );
+  }
 });
 afterEach(async () => {
   await updatePrivacySettings(local.store, privacy(), PROJECT, {
@@ -268,21 +280,30 @@ describe("compaction", () => {
     const rest = await fill(await consumer(), YESTERDAY, 4);
     const all = [...first, ...rest];
 
-    // The run is killed at its second removal of an input.
+    // The run is killed at its second removal of an input; the removals begun beside it are slow (a
+    // busy disk), and the run reports only once they are done: readers then see a settled folder.
     const files = new FsWarehouseFiles(objects);
     let removed = 0;
+    let removing = 0;
     const killed = await deps({
       files: {
         read: (key) => files.read(key),
         replace: (key, bytes, version) => files.replace(key, bytes, version),
         async remove(key, version) {
           if (removed++ === 1) throw new Error("killed");
-          await files.remove(key, version);
+          removing++;
+          try {
+            await new Promise((resolve) => setTimeout(resolve, 50));
+            await files.remove(key, version);
+          } finally {
+            removing--;
+          }
         },
       },
     });
     const report = await runCompaction(killed);
     expect(outcome(report, YESTERDAY)?.outcome).toBe("failed");
+    expect(removing).toBe(0);
     const between = await filesOf(YESTERDAY);
     expect(between.filter(isCompactedFile)).toHaveLength(1);
     expect(between.length).toBeGreaterThan(1); // the output and the inputs not yet removed
