@@ -195,6 +195,8 @@ export class DmtStack extends Stack {
     this.store.grant(this.dataApi.function, "budgets", ["Query"]);
     this.store.grant(this.dataApi.function, "budgetCounters", ["GetItem"]);
     this.store.grantIndexQuery(this.dataApi.function, "budgetCounters");
+    // An export's size before its query: the rollups' call counts of its days (core/export-estimate.ts).
+    this.store.grant(this.dataApi.function, "usageRollups", ["Query"]);
     this.warehouse.connectExports(this.dataApi.function);
     this.deletion = new DeletionWorkflow(this, "Deletion", {
       defaults,

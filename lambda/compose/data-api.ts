@@ -47,7 +47,10 @@ export function composeDataApi(
       openDestination: (destination) => infra.openDestination(destination),
       logger,
       clock,
-      ...(settings.exportTimeLimit && { timeLimit: settings.exportTimeLimit }),
+      ...(settings.exportTimeLimit && {
+        timeLimit: settings.exportTimeLimit,
+        rollups: infra.store.interactions.rollups,
+      }),
     },
     deletion: deletionRoutes(infra, settings.deletionStarter),
     transactions: { interactions: infra.store.interactions },

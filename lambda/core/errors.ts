@@ -164,6 +164,22 @@ export const errors = {
       "export_interrupted",
       "The export failed while streaming: this file is incomplete. Request it again.",
     ),
+  /** An export whose rows (the rollups' count for its range) could not stream within the limit. */
+  exportTooLarge: (rows: number, maxRows: number, minutes: number) =>
+    new ApiError(
+      400,
+      "invalid_request_error",
+      "export_too_large",
+      `This export would hold up to ${rows.toLocaleString("en-US")} rows (the project's calls in the range), more than the ${maxRows.toLocaleString("en-US")} a streamed export can send within its ${minutes}-minute limit. Export a shorter range, or set the project's bucket destination (dmt settings set --project <id> --export-bucket s3://<bucket>/<prefix>/) to have exports of any size written there.`,
+    ),
+  /** A dashboard download whose rows could not be prepared within the dashboard API's time. */
+  downloadTooLarge: (rows: number, maxRows: number, streamedMaxRows: number) =>
+    new ApiError(
+      400,
+      "invalid_request_error",
+      "export_too_large",
+      `This download would hold up to ${rows.toLocaleString("en-US")} rows (the project's calls in the range), more than the ${maxRows.toLocaleString("en-US")} the dashboard prepares at once. Download a shorter range, export with POST /api/v1/exports (streamed, up to ${streamedMaxRows.toLocaleString("en-US")} rows), or set the project's bucket destination (dmt settings set --project <id> --export-bucket s3://<bucket>/<prefix>/) to have exports of any size written there.`,
+    ),
   /** Ends a streamed export that reached the streaming integration's time limit. */
   exportTimeLimit: (minutes: number) =>
     new ApiError(

@@ -10,6 +10,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { PutItemCommand } from "@aws-sdk/client-dynamodb";
+import { marshall } from "@aws-sdk/util-dynamodb";
 import type { APIGatewayProxyEvent, SQSBatchResponse, SQSEvent } from "aws-lambda";
 import type { Hono } from "hono";
 import { handle } from "hono/aws-lambda";
@@ -32,6 +34,7 @@ import { createProject } from "../../lambda/core/accounts";
 import type { CompactionReport } from "../../lambda/core/compaction";
 import { errors } from "../../lambda/core/errors";
 import { DestinationError } from "../../lambda/core/export-destination";
+import { STREAMED_EXPORT_MAX_ROWS } from "../../lambda/core/export-estimate";
 import { CSV_HEADER } from "../../lambda/core/export-format";
 import { silentLogger } from "../../lambda/core/logger";
 import { TIER_LIMITS } from "../../lambda/core/model";
@@ -909,6 +912,77 @@ describe("data API streaming (API Gateway's streaming Lambda proxy integration)"
     expect(last).toEqual(errors.exportTimeLimit(15).toBody());
     expect(last.error.message).toContain("--export-bucket s3://");
     expect(athena.stopped).toContain(`q-${athena.started.length}`);
+  });
+
+  /** A day's rollup of `requests` calls to `model`, as the consumer leaves it in the rollups table. */
+  async function putRollup(projectId: string, day: string, model: string, requests: number) {
+    const db = createDynamoClient({ endpoint: dynamo.endpoint });
+    await db.send(
+      new PutItemCommand({
+        TableName: tables.usageRollups,
+        Item: marshall({
+          projectId,
+          rollupId: `${day}#openai#managed#${model}`,
+          day,
+          vendor: "openai",
+          billing_mode: "managed",
+          model,
+          requests,
+        }),
+      }),
+    );
+  }
+
+  it("refuses up front, in the service's error shape naming the bucket destination, an export over the rows 15 minutes stream; streams one at the limit", async () => {
+    const twoDays = { start: "2026-01-14", end: "2026-01-15" };
+    athena.rows.set("wh-huge", records("wh-huge", 5));
+    // Exactly the limit over two days and two models: streamed.
+    await putRollup("wh-huge", "2026-01-14", "gpt-4o-mini", STREAMED_EXPORT_MAX_ROWS - 10);
+    await putRollup("wh-huge", "2026-01-15", "gpt-4o", 10);
+    const started = athena.started.length;
+    const atLimit = await api(exportEvent("wh-huge", { format: "csv", range: twoDays }));
+    expect(atLimit.statusCode).toBe(200);
+    expect(atLimit.body.trimEnd().split("\r\n")).toHaveLength(1 + 5);
+    expect(athena.started.length).toBe(started + 1);
+
+    // One call more: refused before any query.
+    await putRollup("wh-huge", "2026-01-15", "gpt-4o", 11);
+    const refused = await api(exportEvent("wh-huge", { format: "csv", range: twoDays }));
+    expect(refused.statusCode).toBe(400);
+    expect(contentType(refused)).toMatch(/^application\/json/);
+    const error = errors.exportTooLarge(STREAMED_EXPORT_MAX_ROWS + 1, STREAMED_EXPORT_MAX_ROWS, 15);
+    expect(JSON.parse(refused.body)).toEqual(error.toBody());
+    expect(error.code).toBe("export_too_large");
+    expect(error.message).toContain("2,000,001 rows");
+    expect(error.message).toContain("--export-bucket s3://");
+    expect(athena.started.length).toBe(started + 1);
+
+    // Filters the rollups know narrow the estimate: one model's 11 calls stream.
+    const oneModel = await api(
+      exportEvent("wh-huge", { format: "json", range: twoDays, filters: { model: "gpt-4o" } }),
+    );
+    expect(oneModel.statusCode).toBe(200);
+    // A user filter is not in the rollups: the whole range's count is its upper bound.
+    const oneUser = await api(
+      exportEvent("wh-huge", { format: "json", range: twoDays, filters: { user_id: "u-1" } }),
+    );
+    expect(oneUser.statusCode).toBe(400);
+
+    // With a bucket destination, the same export is written there, as before.
+    const settings = new DynamoExportSettings(
+      createDynamoClient({ endpoint: dynamo.endpoint }),
+      tables.projectSettings,
+    );
+    await settings.setExportDestination("wh-huge", "s3://acme-exports/dmt/wh-huge");
+    try {
+      const written = await api(exportEvent("wh-huge", { format: "csv", range: twoDays }));
+      expect(written.statusCode).toBe(200);
+      expect(JSON.parse(written.body)).toMatchObject({
+        export_url: expect.stringMatching(/^s3:\/\/acme-exports\//),
+      });
+    } finally {
+      await settings.setExportDestination("wh-huge", undefined);
+    }
   });
 
   it("answers every other route byte for byte as the buffered integration did", async () => {

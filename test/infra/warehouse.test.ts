@@ -426,7 +426,15 @@ describe("data API exports", () => {
       DMT_WAREHOUSE_DATABASE: { Ref: stack.getLogicalId(warehouse().database) },
       DMT_WAREHOUSE_TABLE: "interactions",
       DMT_TABLE_PROJECTSETTINGS: { Ref: id(stack.store.tables.projectSettings) },
+      DMT_TABLE_USAGEROLLUPS: { Ref: id(stack.store.tables.usageRollups) },
     });
+  });
+
+  it("reads the rollups (an export's size before its query) with Query only", () => {
+    const onRollups = statementsOf(stack.dataApi.function).filter((s) =>
+      JSON.stringify(s.Resource).includes(id(stack.store.tables.usageRollups)),
+    );
+    expect(onRollups.flatMap((s) => actionsOf(s))).toEqual(["dynamodb:Query"]);
   });
 
   it("may query through its workgroup, read the table and its files, and write results and exports", () => {

@@ -2,6 +2,7 @@ import type { Context } from "hono";
 import type * as z from "zod/mini";
 import { type ApiError, errors } from "../../core/errors";
 import type { ExportDestination, ExportSettings } from "../../core/export-destination";
+import { checkExportSize, streamedExportLimit } from "../../core/export-estimate";
 import {
   EXPORT_CONTENT_TYPES,
   exportFailureMarker,
@@ -18,6 +19,7 @@ import { type ExportRequest, parseExportRequest } from "../../core/export-reques
 import { FOCUS_VERSION, focusExport } from "../../core/focus";
 import { errorFields, type Logger } from "../../core/logger";
 import type { ObjectStore } from "../../core/object-store";
+import type { UsageRollups } from "../../core/usage-rollups";
 import { DATA_API_BODY_LIMIT, readJsonObject } from "../body";
 import type { AppEnv } from "../env";
 import type { RouteTable } from "../routing";
@@ -36,6 +38,8 @@ export interface ExportRouteDeps {
   downloadUrlSeconds?: number;
   /** The streaming integration's limit (AWS); absent: a stream may run as long as it takes. */
   timeLimit?: ExportTimeLimit;
+  /** The daily rollups, whose call counts tell an export's size before its query (with `timeLimit`). */
+  rollups?: Pick<UsageRollups, "query">;
 }
 
 const encoder = new TextEncoder();
@@ -137,6 +141,10 @@ async function handleExport(c: Context<AppEnv>, deps: ExportRouteDeps): Promise<
     } satisfies z.infer<typeof bucketExportSchema>);
   }
 
+  // An export that could not stream within the limit is refused before its query starts.
+  if (deps.timeLimit && deps.rollups && !focus) {
+    await checkExportSize(deps.rollups, streamedExportLimit(deps.timeLimit.minutes), query);
+  }
   const chunks = body[Symbol.asyncIterator]();
   // The query starts here: a failure before the first rows is still an ordinary error response.
   const first = await chunks.next();

@@ -245,7 +245,7 @@ export function dataApiDescription(): JsonObject {
         post: {
           operationId: "createExport",
           summary: "Export the project's interaction rows, or FOCUS cost rows",
-          description: `\`schema\` \`interactions\` (the default): one row per call. \`focus\`: FOCUS ${FOCUS_VERSION} cost rows, one per day, model and key (header \`X-Focus-Version\`). Streamed as JSON or CSV; for a project with a bucket destination, written there and answered with its URLs.`,
+          description: `\`schema\` \`interactions\` (the default): one row per call. \`focus\`: FOCUS ${FOCUS_VERSION} cost rows, one per day, model and key (header \`X-Focus-Version\`). Streamed as JSON or CSV; for a project with a bucket destination, written there and answered with its URLs. In AWS, an export of more rows than the stream sends in its 15 minutes (the project's calls in the range) is refused up front: 400 \`export_too_large\`.`,
           requestBody: {
             required: true,
             content: { "application/json": { schema: schema(exportRequestSchema) } },
