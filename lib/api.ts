@@ -330,11 +330,6 @@ export class Api extends Construct {
         "Bodies are validated by the functions (the same Hono apps as locally); proxied vendor bodies must pass byte for byte, which request models would break.",
     });
     api.acknowledge({
-      id: "AwsSolutions-APIG3",
-      reason:
-        "Every method needs a service key checked by the authorizer, and the stage and each key are throttled; a WAF web ACL is optional and can be associated by the operator.",
-    });
-    api.acknowledge({
       id: "AwsSolutions-COG4",
       reason:
         "Callers are applications holding dmt service keys, not Cognito users; the Lambda REQUEST authorizer authenticates every method.",

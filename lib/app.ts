@@ -46,7 +46,7 @@ export const CONTEXT = {
   proxyIntegration: "dmt:proxyIntegration",
   /** `true`: create API Gateway's account-level CloudWatch role (once per account and region). */
   apiGatewayAccountRole: "dmt:apiGatewayAccountRole",
-  /** `true`: an AWS WAF web ACL answers bodies over the functions' limit with our 413 (docs/aws.md). */
+  /** `false`: no AWS WAF web ACL answering bodies over a route's limit with our 413 (docs/aws.md). */
   requestSizeRule: "dmt:requestSizeRule",
   /** An OTLP/HTTP receiver's base URL for each proxied call's span and metrics (docs/telemetry.md). */
   otlpEndpoint: "dmt:otlpEndpoint",
@@ -125,7 +125,7 @@ export function defineApp(
     ...(proxyCompute !== undefined && { proxyCompute: parseProxyCompute(proxyCompute) }),
     reservedConcurrency,
     apiGatewayAccountRole: accountRole === true || accountRole === "true",
-    requestSizeRule: requestSizeRule === true || requestSizeRule === "true",
+    requestSizeRule: parseOnOff(CONTEXT.requestSizeRule, requestSizeRule, true),
     ...(telemetry && { telemetry }),
     ...(openMeterUrl !== undefined && { openMeterUrl: parseOpenMeterUrl(openMeterUrl) }),
     ...(domainName !== undefined && {
@@ -189,6 +189,14 @@ function parseProxyCompute(value: unknown): ProxyCompute {
 }
 
 /** Executions set aside: a whole number of at least 1 (0 would throttle every request); text from the command line. */
+/** `true` or `false` (as the command line gives them, strings); absent: `fallback`; else the synth fails. */
+function parseOnOff(key: string, value: unknown, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (value === true || value === "true") return true;
+  if (value === false || value === "false") return false;
+  throw new Error(`${key} must be true or false, not ${JSON.stringify(value)}.`);
+}
+
 function parseReserved(key: string, value: unknown): number {
   const count = typeof value === "string" && /^\d+$/.test(value) ? Number(value) : value;
   if (typeof count !== "number" || !Number.isInteger(count) || count < 1) {

@@ -1,4 +1,4 @@
-import { CfnOutput, RemovalPolicy, Stack, type StackProps } from "aws-cdk-lib";
+import { CfnOutput, RemovalPolicy, Stack, type StackProps, Validations } from "aws-cdk-lib";
 import { RetentionDays } from "aws-cdk-lib/aws-logs";
 import { Secret } from "aws-cdk-lib/aws-secretsmanager";
 import type { Construct } from "constructs";
@@ -83,8 +83,8 @@ export interface DmtStackProps extends StackProps {
   alarmEmail?: string;
   /** Create API Gateway's account-level CloudWatch role (default false: see lib/api.ts). */
   /**
-   * An AWS WAF web ACL on the stage refusing bodies over the functions' limit with the service's 413
-   * (`lib/request-size.ts`); off by default, as WAF is billed per ACL, rule and request.
+   * An AWS WAF web ACL on the stage refusing bodies over their route's limit with the service's 413
+   * (`lib/request-size.ts`); on unless `false` (WAF is billed per ACL, rule and request: the cost table).
    */
   requestSizeRule?: boolean;
   apiGatewayAccountRole?: boolean;
@@ -271,7 +271,13 @@ export class DmtStack extends Stack {
       ...(props.ses && { ses: props.ses }),
     });
     this.api.addRootRoutes(this.dashboard.url);
-    if (props.requestSizeRule) new RequestSizeRule(this, "RequestSize", this.api.restApi);
+    if (props.requestSizeRule !== false) new RequestSizeRule(this, "RequestSize", this.api.restApi);
+    else
+      Validations.of(this.api.restApi).acknowledge({
+        id: "AwsSolutions-APIG3",
+        reason:
+          "The operator turned the request-size web ACL off (dmt:requestSizeRule=false); every method needs a service key checked by the authorizer, and the stage and each key are throttled.",
+      });
 
     this.observability = new Observability(this, "Observability", {
       restApi: this.api.restApi,

@@ -1,17 +1,22 @@
 /**
- * Bodies over the functions' limit are refused by AWS WAF in front of the API, in the service's 413
- * shape, when `dmt:requestSizeRule` is on; without it there is no web ACL (and no WAF bill).
+ * Bodies over their route's limit are refused by AWS WAF in front of the API, in the service's 413
+ * shape, unless `dmt:requestSizeRule=false` (then there is no web ACL, and no WAF bill). The web ACL as
+ * synthesized is evaluated here for a request and its answer compared with the local server's.
  */
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { App } from "aws-cdk-lib";
 import { Template } from "aws-cdk-lib/assertions";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DATA_API_BODY_LIMIT } from "../../lambda/app/body";
 import { SECURITY_HEADERS } from "../../lambda/app/security-headers";
+import { UPLOAD_BODY_LIMIT } from "../../lambda/vendors/routes";
+import { STAGE_NAME } from "../../lib/api";
 import { defineApp } from "../../lib/app";
 import { REPO_ROOT } from "../../lib/lambda-defaults";
-import { decimalAbove, LAMBDA_BODY_LIMIT } from "../../lib/request-size";
+import { DATA_API_BODY_PATHS, decimalAbove, LAMBDA_BODY_LIMIT, pathsRegex } from "../../lib/request-size";
+import { startTestHost, type TestHost } from "../support/host";
 import { BUNDLING_TIMEOUT_MS } from "../support/timeouts";
 
 const CDK_JSON_CONTEXT = JSON.parse(readFileSync(join(REPO_ROOT, "cdk.json"), "utf8")).context as Record<
@@ -72,69 +77,219 @@ describe("decimalAbove (a Content-Length compared as text)", () => {
   });
 });
 
-describe("the request size rule", () => {
-  it(
-    "answers a body declared over 4 MiB with 413 in the service's shape, before the API, when asked for",
-    () => {
-      const template = synth({ "dmt:requestSizeRule": "true" });
-      const acls = template.findResources("AWS::WAFv2::WebACL");
-      expect(Object.keys(acls)).toHaveLength(1);
-      const [aclId, acl] = Object.entries(acls)[0] as [string, { Properties: Record<string, unknown> }];
-      const props = acl.Properties as {
-        Scope: string;
-        DefaultAction: unknown;
-        CustomResponseBodies: Record<string, { ContentType: string; Content: string }>;
-        Rules: {
-          Statement: { RegexMatchStatement: { FieldToMatch: unknown; RegexString: string } };
-          Action: {
-            Block: {
-              CustomResponse: {
-                ResponseCode: number;
-                CustomResponseBodyKey: string;
-                ResponseHeaders: { Name: string; Value: string }[];
-              };
-            };
-          };
-        }[];
+/** The parts of a synthesized web ACL this evaluation reads. */
+interface Statement {
+  RegexMatchStatement?: {
+    FieldToMatch: { SingleHeader?: { Name: string }; UriPath?: Record<string, never> };
+    RegexString: string;
+    TextTransformations: { Type: string }[];
+  };
+  AndStatement?: { Statements: Statement[] };
+}
+interface WebAclProps {
+  Scope: string;
+  DefaultAction: unknown;
+  CustomResponseBodies: Record<string, { ContentType: string; Content: string }>;
+  Rules: {
+    Name: string;
+    Priority: number;
+    Statement: Statement;
+    Action: {
+      Block: {
+        CustomResponse: {
+          ResponseCode: number;
+          CustomResponseBodyKey: string;
+          ResponseHeaders: { Name: string; Value: string }[];
+        };
       };
-      expect(props.Scope).toBe("REGIONAL");
-      expect(props.DefaultAction).toEqual({ Allow: {} });
-      expect(props.Rules).toHaveLength(1);
-      const [rule] = props.Rules;
-      expect(rule?.Statement.RegexMatchStatement.FieldToMatch).toEqual({
-        SingleHeader: { Name: "content-length" },
+    };
+  }[];
+}
+
+interface Answer {
+  status: number;
+  contentType: string;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/**
+ * What the web ACL answers a request (undefined: allowed on to the API), as WAF evaluates it: rules
+ * by priority, the first that matches acts. Only the statements the stack uses are known here; any
+ * other fails the test rather than being skipped.
+ */
+function wafAnswer(acl: WebAclProps, request: { path: string; headers: Record<string, string> }) {
+  const matches = (statement: Statement): boolean => {
+    if (statement.AndStatement) return statement.AndStatement.Statements.every(matches);
+    const regex = statement.RegexMatchStatement;
+    if (!regex) throw new Error(`a statement this evaluation does not know: ${JSON.stringify(statement)}`);
+    expect(regex.TextTransformations.map((t) => t.Type)).toEqual(["NONE"]);
+    const field = regex.FieldToMatch;
+    const text = field.UriPath ? request.path : request.headers[field.SingleHeader?.Name.toLowerCase() ?? ""];
+    return text !== undefined && new RegExp(regex.RegexString).test(text);
+  };
+  const rule = [...acl.Rules].sort((a, b) => a.Priority - b.Priority).find((r) => matches(r.Statement));
+  if (!rule) return undefined;
+  const response = rule.Action.Block.CustomResponse;
+  const body = acl.CustomResponseBodies[response.CustomResponseBodyKey];
+  return {
+    status: response.ResponseCode,
+    contentType: body?.ContentType === "APPLICATION_JSON" ? "application/json" : String(body?.ContentType),
+    headers: Object.fromEntries(response.ResponseHeaders.map((h) => [h.Name.toLowerCase(), h.Value])),
+    body: body?.Content ?? "",
+  } satisfies Answer;
+}
+
+function webAcl(template: Template): { id: string; props: WebAclProps } {
+  const acls = Object.entries(template.findResources("AWS::WAFv2::WebACL"));
+  expect(acls).toHaveLength(1);
+  const [id, acl] = acls[0] as [string, { Properties: WebAclProps }];
+  return { id, props: acl.Properties };
+}
+
+const SIX_MB_AND_ONE = 6 * 1024 * 1024 + 1;
+
+describe("the request size rule", () => {
+  let template: Template;
+  let host: TestHost;
+  let key: string;
+  beforeAll(async () => {
+    template = synth({});
+    host = await startTestHost();
+    ({ key } = await host.newKey());
+  }, BUNDLING_TIMEOUT_MS);
+  afterAll(async () => {
+    await host?.stop();
+  });
+
+  /** The local server's answer to `body` on `path`, as the wire carried it. */
+  async function local(
+    path: string,
+    body: Uint8Array<ArrayBuffer>,
+    headers: Record<string, string> = {},
+  ): Promise<Answer> {
+    const res = await fetch(`${host.url}${path}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json", ...headers },
+      body,
+    });
+    const answer = {
+      status: res.status,
+      contentType: (res.headers.get("content-type") ?? "").split(";")[0] ?? "",
+      headers: Object.fromEntries(
+        Object.keys(SECURITY_HEADERS).map((n) => [n.toLowerCase(), res.headers.get(n) ?? ""]),
+      ),
+      body: await res.text(),
+    };
+    return answer;
+  }
+
+  it("is on by default: a REGIONAL web ACL on the API's one stage, allowing what no rule refuses", () => {
+    const { id, props } = webAcl(template);
+    expect(props.Scope).toBe("REGIONAL");
+    expect(props.DefaultAction).toEqual({ Allow: {} });
+    expect(props.Rules.map((r) => r.Name)).toEqual(["DataApiBodyOverLimit", "BodyOverLambdaLimit"]);
+    template.hasResourceProperties("AWS::WAFv2::WebACLAssociation", {
+      WebACLArn: { "Fn::GetAtt": [id, "Arn"] },
+    });
+    const associations = Object.values(template.findResources("AWS::WAFv2::WebACLAssociation")) as {
+      Properties: { ResourceArn: unknown };
+    }[];
+    expect(associations).toHaveLength(1);
+    expect(JSON.stringify(associations[0]?.Properties.ResourceArn)).toContain("/stages/");
+  });
+
+  it("lets through bodies within the limits, and requests that declare no length", () => {
+    const { props } = webAcl(template);
+    for (const path of ["/openai/v1/audio/transcriptions", `/${STAGE_NAME}/anthropic/v1/messages`])
+      for (const length of [0, 1024, LAMBDA_BODY_LIMIT])
+        expect(wafAnswer(props, { path, headers: { "content-length": String(length) } })).toBeUndefined();
+    for (const path of DATA_API_BODY_PATHS)
+      expect(
+        wafAnswer(props, { path, headers: { "content-length": String(DATA_API_BODY_LIMIT) } }),
+      ).toBeUndefined();
+    expect(wafAnswer(props, { path: "/openai/v1/chat/completions", headers: {} })).toBeUndefined();
+  });
+
+  it(
+    "answers a 6 MB + 1 byte upload with 413 invalid_request_error / payload_too_large, in the local server's shape",
+    async () => {
+      const { props } = webAcl(template);
+      const path = "/openai/v1/audio/transcriptions";
+      const upload = { "content-type": "multipart/form-data; boundary=x" };
+      const aws = wafAnswer(props, {
+        path: `/${STAGE_NAME}${path}`,
+        headers: { "content-length": String(SIX_MB_AND_ONE) },
       });
-      expect(rule?.Statement.RegexMatchStatement.RegexString).toBe(decimalAbove(4 * 1024 * 1024));
-      const response = rule?.Action.Block.CustomResponse;
-      expect(response?.ResponseCode).toBe(413);
-      const body = props.CustomResponseBodies[response?.CustomResponseBodyKey ?? ""];
-      expect(body?.ContentType).toBe("APPLICATION_JSON");
-      expect(JSON.parse(body?.Content ?? "")).toEqual({
+      // Locally an upload takes up to 25 MiB, so the local refusal compared is one over that limit: the
+      // same status, headers and body, the limit in the message being each deployment's own.
+      const refused = await local(path, new Uint8Array(UPLOAD_BODY_LIMIT + 1), upload);
+      expect(refused.status).toBe(413);
+      expect(JSON.parse(refused.body)).toEqual({
         error: {
           type: "invalid_request_error",
           code: "payload_too_large",
-          message: "Request body exceeds the limit of 4194304 bytes.",
+          message: `Request body exceeds the limit of ${UPLOAD_BODY_LIMIT} bytes.`,
         },
       });
-      expect(Object.fromEntries((response?.ResponseHeaders ?? []).map((h) => [h.Name, h.Value]))).toEqual(
-        SECURITY_HEADERS,
-      );
-      // On the API's one stage.
-      template.hasResourceProperties("AWS::WAFv2::WebACLAssociation", {
-        WebACLArn: { "Fn::GetAtt": [aclId, "Arn"] },
+      expect(aws).toEqual({
+        ...refused,
+        body: refused.body.replace(String(UPLOAD_BODY_LIMIT), String(LAMBDA_BODY_LIMIT)),
       });
-      const [association] = Object.values(template.findResources("AWS::WAFv2::WebACLAssociation")) as {
-        Properties: { ResourceArn: unknown };
-      }[];
-      expect(JSON.stringify(association?.Properties.ResourceArn)).toContain("/stages/");
+      // On a custom domain (no stage in the path) and on every vendor alike.
+      for (const other of [
+        path,
+        "/gemini/v1beta/models/x:generateContent",
+        `/${STAGE_NAME}/groq/openai/v1/chat/completions`,
+      ])
+        expect(
+          wafAnswer(props, { path: other, headers: { "content-length": String(SIX_MB_AND_ONE) } }),
+        ).toEqual(aws);
     },
     BUNDLING_TIMEOUT_MS,
   );
 
   it(
-    "is not there by default",
+    "answers the data API's bodies over 1 MiB exactly as the local server does, at any size",
+    async () => {
+      const { props } = webAcl(template);
+      for (const path of DATA_API_BODY_PATHS) {
+        for (const size of [DATA_API_BODY_LIMIT + 1, SIX_MB_AND_ONE]) {
+          const refused = await local(path, new Uint8Array(size));
+          expect(refused.status, `${path} ${size}`).toBe(413);
+          for (const awsPath of [path, `/${STAGE_NAME}${path}`])
+            expect(wafAnswer(props, { path: awsPath, headers: { "content-length": String(size) } })).toEqual(
+              refused,
+            );
+        }
+      }
+    },
+    BUNDLING_TIMEOUT_MS,
+  );
+
+  it("compares Content-Length as a number and paths exactly", () => {
+    expect(pathsRegex(STAGE_NAME, DATA_API_BODY_PATHS)).toBe("^(/prod)?(/api/v1/exports|/api/v1/data)$");
+    const paths = new RegExp(pathsRegex(STAGE_NAME, DATA_API_BODY_PATHS));
+    for (const path of ["/api/v1/exports", "/prod/api/v1/data"]) expect(paths.test(path)).toBe(true);
+    for (const path of [
+      "/api/v1/exports/x",
+      "/staging/api/v1/data",
+      "/openai/api/v1/exports",
+      "/api/v1/datas",
+    ])
+      expect(paths.test(path)).toBe(false);
+    expect(new RegExp(pathsRegex("a.b", ["/x"])).test("/aXb/x")).toBe(false);
+  });
+
+  it(
+    "is not there with dmt:requestSizeRule=false, and any other value fails the synth",
     () => {
-      expect(Object.keys(synth({}).findResources("AWS::WAFv2::WebACL"))).toHaveLength(0);
+      expect(
+        Object.keys(synth({ "dmt:requestSizeRule": "false" }).findResources("AWS::WAFv2::WebACL")),
+      ).toHaveLength(0);
+      expect(() => synth({ "dmt:requestSizeRule": "off" })).toThrow(
+        /dmt:requestSizeRule must be true or false/,
+      );
     },
     BUNDLING_TIMEOUT_MS,
   );
