@@ -6,6 +6,7 @@
  *
  *   npx tsx bench/aws-scale.ts --calls-per-second 1000 --seconds-per-call 20 --duration 30 \
  *     [--compute standard|managed-instances] [--json <file>] [--throttle-rate <p>] [--kill-containers <n>]
+ *     [--budgets <n>] [--tpm <tokens a minute>]
  *
  * Time is VIRTUAL: the clock metering reads is the model's, advanced in ticks of 100 ms once every store
  * request of the tick has been answered. Two cores cannot run dynalite at 1,000 calls a second in real
@@ -27,7 +28,14 @@ import { MemoryIdempotency } from "../lambda/adapters/memory/idempotency";
 import { MemoryMasterKey } from "../lambda/adapters/memory/key-wrapper";
 import { MemoryRateLimiter } from "../lambda/adapters/memory/rate-limit";
 import { MemoryVendorKeys } from "../lambda/adapters/memory/vendor-keys";
-import { counterId, newBudget, windowSpan } from "../lambda/core/budgets";
+import {
+  counterId,
+  newBudget,
+  tpmCounterId,
+  tpmShardCount,
+  tpmSpan,
+  windowSpan,
+} from "../lambda/core/budgets";
 import type { ProxyCall } from "../lambda/core/call";
 import type { LedgerEntry } from "../lambda/core/credits";
 import { silentLogger } from "../lambda/core/logger";
@@ -37,6 +45,7 @@ import { BudgetGuard, sweepHolds } from "../lambda/metering/budgets";
 import { createMetering, type Metering } from "../lambda/metering/hooks";
 import { chatCall, outcomeOf, runCall } from "../test/support/proxy-calls";
 import { DynamoLimits, type LimitReport } from "./lib/dynamo-limits";
+import { LambdaScaling } from "./lib/lambda-scaling";
 
 interface Options {
   callsPerSecond: number;
@@ -47,6 +56,8 @@ interface Options {
   throttleRate: number;
   killContainers: number;
   budgets: number;
+  /** The key's tokens-per-minute limit (0: none). */
+  tpm: number;
 }
 
 function parseArgs(argv: string[]): Options {
@@ -59,6 +70,7 @@ function parseArgs(argv: string[]): Options {
     throttleRate: 0,
     killContainers: 0,
     budgets: 1,
+    tpm: 0,
   };
   for (let i = 0; i < argv.length; i += 2) {
     const [flag, value] = [argv[i], argv[i + 1]];
@@ -74,6 +86,7 @@ function parseArgs(argv: string[]): Options {
     else if (flag === "--throttle-rate") o.throttleRate = num();
     else if (flag === "--kill-containers") o.killContainers = num();
     else if (flag === "--budgets") o.budgets = num();
+    else if (flag === "--tpm") o.tpm = num();
     else if (flag === "--json") o.json = value;
     else if (flag === "--compute") {
       if (value !== "standard" && value !== "managed-instances") {
@@ -92,9 +105,14 @@ const HOLD_TTL_MS = 3_600_000;
 /** Calls one managed-instances environment serves at once (64 per vCPU, 2 vCPUs). */
 const PER_ENVIRONMENT = 128;
 const PROJECT = "proj-scale";
+const KEY_ID = "scalekey00000001";
 /** The Lambda handler's lease open time (lambda/handlers/proxy.ts); BEFORE=1 runs main's default. */
 const LEASES = process.env.BEFORE === "1" ? {} : { leaseOpenMs: 15 * MINUTE };
+/** The Lambda handler's TPM shards (lambda/handlers/proxy.ts); BEFORE=1 (or TPM_SHARDS=1): one counter. */
+const TPM_SHARDS = process.env.BEFORE === "1" ? 1 : Number(process.env.TPM_SHARDS ?? 16);
 const USAGE = { inputTokens: 1_000, outputTokens: 400 };
+/** The quota the concurrency is counted against (Service Quotas, Lambda, "Concurrent executions"). */
+const CONCURRENCY_QUOTA = "Concurrent executions (Lambda, per Region; default 1,000)";
 
 interface Container {
   id: number;
@@ -183,6 +201,7 @@ async function main(): Promise<void> {
         holdTtlMs: HOLD_TTL_MS,
         noteChargesMs: 0,
         ...LEASES,
+        tpmShards: TPM_SHARDS,
       }),
     });
     const container = { id, metering, running: 0, dead: false };
@@ -190,14 +209,21 @@ async function main(): Promise<void> {
     return container;
   };
   const capacity = options.compute === "standard" ? 1 : PER_ENVIRONMENT;
-  const place = (): Container => {
+  // Standard compute scales at Lambda's documented rate (bench/lib/lambda-scaling.ts); a call that finds
+  // no free environment and no room to start one gets Lambda's 429, never reaching the handler. Managed
+  // instances scale their capacity provider on CPU, not per call: not limited here (8 environments).
+  const scaling = new LambdaScaling(T0);
+  const place = (): Container | null => {
     // Lambda reuses the warm container freed last; a new one only when none is free.
     for (;;) {
       const c = idle.pop();
-      if (!c) return newContainer();
+      if (!c) return options.compute === "standard" && !scaling.tryStart(now) ? null : newContainer();
       if (!c.dead && c.running < capacity) return c;
     }
   };
+  let inFlight = 0;
+  let peakInFlight = 0;
+  const lambda = { throttled429: 0, firstThrottleAt: null as number | null };
 
   interface Running {
     call: ProxyCall;
@@ -212,10 +238,13 @@ async function main(): Promise<void> {
     failed: 0,
     chargedMicros: 0,
     refusals: {} as Record<string, number>,
+    tokens: 0,
   };
   const charged = (call: ProxyCall) => call.billing?.costMicros ?? 0;
   const endArrivals = T0 + options.duration * 1000;
-  const killAt = T0 + Math.floor((options.duration * 1000) / 2 / TICK_MS) * TICK_MS;
+  // Kills start half-way (at the earliest once the first calls ended): only containers between calls,
+  // whose leases are open, as Lambda reaps or loses an idle container.
+  const killFrom = T0 + Math.floor((options.duration * 1000) / 2 / TICK_MS) * TICK_MS;
   let owed = 0;
   const wallStart = Date.now();
   let killed = 0;
@@ -233,9 +262,11 @@ async function main(): Promise<void> {
             await r.container.metering.after?.(r.call, outcomeOf(USAGE));
             stats.completed++;
             stats.chargedMicros += charged(r.call);
+            stats.tokens += USAGE.inputTokens + USAGE.outputTokens;
           } catch {
             stats.failed++;
           } finally {
+            inFlight--;
             r.container.running--;
             if (r.container.running === capacity - 1) idle.push(r.container);
           }
@@ -246,13 +277,21 @@ async function main(): Promise<void> {
       owed += (options.callsPerSecond * TICK_MS) / 1000;
       for (; owed >= 1; owed--) {
         const container = place();
+        if (!container) {
+          lambda.throttled429++;
+          lambda.firstThrottleAt ??= (now - T0) / 1000;
+          continue;
+        }
+        inFlight++;
+        peakInFlight = Math.max(peakInFlight, inFlight);
         container.running++;
         if (container.running < capacity) idle.push(container);
         const call = chatCall({
           projectId: PROJECT,
+          keyId: KEY_ID,
           startedAt: now,
           maxTokens: 1_000,
-          auth: { rateLimit: { rpm: 1e9, burst: 1e9 } },
+          auth: { rateLimit: { rpm: 1e9, burst: 1e9 }, ...(options.tpm > 0 && { tpm: options.tpm }) },
         });
         stats.started++;
         work.push(
@@ -262,6 +301,7 @@ async function main(): Promise<void> {
               if (admission.refused) {
                 stats.refused++;
                 stats.refusals[admission.refused.code] = (stats.refusals[admission.refused.code] ?? 0) + 1;
+                inFlight--;
                 container.running--;
                 if (container.running === capacity - 1) idle.push(container);
                 return;
@@ -269,6 +309,7 @@ async function main(): Promise<void> {
               running.push({ call, container, endsAt: now + options.secondsPerCall * 1000 });
             } catch {
               stats.failed++;
+              inFlight--;
               container.running--;
               if (container.running === capacity - 1) idle.push(container);
             }
@@ -277,7 +318,7 @@ async function main(): Promise<void> {
       }
     }
     await Promise.all(work);
-    if (options.killContainers > 0 && now === killAt) {
+    if (killed < options.killContainers && now >= killFrom) {
       // Killed between calls, with their leases open: nothing of theirs reaches the store again.
       for (const c of [...containers].reverse()) {
         if (killed >= options.killContainers) break;
@@ -296,6 +337,7 @@ async function main(): Promise<void> {
     }
   }
   const arrivalsReport: LimitReport = limits.report();
+  const hottestTpm = options.tpm > 0 ? limits.hottestWhere("tpm#") : null;
   // The end happens at one instant of the model's clock: counted from here, not refused.
   limits.enforce = false;
 
@@ -341,6 +383,40 @@ async function main(): Promise<void> {
       gcAt: item.Item?.gcAt?.N === undefined ? null : Number(item.Item.gcAt.N),
     });
   }
+  // The key's TPM minutes: each counts the real tokens of the calls admitted in it, nothing left held.
+  let tpm: {
+    tokensCounted: number;
+    heldTokens: number;
+    exact: boolean;
+    minutes: number;
+    shards: number;
+  } | null = null;
+  if (options.tpm > 0) {
+    let counted = 0;
+    let held = 0;
+    const first = Math.floor(T0 / MINUTE);
+    const last = Math.floor(endArrivals / MINUTE);
+    for (let minute = first; minute <= last; minute++) {
+      const span = tpmSpan(minute * MINUTE);
+      const shards = tpmShardCount(options.tpm, TPM_SHARDS);
+      const ids =
+        shards === 1
+          ? [tpmCounterId(KEY_ID, span)]
+          : Array.from({ length: shards }, (_, k) => tpmCounterId(KEY_ID, span, k));
+      for (const id of ids) {
+        const spend = await adminBudgets.spend(id);
+        counted += spend.spentMicros;
+        held += spend.heldMicros;
+      }
+    }
+    tpm = {
+      tokensCounted: counted,
+      heldTokens: held,
+      exact: counted === stats.tokens && held === 0,
+      minutes: last - first + 1,
+      shards: tpmShardCount(options.tpm, TPM_SHARDS),
+    };
+  }
   const reconciled = {
     grantedMicros: GRANT,
     availableMicros: balance.availableMicros,
@@ -355,6 +431,7 @@ async function main(): Promise<void> {
       ledgerSum === balance.availableMicros,
     windows,
     windowsExact: windows.every((w) => w.exact),
+    tpm,
   };
 
   const meteringWcu = ["credits", "ledger", "budgetCounters"].reduce(
@@ -377,12 +454,25 @@ async function main(): Promise<void> {
       holdTtlMs: HOLD_TTL_MS,
     },
     calls: { ...stats, killedContainers: killed },
+    lambda: {
+      scalingRate:
+        options.compute === "standard"
+          ? "1,000 new environments at once, refilled 100 a second (scaling-behavior.html)"
+          : "not modelled (capacity provider)",
+      throttled429: lambda.throttled429,
+      firstThrottleAtSecond: lambda.firstThrottleAt,
+      peakConcurrency: peakInFlight,
+      peakEnvironments: containers.length,
+      steadyConcurrency: Math.ceil(options.callsPerSecond * options.secondsPerCall),
+      quota: CONCURRENCY_QUOTA,
+    },
     throttledRequests: Object.fromEntries(
       Object.entries(arrivalsReport.tables).map(([t, s]) => [t, s.throttled]),
     ),
     injectedThrottles: arrivalsReport.injected,
     tables: arrivalsReport.tables,
     hottestItem: arrivalsReport.hottest,
+    hottestTpmItem: hottestTpm,
     largestItem: arrivalsReport.largest,
     wcuPerCall: stats.completed > 0 ? Number((meteringWcu / stats.completed).toFixed(3)) : null,
     sweep: { ...sweep, requests: sweepReads },
@@ -398,21 +488,25 @@ async function main(): Promise<void> {
   print("calls started / completed", `${stats.started} / ${stats.completed}`);
   print("refused / failed", `${stats.refused} ${JSON.stringify(stats.refusals)} / ${stats.failed}`);
   print("containers (killed)", `${containers.length} (${killed})`);
+  print("Lambda 429s (scaling rate)", `${lambda.throttled429} (first at ${lambda.firstThrottleAt ?? "-"} s)`);
+  print("peak concurrency / steady state", `${peakInFlight} / ${result.lambda.steadyConcurrency}`);
   print("throttled requests per table", result.throttledRequests);
   print("injected throttles", arrivalsReport.injected);
   print("hottest item WCU/s", arrivalsReport.hottest);
   print("largest item", arrivalsReport.largest);
+  if (hottestTpm) print("hottest TPM counter WCU/s", hottestTpm);
   print("WCU per call (metering tables)", result.wcuPerCall);
   print("sweeper", result.sweep);
   print("balance exact", reconciled.balanceExact);
   print("windows exact", reconciled.windowsExact);
+  if (tpm) print("TPM minutes exact", tpm);
   print("wall seconds", result.model.wallSeconds);
   if (options.json) writeFileSync(options.json, `${JSON.stringify(result, null, 2)}\n`);
   raw.destroy();
   db.destroy();
   await dynamo.close();
   rmSync(dir, { recursive: true, force: true });
-  process.exit(reconciled.balanceExact && reconciled.windowsExact ? 0 : 1);
+  process.exit(reconciled.balanceExact && reconciled.windowsExact && (tpm?.exact ?? true) ? 0 : 1);
 }
 
 await main();

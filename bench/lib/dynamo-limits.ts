@@ -163,6 +163,19 @@ export class DynamoLimits {
     return { tables, injected: this.injected, hottest, largest };
   }
 
+  /** The hottest item whose key's text contains `part` (a TPM minute's counter: "tpm#"). */
+  hottestWhere(part: string): LimitReport["hottest"] {
+    let hottest: LimitReport["hottest"] = null;
+    for (const [key, state] of this.items) {
+      const [table = "", item = ""] = splitKey(key);
+      if (!item.includes(part)) continue;
+      if (!hottest || state.maxWcu > hottest.wcuPerSecond) {
+        hottest = { table, item, wcuPerSecond: state.maxWcu, bytes: state.maxBytes };
+      }
+    }
+    return hottest;
+  }
+
   private table(physical: string | undefined): TableStats {
     const name = (physical && this.options.tables[physical]) ?? physical ?? "?";
     let s = this.stats[name];

@@ -33,6 +33,8 @@ export interface MeteringSettings {
    * "No hot item").
    */
   leaseOpenMs?: number;
+  /** The most counters a key's TPM minute is split over (1 unless set; metering/budgets.ts `tpmShards`). */
+  tpmShards?: number;
 }
 
 export interface ProxySettings {
@@ -114,6 +116,7 @@ export function composeProxy(
         holdTtlMs: settings.metering.holdTtlMs,
         noteChargesMs: settings.metering.noteChargesMs,
         ...(settings.metering.leaseOpenMs !== undefined && { leaseOpenMs: settings.metering.leaseOpenMs }),
+        ...(settings.metering.tpmShards !== undefined && { tpmShards: settings.metering.tpmShards }),
         // Budget-threshold alerts, with user ids hashed as the records hash them.
         watcher: alerts.budgetAlerts(infra.userIds),
       }),

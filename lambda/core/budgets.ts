@@ -479,9 +479,30 @@ export function tpmSpan(now: number): WindowSpan {
   return { id: `t${minute}`, resetsAt: (minute + 1) * 60_000 };
 }
 
-/** A key's tokens-per-minute counter in a minute (`tpm#<keyId>#t<minute>`). */
-export function tpmCounterId(keyId: string, span: WindowSpan): string {
-  return `tpm#${keyId}#${span.id}`;
+/**
+ * A key's tokens-per-minute counter in a minute (`tpm#<keyId>#t<minute>`), or one shard of it
+ * (`...#s<k>`) when the minute is split over several counters (`tpmShardCount`).
+ */
+export function tpmCounterId(keyId: string, span: WindowSpan, shard?: number): string {
+  return shard === undefined ? `tpm#${keyId}#${span.id}` : `tpm#${keyId}#${span.id}#s${shard}`;
+}
+
+/** A key's minute is split in one counter per this many tokens of its limit (up to the host's most). */
+export const TPM_TOKENS_PER_SHARD = 1_000_000;
+
+/**
+ * How many counters a key's minute is split over when the host allows `maxShards`: one per
+ * TPM_TOKENS_PER_SHARD of the limit, so a small limit stays one counter (and a lease of it is not cut
+ * into slivers). Thousands of Lambda containers each take a lease of the new minute within seconds of
+ * its start: on one item that is past DynamoDB's 1,000 writes a second (docs/metering.md "TPM counters").
+ */
+export function tpmShardCount(limit: number, maxShards: number): number {
+  return Math.max(1, Math.min(Math.floor(maxShards), Math.floor(limit / TPM_TOKENS_PER_SHARD)));
+}
+
+/** Shard k's part of the limit; the parts sum to the limit exactly, so no minute passes it. */
+export function tpmShardLimit(limit: number, shards: number, k: number): number {
+  return Math.floor(limit / shards) + (k < limit % shards ? 1 : 0);
 }
 
 /** How long a past minute's counter is kept: well past any hold on it (a lease lives minutes). */
@@ -496,7 +517,7 @@ export const CLOSED_WINDOW_KEPT_MS = 90 * 86_400_000;
  * every past window for good.
  */
 export function counterExpiry(counterId: string): number | undefined {
-  const minute = /^tpm#.+#t(\d+)$/.exec(counterId)?.[1];
+  const minute = /^tpm#.+#t(\d+)(?:#s\d+)?$/.exec(counterId)?.[1];
   if (minute !== undefined) return (Number(minute) + 1) * 60_000 + TPM_COUNTER_KEPT_MS;
   // A day or month window: kept a while after it closed (its spend is history), then dropped.
   const window = /#(d\d{4}-\d{2}-\d{2}|m\d{4}-\d{2})(?:#|$)/.exec(counterId)?.[1];

@@ -32,6 +32,11 @@ export { createProxyHandler };
  * its take and settlement cost a call a fraction of a write (docs/metering.md "No hot item").
  */
 const LAMBDA_LEASE_OPEN_MS = 15 * 60_000;
+/**
+ * A key's TPM minute over up to 16 counters: every warm container takes a lease of the new minute
+ * within seconds of its start (docs/metering.md "TPM counters").
+ */
+const LAMBDA_TPM_SHARDS = 16;
 const config = parseProxyConfig(process.env);
 const prices = activePriceCatalogue(process.env);
 const metering = parseMeteringConfig(process.env);
@@ -65,6 +70,7 @@ const proxy = composeProxy(
       noteChargesMs: 0,
       // One call at a time per container: a lease spans many of its calls, not one or two.
       leaseOpenMs: LAMBDA_LEASE_OPEN_MS,
+      tpmShards: LAMBDA_TPM_SHARDS,
     },
     // Each invocation sends its span and metrics before it ends: a frozen container may never run again.
     ...(otlp && { telemetry: { otlp, flushEachCall: true } }),

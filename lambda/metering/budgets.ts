@@ -8,6 +8,8 @@ import {
   counterId,
   tpmCounterId,
   tpmExceededError,
+  tpmShardCount,
+  tpmShardLimit,
   tpmSpan,
   type WindowSpan,
   windowSpan,
@@ -15,7 +17,7 @@ import {
 import { MAX_BALANCE_MICROS, type SweepReport } from "../core/credits";
 import type { ApiError } from "../core/errors";
 import { errorFields, type Logger } from "../core/logger";
-import { CreditLeases, DEFAULT_LEASES, type Reservation } from "./credit-leases";
+import { CreditLeases, DEFAULT_LEASES, type Reservation, type ReserveResult } from "./credit-leases";
 
 /**
  * Budgets and tokens-per-minute limits as holds, the way the balance is held: a call holds its
@@ -38,6 +40,14 @@ export interface BudgetGuardDeps {
   leaseOpenMs?: number;
   /** The alert rules: told of each budget's spend after a call's charge, and of refusals. */
   watcher?: BudgetWatcher;
+  /**
+   * The most counters a key's TPM minute is split over (core/budgets.ts `tpmShardCount`); 1, the
+   * default, keeps one. Hosts of many processes (Lambda) split it; a process takes from its own shard
+   * first, and from the others only when its own refuses, so the minute's limit holds exactly.
+   */
+  tpmShards?: number;
+  /** This process's own shard (random unless set). */
+  tpmShard?: number;
 }
 
 /** What a call asks of its budgets and its key's TPM limit. */
@@ -89,6 +99,8 @@ interface Counted {
   micros: number;
   budget?: Budget;
   span: WindowSpan;
+  /** A TPM shard: the key's limit, the minute's shards and this one. */
+  shard?: { limit: number; count: number; index: number; keyId: string };
 }
 
 export class BudgetGuard {
@@ -97,9 +109,13 @@ export class BudgetGuard {
   private readonly limits = new Map<string, number>();
   private readonly cache = new Map<string, { budgets: Promise<Budget[]>; expires: number }>();
   private readonly reported = new Set<string>();
+  /** TPM shards that refused this process (their ids carry the minute): not asked again that minute. */
+  private readonly fullShards = new Set<string>();
+  private readonly ownShard: number;
 
   constructor(private readonly deps: BudgetGuardDeps) {
     const { counters } = deps;
+    this.ownShard = deps.tpmShard ?? Math.floor(Math.random() * 1_000_000);
     this.leases = new CreditLeases(
       {
         hold: (id, holdId, micros, expiresAt) =>
@@ -143,12 +159,24 @@ export class BudgetGuard {
     const estimate = claim.tpm ? claim.tpm.estimate() : 0;
     if (claim.tpm && estimate > 0) {
       const span = tpmSpan(now);
-      counted.push({
-        counterId: tpmCounterId(claim.keyId, span),
-        limitMicros: claim.tpm.limit,
-        micros: estimate,
-        span,
-      });
+      const count = tpmShardCount(claim.tpm.limit, this.deps.tpmShards ?? 1);
+      const index = this.ownShard % count;
+      counted.push(
+        count === 1
+          ? {
+              counterId: tpmCounterId(claim.keyId, span),
+              limitMicros: claim.tpm.limit,
+              micros: estimate,
+              span,
+            }
+          : {
+              counterId: tpmCounterId(claim.keyId, span, index),
+              limitMicros: tpmShardLimit(claim.tpm.limit, count, index),
+              micros: estimate,
+              span,
+              shard: { limit: claim.tpm.limit, count, index, keyId: claim.keyId },
+            },
+      );
     }
     if (counted.length === 0) return { ok: true, holds: { budgets: [] }, headers: {} };
     if (this.limits.size > MAX_CACHED * 4) this.limits.clear();
@@ -157,7 +185,9 @@ export class BudgetGuard {
     // A fixed order, all at once: one store round trip at most, and only when a lease runs out.
     counted.sort((a, b) => (a.counterId < b.counterId ? -1 : 1));
     const results = await Promise.allSettled(
-      counted.map((each) => this.leases.reserve(each.counterId, each.micros)),
+      counted.map((each) =>
+        each.shard ? this.reserveTokens(each, each.shard) : this.leases.reserve(each.counterId, each.micros),
+      ),
     );
     const holds: BudgetHolds = { budgets: [] };
     let refusal: { error: ApiError; remaining: number; by?: BudgetWindowOf } | undefined;
@@ -215,6 +245,34 @@ export class BudgetGuard {
       return { ok: false, error, ...(by && { refusedBy: by }) };
     }
     return { ok: true, holds, headers: tightest ? budgetHeaders(tightest.remaining, tightest.span) : {} };
+  }
+
+  /**
+   * The call's tokens from its own TPM shard, or when that one is short from the others in turn,
+   * skipping those that refused this process this minute (a refusal costs a write: not one per call).
+   * Refused only when every shard is short; with all known short, the own shard is asked again.
+   */
+  private async reserveTokens(own: Counted, shard: NonNullable<Counted["shard"]>) {
+    let refused: ReserveResult | undefined;
+    for (let step = 0; step < shard.count; step++) {
+      const index = (shard.index + step) % shard.count;
+      const id = tpmCounterId(shard.keyId, own.span, index);
+      if (this.fullShards.has(id)) continue;
+      this.limits.set(id, tpmShardLimit(shard.limit, shard.count, index));
+      const result = await this.leases.reserve(id, own.micros);
+      if (result.ok) return result;
+      refused ??= result;
+      this.markFull(id);
+    }
+    if (refused) return refused;
+    const result = await this.leases.reserve(own.counterId, own.micros);
+    if (result.ok) this.fullShards.delete(own.counterId);
+    return result;
+  }
+
+  private markFull(counterId: string): void {
+    if (this.fullShards.size >= MAX_CACHED) this.fullShards.clear();
+    this.fullShards.add(counterId);
   }
 
   /** The call ended: each budget hold becomes its cost, the TPM hold its real tokens. */

@@ -12,6 +12,8 @@ import {
   parseModels,
   projectOfBudget,
   tpmCounterId,
+  tpmShardCount,
+  tpmShardLimit,
   tpmSpan,
   unmatchedModelPatterns,
   validateTpm,
@@ -52,6 +54,20 @@ describe("budget windows", () => {
     expect(counterExpiry(counterId(budget, windowSpan("total", at), null))).toBeUndefined();
     const minute = tpmSpan(at);
     expect(counterExpiry(tpmCounterId("key_1", minute))).toBe(Date.UTC(2026, 11, 1) + 3_600_000);
+    expect(counterExpiry(tpmCounterId("key_1", minute, 7))).toBe(Date.UTC(2026, 11, 1) + 3_600_000);
+  });
+
+  it("split a TPM minute in one counter per million tokens of the limit, up to the host's most, parts summing to the limit", () => {
+    expect(tpmShardCount(999_999, 16)).toBe(1);
+    expect(tpmShardCount(5_500_000, 16)).toBe(5);
+    expect(tpmShardCount(100_000_000, 16)).toBe(16);
+    expect(tpmShardCount(100_000_000, 1)).toBe(1);
+    const limit = 10_000_003;
+    const count = tpmShardCount(limit, 16);
+    const parts = Array.from({ length: count }, (_, k) => tpmShardLimit(limit, count, k));
+    expect(parts.reduce((sum, p) => sum + p, 0)).toBe(limit);
+    expect(Math.max(...parts) - Math.min(...parts)).toBeLessThanOrEqual(1);
+    expect(tpmCounterId("key_1", tpmSpan(at), 3)).toBe(`${tpmCounterId("key_1", tpmSpan(at))}#s3`);
   });
 
   it("count each end user apart under a budget of each user, with the user id hashed", () => {

@@ -5,6 +5,8 @@ import {
   type BudgetReport,
   type BudgetWatcher,
   newBudget,
+  tpmCounterId,
+  tpmSpan,
 } from "../../../lambda/core/budgets";
 import { silentLogger } from "../../../lambda/core/logger";
 import { type BudgetAdmission, type BudgetClaim, BudgetGuard } from "../../../lambda/metering/budgets";
@@ -23,7 +25,7 @@ function setup(watcher?: BudgetWatcher) {
   let now = T0;
   const clock = () => now;
   const counters = new MemoryBudgets(clock);
-  const guard = (cacheMs = 0) =>
+  const guard = (cacheMs = 0, shards?: { tpmShards: number; tpmShard: number }) =>
     new BudgetGuard({
       counters,
       clock,
@@ -32,11 +34,14 @@ function setup(watcher?: BudgetWatcher) {
       holdTtlMs: 15 * MINUTE,
       noteChargesMs: 0,
       ...(watcher && { watcher }),
+      ...shards,
     });
   return {
     counters,
     guard: guard(),
     guard2: guard(),
+    /** A process of a host that splits a key's minute over `tpmShards` counters, `tpmShard` its own. */
+    sharded: (tpmShards: number, tpmShard: number) => guard(0, { tpmShards, tpmShard }),
     /** Sets a budget of the project `proj`. */
     budget: async (input: Omit<BudgetInput, "projectId">) => {
       const budget = newBudget({ projectId: "proj", ...input }, now);
@@ -219,5 +224,75 @@ describe("tokens per minute", () => {
     await s.budget({ usd: "1", window: "day" });
     const refused = refusal(await s.guard.admit(claim(2 * USD, tpm(10, 50))));
     expect(refused?.code).toBe("rate_limit_exceeded");
+  });
+
+  describe("split over shards (Lambda: thousands of containers take the new minute's leases at once)", () => {
+    const MILLION = 1_000_000;
+    const span = tpmSpan(T0);
+    const shardIds = (n: number) =>
+      Array.from({ length: n }, (_, k) => tpmCounterId("abcdefghij012345", span, k));
+    const heldOn = async (s: ReturnType<typeof setup>, ids: string[]) =>
+      Promise.all(ids.map(async (id) => (await s.counters.spend(id)).heldMicros));
+
+    it("a process takes from its own shard, another process from its own", async () => {
+      const s = setup();
+      const a = s.sharded(16, 1);
+      const b = s.sharded(16, 2);
+      expect((await a.admit(claim(0, tpm(4 * MILLION, 1_000)))).ok).toBe(true);
+      expect((await b.admit(claim(0, tpm(4 * MILLION, 1_000)))).ok).toBe(true);
+      // 4 M tokens a minute: 4 shards (one per million), 1 M each.
+      const held = await heldOn(s, shardIds(4));
+      expect(held[0]).toBe(0);
+      expect(held[1]).toBeGreaterThan(0);
+      expect(held[2]).toBeGreaterThan(0);
+      expect(held[3]).toBe(0);
+      expect((await s.counters.spend(tpmCounterId("abcdefghij012345", span))).heldMicros).toBe(0);
+    });
+
+    it("uses the other shards when its own is short, never passes the limit, and refuses 429 when all are", async () => {
+      const s = setup();
+      const guard = s.sharded(16, 0);
+      let admitted = 0;
+      for (let i = 0; i < 40; i++) {
+        const result = await guard.admit(claim(0, tpm(4 * MILLION, 250_000)));
+        if (!result.ok) {
+          expect(result.error).toMatchObject({ status: 429, code: "rate_limit_exceeded" });
+          break;
+        }
+        admitted++;
+      }
+      // The whole minute's 4 M tokens, 16 calls of 250k, from all four shards, and not one more.
+      expect(admitted).toBe(16);
+      expect(await heldOn(s, shardIds(4))).toEqual([MILLION, MILLION, MILLION, MILLION]);
+      // Another process finds every shard full.
+      const other = s.sharded(16, 3);
+      expect(refusal(await other.admit(claim(0, tpm(4 * MILLION, 250_000))))?.code).toBe(
+        "rate_limit_exceeded",
+      );
+      s.at(T0 + MINUTE);
+      expect((await guard.admit(claim(0, tpm(4 * MILLION, 250_000)))).ok).toBe(true);
+    });
+
+    it("keeps a limit under a million tokens in one counter", async () => {
+      const s = setup();
+      expect((await s.sharded(16, 5).admit(claim(0, tpm(900_000, 1_000)))).ok).toBe(true);
+      expect((await s.counters.spend(tpmCounterId("abcdefghij012345", span))).heldMicros).toBeGreaterThan(0);
+    });
+
+    it("settles each call's real tokens on the shard it held from", async () => {
+      const s = setup();
+      const guard = s.sharded(16, 0);
+      const first = await guard.admit(claim(0, tpm(2 * MILLION, 400_000)));
+      const second = await guard.admit(claim(0, tpm(2 * MILLION, 400_000)));
+      const third = await guard.admit(claim(0, tpm(2 * MILLION, 400_000)));
+      if (!first.ok || !second.ok || !third.ok) throw new Error("refused");
+      await guard.finish(first.holds, 0, 100_000);
+      await guard.finish(second.holds, 0, 100_000);
+      await guard.finish(third.holds, 0, 100_000);
+      await guard.settle();
+      const spent = await Promise.all(shardIds(2).map((id) => s.counters.spend(id)));
+      expect(spent.reduce((sum, x) => sum + x.spentMicros, 0)).toBe(300_000);
+      expect(spent.every((x) => x.heldMicros === 0)).toBe(true);
+    });
   });
 });
