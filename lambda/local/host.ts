@@ -85,6 +85,7 @@ export async function startEmbeddedHost(
   });
   const local = await openLocalStore(config.dataDir, config.DMT_DYNAMODB_ENDPOINT, {
     sdkClient: options.sdkStoreClient,
+    log: (line) => logger.info(line),
   });
   // What the start opens is closed again, newest first, if a later step fails: the store's and the
   // warehouse's worker threads and the simulator's server would otherwise keep the process alive.

@@ -42,11 +42,12 @@ function checkedTablesFile(dataDir: string): string {
 /**
  * `worker: false`: an embedded store opened here runs on this thread (startEmbeddedDynamo).
  * `sdkClient`: the AWS SDK's client even for the data dir's own dynalite (EmbeddedHostOptions.sdkStoreClient).
+ * `log`: where a table upgrade of the data dir's store says what it did (one line each; stderr if not given).
  */
 export async function openLocalStore(
   dataDir: string,
   endpoint?: string,
-  options: { worker?: boolean; sdkClient?: boolean } = {},
+  options: { worker?: boolean; sdkClient?: boolean; log?: (line: string) => void } = {},
 ): Promise<LocalStore> {
   const shared = endpoint ?? runningStoreEndpoint(dataDir);
   const [embedded, { ensureTables, probeStore }, { DynamoStore }, { storeClient }] = await Promise.all([
@@ -70,9 +71,16 @@ export async function openLocalStore(
       ownStore &&
       checkedOn(dataDir, definitions) &&
       hasEvery(embedded ? embedded.tablesAtOpen : await probeStore(db), names);
-    if (!checked) {
+    if (!checked && ownStore) {
+      // The data dir's own dynalite: tables made before an index was declared are migrated, and a
+      // migration a stopped start left half-done is finished first (table-migration.ts).
+      const { finishTableMigrations, migrateTable } = await import("../adapters/dynamodb/table-migration");
+      const log = options.log ?? ((line: string) => process.stderr.write(`dmt: ${line}\n`));
+      await finishTableMigrations(db, names, log);
+      await ensureTables(db, names, (table, def, lacking) => migrateTable(db, table, def, lacking, log));
+      recordCheckedTables(dataDir, definitions);
+    } else if (!checked) {
       await ensureTables(db, names);
-      if (ownStore) recordCheckedTables(dataDir, definitions);
     }
   } catch (err) {
     // The embedded store (in a worker thread, or on this one) left open would keep the process alive.

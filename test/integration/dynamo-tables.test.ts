@@ -13,6 +13,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDynamoClient, ensureTables, untilActive } from "../../lambda/adapters/dynamodb/client";
 import { DynamoDeletionRequests } from "../../lambda/adapters/dynamodb/deletion-requests";
+import { migrateTable } from "../../lambda/adapters/dynamodb/table-migration";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { newDeletionRequest } from "../../lambda/core/deletion";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
@@ -20,7 +21,8 @@ import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/emb
 /**
  * `ensureTables` over the embedded DynamoDB (dynalite, persisted, the real wire protocol): new tables
  * get every index, and a table made before an index was added (a data dir from an older version)
- * stops the start with what to do instead of failing the queries that need the index.
+ * stops the start with what to do instead of failing the queries that need the index, unless the start
+ * migrates it (the data dir's own store: table-migration.test.ts).
  */
 
 /** dynalite itself, in memory, to set how long it takes to make a table ACTIVE. */
@@ -90,12 +92,23 @@ describe("ensureTables", () => {
 
     const refused = ensureTables(db, names);
     await expect(refused).rejects.toThrow("table 'old-deletionRequests' has no index 'byCreated'");
-    await expect(refused).rejects.toThrow("move the data dir (DMT_DATA_DIR) aside and start again");
+    await expect(refused).rejects.toThrow("A store at DMT_DYNAMODB_ENDPOINT is not migrated");
     expect(await indexNames(names.deletionRequests)).toEqual([]);
     expect((await requests.get("proj-old", request.requestId))?.reason).toBe("erasure");
     // The tables after it were still created: the check reports, it does not stop half-way.
     expect(await indexNames(names.deletionTombstones)).toEqual([]);
     expect(await indexNames(names.keys)).toEqual(["byProject"]);
+
+    // Migrated, as the data dir's own store is at open: the list reads the request through the index.
+    const lines: string[] = [];
+    await ensureTables(db, names, (table, def, lacking) =>
+      migrateTable(db, table, def, lacking, (line) => lines.push(line)),
+    );
+    expect(lines).toEqual([
+      expect.stringContaining("table 'old-deletionRequests' made anew with index 'byCreated'"),
+    ]);
+    const page = await requests.list("proj-old", { limit: 10 });
+    expect(page.requests.map((r) => r.requestId)).toEqual([request.requestId]);
   });
 
   it("returns once the tables it created take item requests, however long the store takes to make them", async () => {

@@ -64,35 +64,59 @@ describe("openLocalStore's table check", () => {
     expect(listed.TableNames).toContain(names.ledger);
   });
 
-  it("checks again under other definitions: a table without an index stops the open", async () => {
+  it("checks again under other definitions: a table without an index is migrated, and logged", async () => {
     const dir = mkdtempSync(join(tmpdir(), "dmt-store-open-"));
     dirs.push(dir);
     await (await openLocalStore(dir)).close();
-    // The deletionRequests table as it was made before its index existed, by an older version.
-    await withStoreClient(dir, async (db) => {
-      await db.send(new DeleteTableCommand({ TableName: names.deletionRequests }));
-      // dynalite deletes a table shortly after answering.
-      while ((await db.send(new ListTablesCommand({}))).TableNames?.includes(names.deletionRequests)) {
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-      await db.send(
-        new CreateTableCommand({
-          TableName: names.deletionRequests,
-          BillingMode: "PAY_PER_REQUEST",
-          AttributeDefinitions: [
-            { AttributeName: "projectId", AttributeType: "S" },
-            { AttributeName: "itemId", AttributeType: "S" },
-          ],
-          KeySchema: [
-            { AttributeName: "projectId", KeyType: "HASH" },
-            { AttributeName: "itemId", KeyType: "RANGE" },
-          ],
-        }),
-      );
-    });
+    await withStoreClient(dir, (db) => oldDeletionRequests(db));
     writeFileSync(checkedFile(dir), JSON.stringify({ names, tables: {} }));
-    await expect(openLocalStore(dir)).rejects.toThrow(
-      `table '${names.deletionRequests}' has no index 'byCreated'`,
-    );
+    const lines: string[] = [];
+    await (await openLocalStore(dir, undefined, { log: (line) => lines.push(line) })).close();
+    // The migration itself, crashes included: table-migration.test.ts.
+    expect(lines).toEqual([
+      expect.stringContaining(`table '${names.deletionRequests}' made anew with index 'byCreated'`),
+    ]);
+  });
+
+  it("a store at DMT_DYNAMODB_ENDPOINT whose table lacks an index stops the open: it is not migrated", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "dmt-store-open-"));
+    dirs.push(dir);
+    await (await openLocalStore(dir)).close();
+    const dynamo = await startEmbeddedDynamo(dir);
+    const db = createDynamoClient({ endpoint: dynamo.endpoint });
+    try {
+      await oldDeletionRequests(db);
+      const other = mkdtempSync(join(tmpdir(), "dmt-store-open-"));
+      dirs.push(other);
+      await expect(openLocalStore(other, dynamo.endpoint)).rejects.toThrow(
+        `table '${names.deletionRequests}' has no index 'byCreated'`,
+      );
+    } finally {
+      db.destroy();
+      await dynamo.close();
+    }
   });
 });
+
+/** The deletionRequests table as it was made before its index existed, by an older version. */
+async function oldDeletionRequests(db: ReturnType<typeof createDynamoClient>) {
+  await db.send(new DeleteTableCommand({ TableName: names.deletionRequests }));
+  // dynalite deletes a table shortly after answering.
+  while ((await db.send(new ListTablesCommand({}))).TableNames?.includes(names.deletionRequests)) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  await db.send(
+    new CreateTableCommand({
+      TableName: names.deletionRequests,
+      BillingMode: "PAY_PER_REQUEST",
+      AttributeDefinitions: [
+        { AttributeName: "projectId", AttributeType: "S" },
+        { AttributeName: "itemId", AttributeType: "S" },
+      ],
+      KeySchema: [
+        { AttributeName: "projectId", KeyType: "HASH" },
+        { AttributeName: "itemId", KeyType: "RANGE" },
+      ],
+    }),
+  );
+}

@@ -35,10 +35,15 @@ export function createDynamoClient(options: { endpoint?: string; region?: string
 /**
  * Creates every table of TABLES that does not exist yet (the local stack; CDK does this in AWS) and
  * checks that the existing ones have every index their definition lists. dynalite cannot add an index
- * to an existing table (it accepts UpdateTable's GlobalSecondaryIndexUpdates and ignores it), so a table
- * made before an index was added stops the start with what to do, rather than failing queries later.
+ * to an existing table (it accepts UpdateTable's GlobalSecondaryIndexUpdates and ignores it): with
+ * `migrate` (the data dir's own dynalite, table-migration.ts) such a table is handed to it to be made
+ * anew; without, it stops the start with what to do, rather than failing queries later.
  */
-export async function ensureTables(db: DynamoDBClient, names: TableNames): Promise<void> {
+export async function ensureTables(
+  db: DynamoDBClient,
+  names: TableNames,
+  migrate?: (tableName: string, def: TableDefinition, lacking: string[]) => Promise<void>,
+): Promise<void> {
   const missing: string[] = [];
   const created: string[] = [];
   for (const [name, def] of Object.entries(TABLES) as [TableName, TableDefinition][]) {
@@ -49,21 +54,24 @@ export async function ensureTables(db: DynamoDBClient, names: TableNames): Promi
       continue;
     }
     const present = new Set(existing.GlobalSecondaryIndexes?.map((index) => index.IndexName));
-    for (const index of def.indexes ?? []) {
-      if (!present.has(index.name)) missing.push(`table '${names[name]}' has no index '${index.name}'`);
-    }
+    const lacking = (def.indexes ?? []).map((index) => index.name).filter((index) => !present.has(index));
+    if (lacking.length === 0) continue;
+    if (migrate) await migrate(names[name], def, lacking);
+    else missing.push(...lacking.map((index) => `table '${names[name]}' has no index '${index}'`));
   }
   for (const tableName of created) await untilActive(db, tableName);
   if (missing.length > 0) {
     throw new Error(
-      `The store was made before some indexes were added: ${missing.join("; ")}. The local store ` +
-        "(dynalite) cannot add an index to an existing table: move the data dir (DMT_DATA_DIR) aside " +
-        "and start again with a new one.",
+      `The store was made before some indexes were added: ${missing.join("; ")}. A store at ` +
+        "DMT_DYNAMODB_ENDPOINT is not migrated: add the indexes there, or move its tables aside.",
     );
   }
 }
 
-async function describeTable(db: DynamoDBClient, tableName: string): Promise<TableDescription | undefined> {
+export async function describeTable(
+  db: DynamoDBClient,
+  tableName: string,
+): Promise<TableDescription | undefined> {
   try {
     return (await db.send(new DescribeTableCommand({ TableName: tableName }))).Table;
   } catch (err) {
@@ -85,7 +93,11 @@ export async function untilActive(db: DynamoDBClient, tableName: string): Promis
   }
 }
 
-async function createTable(db: DynamoDBClient, tableName: string, def: TableDefinition): Promise<void> {
+export async function createTable(
+  db: DynamoDBClient,
+  tableName: string,
+  def: TableDefinition,
+): Promise<void> {
   const attributes = new Map<string, "S" | "N">([[def.partitionKey, "S"]]);
   const sortKey = def.sortKey;
   if (sortKey) attributes.set(sortKey.name, sortKey.type);
