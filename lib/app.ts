@@ -20,6 +20,8 @@ export const CONTEXT = {
   proxyReservedConcurrency: "dmt:proxyReservedConcurrency",
   /** `standard` (default) or `managed-instances`: where the proxy functions run (docs/aws.md). */
   proxyCompute: "dmt:proxyCompute",
+  /** Managed instances: each proxy's environments at least (default 3), for each or per vendor. */
+  proxyMinEnvironments: "dmt:proxyMinEnvironments",
   /** Reserved concurrency of the authorizer (default 100): it runs before every request. */
   authorizerConcurrency: "dmt:authorizerConcurrency",
   /** Reserved concurrency of the data API (default 20). */
@@ -75,6 +77,7 @@ export function defineApp(
   }
   const retainData = context(CONTEXT.retainData);
   const reserved = context(CONTEXT.proxyReservedConcurrency);
+  const minEnvironments = context(CONTEXT.proxyMinEnvironments);
   const originSecretVersion = context(CONTEXT.originSecretVersion);
   const exportBuckets = context(CONTEXT.exportBuckets);
   const athenaCutoff = context(CONTEXT.athenaBytesScannedCutoff);
@@ -108,7 +111,12 @@ export function defineApp(
     description: "dmt: metering gateway for language-model vendors",
     env,
     retainData: !(retainData === false || retainData === "false"),
-    ...(reserved !== undefined && { proxyReservedConcurrency: parseConcurrency(reserved) }),
+    ...(reserved !== undefined && {
+      proxyReservedConcurrency: parseConcurrency(CONTEXT.proxyReservedConcurrency, reserved, 0),
+    }),
+    ...(minEnvironments !== undefined && {
+      proxyMinEnvironments: parseConcurrency(CONTEXT.proxyMinEnvironments, minEnvironments, 1),
+    }),
     ...(originSecretVersion !== undefined && { originSecretVersion: String(originSecretVersion) }),
     ...(exportBuckets !== undefined && { exportBuckets: parseBucketList(exportBuckets) }),
     ...(athenaCutoff !== undefined && {
@@ -255,12 +263,15 @@ function parseByteCount(key: string, value: unknown): number {
 }
 
 /** A whole number of executions, or one per vendor; from the command line both arrive as text. */
-function parseConcurrency(value: unknown): number | Partial<Record<Vendor, number>> {
+/** A whole number of at least `least` for every proxy, or per vendor (`{"openai":200}`), named `key`. */
+function parseConcurrency(
+  key: string,
+  value: unknown,
+  least: number,
+): number | Partial<Record<Vendor, number>> {
   const count = (n: unknown): number => {
-    if (typeof n !== "number" || !Number.isInteger(n) || n < 0) {
-      throw new Error(
-        `${CONTEXT.proxyReservedConcurrency}: ${JSON.stringify(n)} is not a whole number >= 0.`,
-      );
+    if (typeof n !== "number" || !Number.isInteger(n) || n < least) {
+      throw new Error(`${key}: ${JSON.stringify(n)} is not a whole number >= ${least}.`);
     }
     return n;
   };
@@ -276,9 +287,7 @@ function parseConcurrency(value: unknown): number | Partial<Record<Vendor, numbe
   const perVendor: Partial<Record<Vendor, number>> = {};
   for (const [vendor, n] of Object.entries(parsed)) {
     if (!(VENDORS as readonly string[]).includes(vendor)) {
-      throw new Error(
-        `${CONTEXT.proxyReservedConcurrency}: '${vendor}' is not one of ${VENDORS.join(", ")}.`,
-      );
+      throw new Error(`${key}: '${vendor}' is not one of ${VENDORS.join(", ")}.`);
     }
     perVendor[vendor as Vendor] = count(n);
   }

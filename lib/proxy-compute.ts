@@ -4,6 +4,7 @@ import {
   FlowLogTrafficType,
   GatewayVpcEndpointAwsService,
   IpAddresses,
+  IpProtocol,
   SecurityGroup,
   SubnetType,
   Vpc,
@@ -31,7 +32,7 @@ export const MANAGED_INSTANCES = {
   memoryMiB: 2048,
   memoryGiBPerVCpu: 2,
   concurrencyPerEnvironment: 256,
-  /** Lambda's own default: one per Availability Zone, so an AZ going away leaves two. */
+  /** Lambda's own default: one per Availability Zone, so an AZ going away leaves two (`dmt:proxyMinEnvironments`). */
   minEnvironments: 3,
   /** Each proxy's environments at most, by default: 5 × 256 = 1,280 calls at once per vendor. */
   maxEnvironments: 5,
@@ -45,9 +46,12 @@ export interface ProxyCapacityProps {
 
 /**
  * The VPC and capacity provider of `managed-instances`. The instances live in private subnets of the
- * stack's own VPC and reach the vendors and AWS's APIs through a NAT gateway per Availability Zone;
- * DynamoDB and S3 through gateway endpoints (free, and off the NAT's per-GB charge). No inbound rule:
- * Lambda routes invocations to the environments itself. Rejected traffic is logged (flow logs).
+ * stack's own VPC, dual-stack: a vendor host with an IPv6 address is reached through the egress-only
+ * internet gateway, which charges nothing per GB (Node tries IPv6 and IPv4 at once, autoSelectFamily,
+ * and keeps the first to connect); IPv4 (AWS's APIs, IPv4-only vendors) goes through a NAT gateway
+ * per Availability Zone; DynamoDB and S3 through gateway endpoints (free, and off the NAT's per-GB
+ * charge). No inbound rule: Lambda routes invocations to the environments itself, and an egress-only
+ * gateway admits no connection from outside. Rejected traffic is logged (flow logs).
  */
 export class ProxyCapacity extends Construct {
   readonly vpc: Vpc;
@@ -58,6 +62,8 @@ export class ProxyCapacity extends Construct {
     super(scope, id);
     this.vpc = new Vpc(this, "Vpc", {
       ipAddresses: IpAddresses.cidr("10.40.0.0/16"),
+      // An Amazon-provided /56; each subnet a /64, its instances given an IPv6 address at launch.
+      ipProtocol: IpProtocol.DUAL_STACK,
       maxAzs: 3,
       subnetConfiguration: [
         { name: "Public", subnetType: SubnetType.PUBLIC, cidrMask: 24 },
@@ -80,6 +86,7 @@ export class ProxyCapacity extends Construct {
       vpc: this.vpc,
       description: "dmt proxy instances: no inbound; outbound to the vendors and AWS APIs",
       allowAllOutbound: true,
+      allowAllIpv6Outbound: true,
     });
     this.provider = new CapacityProvider(this, "Provider", {
       subnets: this.vpc.privateSubnets,
@@ -97,13 +104,20 @@ export class ProxyCapacity extends Construct {
     }
   }
 
-  /** Puts a proxy function on the instances: memory at its minimum, concurrency per environment set. */
-  addProxy(fn: LambdaFunction, maxEnvironments: number): void {
+  /**
+   * Puts a proxy function on the instances: memory at its minimum, concurrency per environment set,
+   * `minEnvironments` kept warm (never more than `maxEnvironments`).
+   */
+  addProxy(
+    fn: LambdaFunction,
+    maxEnvironments: number,
+    minEnvironments: number = MANAGED_INSTANCES.minEnvironments,
+  ): void {
     this.provider.addFunction(fn, {
       perExecutionEnvironmentMaxConcurrency: MANAGED_INSTANCES.concurrencyPerEnvironment,
       executionEnvironmentMemoryGiBPerVCpu: MANAGED_INSTANCES.memoryGiBPerVCpu,
       latestPublishedScalingConfig: {
-        minExecutionEnvironments: Math.min(MANAGED_INSTANCES.minEnvironments, maxEnvironments),
+        minExecutionEnvironments: Math.min(minEnvironments, maxEnvironments),
         maxExecutionEnvironments: maxEnvironments,
       },
     });

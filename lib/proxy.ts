@@ -64,8 +64,8 @@ export interface VendorProxyProps {
   reservedConcurrency?: number;
   /** Where each call's span and metrics go (docs/telemetry.md); absent: telemetry off. */
   telemetry?: ProxyTelemetry;
-  /** Managed instances: the capacity provider, and the function's environments at most. */
-  managedInstances?: { capacity: ProxyCapacity; maxEnvironments: number };
+  /** Managed instances: the capacity provider, and the function's environments at most and at least. */
+  managedInstances?: { capacity: ProxyCapacity; maxEnvironments: number; minEnvironments?: number };
 }
 
 /** The OTLP/HTTP receiver of the proxy functions: usually an AWS Distro for OpenTelemetry collector. */
@@ -115,7 +115,10 @@ export class VendorProxy extends Construct {
         !props.managedInstances && { reservedConcurrency: props.reservedConcurrency }),
     });
     const fn = this.fn.function;
-    props.managedInstances?.capacity.addProxy(fn, props.managedInstances.maxEnvironments);
+    if (props.managedInstances) {
+      const { capacity, maxEnvironments, minEnvironments } = props.managedInstances;
+      capacity.addProxy(fn, maxEnvironments, minEnvironments);
+    }
     // The handler takes function-URL events with the secret when it knows one, API Gateway's otherwise.
     if (props.originSecret) {
       fn.addEnvironment("DMT_ORIGIN_SECRET_ARN", props.originSecret.secretArn);

@@ -50,6 +50,12 @@ export interface DmtStackProps extends StackProps {
   /** Where the proxy functions run (default `standard`; lib/proxy-compute.ts). */
   proxyCompute?: ProxyCompute;
   /**
+   * Managed instances: each proxy's environments at least, for each or per vendor (default 3, one per
+   * Availability Zone). Fewer for a vendor with little traffic saves its idle vCPUs; an AZ's loss then
+   * leaves it fewer environments until Lambda launches others (docs/aws.md).
+   */
+  proxyMinEnvironments?: number | Partial<Record<Vendor, number>>;
+  /**
    * Concurrency set aside for the functions every request needs, so that busy proxies cannot throttle
    * them (defaults in `RESERVED_CONCURRENCY`).
    */
@@ -216,6 +222,9 @@ export class DmtStack extends Stack {
     });
 
     const reserved = props.proxyReservedConcurrency;
+    const least = props.proxyMinEnvironments;
+    if (least !== undefined && props.proxyCompute !== "managed-instances")
+      throw new Error("dmt:proxyMinEnvironments applies to dmt:proxyCompute=managed-instances only.");
     this.proxyCapacity =
       props.proxyCompute === "managed-instances"
         ? new ProxyCapacity(this, "ProxyCapacity", { logRetention })
@@ -231,6 +240,8 @@ export class DmtStack extends Stack {
           cap === undefined
             ? MANAGED_INSTANCES.maxEnvironments
             : Math.ceil(cap / MANAGED_INSTANCES.concurrencyPerEnvironment),
+        minEnvironments:
+          (typeof least === "number" ? least : least?.[vendor]) ?? MANAGED_INSTANCES.minEnvironments,
       };
       const proxy = new VendorProxy(this, `Proxy${constructId(vendor)}`, {
         vendor,

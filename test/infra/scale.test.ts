@@ -219,6 +219,51 @@ describe("managed instances (dmt:proxyCompute=managed-instances)", () => {
     });
   });
 
+  it("gives the instances IPv6 through an egress-only internet gateway, off the NAT's per-GB charge, IPv4 through the NAT", () => {
+    each(({ stack, resources }) => {
+      const capacity = stack.proxyCapacity;
+      if (!capacity) throw new Error("no capacity provider");
+      const logicalId = (c: { node: { defaultChild?: unknown } }) =>
+        stack.getLogicalId(c.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0]);
+      const blocks = ofType(resources, "AWS::EC2::VPCCidrBlock").map(([, b]) => b.Properties);
+      expect(blocks).toEqual([
+        expect.objectContaining({
+          AmazonProvidedIpv6CidrBlock: true,
+          VpcId: { Ref: logicalId(capacity.vpc) },
+        }),
+      ]);
+      const gateways = ofType(resources, "AWS::EC2::EgressOnlyInternetGateway");
+      expect(gateways).toHaveLength(1);
+      const [gatewayId] = gateways[0] as [string, Resource];
+      const routes = ofType(resources, "AWS::EC2::Route").map(([, r]) => r.Properties);
+      for (const subnet of capacity.vpc.privateSubnets) {
+        const props = resources[logicalId(subnet)]?.Properties ?? {};
+        // Each instance gets an IPv6 address at launch, from the subnet's /64 of the VPC's block.
+        expect(props.AssignIpv6AddressOnCreation).toBe(true);
+        expect(props.Ipv6CidrBlock).toBeDefined();
+        const table = { Ref: stack.getLogicalId(subnet.node.findChild("RouteTable") as never) };
+        const fromSubnet = routes.filter((r) => JSON.stringify(r.RouteTableId) === JSON.stringify(table));
+        expect(fromSubnet).toContainEqual(
+          expect.objectContaining({
+            DestinationIpv6CidrBlock: "::/0",
+            EgressOnlyInternetGatewayId: { Ref: gatewayId },
+          }),
+        );
+        // IPv4 (AWS's APIs, vendors without IPv6) keeps its NAT gateway.
+        expect(fromSubnet).toContainEqual(
+          expect.objectContaining({ DestinationCidrBlock: "0.0.0.0/0", NatGatewayId: expect.anything() }),
+        );
+      }
+      const [group] = ofType(resources, "AWS::EC2::SecurityGroup").map(([, g]) => g.Properties);
+      expect(group?.SecurityGroupEgress).toContainEqual(
+        expect.objectContaining({ CidrIpv6: "::/0", IpProtocol: "-1" }),
+      );
+      expect(group?.SecurityGroupEgress).toContainEqual(
+        expect.objectContaining({ CidrIp: "0.0.0.0/0", IpProtocol: "-1" }),
+      );
+    });
+  });
+
   it("keeps both integrations working: function URLs or API Gateway's streaming invocations", () => {
     expect(
       ofType(synthesized.get("function URLs, eu-west-1")?.resources ?? {}, "AWS::Lambda::Url"),
@@ -241,6 +286,49 @@ describe("managed instances (dmt:proxyCompute=managed-instances)", () => {
       MinExecutionEnvironments: 0,
       MaxExecutionEnvironments: 0,
     });
+  });
+
+  it("keeps the environments at least that dmt:proxyMinEnvironments asks, for each or per vendor, never above the most", () => {
+    const perVendor = synthesize({
+      [CONTEXT.proxyCompute]: "managed-instances",
+      [CONTEXT.proxyReservedConcurrency]: '{"openai":1000,"groq":256}',
+      [CONTEXT.proxyMinEnvironments]: '{"anthropic":1,"gemini":2,"groq":3}',
+    });
+    const scaling = (s: Synthesized, vendor: (typeof VENDORS)[number]) =>
+      s.fn(s.stack.proxies[vendor].fn.function).FunctionScalingConfig;
+    expect(scaling(perVendor, "openai")).toEqual({
+      MinExecutionEnvironments: 3,
+      MaxExecutionEnvironments: 4,
+    });
+    expect(scaling(perVendor, "anthropic")).toEqual({
+      MinExecutionEnvironments: 1,
+      MaxExecutionEnvironments: 5,
+    });
+    expect(scaling(perVendor, "gemini")).toEqual({
+      MinExecutionEnvironments: 2,
+      MaxExecutionEnvironments: 5,
+    });
+    // One environment at most (256 calls): one at least, whatever was asked.
+    expect(scaling(perVendor, "groq")).toEqual({ MinExecutionEnvironments: 1, MaxExecutionEnvironments: 1 });
+    const each = synthesize({
+      [CONTEXT.proxyCompute]: "managed-instances",
+      [CONTEXT.proxyMinEnvironments]: "1",
+    });
+    for (const vendor of VENDORS)
+      expect(scaling(each, vendor)).toEqual({ MinExecutionEnvironments: 1, MaxExecutionEnvironments: 5 });
+  });
+
+  it("refuses a minimum below 1, for a vendor it does not know, or without managed instances, naming the key", () => {
+    const mi = { [CONTEXT.proxyCompute]: "managed-instances" };
+    expect(() => synthesize({ ...mi, [CONTEXT.proxyMinEnvironments]: "0" })).toThrow(
+      /dmt:proxyMinEnvironments: 0 is not a whole number >= 1/,
+    );
+    expect(() => synthesize({ ...mi, [CONTEXT.proxyMinEnvironments]: '{"mistral":1}' })).toThrow(
+      /dmt:proxyMinEnvironments: 'mistral' is not one of/,
+    );
+    expect(() => synthesize({ [CONTEXT.proxyMinEnvironments]: "1" })).toThrow(
+      /dmt:proxyMinEnvironments applies to dmt:proxyCompute=managed-instances only/,
+    );
   });
 });
 
