@@ -10,6 +10,7 @@ import { createDynamoClient } from "../lambda/adapters/dynamodb/client";
 import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
 import { DynamoExportSettings } from "../lambda/adapters/dynamodb/export-settings";
 import { DynamoMemberStore } from "../lambda/adapters/dynamodb/members";
+import { DynamoPayments } from "../lambda/adapters/dynamodb/payments";
 import { DynamoPlans } from "../lambda/adapters/dynamodb/plans";
 import { DynamoPrivacySettings } from "../lambda/adapters/dynamodb/privacy-settings";
 import { DynamoUsageRollups } from "../lambda/adapters/dynamodb/rollups";
@@ -38,6 +39,8 @@ export const EVENT_BUS_OUTPUT = "EventBusName";
 export const WEBHOOK_QUEUE_OUTPUT = "WebhookQueueUrl";
 /** The output naming the meter queue (lib/billing.ts). */
 export const METER_QUEUE_OUTPUT = "MeterQueueUrl";
+/** `StripeAmountsUsd` in lib/stack.ts: the amounts a recharge rule may buy (not imported, as above). */
+export const STRIPE_AMOUNTS_OUTPUT = "StripeAmountsUsd";
 
 /**
  * Where the stack records its price settings: a template metadata key and an output, as
@@ -60,6 +63,8 @@ export interface AwsTarget {
   webhookQueueUrl: string;
   /** Absent on a stack deployed before billing exports. */
   meterQueueUrl: string | undefined;
+  /** The amounts Buy credits offers (`StripeAmountsUsd`); absent on a stack deployed before it. */
+  stripeAmountsUsd: string | undefined;
   close(): void;
 }
 
@@ -120,6 +125,7 @@ export async function openAwsTarget(stackName: string): Promise<AwsTarget> {
     eventBusName: output(EVENT_BUS_OUTPUT),
     webhookQueueUrl: output(WEBHOOK_QUEUE_OUTPUT),
     meterQueueUrl: outputs.get(METER_QUEUE_OUTPUT),
+    stripeAmountsUsd: outputs.get(STRIPE_AMOUNTS_OUTPUT),
     close: () => db.destroy(),
   };
 }
@@ -163,6 +169,7 @@ export function awsServices(target: AwsTarget) {
     users: stackUserDirectory(target),
     privacy: new DynamoPrivacySettings(target.db, target.tables),
     plans: new DynamoPlans(target.db, target.tables),
+    payments: new DynamoPayments(target.db, target.tables),
     async retention(): Promise<never> {
       throw new Error(
         "in AWS the stack's retention function runs every day; to run it now: aws lambda invoke --function-name <RetentionFunction output> out.json",

@@ -1,6 +1,7 @@
 import { DynamoBudgets } from "../lambda/adapters/dynamodb/budgets";
 import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
 import { DynamoMemberStore } from "../lambda/adapters/dynamodb/members";
+import { DynamoPayments } from "../lambda/adapters/dynamodb/payments";
 import { DynamoPlans } from "../lambda/adapters/dynamodb/plans";
 import { DynamoPrivacySettings } from "../lambda/adapters/dynamodb/privacy-settings";
 import { DynamoUsageRollups } from "../lambda/adapters/dynamodb/rollups";
@@ -59,6 +60,7 @@ export async function openLocalTarget(dataDir: string, endpoint: string | undefi
       users,
       privacy: new DynamoPrivacySettings(local.db, names),
       plans: new DynamoPlans(local.db, names),
+      payments: new DynamoPayments(local.db, names),
       retention: async (options: RetentionOptions) => {
         const [{ runLocalRetention }, { jsonLogger }] = await Promise.all([
           import("../lambda/local/retention"),

@@ -58,6 +58,8 @@ export const CONTEXT = {
   otlpHeadersSecret: "dmt:otlpHeadersSecret",
   /** An OpenMeter-compatible endpoint billing exports post CloudEvents to (docs/billing-exports.md). */
   openMeterUrl: "dmt:openMeterUrl",
+  /** The amounts Buy credits offers, in whole dollars (`10,25,100`, the default; docs/billing.md). */
+  stripeAmountsUsd: "dmt:stripeAmountsUsd",
 } as const;
 
 /**
@@ -90,6 +92,7 @@ export function defineApp(
   const accountRole = context(CONTEXT.apiGatewayAccountRole);
   const requestSizeRule = context(CONTEXT.requestSizeRule);
   const openMeterUrl = context(CONTEXT.openMeterUrl);
+  const stripeAmounts = context(CONTEXT.stripeAmountsUsd);
   const telemetry = parseTelemetry(
     context(CONTEXT.otlpEndpoint),
     context(CONTEXT.otlpProtocol),
@@ -136,6 +139,7 @@ export function defineApp(
     requestSizeRule: parseOnOff(CONTEXT.requestSizeRule, requestSizeRule, true),
     ...(telemetry && { telemetry }),
     ...(openMeterUrl !== undefined && { openMeterUrl: parseOpenMeterUrl(openMeterUrl) }),
+    ...(stripeAmounts !== undefined && { stripeAmountsUsd: String(stripeAmounts) }),
     ...(domainName !== undefined && {
       domain: { name: String(domainName), certificateArn: String(certificateArn) },
     }),

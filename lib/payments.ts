@@ -2,6 +2,7 @@ import { Duration, Validations } from "aws-cdk-lib";
 import type { Function as LambdaFunction } from "aws-cdk-lib/aws-lambda";
 import { type CfnSecret, type ISecret, Secret } from "aws-cdk-lib/aws-secretsmanager";
 import { Construct } from "constructs";
+import { parseAmounts } from "../lambda/core/payments";
 import { DmtFunction, type LambdaDefaults } from "./lambda-defaults";
 import type { Store } from "./store";
 
@@ -12,6 +13,8 @@ export interface StripePaymentsProps {
   defaults: LambdaDefaults;
   /** Written in each payment's metadata; events of another deployment's payments are ignored. */
   deployment: string;
+  /** The amounts an admin may buy, whole dollars (`10,25,100`; context `dmt:stripeAmountsUsd`). */
+  amountsUsd?: string;
 }
 
 /**
@@ -59,16 +62,39 @@ export class StripePayments extends Construct {
    */
   connect(fn: LambdaFunction, { scan = false }: { scan?: boolean } = {}): void {
     const { store } = this.props;
-    fn.addEnvironment("DMT_STRIPE_SECRET_ARN", this.secretKey.secretArn);
-    fn.addEnvironment("DMT_STRIPE_WEBHOOK_SECRET_ARN", this.webhookSecret.secretArn);
-    fn.addEnvironment("DMT_STRIPE_DEPLOYMENT", this.props.deployment);
-    this.secretKey.grantRead(fn);
-    this.webhookSecret.grantRead(fn);
+    this.settings(fn);
     // Auto-recharge's check reads every rule: one scan of the payments table per sweep.
     const paymentActions = ["GetItem", "PutItem", "UpdateItem", "Query", ...(scan ? ["Scan"] : [])];
     store.grant(fn, "payments", paymentActions);
     store.grant(fn, "credits", ["GetItem", "PutItem", "UpdateItem"]);
     store.grant(fn, "ledger", ["GetItem", "PutItem"]);
     store.grant(fn, "projects", ["GetItem"]);
+  }
+
+  /**
+   * The dashboard API: Buy credits (a Checkout session for one of the amounts, back to `dashboardUrl`)
+   * and the auto-recharge rule. It reads both secrets (payments are on only once both are filled, as
+   * in every function: a purchase whose webhook cannot be verified would never be granted) and the
+   * project's billing profile in the payments table, and writes only the profile's rule; it grants
+   * nothing (the webhook does), so no credits or ledger rights beyond the dashboard's own.
+   */
+  connectDashboard(fn: LambdaFunction, dashboardUrl: string): void {
+    this.settings(fn);
+    fn.addEnvironment("DMT_DASHBOARD_URL", dashboardUrl);
+    this.props.store.grant(fn, "payments", ["GetItem", "UpdateItem"]);
+  }
+
+  /** The secrets' ARNs (never values), read access to those two only, and the deployment's settings. */
+  private settings(fn: LambdaFunction): void {
+    fn.addEnvironment("DMT_STRIPE_SECRET_ARN", this.secretKey.secretArn);
+    fn.addEnvironment("DMT_STRIPE_WEBHOOK_SECRET_ARN", this.webhookSecret.secretArn);
+    fn.addEnvironment("DMT_STRIPE_DEPLOYMENT", this.props.deployment);
+    if (this.props.amountsUsd !== undefined) {
+      // Refused at synth, naming the setting, rather than at the functions' cold start.
+      parseAmounts(this.props.amountsUsd);
+      fn.addEnvironment("DMT_STRIPE_AMOUNTS_USD", this.props.amountsUsd);
+    }
+    this.secretKey.grantRead(fn);
+    this.webhookSecret.grantRead(fn);
   }
 }

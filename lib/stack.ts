@@ -33,6 +33,8 @@ export interface DmtStackProps extends StackProps {
   domain?: CustomDomain;
   /** Billing exports' OpenMeter-compatible endpoint (context `dmt:openMeterUrl`); unset: Stripe only. */
   openMeterUrl?: string;
+  /** The amounts Buy credits offers, whole dollars (context `dmt:stripeAmountsUsd`); unset: 10,25,100. */
+  stripeAmountsUsd?: string;
   /** Keep the tables and the BYOK key when the stack is deleted (default true). */
   retainData?: boolean;
   logRetention?: RetentionDays;
@@ -359,8 +361,18 @@ export class DmtStack extends Stack {
       store: this.store,
       defaults,
       deployment: this.stackName,
+      ...(props.stripeAmountsUsd !== undefined && { amountsUsd: props.stripeAmountsUsd }),
     });
     this.payments.connect(this.metering.sweeper.function, { scan: true });
+    this.payments.connectDashboard(this.dashboard.api.function, this.dashboard.url);
+    // Purchases and recharges raise credits.granted, a declined recharge credits.recharge_failed.
+    this.events.connectPublisher(this.payments.webhook.function);
+    this.events.connectPublisher(this.metering.sweeper.function);
+    // `dmt credits recharge set` checks its amount against these, as the dashboard does.
+    new CfnOutput(this, "StripeAmountsUsd", {
+      value: props.stripeAmountsUsd ?? "10,25,100",
+      description: "The amounts Buy credits offers, whole dollars (context dmt:stripeAmountsUsd)",
+    });
     this.api.addStripeWebhook(this.payments.webhook.function);
     this.observability.addFunction("StripeWebhook", this.payments.webhook.function);
     this.retention = new Retention(this, "Retention", {

@@ -1,5 +1,6 @@
-import { formatUsd, parseUsd } from "../../lambda/core/credits";
+import { decimalUsd, formatUsd, parseUsd } from "../../lambda/core/credits";
 import { formatCents } from "../../lambda/core/money";
+import { type BillingProfile, checkOffered, saveRechargeRule } from "../../lambda/core/payments";
 import {
   describeLine,
   monthPeriod,
@@ -10,7 +11,7 @@ import {
 } from "../../lambda/core/statement";
 import { creditsGranted } from "../../lambda/events/account-events";
 import { command } from "./command";
-import { table } from "./format";
+import { iso, table } from "./format";
 import { flag, required, text } from "./options";
 
 /** The statement as text: one line per grant or day of charges, a running balance, what is in flight. */
@@ -41,6 +42,45 @@ function formatStatement(statement: Statement): string {
       ? `\nIn flight on ${openLeases} open lease${openLeases === 1 ? "" : "s"}: ${formatCents(chargedMicros)} charged, ${formatCents(heldMicros)} reserved.`
       : "";
   return `${table(rows, ["date", "description", "amount", "balance"])}${inFlight}\nAvailable now: ${formatCents(statement.availableMicros)}. Amounts to the cent; --json has them in micro-USD.`;
+}
+
+/** The project's auto-recharge rule as `dmt credits recharge show|set|off` answer it (and --json). */
+interface RechargeView {
+  projectId: string;
+  recharge: { threshold_usd: string; amount_usd: string } | null;
+  /** Whether a Checkout purchase saved a card: without one a recharge cannot be charged. */
+  saved_card: boolean;
+  /** False once tried in this crossing; re-armed when the balance is seen above the threshold. */
+  armed: boolean;
+  last_recharge: BillingProfile["lastRecharge"] | null;
+}
+
+function rechargeView(projectId: string, profile: BillingProfile | undefined): RechargeView {
+  return {
+    projectId,
+    recharge: profile?.recharge
+      ? {
+          threshold_usd: decimalUsd(profile.recharge.thresholdMicros),
+          amount_usd: decimalUsd(profile.recharge.amountMicros),
+        }
+      : null,
+    saved_card: profile?.customerId !== undefined,
+    armed: profile?.recharge !== undefined && profile.armed !== false,
+    last_recharge: profile?.lastRecharge ?? null,
+  };
+}
+
+function printRecharge(view: RechargeView): string {
+  if (!view.recharge) return `${view.projectId}: no auto-recharge rule.`;
+  const rule = `${view.projectId}: below $${view.recharge.threshold_usd} charged balance, buy $${view.recharge.amount_usd} with the saved card`;
+  const state = view.armed ? "armed" : "tried in this crossing (re-arms once the balance is back above)";
+  const card = view.saved_card
+    ? ""
+    : "\nNo saved card yet: a Buy credits purchase on the Credits page saves one.";
+  const last = view.last_recharge
+    ? `\nLast recharge ${iso(view.last_recharge.at)}: ${view.last_recharge.outcome}${view.last_recharge.message ? ` (${view.last_recharge.message})` : ""}.`
+    : "";
+  return `${rule}; ${state}.${card}${last}`;
 }
 
 /** `dmt credits ...`: the prepaid balance that managed calls are charged to. */
@@ -81,6 +121,58 @@ export const creditCommands = [
     },
     print: (balance) =>
       `${balance.projectId}: available ${formatCents(balance.availableMicros)}, held ${formatCents(balance.heldMicros)}`,
+  }),
+  command({
+    name: "credits recharge show",
+    summary: "the project's auto-recharge rule, whether a card is saved, and the last recharge",
+    options: { project: required("<id>", "the project") },
+    examples: ["dmt credits recharge show --project demo"],
+    run: async ({ values, open }) => {
+      const services = await open();
+      const projectId = await services.project(values.project);
+      return rechargeView(projectId, await services.payments.getProfile(projectId));
+    },
+    print: printRecharge,
+  }),
+  command({
+    name: "credits recharge set",
+    summary: "below a charged balance, buy an amount with the project's saved card (docs/billing.md)",
+    details:
+      "The check runs after each credit sweep (every minute in AWS), once per crossing: a declined card raises credits.recharge_failed and is not tried again until the balance is back above the threshold. The amount must be one Buy credits offers (DMT_STRIPE_AMOUNTS_USD locally, context dmt:stripeAmountsUsd in AWS). The card is the one the project's last Checkout purchase saved.",
+    options: {
+      project: required("<id>", "the project"),
+      threshold: required("<usd>", "when the charged balance falls below this many dollars, e.g. 5"),
+      amount: required("<usd>", "...buy this many dollars, one of the offered amounts, e.g. 25"),
+    },
+    examples: ["dmt credits recharge set --project demo --threshold 5 --amount 25"],
+    run: async ({ values, open }) => {
+      const thresholdMicros = parseUsd(values.threshold, "threshold");
+      const amountMicros = parseUsd(values.amount, "amount");
+      const services = await open();
+      const offered = services.offeredAmountsMicros();
+      checkOffered(offered, amountMicros, "amount");
+      const projectId = await services.project(values.project);
+      const profile = await saveRechargeRule(
+        services.payments,
+        projectId,
+        { thresholdMicros, amountMicros },
+        offered,
+      );
+      return rechargeView(projectId, profile);
+    },
+    print: printRecharge,
+  }),
+  command({
+    name: "credits recharge off",
+    summary: "removes the project's auto-recharge rule (its saved card stays for Buy credits)",
+    options: { project: required("<id>", "the project") },
+    examples: ["dmt credits recharge off --project demo"],
+    run: async ({ values, open }) => {
+      const services = await open();
+      const projectId = await services.project(values.project);
+      return rechargeView(projectId, await saveRechargeRule(services.payments, projectId, null, []));
+    },
+    print: printRecharge,
   }),
   command({
     name: "credits ledger",

@@ -6,6 +6,7 @@ import type { CompactionReport } from "../../lambda/core/compaction";
 import type { CreditStore } from "../../lambda/core/credits";
 import { errors } from "../../lambda/core/errors";
 import type { MemberStore, UserDirectory } from "../../lambda/core/members";
+import { type PaymentStore, parseAmounts } from "../../lambda/core/payments";
 import type { PlanStore } from "../../lambda/core/plans";
 import type { Store } from "../../lambda/core/ports";
 import type { RetentionAudit } from "../../lambda/core/retention";
@@ -34,6 +35,13 @@ export interface Services {
   users: UserDirectory;
   /** Price plans and which project is on which (the `plans` table). */
   plans: PlanStore;
+  /** Payments and each project's billing profile: its auto-recharge rule (the `payments` table). */
+  payments: PaymentStore;
+  /**
+   * The amounts Buy credits offers, in micros: `DMT_STRIPE_AMOUNTS_USD` locally, the stack's
+   * `StripeAmountsUsd` output in AWS (context `dmt:stripeAmountsUsd`); default 10, 25 and 100 dollars.
+   */
+  offeredAmountsMicros(): number[];
   /** What records keep and for how long: attributes of the project and key items. */
   privacy: DynamoPrivacySettings;
   /** The retention run over the local data dir (in AWS a scheduled function runs it). */
@@ -74,7 +82,9 @@ export function servicesOpener(
 }
 
 async function openServices(stackName: string | undefined, config: LocalConfig) {
-  let parts: Omit<Services, "project" | "events" | "billing">;
+  let parts: Omit<Services, "project" | "events" | "billing" | "offeredAmountsMicros">;
+  // The same list and default as the server's (lambda/local/config.ts) and the stack's.
+  let amountsUsd = config.DMT_STRIPE_AMOUNTS_USD;
   let openBilling: () => Promise<{ store: MeterStore; queue: MeterQueue; close(): Promise<void> }>;
   let closeStore: () => unknown;
   let openEvents: () => Promise<CliEvents & { close(): Promise<void> }>;
@@ -84,6 +94,7 @@ async function openServices(stackName: string | undefined, config: LocalConfig) 
     const target = await openAwsTarget(stackName);
     closeStore = () => target.close();
     parts = awsServices(target);
+    amountsUsd = target.stripeAmountsUsd ?? "10,25,100";
     openEvents = async () => awsEvents(target);
     openBilling = async () => (await import("../aws-target")).awsBilling(target);
   } else {
@@ -105,6 +116,7 @@ async function openServices(stackName: string | undefined, config: LocalConfig) 
   const { store } = parts;
   const services: Services = {
     ...parts,
+    offeredAmountsMicros: () => parseAmounts(amountsUsd),
     events: () => {
       events ??= openEvents();
       return events;

@@ -5,6 +5,7 @@ import { errorFields, type Logger } from "../core/logger";
 import {
   type BillingProfile,
   centsToMicros,
+  checkOffered,
   METADATA,
   type PaymentEvent,
   type PaymentProvider,
@@ -64,12 +65,7 @@ export class Payments {
     amountMicros: number,
     returnUrl: string,
   ): Promise<{ sessionId: string; url: string }> {
-    if (!this.deps.settings.amountsMicros.includes(amountMicros)) {
-      throw errors.invalidField(
-        "usd",
-        `must be one of ${this.deps.settings.amountsMicros.map((m) => decimalUsd(m)).join(", ")}`,
-      );
-    }
+    checkOffered(this.deps.settings.amountsMicros, amountMicros, "usd");
     const profile = await this.deps.payments.getProfile(projectId);
     const back = new URL(returnUrl);
     back.searchParams.set("checkout", "done");

@@ -1,8 +1,14 @@
 import type { EventPublisher, NewEvent } from "../core/cloudevent";
-import { type CreditStore, decimalUsd, MAX_GRANT_MICROS, validateMicros } from "../core/credits";
+import { type CreditStore, decimalUsd } from "../core/credits";
 import { ApiError } from "../core/errors";
 import { errorFields, type Logger } from "../core/logger";
-import type { BillingProfile, PaymentProvider, PaymentStore, RechargeSettings } from "../core/payments";
+import {
+  type BillingProfile,
+  type PaymentProvider,
+  type PaymentStore,
+  type RechargeSettings,
+  saveRechargeRule,
+} from "../core/payments";
 import { publishAfter } from "../events/account-events";
 import { LEASE_MS, newRecord, type Payments } from "./payments";
 
@@ -43,13 +49,9 @@ export type RechargeOutcome =
 export class Recharges {
   constructor(private readonly deps: RechargeDeps) {}
 
-  /** Sets (or with null removes) the project's rule; a new rule starts armed. */
-  async setRule(projectId: string, rule: RechargeSettings | null): Promise<BillingProfile> {
-    if (rule) {
-      validateMicros("threshold_usd", rule.thresholdMicros, MAX_GRANT_MICROS);
-      validateMicros("amount_usd", rule.amountMicros, MAX_GRANT_MICROS);
-    }
-    return this.deps.store.updateProfile(projectId, { recharge: rule, ...(rule && { armed: true }) });
+  /** Sets (or with null removes) the project's rule, its amount one of those offered; a new rule starts armed. */
+  setRule(projectId: string, rule: RechargeSettings | null): Promise<BillingProfile> {
+    return saveRechargeRule(this.deps.store, projectId, rule, this.deps.payments.amountsMicros);
   }
 
   /** The sweeper's crossing check of every project with a rule. */

@@ -1,12 +1,12 @@
 import { createDashboardApp } from "../app/dashboard/app";
 import type { TokenVerifier } from "../app/dashboard/auth";
+import type { BillingSource } from "../app/dashboard/payments";
 import type { DeletionStarter } from "../core/deletion";
 import type { UserDirectory } from "../core/members";
 import type { PriceCatalogue } from "../core/pricing";
 import type { AddressPolicy } from "../events/webhooks";
 import { composeEvents, type Events, type EventsInfrastructure } from "./events";
 import type { Infrastructure } from "./infrastructure";
-import type { Billing } from "./payments";
 
 export interface DashboardApiSettings {
   /** Checks the dashboard's access tokens: Cognito's keys in AWS, the local identity provider's. */
@@ -26,8 +26,13 @@ export interface DashboardApiSettings {
    * embedded host), shared with them; absent: composed here.
    */
   events?: Events;
-  /** Credits bought through Stripe and auto-recharge (compose/payments.ts); absent: not configured. */
-  billing?: Billing;
+  /**
+   * Credits bought through Stripe and auto-recharge (compose/payments.ts), or how to find them per
+   * request (AWS: the secrets may be filled after the deploy); absent: not configured.
+   */
+  billing?: BillingSource;
+  /** The dashboard's address, where Checkout returns the admin to; absent: the request's origin. */
+  dashboardUrl?: string;
 }
 
 /**
@@ -78,5 +83,6 @@ export function composeDashboardApi(
     budgets: { store: store.budgets, catalogueModels: settings.prices.list().map((row) => row.model) },
     plans: { store: store.plans, markup: settings.prices.markup },
     ...(settings.billing && { billing: settings.billing }),
+    ...(settings.dashboardUrl && { dashboardUrl: settings.dashboardUrl }),
   });
 }

@@ -1,4 +1,4 @@
-import type { Adjustment } from "./credits";
+import { type Adjustment, decimalUsd, MAX_GRANT_MICROS, validateMicros } from "./credits";
 import { errors } from "./errors";
 
 /**
@@ -38,6 +38,31 @@ export function parseAmounts(text: string): number[] {
     return Number(usd) * 1_000_000;
   });
   return [...new Set(micros)].sort((a, b) => a - b);
+}
+
+/** Refuses an amount the operator does not offer, naming the field and the amounts that are. */
+export function checkOffered(amountsMicros: readonly number[], micros: number, field: string): void {
+  if (!amountsMicros.includes(micros)) {
+    throw errors.invalidField(field, `must be one of ${amountsMicros.map((m) => decimalUsd(m)).join(", ")}`);
+  }
+}
+
+/**
+ * Sets (or with null removes) a project's auto-recharge rule: the dashboard's and the CLI's one way.
+ * The amount must be one the operator offers; a new rule starts armed.
+ */
+export function saveRechargeRule(
+  store: Pick<PaymentStore, "updateProfile">,
+  projectId: string,
+  rule: RechargeSettings | null,
+  amountsMicros: readonly number[],
+): Promise<BillingProfile> {
+  if (rule) {
+    validateMicros("threshold_usd", rule.thresholdMicros, MAX_GRANT_MICROS);
+    validateMicros("amount_usd", rule.amountMicros, MAX_GRANT_MICROS);
+    checkOffered(amountsMicros, rule.amountMicros, "amount_usd");
+  }
+  return store.updateProfile(projectId, { recharge: rule, ...(rule && { armed: true }) });
 }
 
 /** One Stripe event as dmt reads it, after its signature was checked. */

@@ -5,7 +5,7 @@ import { appShell } from "../app/shell";
 import { errors } from "../core/errors";
 import { awsHost } from "./runtime/aws";
 import { parseStoreConfig, parseStripeConfig } from "./runtime/config";
-import { awsBilling } from "./runtime/stripe";
+import { awsBilling, stripeEventsPublisher } from "./runtime/stripe";
 import { withTelemetry } from "./runtime/telemetry";
 
 /**
@@ -13,11 +13,11 @@ import { withTelemetry } from "./runtime/telemetry";
  * API without the authorizer, in a function of its own so that the official Stripe SDK stays out of the
  * data API's bundle. The `Stripe-Signature` header is the only credential; the webhook secret and the
  * key are read from Secrets Manager (runtime/stripe.ts). While either is empty: 404
- * `payments_not_configured`.
+ * `payments_not_configured`. A grant raises `credits.granted` on the stack's bus, as locally.
  */
 parseStoreConfig(process.env);
 const aws = awsHost(process.env, "stripe-webhook");
-const billing = awsBilling(aws, parseStripeConfig(process.env));
+const billing = awsBilling(aws, parseStripeConfig(process.env), stripeEventsPublisher(process.env));
 
 const app = appShell(aws.logger);
 mountRoutes(

@@ -1,7 +1,7 @@
 import { composeSweeper } from "../compose/sweeper";
 import { awsHost } from "./runtime/aws";
 import { parseStoreConfig, parseStripeConfig } from "./runtime/config";
-import { awsBilling } from "./runtime/stripe";
+import { awsBilling, stripeEventsPublisher } from "./runtime/stripe";
 import { withTelemetry } from "./runtime/telemetry";
 
 /**
@@ -11,8 +11,9 @@ import { withTelemetry } from "./runtime/telemetry";
 parseStoreConfig(process.env);
 const aws = awsHost(process.env, "sweeper");
 
-// Auto-recharge's check after each sweep, with the Stripe secrets read again every 5 minutes.
-const billing = awsBilling(aws, parseStripeConfig(process.env));
+// Auto-recharge's check after each sweep, with the Stripe secrets read again every 5 minutes; a
+// declined card raises credits.recharge_failed on the stack's bus, a recharge credits.granted.
+const billing = awsBilling(aws, parseStripeConfig(process.env), stripeEventsPublisher(process.env));
 
 export const handler = withTelemetry(aws.telemetry, async () => {
   // Unreadable secrets (logged) must not stop the sweep: holds are released all the same.

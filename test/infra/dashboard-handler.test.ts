@@ -311,6 +311,25 @@ describe("dashboard handler", () => {
     expect(JSON.stringify(items.Items)).not.toContain(secret);
   });
 
+  it("answers Buy credits and the recharge rule 404 payments_not_configured without Stripe's secrets, as locally", async () => {
+    const token = await accessToken({ sub: "no-stripe-user" });
+    const project = personalProjectId("no-stripe-user");
+    await handler(event("GET", "/dashboard/api/me", bearer(token)));
+    const base = `/dashboard/api/projects/${project}/credits`;
+    const offer = await handler(event("GET", `${base}/purchase`, bearer(token)));
+    expect(offer.statusCode).toBe(200);
+    expect(json(offer)).toEqual({ configured: false, amounts_usd: [] });
+    for (const [method, path, body] of [
+      ["POST", `${base}/checkout`, { usd: "10", return_url: "https://d1.cloudfront.net/dashboard/credits" }],
+      ["PUT", `${base}/recharge`, { threshold_usd: "5", amount_usd: "10" }],
+      ["DELETE", `${base}/recharge`, undefined],
+    ] as const) {
+      const response = await handler(event(method, path, bearer(token), body));
+      expect(response.statusCode).toBe(404);
+      expect(json(response).error.code).toBe("payments_not_configured");
+    }
+  });
+
   it("puts key.created on the stack's event bus when a key is created", async () => {
     const token = await accessToken({ sub: "events-user" });
     const project = personalProjectId("events-user");

@@ -496,6 +496,8 @@ describe("dashboard function", () => {
       [table("projectSettings")]: ["GetItem", "UpdateItem"],
       [table("deletionRequests")]: ["GetItem", "PutItem", "Query"],
       [`${table("deletionRequests")}/index/byCreated`]: ["Query"],
+      // Buy credits and the auto-recharge rule: the project's billing profile (lib/payments.ts).
+      [table("payments")]: ["GetItem", "UpdateItem"],
     });
   });
 
@@ -507,7 +509,7 @@ describe("dashboard function", () => {
     ]);
   });
 
-  it("may make data keys with the BYOK key, unwrap webhook secrets only, and reads no secret", () => {
+  it("may make data keys with the BYOK key, unwrap webhook secrets only, and reads only Stripe's two secrets", () => {
     const statements = statementsOf(dashboard().api.function.role as never);
     const kms = statements.filter((s) => actionsOf(s).some((a) => a.startsWith("kms:")));
     expect(kms).toEqual([
@@ -520,7 +522,14 @@ describe("dashboard function", () => {
         Condition: { StringLike: { "kms:EncryptionContext:dmt:context": "dmt webhook secret\n*" } },
       },
     ]);
-    expect(statements.flatMap(actionsOf).filter((a) => a.startsWith("secretsmanager:"))).toEqual([]);
+    // Buy credits: the Stripe key and the webhook's secret (payments are on once both are filled).
+    const secretReads = statements.filter((s) => actionsOf(s).some((a) => a.startsWith("secretsmanager:")));
+    expect(
+      secretReads.flatMap(actionsOf).every((a) => /^secretsmanager:(GetSecretValue|DescribeSecret)$/.test(a)),
+    ).toBe(true);
+    expect(secretReads.flatMap(resourcesOf).map(render).sort()).toEqual(
+      [stack.payments.secretKey, stack.payments.webhookSecret].map((secret) => `{${id(secret)}}`).sort(),
+    );
     const env = (
       propertiesOf(id(dashboard().api.function)).Environment as { Variables: Record<string, unknown> }
     ).Variables;

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { App } from "aws-cdk-lib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { STRIPE_AMOUNTS_OUTPUT } from "../../bin/aws-target";
 import { defineApp } from "../../lib/app";
 import { REPO_ROOT } from "../../lib/lambda-defaults";
 
@@ -77,6 +78,34 @@ function secretsReadBy(fnId: string): unknown[] {
 const WEBHOOK = "dmt: Stripe webhook (/stripe/webhook)";
 const DATA_API = "dmt: data API (/api/v1)";
 const SWEEPER = "dmt: releases expired credit holds (every minute)";
+const DASHBOARD = "dmt: dashboard API (/dashboard/api)";
+
+/** Every statement of the function's role's policies. */
+function statementsOf(fnId: string): { Action: string | string[]; Resource: unknown }[] {
+  const roleRef = resources[fnId]?.Properties.Role as { "Fn::GetAtt": [string, string] } | undefined;
+  const role = roleRef?.["Fn::GetAtt"][0];
+  return ofType("AWS::IAM::Policy")
+    .filter(([, policy]) => (policy.Properties.Roles as { Ref: string }[]).some((r) => r.Ref === role))
+    .flatMap(
+      ([, policy]) =>
+        (
+          policy.Properties.PolicyDocument as {
+            Statement: { Action: string | string[]; Resource: unknown }[];
+          }
+        ).Statement,
+    );
+}
+
+/** The actions the function may take on the table it is told of (`DMT_TABLE_<NAME>`), not its indexes. */
+function tableActions(fnId: string, name: string): string[] {
+  const table = (environmentOf(fnId)[`DMT_TABLE_${name.toUpperCase()}`] as { Ref?: string } | undefined)?.Ref;
+  expect(table).toBeDefined();
+  return statementsOf(fnId)
+    .filter((statement) =>
+      [statement.Resource].flat().some((r) => JSON.stringify(r) === `{"Fn::GetAtt":["${table}","Arn"]}`),
+    )
+    .flatMap((statement) => [statement.Action].flat());
+}
 
 describe("Stripe payments in AWS", () => {
   it("routes POST /stripe/webhook to its own function without the authorizer", () => {
@@ -114,12 +143,14 @@ describe("Stripe payments in AWS", () => {
       expect(resources[id]?.Properties).not.toHaveProperty("SecretString");
     }
     expect(outputs.StripeWebhookSecretArn?.Value).toEqual({ Ref: webhook });
+    // What `dmt credits recharge set --stack` checks its amount against: the default offer here.
+    expect(outputs[STRIPE_AMOUNTS_OUTPUT]?.Value).toBe("10,25,100");
   });
 
   it("names the secrets by ARN in the webhook's and the sweeper's environment, never a value", () => {
     const key = idMatching(/^BillingStripeSecretKey[0-9A-F]{8}$/);
     const webhook = idMatching(/^PaymentsWebhookSecret[0-9A-F]{8}$/);
-    for (const description of [WEBHOOK, SWEEPER]) {
+    for (const description of [WEBHOOK, SWEEPER, DASHBOARD]) {
       const env = environmentOf(functionId(description));
       expect(env.DMT_STRIPE_SECRET_ARN).toEqual({ Ref: key });
       expect(env.DMT_STRIPE_WEBHOOK_SECRET_ARN).toEqual({ Ref: webhook });
@@ -131,20 +162,45 @@ describe("Stripe payments in AWS", () => {
     expect(templateText).not.toMatch(/\b(sk|rk)_(live|test)_|whsec_[A-Za-z0-9]/);
   });
 
-  it("lets the webhook and the sweeper read those two secrets, and the data API none", () => {
+  it("lets the webhook, the sweeper and the dashboard API read those two secrets, and the data API none", () => {
     const key = idMatching(/^BillingStripeSecretKey[0-9A-F]{8}$/);
     const webhook = idMatching(/^PaymentsWebhookSecret[0-9A-F]{8}$/);
-    for (const description of [WEBHOOK, SWEEPER]) {
+    for (const description of [WEBHOOK, SWEEPER, DASHBOARD]) {
       const read = secretsReadBy(functionId(description));
       expect(read).toEqual(expect.arrayContaining([{ Ref: key }, { Ref: webhook }]));
       // Least privilege: every secret it may read is named (no wildcard).
       for (const resource of read) expect(JSON.stringify(resource)).not.toContain("*");
     }
     expect(secretsReadBy(functionId(DATA_API))).toEqual([]);
-    // Only the functions that need it: the webhook and the sweeper.
+    // Only the functions that need it: the webhook, the sweeper and the dashboard API.
     const readers = ofType("AWS::IAM::Policy").filter(([, r]) =>
       JSON.stringify(r.Properties.PolicyDocument).includes(`{"Ref":"${webhook}"}`),
     );
-    expect(readers).toHaveLength(2);
+    expect(readers).toHaveLength(3);
+  });
+
+  it("gives the dashboard API Buy credits and the recharge rule: the profile read and written, nothing granted", () => {
+    const dashboard = functionId(DASHBOARD);
+    const env = environmentOf(dashboard);
+    // Checkout returns the admin to the dashboard's own address, never one a request names elsewhere.
+    expect(JSON.stringify(env.DMT_DASHBOARD_URL)).toContain("DomainName");
+    expect(JSON.stringify(env.DMT_DASHBOARD_URL)).toContain("/dashboard/");
+    expect(env.DMT_STRIPE_DEPLOYMENT).toBeDefined();
+    expect(tableActions(dashboard, "payments").sort()).toEqual(["dynamodb:GetItem", "dynamodb:UpdateItem"]);
+  });
+
+  it("lets the webhook and the sweeper put their events on the stack's bus, and that bus only", () => {
+    const bus = idMatching(/^EventsBus[0-9A-F]{8}$/);
+    for (const description of [WEBHOOK, SWEEPER]) {
+      const fn = functionId(description);
+      expect(environmentOf(fn).DMT_EVENT_BUS_NAME).toEqual({ Ref: bus });
+      const puts = statementsOf(fn).filter((statement) =>
+        [statement.Action].flat().includes("events:PutEvents"),
+      );
+      expect(puts.length).toBeGreaterThan(0);
+      for (const statement of puts) {
+        expect([statement.Resource].flat()).toEqual([{ "Fn::GetAtt": [bus, "Arn"] }]);
+      }
+    }
   });
 });

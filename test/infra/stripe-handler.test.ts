@@ -13,6 +13,7 @@ import { awsStripeSettings } from "../../lambda/handlers/runtime/stripe";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 import { completeCheckout, type StripeStandIn, signedHeader, startStripe } from "../support/stripe";
 import { gatewayProxyEvent, type SecretsEndpoint, startSecretsEndpoint } from "./lambda-runtime";
+import { type EventBridgeStandIn, startEventBridgeStandIn } from "./metering-stand-ins";
 
 /**
  * The webhook's Lambda handler as API Gateway invokes it for `POST /stripe/webhook` (no authorizer):
@@ -26,6 +27,7 @@ const dataDir = mkdtempSync(join(tmpdir(), "dmt-stripe-handler-"));
 let dynamo: EmbeddedDynamo;
 let secrets: SecretsEndpoint;
 let stripe: StripeStandIn;
+let bus: EventBridgeStandIn;
 let store: DynamoPorts;
 type Answer = { statusCode: number; body: string };
 let api: (event: APIGatewayProxyEvent) => Promise<Answer>;
@@ -34,6 +36,7 @@ beforeAll(async () => {
   dynamo = await startEmbeddedDynamo(dataDir);
   secrets = await startSecretsEndpoint();
   stripe = await startStripe();
+  bus = await startEventBridgeStandIn();
   secrets.secrets.set(KEY_ARN, { AWSCURRENT: stripe.secretKey });
   secrets.secrets.set(WEBHOOK_ARN, { AWSCURRENT: stripe.webhookSecret });
   Object.assign(process.env, {
@@ -47,6 +50,11 @@ beforeAll(async () => {
     DMT_STRIPE_WEBHOOK_SECRET_ARN: WEBHOOK_ARN,
     DMT_STRIPE_DEPLOYMENT: DEPLOYMENT,
     DMT_STRIPE_API_URL: stripe.url,
+    DMT_EVENT_BUS_NAME: "dmt-events",
+    DMT_EVENTBRIDGE_ENDPOINT: bus.url,
+    AWS_ACCESS_KEY_ID: "test",
+    AWS_SECRET_ACCESS_KEY: "test",
+    AWS_REGION: "eu-west-1",
   });
   for (const name of Object.keys(TABLES)) process.env[`DMT_TABLE_${name.toUpperCase()}`] = `stripe-${name}`;
   const db = createDynamoClient({ endpoint: dynamo.endpoint });
@@ -62,6 +70,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await stripe?.close();
+  await bus?.close();
   await secrets?.close();
   await dynamo?.close();
   rmSync(dataDir, { recursive: true, force: true });
@@ -120,6 +129,18 @@ describe("POST /stripe/webhook through its Lambda handler", () => {
     expect((await webhook(payload, signature)).statusCode).toBe(200);
     expect((await store.credits.balance("stripe-aws-1")).availableMicros).toBe(25_000_000);
     expect(secrets.reads.map((r) => r.secretId)).toEqual(expect.arrayContaining([KEY_ARN, WEBHOOK_ARN]));
+    // credits.granted on the stack's bus, as the local server publishes it: once, not for the retry.
+    const granted = bus.entries
+      .filter((entry) => entry.DetailType === "credits.granted")
+      .map((entry) => JSON.parse(entry.Detail))
+      .filter((event) => event.projectid === "stripe-aws-1");
+    expect(granted).toHaveLength(1);
+    expect(granted[0]).toMatchObject({
+      type: "credits.granted",
+      data: { amount_usd: "25.00", source: "stripe_checkout", available_usd: "25.00" },
+    });
+    expect(bus.entries[0]).toMatchObject({ EventBusName: "dmt-events", Source: "dmt" });
+    expect(JSON.stringify(bus.entries)).not.toContain(stripe.secretKey);
   });
 
   it("refuses a missing, forged or replayed signature and grants nothing", async () => {

@@ -15,6 +15,7 @@ import {
   EVENT_BUS_OUTPUT,
   PRICE_VERSION_OUTPUT,
   PRICES_METADATA,
+  STRIPE_AMOUNTS_OUTPUT,
   tableOutputKey,
   WEBHOOK_QUEUE_OUTPUT,
 } from "../../bin/aws-target";
@@ -54,6 +55,8 @@ function describeStacksXml(stackName: string): string | undefined {
     [EVENT_BUS_OUTPUT, "Dmt-events"],
     [WEBHOOK_QUEUE_OUTPUT, "https://sqs.eu-west-1.amazonaws.com/123456789012/Dmt-webhooks"],
     ["ApiUrl", "https://abc123.execute-api.eu-west-1.amazonaws.com/prod/"],
+    // Deployed with -c dmt:stripeAmountsUsd=10,25,250.
+    [STRIPE_AMOUNTS_OUTPUT, "10,25,250"],
   ]
     .map(
       ([key, value]) => `<member><OutputKey>${key}</OutputKey><OutputValue>${value}</OutputValue></member>`,
@@ -277,6 +280,48 @@ describe("dmt against a deployed stack", () => {
     ]);
     expect(folder.code).toBe(1);
     expect(folder.stderr).toMatch(/^dmt: .*export-bucket.*s3:\/\/bucket\/prefix\n$/);
+  });
+
+  it("sets a project's auto-recharge rule in the stack's payments table, to an amount the stack offers", async () => {
+    const refused = await dmt([
+      "credits",
+      "recharge",
+      "set",
+      "--project",
+      "acme",
+      "--threshold",
+      "5",
+      "--amount",
+      "100",
+      "--stack",
+      STACK,
+    ]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr.trim()).toBe("dmt: Invalid field 'amount': must be one of 10.00, 25.00, 250.00");
+    const set = await dmt([
+      "credits",
+      "recharge",
+      "set",
+      "--project",
+      "acme",
+      "--threshold",
+      "5",
+      "--amount",
+      "250",
+      "--json",
+      "--stack",
+      STACK,
+    ]);
+    expect(set.code).toBe(0);
+    expect(JSON.parse(set.stdout)).toMatchObject({
+      recharge: { threshold_usd: "5.00", amount_usd: "250.00" },
+    });
+    const { db } = deployed();
+    const { DynamoPayments } = await import("../../lambda/adapters/dynamodb/payments");
+    expect(await new DynamoPayments(db, tables).getProfile("acme")).toMatchObject({
+      recharge: { thresholdMicros: 5_000_000, amountMicros: 250_000_000 },
+    });
+    expect(readdirSync(dataDir)).toEqual([]);
   });
 
   it("fails with one line when the stack does not exist", async () => {

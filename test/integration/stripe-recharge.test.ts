@@ -224,4 +224,63 @@ describe("auto-recharge", () => {
     );
     expect(odd).toMatchObject({ status: 400, body: { error: { code: "invalid_field" } } });
   });
+
+  it("Stripe unreachable at zero: calls keep being refused, the sweeper records the attempt and recharges once Stripe answers", {
+    timeout: 120_000,
+  }, async () => {
+    const host = swept;
+    if (!host) throw new Error("the sweeper's stack starts in the case before");
+    const { token, projectId } = await buyer(host);
+    const { key } = await host.newKey({ projectId });
+    // Spend the $10 bought: the balance is at zero.
+    const credits = new DynamoPorts(host.db, tableNames(process.env), () => {
+      throw new Error("no key wrapper in this test");
+    }).credits;
+    await expect.poll(async () => (await credits.balance(projectId)).availableMicros).toBe(10_000_000);
+    const hold = await credits.hold(projectId, `spend-${projectId}`, 10_000_000, Date.now() + 60_000);
+    if (!hold.ok) throw new Error("hold refused");
+    await credits.settle(hold.hold, 10_000_000);
+    const chat = () =>
+      fetch(`${host.url}/openai/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({
+          model: "gpt-4o-mini",
+          messages: [{ role: "user", content: "hi" }],
+          max_tokens: 5,
+        }),
+      });
+    const purchase = async () =>
+      (await api(token, "GET", `/projects/${projectId}/credits/purchase`, undefined, host)).body;
+    stripe.unreachable = true;
+    try {
+      const set = await api(
+        token,
+        "PUT",
+        `/projects/${projectId}/credits/recharge`,
+        { threshold_usd: "5", amount_usd: "25" },
+        host,
+      );
+      expect(set.status).toBe(200);
+      await expect.poll(async () => (await purchase()).last_recharge?.outcome).toBe("unreachable");
+      const refused = await chat();
+      expect(refused.status).toBe(402);
+      expect(((await refused.json()) as { error: { code: string } }).error.code).toBe("insufficient_credits");
+      expect((await credits.balance(projectId)).availableMicros).toBe(0);
+    } finally {
+      stripe.unreachable = false;
+    }
+    await expect.poll(async () => (await credits.balance(projectId)).availableMicros).toBe(25_000_000);
+    await expect.poll(async () => (await purchase()).last_recharge?.outcome).toBe("succeeded");
+    // One charge for the crossing, however many checks ran while Stripe did not answer.
+    const profileNow = await new DynamoPorts(host.db, tableNames(process.env), () => {
+      throw new Error("no key wrapper in this test");
+    }).payments.getProfile(projectId);
+    const charges = stripe.calls.filter(
+      (call) => call.path === "/v1/payment_intents" && call.form.customer === profileNow?.customerId,
+    );
+    expect(new Set(charges.map((call) => call.form.amount))).toEqual(new Set(["2500"]));
+    expect((await credits.balance(projectId)).availableMicros).toBe(25_000_000);
+    expect((await chat()).status).toBe(200);
+  });
 });

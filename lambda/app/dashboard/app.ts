@@ -1,6 +1,4 @@
 import type { Hono } from "hono";
-import type { Payments } from "../../billing/payments";
-import type { Recharges } from "../../billing/recharge";
 import type { BudgetStore } from "../../core/budgets";
 import type { EventPublisher } from "../../core/cloudevent";
 import type { CreditStore } from "../../core/credits";
@@ -30,7 +28,7 @@ import { type InteractionRoutesDeps, interactionRoutes } from "./interactions";
 import { keyRoutes } from "./keys";
 import { memberRoutes } from "./members";
 import { overviewRoutes } from "./overview";
-import { paymentRoutes } from "./payments";
+import { type BillingSource, paymentRoutes } from "./payments";
 import { type PlanRoutesDeps, planRoutes } from "./plans";
 import { privacyRoutes } from "./privacy";
 import { type SettingsRoutesDeps, settingsRoutes } from "./settings";
@@ -65,7 +63,9 @@ export interface DashboardApiDeps {
   /** Deletion requests (the data API's `POST /api/v1/data`, from Settings); absent: not served. */
   deletion?: Pick<DeletionRoutesDeps, "requests" | "starter">;
   /** Buy credits through Stripe, auto-recharge; absent: the routes say payments are not configured. */
-  billing?: { payments: Payments; recharges: Recharges };
+  billing?: BillingSource;
+  /** The dashboard's address, where Checkout returns to; absent: the request's origin (local server). */
+  dashboardUrl?: string;
 }
 
 export const DASHBOARD_API_PREFIX = "/dashboard/api";
@@ -114,7 +114,7 @@ export function createDashboardApp(deps: DashboardApiDeps): Hono<AppEnv> {
     ...memberRoutes(PROJECT, { ...deps, clock }),
     ...billingRoutes(PROJECT, { ...deps, clock }),
     ...(deps.plans ? planRoutes(PROJECT, { ...deps.plans, clock }) : {}),
-    ...paymentRoutes(PROJECT, deps.billing),
+    ...paymentRoutes(PROJECT, deps.billing, deps.dashboardUrl),
     ...(deps.budgets
       ? budgetRoutes(PROJECT, {
           store: deps.store,

@@ -21,6 +21,14 @@ const rechargeBody = z.strictObject({
   amount_usd: z.string(),
 });
 
+type PaymentParts = { payments: Payments; recharges: Recharges };
+
+/**
+ * Where the routes find payments: composed once (locally), or read per request (in AWS the Stripe
+ * secrets are read from Secrets Manager and may still be empty: not configured until both are filled).
+ */
+export type BillingSource = PaymentParts | (() => Promise<PaymentParts | undefined>);
+
 /**
  * Buy credits (Credits page): what may be bought, and a Stripe Checkout session for one amount.
  * Reading is for every member; buying changes the project, so viewers are refused by the membership
@@ -28,12 +36,15 @@ const rechargeBody = z.strictObject({
  */
 export function paymentRoutes(
   base: string,
-  billing: { payments: Payments; recharges: Recharges } | undefined,
+  source: BillingSource | undefined,
+  /** The dashboard's own address (`https://<distribution>/dashboard/` in AWS): Stripe sends the admin back only below it. */
+  dashboardUrl?: string,
 ): RouteTable {
-  const payments = billing?.payments;
+  const current = typeof source === "function" ? source : async () => source;
   return {
     [`${base}/credits/purchase`]: {
       GET: async (c) => {
+        const payments = (await current())?.payments;
         if (!payments) return c.json({ configured: false, amounts_usd: [] });
         const profile = await payments.profile(projectOf(c));
         return c.json({
@@ -52,6 +63,7 @@ export function paymentRoutes(
     },
     [`${base}/credits/checkout`]: {
       POST: async (c) => {
+        const payments = (await current())?.payments;
         if (!payments) throw errors.paymentsNotConfigured();
         const input = parseBody(checkoutBody, await readJsonObject(c, BODY_LIMIT));
         const micros = parseUsd(input.usd, "usd");
@@ -61,9 +73,11 @@ export function paymentRoutes(
         } catch {
           throw errors.invalidField("return_url", "must be an absolute URL");
         }
-        // Only back to the dashboard the request came from: never an open redirect through Stripe.
-        const origin = c.req.header("origin") ?? new URL(c.req.url).origin;
-        if (back.origin !== origin || !back.pathname.startsWith("/dashboard")) {
+        // Only back to this dashboard: never an open redirect through Stripe. Where its address is
+        // known (AWS: the distribution) that is the one; else the origin the request came from.
+        const home = dashboardUrl !== undefined ? new URL(dashboardUrl) : undefined;
+        const origin = home?.origin ?? c.req.header("origin") ?? new URL(c.req.url).origin;
+        if (back.origin !== origin || !back.pathname.startsWith(home?.pathname ?? "/dashboard")) {
           throw errors.invalidField("return_url", "must be a page of this dashboard");
         }
         const session = await payments.startCheckout(projectOf(c), micros, back.toString());
@@ -72,16 +86,11 @@ export function paymentRoutes(
     },
     [`${base}/credits/recharge`]: {
       PUT: async (c) => {
+        const billing = await current();
         if (!billing) throw errors.paymentsNotConfigured();
         const input = parseBody(rechargeBody, await readJsonObject(c, BODY_LIMIT));
         const thresholdMicros = parseUsd(input.threshold_usd, "threshold_usd");
         const amountMicros = parseUsd(input.amount_usd, "amount_usd");
-        if (!billing.payments.amountsMicros.includes(amountMicros)) {
-          throw errors.invalidField(
-            "amount_usd",
-            `must be one of ${billing.payments.amountsMicros.map((m) => decimalUsd(m)).join(", ")}`,
-          );
-        }
         const profile = await billing.recharges.setRule(projectOf(c), { thresholdMicros, amountMicros });
         return c.json({
           recharge: { threshold_usd: input.threshold_usd, amount_usd: input.amount_usd },
@@ -89,6 +98,7 @@ export function paymentRoutes(
         });
       },
       DELETE: async (c) => {
+        const billing = await current();
         if (!billing) throw errors.paymentsNotConfigured();
         await billing.recharges.setRule(projectOf(c), null);
         return c.json({ recharge: null });

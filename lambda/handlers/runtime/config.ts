@@ -229,6 +229,8 @@ const dashboard = z.extend(z.extend(metering, dataApi.shape), {
   /** The pool the Members page invites from (by email); without it, invite with `dmt members add`. */
   DMT_DASHBOARD_USER_POOL_ID: z.optional(text),
   DMT_COGNITO_ENDPOINT: z.optional(httpUrl),
+  /** The dashboard's address (the distribution's `/dashboard/`): Checkout sends the admin back below it. */
+  DMT_DASHBOARD_URL: z.optional(httpUrl),
 });
 
 export type DeletionStepsConfig = z.infer<typeof deletionSteps>;
@@ -280,7 +282,8 @@ export function parseEventBusConfig(env: Record<string, string | undefined>): Ev
 
 /**
  * Credits bought through Stripe (lib/payments.ts, docs/billing.md): the two secrets' ARNs, never their
- * values; both unset, payments are not configured. Read by the data API (the webhook) and the sweeper.
+ * values; both unset, payments are not configured. Read by the webhook, the sweeper (auto-recharge)
+ * and the dashboard API (Buy credits, the recharge rule).
  */
 const stripe = z.object({
   DMT_STRIPE_SECRET_ARN: z.optional(text),

@@ -1,8 +1,11 @@
 import { CachedSecret, createSecretsClient } from "../../adapters/secrets-manager/secrets";
 import type { Infrastructure } from "../../compose/infrastructure";
 import { type Billing, composePayments } from "../../compose/payments";
+import type { EventPublisher } from "../../core/cloudevent";
 import { errorFields, type Logger } from "../../core/logger";
 import { parseAmounts, type StripeSettings } from "../../core/payments";
+import { eventBridgePublisher } from "./aws";
+import { parseEventBusConfig } from "./config";
 
 /**
  * The Stripe settings of a function in AWS (docs/billing.md): the secret key and the webhook secret
@@ -55,6 +58,8 @@ export function awsStripeSettings(
 export function awsBilling(
   infra: Pick<Infrastructure, "store" | "logger" | "clock">,
   config: StripeSecretConfig,
+  /** The stack's bus: purchases, take-backs and failed recharges raise their events there. */
+  events?: EventPublisher,
 ): () => Promise<Billing | undefined> {
   const settings = awsStripeSettings(config, infra.logger);
   let current: { settings: StripeSettings; billing: Billing } | undefined;
@@ -74,10 +79,20 @@ export function awsBilling(
       current?.settings.secretKey !== now.secretKey ||
       current.settings.webhookSecret !== now.webhookSecret
     ) {
-      const billing = composePayments(infra, now);
+      const billing = composePayments(infra, now, events && { publisher: events });
       if (!billing) return undefined;
       current = { settings: now, billing };
     }
     return current.billing;
   };
+}
+
+/**
+ * The bus a function with the Stripe secrets publishes payments' events on (`credits.granted`,
+ * `credits.debited`, `credits.recharge_failed`: docs/events.md), as the local server does. The stack
+ * names the bus wherever it names the secrets; a function without the secrets publishes none.
+ */
+export function stripeEventsPublisher(env: Record<string, string | undefined>): EventPublisher | undefined {
+  if (env.DMT_STRIPE_SECRET_ARN === undefined) return undefined;
+  return eventBridgePublisher(parseEventBusConfig(env));
 }
