@@ -14,7 +14,7 @@ import {
   type StripeSettings,
 } from "../core/payments";
 import type { Store } from "../core/ports";
-import { creditsGranted, publishAfter } from "../events/account-events";
+import { creditsDebited, creditsGranted, publishAfter } from "../events/account-events";
 
 /**
  * Credits bought through Stripe (docs/billing.md), over the ports of core/payments.ts.
@@ -38,7 +38,7 @@ export interface PaymentsDeps {
   credits: CreditStore;
   projects: Pick<Store, "getProject">;
   settings: Pick<StripeSettings, "amountsMicros" | "deployment">;
-  /** Where `credits.granted` and `credits.recharge_failed` go; absent: no events. */
+  /** Where `credits.granted`, `credits.debited` and `credits.recharge_failed` go; absent: no events. */
   events?: EventPublisher;
   /** Re-checks the project's alert rules after its balance rose (re-arms balance.low). */
   afterGrant?: (projectId: string) => Promise<void>;
@@ -250,6 +250,14 @@ export class Payments {
       taken = done.taken;
       notTaken = done.notTaken;
       await payments.releasePayment(again.value, again.token);
+      if (done.entry) {
+        const balance = await this.deps.credits.balance(projectId);
+        await publishAfter(
+          this.deps.events,
+          creditsDebited(done.entry, paymentIntentId, balance),
+          this.deps.logger,
+        );
+      }
     } else {
       await payments.releasePayment(record, claim.token);
     }
@@ -270,7 +278,9 @@ export class Payments {
   }
 
   /** Applies the record's written-ahead debit (once: the adjustment is named) and clears it. */
-  private async finishPending(record: PaymentRecord): Promise<{ taken: number; notTaken: number }> {
+  private async finishPending(
+    record: PaymentRecord,
+  ): Promise<{ taken: number; notTaken: number; entry?: LedgerEntry }> {
     const pending = record.pending;
     if (!pending) return { taken: 0, notTaken: 0 };
     const result = await this.deps.credits.adjust(record.projectId, pending);
@@ -278,7 +288,8 @@ export class Payments {
     record.reversedMicros += -pending.micros;
     record.uncollectedMicros += notTaken;
     delete record.pending;
-    return { taken: -result.entry.deltaMicros, notTaken };
+    // The event once: a repeat found the debit applied by an earlier delivery, which raised it.
+    return { taken: -result.entry.deltaMicros, notTaken, ...(result.applied && { entry: result.entry }) };
   }
 
   /** The project's billing profile (customer, recharge rule, last recharge), for the dashboard and CLI. */

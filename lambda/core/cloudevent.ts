@@ -12,6 +12,7 @@ export const EVENT_TYPES = [
   "budget.threshold",
   "budget.exceeded",
   "credits.granted",
+  "credits.debited",
   "credits.recharge_failed",
   "key.created",
   "key.revoked",

@@ -46,6 +46,26 @@ export function creditsGranted(entry: LedgerEntry, balance: CreditBalance): NewE
 }
 
 /**
+ * A refund's or lost dispute's debit (docs/billing.md): what was taken back of the payment's credits,
+ * and what could not be because it was spent already.
+ */
+export function creditsDebited(entry: LedgerEntry, paymentId: string, balance: CreditBalance): NewEvent {
+  return {
+    type: "credits.debited",
+    projectId: entry.projectId,
+    subject: entry.ref,
+    data: {
+      debit_id: entry.ref,
+      payment_id: paymentId,
+      source: entry.source ?? null,
+      amount_usd: decimalUsd(-entry.deltaMicros),
+      not_taken_usd: decimalUsd(entry.uncollectedMicros ?? 0),
+      available_usd: decimalUsd(balance.availableMicros),
+    },
+  };
+}
+
+/**
  * Publishes after the fact it reports was stored: the action stands whether or not its event goes
  * out, so a failure is logged (with a metric to alarm on), not thrown at the person who acted.
  */

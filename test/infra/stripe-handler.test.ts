@@ -143,6 +143,34 @@ describe("POST /stripe/webhook through its Lambda handler", () => {
     expect(JSON.stringify(bus.entries)).not.toContain(stripe.secretKey);
   });
 
+  it("takes a refund's credits back and puts credits.debited on the bus, once however often Stripe sends it", async () => {
+    const payload = await paidCheckout("stripe-aws-refund", 25);
+    expect((await webhook(payload, signedHeader(payload, stripe.webhookSecret))).statusCode).toBe(200);
+    const intent = String(
+      (JSON.parse(payload) as { data: { object: { payment_intent: string } } }).data.object.payment_intent,
+    );
+    await stripe.client().refunds.create({ payment_intent: intent, amount: 1000 });
+    const refunded = stripe.events.findLast((e) => e.event.type === "charge.refunded")?.event;
+    const body = JSON.stringify(refunded);
+    for (let delivery = 0; delivery < 2; delivery++) {
+      const answer = await webhook(body, signedHeader(body, stripe.webhookSecret));
+      expect(answer.statusCode).toBe(200);
+    }
+    expect((await store.credits.balance("stripe-aws-refund")).availableMicros).toBe(15_000_000);
+    const debited = bus.entries
+      .filter((entry) => entry.DetailType === "credits.debited")
+      .map((entry) => JSON.parse(entry.Detail))
+      .filter((event) => event.projectid === "stripe-aws-refund");
+    expect(debited).toHaveLength(1);
+    expect(debited[0].data).toMatchObject({
+      payment_id: intent,
+      source: "stripe_refund",
+      amount_usd: "10.00",
+      not_taken_usd: "0.00",
+      available_usd: "15.00",
+    });
+  });
+
   it("refuses a missing, forged or replayed signature and grants nothing", async () => {
     const payload = await paidCheckout("stripe-aws-2", 25);
     const tenMinutesAgo = Math.floor(Date.now() / 1000) - 600;

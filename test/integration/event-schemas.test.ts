@@ -129,6 +129,8 @@ it("every event type's real payload validates against its documented schema", {
     payment_intent_data: { metadata, setup_future_usage: "off_session" },
   });
   const paid = await completeCheckout(stripe, session.id);
+  // A refund of half of it takes its credits back: credits.debited.
+  await stripe.client().refunds.create({ payment_intent: String(paid.payment_intent), amount: 500 });
   declineCard(
     stripe,
     String((await stripe.client().paymentIntents.retrieve(String(paid.payment_intent))).payment_method),

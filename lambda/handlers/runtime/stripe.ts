@@ -89,7 +89,7 @@ export function awsBilling(
 
 /**
  * The bus a function with the Stripe secrets publishes payments' events on (`credits.granted`,
- * `credits.debited`, `credits.recharge_failed`: docs/events.md), as the local server does. The stack
+ * `credits.recharge_failed`: docs/events.md), as the local server does. The stack
  * names the bus wherever it names the secrets; a function without the secrets publishes none.
  */
 export function stripeEventsPublisher(env: Record<string, string | undefined>): EventPublisher | undefined {
