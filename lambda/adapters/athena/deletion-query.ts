@@ -6,6 +6,7 @@ import {
 } from "@aws-sdk/client-athena";
 import type { AffectedFile, DeletionQuery, DeletionTarget } from "../../core/deletion";
 import { buildDeletionCondition, type DeletionParam } from "../sql/deletion-condition";
+import { MISSING_FILE_RETRY_MS, MissingFileFailure, queryFailure } from "./missing-file";
 
 export interface AthenaDeletionOptions {
   workGroup: string;
@@ -68,17 +69,13 @@ export class AthenaDeletionQuery implements DeletionQuery {
 
   private async run(target: DeletionTarget, select: string, tail: string): Promise<(string | undefined)[][]> {
     const built = buildDeletionCondition(target, "athena");
-    const started = await this.client.send(
-      new StartQueryExecutionCommand({
-        QueryString: `SELECT ${select} FROM ${this.table} WHERE ${built.where} ${tail}`,
-        ExecutionParameters: built.params.map(athenaDeletionLiteral),
-        WorkGroup: this.options.workGroup,
-        QueryExecutionContext: { Database: this.options.database },
-      }),
-    );
-    const id = started.QueryExecutionId;
-    if (!id) throw new Error("Athena returned no query execution id");
-    await this.waitForSuccess(id);
+    const start = new StartQueryExecutionCommand({
+      QueryString: `SELECT ${select} FROM ${this.table} WHERE ${built.where} ${tail}`,
+      ExecutionParameters: built.params.map(athenaDeletionLiteral),
+      WorkGroup: this.options.workGroup,
+      QueryExecutionContext: { Database: this.options.database },
+    });
+    const id = await this.succeeded(start);
     const rows: (string | undefined)[][] = [];
     let NextToken: string | undefined;
     do {
@@ -90,6 +87,22 @@ export class AthenaDeletionQuery implements DeletionQuery {
     return rows.slice(1);
   }
 
+  /** Starts the query and waits for it; run again when a compaction removed a file it read (missing-file.ts). */
+  private async succeeded(start: StartQueryExecutionCommand): Promise<string> {
+    for (let retry = 0; ; retry++) {
+      const id = (await this.client.send(start)).QueryExecutionId;
+      if (!id) throw new Error("Athena returned no query execution id");
+      try {
+        await this.waitForSuccess(id);
+        return id;
+      } catch (err) {
+        const pause = MISSING_FILE_RETRY_MS[retry];
+        if (!(err instanceof MissingFileFailure) || pause === undefined) throw err;
+        await this.sleep(pause);
+      }
+    }
+  }
+
   private async waitForSuccess(id: string): Promise<void> {
     const poll = this.options.pollMs ?? { first: 200, max: 2000 };
     for (let pause = poll.first; ; pause = Math.min(pause * 2, poll.max)) {
@@ -97,9 +110,7 @@ export class AthenaDeletionQuery implements DeletionQuery {
       const status = out.QueryExecution?.Status;
       if (status?.State === "SUCCEEDED") return;
       if (status?.State === "FAILED" || status?.State === "CANCELLED") {
-        throw new Error(
-          `Athena query ${id} ${status.State.toLowerCase()}: ${status.StateChangeReason ?? ""}`,
-        );
+        throw queryFailure(id, status.State, status.StateChangeReason);
       }
       await this.sleep(pause);
     }

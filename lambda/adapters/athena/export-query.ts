@@ -18,6 +18,7 @@ import {
   type QueryParam,
   usageGroupSql,
 } from "../sql/export-query";
+import { MISSING_FILE_RETRY_MS, MissingFileFailure, queryFailure } from "./missing-file";
 
 export interface AthenaOptions {
   /** The workgroup holds the result location, its encryption and the per-query scan limit. */
@@ -112,7 +113,7 @@ export class AthenaWarehouseQuery implements WarehouseQuery {
     const built = buildInteractionQuery(query);
     // Each row once while a compaction swaps files: the ids in the consumer files of the same days.
     const consumerIds = `SELECT "transaction_id" FROM ${this.table} WHERE ${built.partition.where} AND ${consumerFile('"$path"')}`;
-    const started = await this.client.send(
+    const id = await this.succeeded(
       new StartQueryExecutionCommand({
         QueryString: sql(`${built.where} AND ${onceAcrossCompaction('"$path"', consumerIds)}`),
         ExecutionParameters: [...built.params, ...built.partition.params].map(athenaLiteral),
@@ -120,11 +121,8 @@ export class AthenaWarehouseQuery implements WarehouseQuery {
         QueryExecutionContext: { Database: this.options.database, Catalog: this.options.catalog },
       }),
     );
-    const id = started.QueryExecutionId;
-    if (!id) throw new Error("Athena returned no query execution id");
     let read = false;
     try {
-      await this.waitForSuccess(id);
       let NextToken: string | undefined;
       let header = true;
       do {
@@ -149,6 +147,26 @@ export class AthenaWarehouseQuery implements WarehouseQuery {
     }
   }
 
+  /**
+   * Starts the query and waits for it; one that failed on a file a compaction removed meanwhile is run
+   * again (missing-file.ts). A query that did not succeed is stopped.
+   */
+  private async succeeded(start: StartQueryExecutionCommand): Promise<string> {
+    for (let retry = 0; ; retry++) {
+      const id = (await this.client.send(start)).QueryExecutionId;
+      if (!id) throw new Error("Athena returned no query execution id");
+      try {
+        await this.waitForSuccess(id);
+        return id;
+      } catch (err) {
+        await this.stop(id);
+        const pause = MISSING_FILE_RETRY_MS[retry];
+        if (!(err instanceof MissingFileFailure) || pause === undefined) throw err;
+        await this.sleep(pause);
+      }
+    }
+  }
+
   private async stop(id: string): Promise<void> {
     await this.client.send(new StopQueryExecutionCommand({ QueryExecutionId: id })).catch(() => undefined);
   }
@@ -165,9 +183,7 @@ export class AthenaWarehouseQuery implements WarehouseQuery {
           return;
         case "FAILED":
         case "CANCELLED":
-          throw new Error(
-            `Athena query ${id} ${status.State.toLowerCase()}: ${status.StateChangeReason ?? ""}`,
-          );
+          throw queryFailure(id, status.State, status.StateChangeReason);
       }
       if (this.clock() >= deadline) {
         // Stopped by run's finally.

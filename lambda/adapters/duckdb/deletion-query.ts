@@ -1,6 +1,6 @@
 import type { Dirent } from "node:fs";
 import { readdir } from "node:fs/promises";
-import { join, relative, sep } from "node:path";
+import { join } from "node:path";
 import {
   BIGINT,
   DuckDBInstance,
@@ -14,46 +14,53 @@ import type { AffectedFile, DeletionQuery, DeletionTarget } from "../../core/del
 import { PROJECT_ID_PATTERN } from "../../core/model";
 import { INTERACTIONS_PREFIX } from "../../core/record";
 import { buildDeletionCondition } from "../sql/deletion-condition";
+import { keyIn, ReadSnapshots, type SnapshotFolder } from "./read-snapshot";
 
 /**
  * The workflow's queries locally: DuckDB over every Parquet file of the project (all days), with
- * DuckDB's `filename` column naming the files that hold matching rows.
+ * DuckDB's `filename` column naming the files that hold matching rows. The files are a read snapshot's
+ * (read-snapshot.ts): a compaction's swap cannot remove one under the query.
  */
 export class DuckDBDeletionQuery implements DeletionQuery {
   private constructor(
     private readonly instance: DuckDBInstance,
     private readonly root: string,
+    private readonly snapshots: ReadSnapshots,
   ) {}
 
-  static async open(root: string): Promise<DuckDBDeletionQuery> {
+  static async open(root: string, folder?: SnapshotFolder): Promise<DuckDBDeletionQuery> {
     const instance = await DuckDBInstance.create(":memory:", {
       threads: "1",
       memory_limit: "256MB",
       enable_external_file_cache: "false",
     });
-    return new DuckDBDeletionQuery(instance, root);
+    const snapshots = new ReadSnapshots(root, folder);
+    await snapshots.sweep();
+    return new DuckDBDeletionQuery(instance, root, snapshots);
   }
 
   async affectedFiles(target: DeletionTarget): Promise<AffectedFile[]> {
-    const rows = await this.run(target, `filename AS file, count(*)::BIGINT AS n`, "GROUP BY filename");
+    const { rows, keyOf } = await this.run(
+      target,
+      `filename AS file, count(*)::BIGINT AS n`,
+      "GROUP BY filename",
+    );
     return rows
-      .map((row) => ({
-        key: relative(this.root, row.file as string)
-          .split(sep)
-          .join("/"),
-        rows: Number(row.n),
-      }))
+      .map((row) => ({ key: keyOf(row.file as string), rows: Number(row.n) }))
       .sort((a, b) => (a.key < b.key ? -1 : 1));
   }
 
   async countMatching(target: DeletionTarget): Promise<number> {
-    const rows = await this.run(target, "count(*)::BIGINT AS n", "");
+    const { rows } = await this.run(target, "count(*)::BIGINT AS n", "");
     return Number(rows[0]?.n ?? 0);
   }
 
+  /** The query's rows, and the warehouse key of a file it names. */
   private async run(target: DeletionTarget, select: string, tail: string) {
-    const files = await this.projectFiles(target.projectId);
-    if (files.length === 0) return [];
+    const snapshot = await this.snapshots.take(await this.dayFolders(target.projectId));
+    const keyOf = (file: string) => keyIn(snapshot, file);
+    const { files } = snapshot;
+    if (files.length === 0) return { rows: [], keyOf };
     const built = buildDeletionCondition(target, "duckdb");
     const sql =
       `SELECT ${select} FROM read_parquet(?, hive_partitioning = true, ` +
@@ -67,16 +74,20 @@ export class DuckDBDeletionQuery implements DeletionQuery {
       LIST(VARCHAR),
       ...built.params.map((p) => (p.type === "time" ? BIGINT : VARCHAR)),
     ];
-    const connection = await this.instance.connect();
     try {
-      return (await connection.runAndReadAll(sql, values, types)).getRowObjects();
+      const connection = await this.instance.connect();
+      try {
+        return { rows: (await connection.runAndReadAll(sql, values, types)).getRowObjects(), keyOf };
+      } finally {
+        connection.closeSync();
+      }
     } finally {
-      connection.closeSync();
+      await snapshot.release();
     }
   }
 
-  /** Every Parquet file of the project, whatever its day. */
-  private async projectFiles(projectId: string): Promise<string[]> {
+  /** Every day folder of the project. */
+  private async dayFolders(projectId: string): Promise<string[]> {
     // The project id names a folder; anything else could reach another one.
     if (!PROJECT_ID_PATTERN.test(projectId)) throw new Error("invalid project id");
     const projectDir = join(
@@ -84,15 +95,9 @@ export class DuckDBDeletionQuery implements DeletionQuery {
       ...INTERACTIONS_PREFIX.split("/").filter(Boolean),
       `project=${projectId}`,
     );
-    const files: string[] = [];
-    for (const day of await listDir(projectDir)) {
-      if (!day.isDirectory() || !day.name.startsWith("dt=")) continue;
-      for (const entry of await listDir(join(projectDir, day.name))) {
-        if (entry.isFile() && entry.name.endsWith(".parquet"))
-          files.push(join(projectDir, day.name, entry.name));
-      }
-    }
-    return files;
+    return (await listDir(projectDir))
+      .filter((day) => day.isDirectory() && day.name.startsWith("dt="))
+      .map((day) => join(projectDir, day.name));
   }
 
   close(): void {

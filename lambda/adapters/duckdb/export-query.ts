@@ -20,12 +20,15 @@ import { usageGroupFromCells } from "../../core/focus";
 import { PROJECT_ID_PATTERN } from "../../core/model";
 import { type ColumnKind, INTERACTIONS_PREFIX, RECORD_COLUMNS } from "../../core/record";
 import { buildInteractionQuery, onceAcrossCompaction, usageGroupSql } from "../sql/export-query";
+import { ReadSnapshots, type SnapshotFolder } from "./read-snapshot";
 
 export interface DuckDBOptions {
   /** Worker threads DuckDB may use (default 1: exports are I/O and serialisation, not joins). */
   threads?: number;
   /** DuckDB's own memory ceiling, e.g. "128MB". */
   memoryLimit?: string;
+  /** The folder calls of the queries' read snapshots (read-snapshot.ts); tests order races with them. */
+  folder?: SnapshotFolder;
 }
 
 const ISO_UTC = (column: string) => `strftime(${column} AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%S.%gZ')`;
@@ -117,12 +120,15 @@ const STREAMING_BUFFER = "64KB";
  * Local queries: DuckDB over `<root>/interactions/project=<id>/dt=<day>/*.parquet`. We list the project's
  * day folders in the range ourselves (partition pruning), then hand the files to `read_parquet` as a
  * bound list parameter; hive partitioning exposes `project` and `dt` to the same WHERE clause Athena
- * runs. Each query uses its own connection, closed when the iteration ends or is abandoned.
+ * runs. The files are those of a read snapshot (read-snapshot.ts), so a compaction's swap cannot remove
+ * one under the query. Each query uses its own connection, closed (and its snapshot released) when the
+ * iteration ends or is abandoned.
  */
 export class DuckDBWarehouseQuery implements WarehouseQuery {
   private constructor(
     private readonly instance: DuckDBInstance,
     private readonly root: string,
+    private readonly snapshots: ReadSnapshots,
   ) {}
 
   static async open(root: string, options: DuckDBOptions = {}): Promise<DuckDBWarehouseQuery> {
@@ -138,7 +144,9 @@ export class DuckDBWarehouseQuery implements WarehouseQuery {
     } finally {
       connection.closeSync();
     }
-    return new DuckDBWarehouseQuery(instance, root);
+    const snapshots = new ReadSnapshots(root, options.folder);
+    await snapshots.sweep();
+    return new DuckDBWarehouseQuery(instance, root, snapshots);
   }
 
   async *rows(query: InteractionQuery, format: ExportFormat): AsyncIterable<string[]> {
@@ -168,9 +176,10 @@ export class DuckDBWarehouseQuery implements WarehouseQuery {
     if (!source) return;
     const sql = `SELECT ${encoding.row} FROM (SELECT ${encoding.cells} FROM ${source.from} WHERE ${source.where})`;
     const { values, types } = source;
-    const connection = await this.instance.connect();
+    let connection: Awaited<ReturnType<DuckDBInstance["connect"]>> | undefined;
     let next: Promise<DuckDBDataChunk | null> | undefined;
     try {
+      connection = await this.instance.connect();
       await connection.run(`SET streaming_buffer_size = '${STREAMING_BUFFER}'`);
       const result = await connection.stream(sql, values, types);
       next = result.fetchChunk();
@@ -187,7 +196,8 @@ export class DuckDBWarehouseQuery implements WarehouseQuery {
     } finally {
       // A fetch still running must end before its connection closes; its error, if any, is moot.
       await next?.catch(() => null);
-      connection.closeSync();
+      connection?.closeSync();
+      await source.release();
     }
   }
 
@@ -195,8 +205,9 @@ export class DuckDBWarehouseQuery implements WarehouseQuery {
   async usageGroups(query: InteractionQuery): Promise<UsageGroup[]> {
     const source = await this.source(query);
     if (!source) return [];
-    const connection = await this.instance.connect();
+    let connection: Awaited<ReturnType<DuckDBInstance["connect"]>> | undefined;
     try {
+      connection = await this.instance.connect();
       const result = await connection.runAndReadAll(
         usageGroupSql(
           source.from,
@@ -208,19 +219,31 @@ export class DuckDBWarehouseQuery implements WarehouseQuery {
       );
       return result.getRows().map((row) => usageGroupFromCells(row as (string | null)[]));
     } finally {
-      connection.closeSync();
+      connection?.closeSync();
+      await source.release();
     }
   }
 
   /**
    * The rows of a query: the project's files in the range read as the current schema, the condition,
-   * and its bound values; undefined when there are no files.
+   * and its bound values, and the snapshot to release once read; undefined when there are no files.
    */
-  private async source(
-    query: InteractionQuery,
-  ): Promise<{ from: string; where: string; values: DuckDBValue[]; types: DuckDBType[] } | undefined> {
-    const files = await this.partitionFiles(query);
-    if (files.length === 0) return undefined;
+  private async source(query: InteractionQuery): Promise<
+    | {
+        from: string;
+        where: string;
+        values: DuckDBValue[];
+        types: DuckDBType[];
+        release: () => Promise<void>;
+      }
+    | undefined
+  > {
+    const snapshot = await this.snapshots.take(await this.dayFolders(query));
+    const { files } = snapshot;
+    if (files.length === 0) {
+      await snapshot.release();
+      return undefined;
+    }
     const built = buildInteractionQuery(query);
     // Only days with a compacted file beside consumer files (a swap under way, or late records) pay
     // for counting rows once.
@@ -243,11 +266,11 @@ export class DuckDBWarehouseQuery implements WarehouseQuery {
       ...built.params.map((p) => (p.type === "string" ? VARCHAR : INTEGER)),
       ...(swapping.length > 0 ? [LIST(VARCHAR)] : []),
     ];
-    return { from, where: `${built.where}${once}`, values, types };
+    return { from, where: `${built.where}${once}`, values, types, release: snapshot.release };
   }
 
-  /** The Parquet files of the project's day folders within the range. */
-  private async partitionFiles(query: InteractionQuery): Promise<string[]> {
+  /** The project's day folders within the range. */
+  private async dayFolders(query: InteractionQuery): Promise<string[]> {
     // The project id names a folder; anything else could reach another one.
     if (!PROJECT_ID_PATTERN.test(query.projectId)) throw new Error("invalid project id");
     const projectDir = join(
@@ -255,19 +278,12 @@ export class DuckDBWarehouseQuery implements WarehouseQuery {
       ...INTERACTIONS_PREFIX.split("/").filter(Boolean),
       `project=${query.projectId}`,
     );
-    const days = (await listDir(projectDir))
+    return (await listDir(projectDir))
       .filter((e) => e.isDirectory() && e.name.startsWith("dt="))
       .map((e) => e.name.slice(3))
       .filter((day) => day >= query.start && day <= query.end)
-      .sort();
-    const files: string[] = [];
-    for (const day of days) {
-      const dayDir = join(projectDir, `dt=${day}`);
-      for (const entry of await listDir(dayDir)) {
-        if (entry.isFile() && entry.name.endsWith(".parquet")) files.push(join(dayDir, entry.name));
-      }
-    }
-    return files;
+      .sort()
+      .map((day) => join(projectDir, `dt=${day}`));
   }
 
   close(): void {

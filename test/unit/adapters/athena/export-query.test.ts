@@ -10,10 +10,12 @@ import { RECORD_COLUMNS } from "../../../../lambda/core/record";
 interface FakeAthena {
   calls: { action: string; body: Record<string, unknown> }[];
   states: string[];
+  /** Each failed state's reason, in turn ("boom" once they run out). */
+  reasons: string[];
   pages: { rows: (string | undefined)[][]; next?: string }[];
 }
 
-const fake: FakeAthena = { calls: [], states: [], pages: [] };
+const fake: FakeAthena = { calls: [], states: [], reasons: [], pages: [] };
 let server: Server;
 let client: AthenaClient;
 
@@ -35,8 +37,9 @@ beforeAll(async () => {
       if (action === "StartQueryExecution") reply = { QueryExecutionId: "q-1" };
       if (action === "GetQueryExecution") {
         const state = fake.states.shift() ?? "SUCCEEDED";
+        const reason = state === "FAILED" ? (fake.reasons.shift() ?? "boom") : "boom";
         reply = {
-          QueryExecution: { QueryExecutionId: "q-1", Status: { State: state, StateChangeReason: "boom" } },
+          QueryExecution: { QueryExecutionId: "q-1", Status: { State: state, StateChangeReason: reason } },
         };
       }
       if (action === "GetQueryResults") {
@@ -61,7 +64,9 @@ afterAll(async () => {
 beforeEach(() => {
   fake.calls = [];
   fake.states = [];
+  fake.reasons = [];
   fake.pages = [];
+  sleeps.length = 0;
 });
 
 const sleeps: number[] = [];
@@ -163,6 +168,43 @@ describe("AthenaWarehouseQuery", () => {
   it("fails with Athena's reason when the query fails", async () => {
     fake.states = ["RUNNING", "FAILED"];
     await expect(collect("json")).rejects.toThrow("Athena query q-1 failed: boom");
+  });
+
+  // The reason Athena gives when a file it listed is gone when read (a compaction's swap removed it).
+  const missingFile =
+    "HIVE_CANNOT_OPEN_SPLIT: Error opening Hive split s3://data/interactions/project=proj-a/dt=2026-01-01/" +
+    "20260101T120000000Z-ab.parquet (offset=0, length=812): The specified key does not exist. (Service: S3, Status Code: 404)";
+
+  it("runs a query again that failed on a file a compaction removed meanwhile, and returns its rows once", async () => {
+    fake.states = ["RUNNING", "FAILED", "RUNNING", "SUCCEEDED"];
+    fake.reasons = [missingFile];
+    fake.pages = [{ rows: [EXPORT_COLUMNS as string[], resultRow({ transaction_id: "tx-1" })] }];
+    const rows = (await collect("json")).map((r) => JSON.parse(r) as { transaction_id: string });
+    expect(rows.map((r) => r.transaction_id)).toEqual(["tx-1"]);
+    const actions = fake.calls.map((c) => c.action);
+    expect(actions.filter((a) => a === "StartQueryExecution")).toHaveLength(2);
+    expect(actions.filter((a) => a === "GetQueryResults")).toHaveLength(1);
+    // The same query both times, after a pause for the swap to end; a new request token, or Athena would
+    // answer with the failed run.
+    const started = fake.calls
+      .filter((c) => c.action === "StartQueryExecution")
+      .map(({ body: { ClientRequestToken, ...query } }) => ({ token: ClientRequestToken, query }));
+    expect(started[1]?.query).toEqual(started[0]?.query);
+    expect(started[1]?.token).not.toEqual(started[0]?.token);
+    expect(sleeps).toContain(5_000);
+  });
+
+  it("gives up with Athena's reason when files keep vanishing, and does not run again on other failures", async () => {
+    fake.states = ["FAILED", "FAILED", "FAILED", "FAILED"];
+    fake.reasons = [missingFile, missingFile, missingFile, missingFile];
+    await expect(collect("json")).rejects.toThrow("The specified key does not exist");
+    expect(fake.calls.filter((c) => c.action === "StartQueryExecution")).toHaveLength(4);
+
+    fake.calls = [];
+    fake.states = ["FAILED"];
+    fake.reasons = ["COLUMN_NOT_FOUND: line 1:8: Column 'x' cannot be resolved"];
+    await expect(collect("json")).rejects.toThrow("COLUMN_NOT_FOUND");
+    expect(fake.calls.filter((c) => c.action === "StartQueryExecution")).toHaveLength(1);
   });
 
   it("refuses a table name that would need quoting", () => {
