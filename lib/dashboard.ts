@@ -208,8 +208,9 @@ export class Dashboard extends Construct {
         conditions: { StringLike: { "kms:EncryptionContext:dmt:context": `${WEBHOOK_SECRET_CONTEXT}*` } },
       }),
     );
-    // Export downloads query the warehouse through Athena, as the data API's exports do.
-    props.warehouse.connectExports(this.api.function);
+    // Export downloads query the warehouse through Athena, as the data API's exports do, and are
+    // written to the results bucket and handed out presigned (lambda/app/dashboard/downloads.ts).
+    props.warehouse.connectDownloads(this.api.function);
 
     this.accessLogs = new LogGroup(this, "AccessLogs", {
       retention: props.logRetention,

@@ -351,8 +351,9 @@ export class Warehouse extends Construct {
   /**
    * The data API serves exports: Athena queries over the table (reading the data bucket, writing the
    * results bucket), the projects' export settings, and bucket exports to the allowed buckets.
+   * `bucketExports: false` (the dashboard API): the queries only, no export bucket.
    */
-  connectExports(fn: LambdaFunctionResource): void {
+  connectExports(fn: LambdaFunctionResource, options: { bucketExports?: boolean } = {}): void {
     const env = {
       DMT_ATHENA_WORKGROUP: this.workGroup.ref,
       DMT_WAREHOUSE_DATABASE: this.database.ref,
@@ -413,6 +414,7 @@ export class Warehouse extends Construct {
       "Athena writes each query's results under a new name in its results bucket and reads them back.",
     );
     this.store.grant(fn, "projectSettings", ["GetItem"]);
+    if (options.bucketExports === false) return;
 
     // Bucket exports: the whole body is streamed up (multipart), then handed out as a presigned GET,
     // which S3 checks against the signer's permissions.
@@ -432,6 +434,15 @@ export class Warehouse extends Construct {
         reason: `The operator allowed bucket exports to ${name} (exportBuckets); export objects get new names at export time.`,
       });
     }
+  }
+
+  /**
+   * The dashboard API's export downloads: the queries of `connectExports` (the results bucket's grant
+   * covers its `dashboard-downloads/` objects, written and presigned there), no bucket exports.
+   */
+  connectDownloads(fn: LambdaFunctionResource): void {
+    this.connectExports(fn, { bucketExports: false });
+    fn.addEnvironment("DMT_ATHENA_RESULTS_BUCKET", this.resultsBucket.bucketName);
   }
 
   /** `s3:ListBucket` (and GetBucketLocation) limited to one prefix of the bucket. */

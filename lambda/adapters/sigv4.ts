@@ -152,6 +152,8 @@ export function presignQuery(
   scope: SigningScope,
   expiresSeconds: number,
   keys = new SigningKeys(),
+  /** More query parameters, signed with the rest (S3's `response-content-disposition`, say). */
+  extra: readonly [string, string][] = [],
 ): string {
   const date = longDate(scope.now);
   const day = date.slice(0, 8);
@@ -166,6 +168,7 @@ export function presignQuery(
     ["X-Amz-SignedHeaders", "host"],
   ];
   if (scope.credentials.sessionToken) params.push(["X-Amz-Security-Token", scope.credentials.sessionToken]);
+  params.push(...extra);
   const query = canonicalQuery(params);
   const canonicalRequest = [
     target.method,

@@ -1,5 +1,6 @@
 import { createDashboardApp } from "../app/dashboard/app";
 import type { TokenVerifier } from "../app/dashboard/auth";
+import { type DownloadHost, signedLinkDownloads } from "../app/dashboard/downloads";
 import type { BillingSource } from "../app/dashboard/payments";
 import type { DeletionStarter } from "../core/deletion";
 import type { UserDirectory } from "../core/members";
@@ -33,6 +34,8 @@ export interface DashboardApiSettings {
   billing?: BillingSource;
   /** The dashboard's address, where Checkout returns the admin to; absent: the request's origin. */
   dashboardUrl?: string;
+  /** Export downloads: presigned S3 URLs in AWS; absent: links signed by this process (the local server). */
+  downloads?: DownloadHost;
 }
 
 /**
@@ -74,6 +77,8 @@ export function composeDashboardApi(
       exportSettings: infra.exportSettings,
       tiers: store.projectTiers,
       warehouse: infra.warehouseQuery,
+      downloads: settings.downloads ?? signedLinkDownloads(),
+      rollups: store.interactions.rollups,
     },
     privacy: { settings: store.privacy },
     deletion: {

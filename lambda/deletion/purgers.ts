@@ -133,8 +133,8 @@ export class ExportFilesPurger implements CopyPurger {
 }
 
 /**
- * Athena's query results (`<query id>.csv` and its `.csv.metadata`): an export's results hold its rows
- * until the bucket's lifecycle removes them. Results of other projects never match (`project_id`).
+ * Athena's query results (`<query id>.csv` and its `.csv.metadata`) and the dashboard's downloads
+ * (`dashboard-downloads/...csv|json`): they hold an export's rows until the bucket's lifecycle removes them. Results of other projects never match (`project_id`).
  */
 export class QueryResultsPurger implements CopyPurger {
   readonly name = "query results";
@@ -153,9 +153,15 @@ export class QueryResultsPurger implements CopyPurger {
   }
 
   private async purge(matches: RowMatcher): Promise<number> {
-    const files = (await listKeys(this.results, this.prefix))
-      .filter((key) => key.endsWith(".csv"))
-      .map((key) => ({ key, format: "csv" as const, companions: [`${key}.metadata`] }));
+    // The dashboard's downloads (app/dashboard/downloads.ts) are beside them, CSV or JSON.
+    type File = { key: string; format: "csv" | "json"; companions?: string[] };
+    const files = (await listKeys(this.results, this.prefix)).flatMap((key): File[] =>
+      key.endsWith(".csv")
+        ? [{ key, format: "csv", companions: [`${key}.metadata`] }]
+        : key.endsWith(".json")
+          ? [{ key, format: "json" }]
+          : [],
+    );
     return purgeFiles(this.results, files, matches);
   }
 }

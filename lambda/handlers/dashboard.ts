@@ -4,7 +4,13 @@ import { cognitoUserDirectory } from "../adapters/cognito/user-directory";
 import { activePriceCatalogue } from "../adapters/fs/price-catalogue";
 import { tokenVerifier } from "../app/dashboard/auth";
 import { composeDashboardApi } from "../compose/dashboard-api";
-import { athenaExports, awsHost, eventBridgePublisher, kmsKeyWrapper } from "./runtime/aws";
+import {
+  athenaExports,
+  awsHost,
+  dashboardDownloads,
+  eventBridgePublisher,
+  kmsKeyWrapper,
+} from "./runtime/aws";
 import { awsWebhooks } from "./runtime/aws-webhooks";
 import { parseDashboardConfig, parseEventsConfig, parseStripeConfig } from "./runtime/config";
 import { awsBilling } from "./runtime/stripe";
@@ -14,7 +20,7 @@ import { withTelemetry } from "./runtime/telemetry";
  * The dashboard API (`/dashboard/api/...`) behind the HTTP API's JWT authorizer: over DynamoDB, KMS
  * for the BYOK keys it stores (as the proxy functions, which unwrap them), Athena for export downloads,
  * the deletion requests table (its stream starts the workflow, so no starter here), Cognito's keys
- * for its own token check and its user pool for the Members page's invitations (the authorizer has checked the token already; the app checks it again and
+ * for its own token check, the results bucket for export downloads (presigned), and its user pool for the Members page's invitations (the authorizer has checked the token already; the app checks it again and
  * reads the groups). Settings -> Alerts and Webhooks: the webhooks' secrets under the BYOK key, as the
  * delivery function reads them; retries go to the delivery queue; events to the stack's bus. Buy
  * credits and auto-recharge rules through Stripe once its secrets are filled (docs/billing.md).
@@ -44,6 +50,7 @@ const app = composeDashboardApi(
     }),
     prices: activePriceCatalogue(process.env),
     webhookPolicy: "public",
+    downloads: dashboardDownloads(config),
     ...(config.DMT_DASHBOARD_USER_POOL_ID && {
       directory: cognitoUserDirectory({
         userPoolId: config.DMT_DASHBOARD_USER_POOL_ID,

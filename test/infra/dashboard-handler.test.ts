@@ -1,7 +1,8 @@
 /**
  * The dashboard API's Lambda handler as API Gateway's HTTP API invokes it (payload format 2.0): it
  * checks Cognito-style access tokens against the issuer's JWKS (served here by a small HTTP server),
- * over the real DynamoDB adapters (dynalite), with BYOK keys wrapped through a KMS stand-in.
+ * over the real DynamoDB adapters (dynalite), with BYOK keys wrapped through a KMS stand-in, and
+ * export downloads queried through an Athena stand-in and written to an S3 stand-in.
  */
 import { generateKeyPairSync, type KeyObject, randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -9,16 +10,21 @@ import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ScanCommand } from "@aws-sdk/client-dynamodb";
+import { PutItemCommand, ScanCommand } from "@aws-sdk/client-dynamodb";
+import { marshall } from "@aws-sdk/util-dynamodb";
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from "aws-lambda";
 import { exportJWK, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { syntheticRecord } from "../../bench/warehouse-records";
 import { createDynamoClient, ensureTables } from "../../lambda/adapters/dynamodb/client";
 import { TABLES, tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { SECURITY_HEADERS } from "../../lambda/app/security-headers";
+import { DASHBOARD_DOWNLOAD_MAX_ROWS, STREAMED_EXPORT_MAX_ROWS } from "../../lambda/core/export-estimate";
+import { CSV_HEADER } from "../../lambda/core/export-format";
 import { personalProjectId } from "../../lambda/core/members";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 import { DASHBOARD_API_SCOPE } from "../../lib/dashboard";
+import { FakeAthena, FakeS3, listen } from "../support/aws-stand-ins";
 import { type EventBridgeStandIn, startEventBridgeStandIn } from "./metering-stand-ins";
 
 const CLIENT_ID = "dashboard-spa-client";
@@ -34,6 +40,10 @@ let jwks: Server;
 let kms: Server;
 let bus: EventBridgeStandIn;
 let cognito: Server;
+const s3 = new FakeS3();
+const athena = new FakeAthena();
+const RESULTS_BUCKET = "dmt-athena-results";
+const standIns: Server[] = [];
 /** The ListUsers requests the Cognito stand-in received. */
 const listUsersRequests: { UserPoolId: string; Filter: string }[] = [];
 /** The pool's users, as Cognito's ListUsers reports them. */
@@ -98,6 +108,8 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => cognito.listen(0, "127.0.0.1", resolve));
 
+  const [s3Server, athenaServer] = await Promise.all([listen(s3.handle), listen(athena.handle)]);
+  standIns.push(s3Server.server, athenaServer.server);
   bus = await startEventBridgeStandIn();
   // The handler reads its configuration at import, as at a Lambda cold start.
   Object.assign(process.env, {
@@ -118,6 +130,9 @@ beforeAll(async () => {
     DMT_ATHENA_WORKGROUP: "dmt-warehouse",
     DMT_WAREHOUSE_DATABASE: "dmt_warehouse",
     DMT_WAREHOUSE_TABLE: "interactions",
+    DMT_ATHENA_ENDPOINT: athenaServer.url,
+    DMT_S3_ENDPOINT: s3Server.url,
+    DMT_ATHENA_RESULTS_BUCKET: RESULTS_BUCKET,
     AWS_REGION: "us-east-1",
   });
   for (const name of Object.keys(TABLES)) process.env[`DMT_TABLE_${name.toUpperCase()}`] = `dash-${name}`;
@@ -131,6 +146,7 @@ afterAll(async () => {
   await new Promise((resolve) => jwks?.close(resolve));
   await new Promise((resolve) => kms?.close(resolve));
   await new Promise((resolve) => cognito?.close(resolve));
+  await Promise.all(standIns.map((server) => new Promise((resolve) => server.close(resolve))));
   await dynamo?.close();
   await bus?.close();
   rmSync(dataDir, { recursive: true, force: true });
@@ -347,5 +363,130 @@ describe("dashboard handler", () => {
       data: { key_id: keyId },
     });
     expect(entry?.Detail).not.toContain(json(created).key);
+  });
+});
+
+describe("dashboard export downloads (presigned S3, not the HTTP API's body)", () => {
+  const range = { start: "2026-01-15", end: "2026-01-15" };
+  const exportsOf = (projectId: string) => `/dashboard/api/projects/${projectId}/exports`;
+  async function exporter(sub: string) {
+    const token = await accessToken({ sub });
+    await handler(event("GET", "/dashboard/api/me", bearer(token)));
+    return { token, projectId: personalProjectId(sub) };
+  }
+
+  it("writes the export to the results bucket and answers a 5-minute presigned GET that saves it under its name", async () => {
+    const { token, projectId } = await exporter("exporter-1");
+    const rows = Array.from({ length: 40 }, (_, i) => syntheticRecord(i, { projectId }));
+    athena.rows.set(projectId, rows);
+    const response = await handler(
+      event("POST", exportsOf(projectId), bearer(token), { format: "csv", range }),
+    );
+    expect(response.statusCode).toBe(200);
+    const answer = json(response) as { download_url: string; file_name: string; expires_at: string };
+    const fileName = `dmt-export-${projectId}-2026-01-15-to-2026-01-15.csv`;
+    expect(answer.file_name).toBe(fileName);
+    // The answer names the file; the rows are not in it.
+    expect(response.body?.length).toBeLessThan(2_000);
+
+    const url = new URL(answer.download_url);
+    expect(url.host).toBe(`${RESULTS_BUCKET}.s3.us-east-1.amazonaws.com`);
+    const key = decodeURIComponent(url.pathname.slice(1));
+    expect(key).toMatch(
+      new RegExp(`^dashboard-downloads/${projectId}/[0-9a-f-]{36}/${fileName.replaceAll(".", "\\.")}$`),
+    );
+    expect(url.searchParams.get("X-Amz-Expires")).toBe("300");
+    expect(url.searchParams.get("X-Amz-SignedHeaders")).toBe("host");
+    expect(url.searchParams.get("response-content-disposition")).toBe(`attachment; filename="${fileName}"`);
+    expect(Date.parse(answer.expires_at) - Date.now()).toBeLessThanOrEqual(300_000);
+
+    // The object is the export, as POST /api/v1/exports frames it.
+    const csv = s3.objects.get(`${RESULTS_BUCKET}/${key}`)?.toString() ?? "";
+    expect(csv.startsWith(CSV_HEADER)).toBe(true);
+    const lines = csv.trimEnd().split("\r\n");
+    expect(lines).toHaveLength(1 + rows.length);
+    expect(
+      lines
+        .slice(1)
+        .map((line) => line.split(",")[1])
+        .sort(),
+    ).toEqual(rows.map((r) => r.transaction_id).sort());
+
+    // JSON too; each download its own object.
+    const asJson = await handler(
+      event("POST", exportsOf(projectId), bearer(token), { format: "json", range }),
+    );
+    const jsonKey = decodeURIComponent(new URL(json(asJson).download_url).pathname.slice(1));
+    expect(jsonKey).not.toBe(key);
+    const parsed = JSON.parse(s3.objects.get(`${RESULTS_BUCKET}/${jsonKey}`)?.toString() ?? "") as {
+      transaction_id: string;
+    }[];
+    expect(parsed.map((r) => r.transaction_id).sort()).toEqual(rows.map((r) => r.transaction_id).sort());
+  });
+
+  it("refuses up front a download over what the dashboard API prepares in its 29 s, naming the data API and the bucket destination", async () => {
+    const { token, projectId } = await exporter("exporter-2");
+    athena.rows.set(projectId, [syntheticRecord(0, { projectId })]);
+    const db = createDynamoClient({ endpoint: dynamo.endpoint });
+    const rollup = (requests: number) =>
+      db.send(
+        new PutItemCommand({
+          TableName: process.env.DMT_TABLE_USAGEROLLUPS,
+          Item: marshall({
+            projectId,
+            rollupId: "2026-01-15#openai#managed#gpt-4o-mini",
+            day: "2026-01-15",
+            vendor: "openai",
+            billing_mode: "managed",
+            model: "gpt-4o-mini",
+            requests,
+          }),
+        }),
+      );
+    await rollup(DASHBOARD_DOWNLOAD_MAX_ROWS);
+    const atLimit = await handler(
+      event("POST", exportsOf(projectId), bearer(token), { format: "csv", range }),
+    );
+    expect(atLimit.statusCode).toBe(200);
+
+    await rollup(DASHBOARD_DOWNLOAD_MAX_ROWS + 1);
+    const queries = athena.started.length;
+    const objects = s3.objects.size;
+    const refused = await handler(
+      event("POST", exportsOf(projectId), bearer(token), { format: "csv", range }),
+    );
+    expect(refused.statusCode).toBe(400);
+    expect(json(refused)).toEqual({
+      error: {
+        type: "invalid_request_error",
+        code: "export_too_large",
+        message: expect.stringContaining("50,001 rows"),
+      },
+    });
+    expect(json(refused).error.message).toContain("POST /api/v1/exports");
+    expect(json(refused).error.message).toContain(`${STREAMED_EXPORT_MAX_ROWS.toLocaleString("en-US")} rows`);
+    expect(json(refused).error.message).toContain("--export-bucket s3://");
+    expect(athena.started.length).toBe(queries);
+    expect(s3.objects.size).toBe(objects);
+  });
+
+  it("answers an error, and no URL or object, when the query fails partway", async () => {
+    const { token, projectId } = await exporter("exporter-3");
+    athena.rows.set(
+      projectId,
+      Array.from({ length: 2_500 }, (_, i) => syntheticRecord(i, { projectId })),
+    );
+    athena.failAfterPages = 1;
+    athena.pagesRead = 0;
+    try {
+      const response = await handler(
+        event("POST", exportsOf(projectId), bearer(token), { format: "csv", range }),
+      );
+      expect(response.statusCode).toBe(500);
+      expect(json(response)).toMatchObject({ error: { type: "api_error" } });
+      expect(s3.keys(`${RESULTS_BUCKET}/dashboard-downloads/${projectId}/`)).toEqual([]);
+    } finally {
+      athena.failAfterPages = undefined;
+    }
   });
 });

@@ -501,6 +501,31 @@ describe("dashboard function", () => {
     });
   });
 
+  it("writes export downloads to the results bucket and presigns them; no export bucket, no other bucket", () => {
+    const env = (
+      propertiesOf(id(dashboard().api.function)).Environment as { Variables: Record<string, unknown> }
+    ).Variables;
+    expect(env.DMT_ATHENA_RESULTS_BUCKET).toEqual(ref(stack.warehouse.resultsBucket));
+    const statements = statementsOf(dashboard().api.function.role as never);
+    const onObjects = statements.filter((s) => actionsOf(s).some((a) => a.endsWith("Object")));
+    const objects = Object.fromEntries(
+      onObjects.map((s) => [resourcesOf(s).map(render).join(" "), [...actionsOf(s)].sort()]),
+    );
+    expect(objects).toEqual({
+      // Athena's results and the downloads beside them: written, read back, presigned (S3 checks a
+      // presigned GET against the signer's grants).
+      [`{${id(stack.warehouse.resultsBucket)}.Arn}/*`]: [
+        "s3:AbortMultipartUpload",
+        "s3:GetObject",
+        "s3:ListMultipartUploadParts",
+        "s3:PutObject",
+      ],
+      // Athena reads the Parquet files with the caller's grants.
+      [`{${id(stack.warehouse.dataBucket)}.Arn}/interactions/*`]: ["s3:GetObject"],
+    });
+    expect(JSON.stringify(statements)).not.toContain(id(stack.warehouse.exportBucket));
+  });
+
   it("may look up the pool's users by email for invitations, and change none", () => {
     const statements = statementsOf(dashboard().api.function.role as never);
     const cognito = statements.filter((s) => actionsOf(s).some((a) => a.startsWith("cognito-idp:")));

@@ -379,24 +379,52 @@ describe("settings", () => {
     expect((me.body.projects as { tier: string }[])[0]?.tier).toBe("pro");
   });
 
-  it("downloads the project's data export", async () => {
+  it("answers a short-lived download URL of the project's data export, which the browser follows without the token", async () => {
+    const before = Date.now();
     const res = await api(alice.token, "POST", `/projects/${alice.projectId}/exports`, {
       format: "csv",
       range: { start: today(), end: today() },
       filters: { vendor: "openai" },
     });
     expect(res.status).toBe(200);
-    expect(res.headers.get("content-disposition")).toMatch(/^attachment; filename="dmt-export-personal-/);
-    const lines = res.text.trim().split("\r\n");
+    const answer = res.body as { download_url: string; file_name: string; expires_at: string };
+    expect(answer.file_name).toBe(`dmt-export-${alice.projectId}-${today()}-to-${today()}.csv`);
+    expect(answer.download_url.startsWith(`${stack.url}/dashboard/api/downloads/`)).toBe(true);
+    // Five minutes.
+    const lifetime = Date.parse(answer.expires_at) - before;
+    expect(lifetime).toBeGreaterThan(4 * 60_000);
+    expect(lifetime).toBeLessThanOrEqual(5 * 60_000 + 1_000);
+
+    const file = await fetch(answer.download_url);
+    expect(file.status).toBe(200);
+    expect(file.headers.get("content-disposition")).toBe(`attachment; filename="${answer.file_name}"`);
+    expect(file.headers.get("cache-control")).toBe("no-store");
+    const text = await file.text();
+    const lines = text.trim().split("\r\n");
     expect(lines[0]).toMatch(/^schema_version,transaction_id,/);
     expect(lines).toHaveLength(4);
-    expect(res.text).not.toContain("claude-haiku");
+    expect(text).not.toContain("claude-haiku");
+
+    // A link edited to name another project, or cut short, is refused in the service's shape.
+    const token = answer.download_url.slice(answer.download_url.lastIndexOf("/") + 1);
+    const [payload = "", signature = ""] = token.split(".");
+    const edited = Buffer.from(
+      Buffer.from(payload, "base64url").toString("utf8").replaceAll(alice.projectId, bob.projectId),
+    ).toString("base64url");
+    for (const bad of [`${edited}.${signature}`, payload, `${payload}.`, "x"]) {
+      const refused = await fetch(`${stack.url}/dashboard/api/downloads/${bad}`);
+      expect(refused.status).toBe(403);
+      expect(await refused.json()).toMatchObject({
+        error: { type: "permission_error", code: "download_link_invalid" },
+      });
+    }
 
     const empty = await api(bob.token, "POST", `/projects/${bob.projectId}/exports`, {
       format: "json",
       range: { start: today(), end: today() },
     });
-    expect(JSON.parse(empty.text)).toEqual([]);
+    const emptyFile = await fetch((empty.body as { download_url: string }).download_url);
+    expect(await emptyFile.json()).toEqual([]);
     const bad = await api(alice.token, "POST", `/projects/${alice.projectId}/exports`, { format: "xml" });
     expect(bad.status).toBe(400);
     // FOCUS is the data API's: refused here, never answered with interaction rows.

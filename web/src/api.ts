@@ -475,12 +475,14 @@ export class Api {
     return (await this.call<{ project: { tier: string } }>("PUT", path, { tier })).project.tier;
   }
 
-  /** The export as a file: its bytes and the name the server gave it. */
-  async downloadExport(projectId: string, input: ExportInput): Promise<{ blob: Blob; fileName: string }> {
-    const response = await this.send("POST", this.project(projectId, "/exports"), input);
-    const disposition = response.headers.get("Content-Disposition") ?? "";
-    const fileName = /filename="([^"]+)"/.exec(disposition)?.[1] ?? `dmt-export.${input.format}`;
-    return { blob: await response.blob(), fileName };
+  /** Where the export can be downloaded for the next minutes, and the file's name. */
+  async downloadExport(projectId: string, input: ExportInput): Promise<{ url: string; fileName: string }> {
+    const answer = await this.call<{ download_url: string; file_name: string }>(
+      "POST",
+      this.project(projectId, "/exports"),
+      input,
+    );
+    return { url: answer.download_url, fileName: answer.file_name };
   }
 
   deletionRequests(projectId: string, cursor?: string): Promise<DeletionRequestPage> {

@@ -157,7 +157,12 @@ export class S3ObjectStore implements ObjectStore {
     return `s3://${this.bucket}/${this.fullKey(key)}`;
   }
 
-  async downloadUrl(key: string, seconds: number): Promise<{ url: string; expiresAt: number }> {
+  /** `saveAs`: the name a browser saves the download as (`Content-Disposition: attachment`). */
+  async downloadUrl(
+    key: string,
+    seconds: number,
+    saveAs?: string,
+  ): Promise<{ url: string; expiresAt: number }> {
     const credentials = await this.client.config.credentials();
     const region = await this.client.config.region();
     const now = this.clock();
@@ -168,6 +173,7 @@ export class S3ObjectStore implements ObjectStore {
       credentials,
       now,
       expiresSeconds: seconds,
+      ...(saveAs !== undefined && { saveAs }),
     });
     return { url, expiresAt: now + seconds * 1000 };
   }

@@ -15,6 +15,11 @@ export interface PresignRequest {
    * for bucket names with dots (which the wildcard certificate does not cover).
    */
   host?: string;
+  /**
+   * The file name a browser saves the object as: S3 answers the GET with
+   * `Content-Disposition: attachment; filename="<saveAs>"` (the signed `response-content-disposition`).
+   */
+  saveAs?: string;
 }
 
 /**
@@ -28,10 +33,19 @@ export function presignS3Get(req: PresignRequest): string {
     (pathStyle ? `s3.${req.region}.amazonaws.com` : `${req.bucket}.s3.${req.region}.amazonaws.com`);
   const keyPath = req.key.split("/").map(uriEncode).join("/");
   const path = pathStyle ? `/${req.bucket}/${keyPath}` : `/${keyPath}`;
+  const extra: [string, string][] =
+    req.saveAs === undefined ? [] : [["response-content-disposition", attachment(req.saveAs)]];
   const query = presignQuery(
     { method: "GET", host, path, escapePath: false },
     { service: "s3", region: req.region, credentials: req.credentials, now: req.now },
     req.expiresSeconds,
+    undefined,
+    extra,
   );
   return `https://${host}${path}?${query}`;
+}
+
+/** `attachment; filename="..."`, the name kept to characters that need no quoting or encoding. */
+export function attachment(fileName: string): string {
+  return `attachment; filename="${fileName.replace(/[^A-Za-z0-9._-]/g, "_")}"`;
 }

@@ -24,6 +24,7 @@ import { requireUser, type TokenVerifier } from "./auth";
 import { billingRoutes } from "./billing";
 import { budgetRoutes } from "./budgets";
 import { type DeletionRoutesDeps, deletionRoutes } from "./deletion";
+import { DOWNLOAD_LINK_PATH } from "./downloads";
 import { type InteractionRoutesDeps, interactionRoutes } from "./interactions";
 import { keyRoutes } from "./keys";
 import { memberRoutes } from "./members";
@@ -31,7 +32,7 @@ import { overviewRoutes } from "./overview";
 import { type BillingSource, paymentRoutes } from "./payments";
 import { type PlanRoutesDeps, planRoutes } from "./plans";
 import { privacyRoutes } from "./privacy";
-import { type SettingsRoutesDeps, settingsRoutes } from "./settings";
+import { downloadLinkHandler, type SettingsRoutesDeps, settingsRoutes } from "./settings";
 
 export interface DashboardApiDeps {
   store: Store;
@@ -85,6 +86,10 @@ export function createDashboardApp(deps: DashboardApiDeps): Hono<AppEnv> {
     // Responses may hold a key shown once: never cached anywhere.
     c.res.headers.set("Cache-Control", "no-store");
   });
+  // The local server's download links: the link is the grant (a browser follows it without the token).
+  if (deps.settings?.downloads.open) {
+    app.get(`${DOWNLOAD_LINK_PATH}/:token`, downloadLinkHandler({ ...deps.settings, logger: deps.logger }));
+  }
   app.use(`${DASHBOARD_API_PREFIX}/*`, requireUser(deps.verifyToken));
   app.use(`${PROJECT}/*`, async (c, next) => {
     const projectId = c.req.param("projectId") ?? "";

@@ -1,3 +1,4 @@
+import type { Context } from "hono";
 import { z } from "zod";
 import { errors } from "../../core/errors";
 import {
@@ -5,14 +6,18 @@ import {
   type ExportSettingsStore,
   parseExportDestination,
 } from "../../core/export-destination";
+import { checkExportSize } from "../../core/export-estimate";
 import { EXPORT_CONTENT_TYPES, frameExport } from "../../core/export-format";
 import type { WarehouseQuery } from "../../core/export-query";
 import { parseExportRequest } from "../../core/export-request";
 import { errorFields, type Logger } from "../../core/logger";
 import { isTier, TIERS } from "../../core/model";
 import type { ProjectTiers } from "../../core/ports";
+import type { UsageRollups } from "../../core/usage-rollups";
 import { DATA_API_BODY_LIMIT, readJsonObject } from "../body";
+import type { AppEnv } from "../env";
 import type { RouteTable } from "../routing";
+import type { DownloadFile, DownloadHost } from "./downloads";
 import { parseBody, projectOf, requireOperator } from "./requests";
 
 export interface SettingsRoutesDeps {
@@ -20,6 +25,10 @@ export interface SettingsRoutesDeps {
   tiers: ProjectTiers;
   /** The warehouse's query layer, the one `POST /api/v1/exports` reads through. */
   warehouse: WarehouseQuery;
+  /** Where export downloads are made reachable: S3 in AWS, signed links locally (./downloads.ts). */
+  downloads: DownloadHost;
+  /** The daily rollups, whose call counts tell a download's size before its query (a host with a limit). */
+  rollups?: Pick<UsageRollups, "query">;
   logger: Logger;
 }
 
@@ -108,7 +117,7 @@ export function settingsRoutes(base: string, deps: SettingsRoutesDeps): RouteTab
       },
     },
     [`${base}/exports`]: {
-      // The same request and rows as `POST /api/v1/exports`, always as a download.
+      // The same request and rows as `POST /api/v1/exports`, answered as a short-lived download URL.
       POST: async (c) => {
         const request = parseExportRequest(await readJsonObject(c, DATA_API_BODY_LIMIT));
         if (request.schema !== "interactions") {
@@ -119,19 +128,61 @@ export function settingsRoutes(base: string, deps: SettingsRoutesDeps): RouteTab
           );
         }
         const projectId = projectOf(c);
-        const rows = deps.warehouse.rows(
-          { projectId, ...request.range, filters: request.filters },
-          request.format,
-        );
-        const chunks = frameExport(request.format, rows)[Symbol.asyncIterator]();
-        // The query starts here: a failure before the first rows is still an ordinary error response.
-        const first = await chunks.next();
-        const name = `dmt-export-${projectId}-${request.range.start}-to-${request.range.end}.${request.format}`;
-        return c.body(pullStream(first.done ? undefined : first.value, chunks, deps.logger), 200, {
-          "Content-Type": EXPORT_CONTENT_TYPES[request.format],
-          "Content-Disposition": `attachment; filename="${name}"`,
+        const { downloads } = deps;
+        // A download the host could not prepare in time is refused before its query starts.
+        if (downloads.limit && deps.rollups) {
+          await checkExportSize(deps.rollups, downloads.limit, {
+            projectId,
+            ...request.range,
+            filters: request.filters,
+          });
+        }
+        const file: DownloadFile = {
+          projectId,
+          request,
+          fileName: `dmt-export-${projectId}-${request.range.start}-to-${request.range.end}.${request.format}`,
+          contentType: EXPORT_CONTENT_TYPES[request.format],
+        };
+        const prepared = await downloads.prepare(file, () => utf8(exportText(deps.warehouse, file)));
+        return c.json({
+          download_url: new URL(prepared.url, c.req.url).href,
+          file_name: file.fileName,
+          expires_at: new Date(prepared.expiresAt).toISOString(),
         });
       },
     },
+  };
+}
+
+/** The export's text, framed as `POST /api/v1/exports` frames it. */
+function exportText(warehouse: WarehouseQuery, file: DownloadFile): AsyncIterable<string> {
+  const { request } = file;
+  const rows = warehouse.rows(
+    { projectId: file.projectId, ...request.range, filters: request.filters },
+    request.format,
+  );
+  return frameExport(request.format, rows);
+}
+
+async function* utf8(chunks: AsyncIterable<string>): AsyncGenerator<Uint8Array> {
+  for await (const chunk of chunks) yield encoder.encode(chunk);
+}
+
+/**
+ * `GET /dashboard/api/downloads/<link>`: the local server's download links, followed by the browser
+ * without the access token (the link is the grant, bound to its project and request, minutes long).
+ */
+export function downloadLinkHandler(deps: Pick<SettingsRoutesDeps, "downloads" | "warehouse" | "logger">) {
+  return async (c: Context<AppEnv>): Promise<Response> => {
+    const open = deps.downloads.open;
+    if (!open) throw errors.notFound("No such download.");
+    const file = open(c.req.param("token") ?? "");
+    const chunks = exportText(deps.warehouse, file)[Symbol.asyncIterator]();
+    // The query starts here: a failure before the first rows is still an ordinary error response.
+    const first = await chunks.next();
+    return c.body(pullStream(first.done ? undefined : first.value, chunks, deps.logger), 200, {
+      "Content-Type": file.contentType,
+      "Content-Disposition": `attachment; filename="${file.fileName}"`,
+    });
   };
 }

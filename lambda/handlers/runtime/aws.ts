@@ -24,6 +24,7 @@ import {
 import { SqsMeterQueue } from "../../adapters/sqs/meter-queue";
 import { SqsDeadLetters, SqsRecordQueue } from "../../adapters/sqs/queue";
 import { RecordSpool } from "../../adapters/sqs/spool";
+import { type DownloadHost, s3Downloads } from "../../app/dashboard/downloads";
 import type { Infrastructure } from "../../compose/infrastructure";
 import { type MeterConfig, meterConfigOf } from "../../core/billing-meter";
 import type { KeyWrapper } from "../../core/crypto";
@@ -32,6 +33,7 @@ import type { Logger } from "../../core/logger";
 import { QueryResultsPurger } from "../../deletion/purgers";
 import {
   type ConsumerConfig,
+  type DashboardConfig,
   type DataApiConfig,
   type DeletionStepsConfig,
   parseBaseConfig,
@@ -217,6 +219,13 @@ function athenaTable(
     database: config.DMT_WAREHOUSE_DATABASE,
     table: config.DMT_WAREHOUSE_TABLE,
   };
+}
+
+/** The dashboard's export downloads: written to the results bucket, handed out as presigned GETs. */
+export function dashboardDownloads(
+  config: Pick<DashboardConfig, "DMT_ATHENA_RESULTS_BUCKET" | "DMT_S3_ENDPOINT">,
+): DownloadHost {
+  return s3Downloads(new S3ObjectStore(s3Client(config.DMT_S3_ENDPOINT), config.DMT_ATHENA_RESULTS_BUCKET));
 }
 
 /** The stores behind bucket-export destinations: `s3://` only in AWS. */

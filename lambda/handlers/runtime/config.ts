@@ -226,6 +226,8 @@ const deletionSteps = z.extend(base, {
 const dashboard = z.extend(z.extend(metering, dataApi.shape), {
   DMT_DASHBOARD_ISSUER: httpUrl,
   DMT_DASHBOARD_CLIENT_ID: text,
+  /** Export downloads are written there (under dashboard-downloads/) and handed out presigned. */
+  DMT_ATHENA_RESULTS_BUCKET: text,
   /** The pool the Members page invites from (by email); without it, invite with `dmt members add`. */
   DMT_DASHBOARD_USER_POOL_ID: z.optional(text),
   DMT_COGNITO_ENDPOINT: z.optional(httpUrl),

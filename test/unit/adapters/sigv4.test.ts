@@ -173,3 +173,42 @@ describe("a signer's keys", () => {
     expect(new Set(signatures).size).toBe(scopes.length);
   });
 });
+
+describe("a presigned S3 GET with a saved file name", () => {
+  it("is the URL the SDK's signer presigns, response-content-disposition signed with the rest", async () => {
+    const disposition = 'attachment; filename="dmt-export-acme-2026-01-01-to-2026-01-31.csv"';
+    const query = presignQuery(
+      { method: "GET", host: "bucket.s3.eu-west-1.amazonaws.com", path: "/a/b.csv", escapePath: false },
+      { service: "s3", region: "eu-west-1", credentials: TEMPORARY, now: NOW },
+      300,
+      undefined,
+      // The SDK's presigner moves its unsigned-payload header into the query; ours signs it the same.
+      [
+        ["response-content-disposition", disposition],
+        ["x-amz-content-sha256", "UNSIGNED-PAYLOAD"],
+      ],
+    );
+    const presigned = await new SignatureV4({
+      service: "s3",
+      region: "eu-west-1",
+      credentials: TEMPORARY,
+      sha256: Sha256,
+      uriEscapePath: false,
+      applyChecksum: false,
+    }).presign(
+      {
+        method: "GET",
+        protocol: "https:",
+        hostname: "bucket.s3.eu-west-1.amazonaws.com",
+        path: "/a/b.csv",
+        query: { "response-content-disposition": disposition },
+        // As S3's request presigner sends it: the payload unsigned, that header not signed.
+        headers: { host: "bucket.s3.eu-west-1.amazonaws.com", "x-amz-content-sha256": "UNSIGNED-PAYLOAD" },
+      },
+      { signingDate: new Date(NOW), expiresIn: 300, unsignableHeaders: new Set(["x-amz-content-sha256"]) },
+    );
+    const ourParams = new URLSearchParams(query);
+    expect(ourParams.get("response-content-disposition")).toBe(disposition);
+    expect(ourParams.get("X-Amz-Signature")).toBe(presigned.query?.["X-Amz-Signature"]);
+  });
+});

@@ -402,14 +402,14 @@ function exportSection(ctx: PageContext): HTMLElement {
     send: async (input) => {
       status.textContent = "Preparing the export…";
       try {
-        const { blob, fileName } = await ctx.api.downloadExport(ctx.project.projectId, input);
-        const url = URL.createObjectURL(blob);
+        // The server answers a short-lived URL of the file (presigned S3 in AWS), which the browser
+        // follows: the file never passes through the dashboard API's body or this page's memory.
+        const { url, fileName } = await ctx.api.downloadExport(ctx.project.projectId, input);
         const link = h("a", { href: url, download: fileName, hidden: true });
         document.body.append(link);
         link.click();
         link.remove();
-        setTimeout(() => URL.revokeObjectURL(url), 60_000);
-        status.textContent = `Downloaded ${fileName}.`;
+        status.textContent = `Downloading ${fileName}.`;
       } catch (err) {
         status.textContent = "";
         throw err;
