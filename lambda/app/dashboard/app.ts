@@ -76,7 +76,8 @@ const PROJECT = `${DASHBOARD_API_PREFIX}/projects/:projectId`;
  * The dashboard API (`/dashboard/api/...`): its own app and, in AWS, its own Lambda. Every route needs
  * a signed-in user (an access token from the identity provider, never a `dmt_` key); every route under
  * `/projects/:projectId` also needs the user to be a member of that project, and treats any other
- * project as absent (404), so ids of other tenants' projects and keys reveal nothing.
+ * project as absent (404), so ids of other tenants' projects and keys reveal nothing. The one exception:
+ * the local server's signed download links (./downloads.ts), whose link is the grant.
  */
 export function createDashboardApp(deps: DashboardApiDeps): Hono<AppEnv> {
   const clock = deps.clock ?? Date.now;
