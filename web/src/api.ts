@@ -98,7 +98,18 @@ export interface CreditPurchaseOffer {
   configured: boolean;
   amounts_usd: string[];
   saved_card?: boolean;
-  recharge?: { threshold_usd: string; amount_usd: string } | null;
+  recharge?: RechargeRule | null;
+  last_recharge?: {
+    at: number;
+    outcome: "succeeded" | "failed" | "unreachable";
+    message?: string;
+  } | null;
+}
+
+/** An auto-recharge rule as the API reads and writes it: dollars as decimal strings. */
+export interface RechargeRule {
+  threshold_usd: string;
+  amount_usd: string;
 }
 
 export interface GrantInput {
@@ -384,6 +395,19 @@ export class Api {
   /** A Stripe Checkout session for one offered amount; the page goes to its URL. */
   checkout(projectId: string, usd: string, returnUrl: string): Promise<{ session_id: string; url: string }> {
     return this.call("POST", this.project(projectId, "/credits/checkout"), { usd, return_url: returnUrl });
+  }
+
+  /** Sets the project's auto-recharge rule (admins); the amount one of those offered. */
+  setRecharge(
+    projectId: string,
+    rule: RechargeRule,
+  ): Promise<{ recharge: RechargeRule; saved_card: boolean }> {
+    return this.call("PUT", this.project(projectId, "/credits/recharge"), rule);
+  }
+
+  /** Turns auto-recharge off (admins). */
+  async clearRecharge(projectId: string): Promise<void> {
+    await this.call("DELETE", this.project(projectId, "/credits/recharge"));
   }
 
   /** The project's price plan (read-only). */

@@ -49,10 +49,8 @@ export function buySection(ctx: PageContext): HTMLElement {
         });
         return button;
       });
-      const rule = offer.recharge
-        ? `Auto-recharge: below $${offer.recharge.threshold_usd}, $${offer.recharge.amount_usd} is charged to the saved card.`
-        : "Auto-recharge is off.";
-      return [h("div", { class: "buy-amounts" }, ...buttons), status, h("p", { class: "muted" }, rule)];
+      // The auto-recharge rule has its own card (credits-recharge.ts).
+      return [h("div", { class: "buy-amounts" }, ...buttons), status];
     },
   );
   return section;

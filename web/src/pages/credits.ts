@@ -4,6 +4,7 @@ import { formError, onSubmit } from "../form";
 import { counted, money } from "../format";
 import { buySection } from "./credits-buy";
 import { planSection } from "./credits-plan";
+import { rechargeSection } from "./credits-recharge";
 import { emptyState, loadInto, type Page, type PageContext, pageHead } from "./page";
 
 const SOURCES: [value: string, label: string][] = [
@@ -277,7 +278,7 @@ export const creditsPage: Page = {
             )
           : null,
       ),
-      buySection(ctx),
+      h("div", { class: "grid two" }, buySection(ctx), rechargeSection(ctx)),
       planSection(ctx),
       h(
         "section",
