@@ -89,6 +89,13 @@ export type BudgetAdmission =
   | { ok: true; holds: BudgetHolds; headers: Record<string, string> }
   | { ok: false; error: ApiError; refusedBy?: BudgetWindowOf };
 
+/**
+ * A TPM lease's charges are noted at most this long after a call, even where budgets' are noted before
+ * the call ends (Lambda): a note saves nothing a limit needs (an open hold counts in full until it is
+ * settled, and a minute's counter matters only in its minute), and per call it was a third write.
+ */
+const TPM_NOTE_MS = 1_000;
+
 /** A soft budget is counted under a limit no call reaches: it only reports. */
 const SOFT_LIMIT = MAX_BALANCE_MICROS;
 const MAX_CACHED = 10_000;
@@ -112,26 +119,31 @@ export class BudgetGuard {
   /** TPM shards that refused this process (their ids carry the minute): not asked again that minute. */
   private readonly fullShards = new Set<string>();
   private readonly ownShard: number;
+  /** The TPM leases: their charges noted in batches even in Lambda (TPM_NOTE_MS). */
+  private readonly tokenLeases: CreditLeases;
 
   constructor(private readonly deps: BudgetGuardDeps) {
     const { counters } = deps;
     this.ownShard = deps.tpmShard ?? Math.floor(Math.random() * 1_000_000);
-    this.leases = new CreditLeases(
-      {
-        hold: (id, holdId, micros, expiresAt) =>
-          counters.hold(id, holdId, micros, expiresAt, this.limits.get(id) ?? 0),
-        recordCharges: (hold, charges) => counters.recordCharges(hold, charges),
-        settleCharges: (hold, charges) => counters.settleCharges(hold, charges),
-      },
-      deps.clock,
-      deps.logger,
-      {
-        ...DEFAULT_LEASES,
-        holdTtlMs: deps.holdTtlMs,
-        noteMs: deps.noteChargesMs,
-        ...(deps.leaseOpenMs !== undefined && { openMs: deps.leaseOpenMs }),
-      },
-    );
+    const leases = (noteMs: number) =>
+      new CreditLeases(
+        {
+          hold: (id, holdId, micros, expiresAt) =>
+            counters.hold(id, holdId, micros, expiresAt, this.limits.get(id) ?? 0),
+          recordCharges: (hold, charges) => counters.recordCharges(hold, charges),
+          settleCharges: (hold, charges) => counters.settleCharges(hold, charges),
+        },
+        deps.clock,
+        deps.logger,
+        {
+          ...DEFAULT_LEASES,
+          holdTtlMs: deps.holdTtlMs,
+          noteMs,
+          ...(deps.leaseOpenMs !== undefined && { openMs: deps.leaseOpenMs }),
+        },
+      );
+    this.leases = leases(deps.noteChargesMs);
+    this.tokenLeases = leases(Math.max(deps.noteChargesMs, TPM_NOTE_MS));
   }
 
   /**
@@ -186,7 +198,9 @@ export class BudgetGuard {
     counted.sort((a, b) => (a.counterId < b.counterId ? -1 : 1));
     const results = await Promise.allSettled(
       counted.map((each) =>
-        each.shard ? this.reserveTokens(each, each.shard) : this.leases.reserve(each.counterId, each.micros),
+        each.shard
+          ? this.reserveTokens(each, each.shard)
+          : (each.budget ? this.leases : this.tokenLeases).reserve(each.counterId, each.micros),
       ),
     );
     const holds: BudgetHolds = { budgets: [] };
@@ -259,13 +273,13 @@ export class BudgetGuard {
       const id = tpmCounterId(shard.keyId, own.span, index);
       if (this.fullShards.has(id)) continue;
       this.limits.set(id, tpmShardLimit(shard.limit, shard.count, index));
-      const result = await this.leases.reserve(id, own.micros);
+      const result = await this.tokenLeases.reserve(id, own.micros);
       if (result.ok) return result;
       refused ??= result;
       this.markFull(id);
     }
     if (refused) return refused;
-    const result = await this.leases.reserve(own.counterId, own.micros);
+    const result = await this.tokenLeases.reserve(own.counterId, own.micros);
     if (result.ok) this.fullShards.delete(own.counterId);
     return result;
   }
@@ -279,7 +293,7 @@ export class BudgetGuard {
   async finish(holds: BudgetHolds, costMicros: number, tokens: number): Promise<void> {
     await Promise.all([
       ...holds.budgets.map((each) => this.leases.finish(each.reservation, costMicros)),
-      holds.tokens ? this.leases.finish(holds.tokens, tokens) : undefined,
+      holds.tokens ? this.tokenLeases.finish(holds.tokens, tokens) : undefined,
     ]);
   }
 
@@ -320,7 +334,7 @@ export class BudgetGuard {
 
   /** Settles every lease (a clean shutdown). */
   settle(): Promise<void> {
-    return this.leases.settleAll();
+    return Promise.all([this.leases.settleAll(), this.tokenLeases.settleAll()]).then(() => undefined);
   }
 
   /** The project's budgets, cached `cacheMs` (a change applies within it); one read per project in flight. */

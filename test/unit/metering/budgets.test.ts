@@ -4,9 +4,11 @@ import {
   type BudgetInput,
   type BudgetReport,
   type BudgetWatcher,
+  counterId,
   newBudget,
   tpmCounterId,
   tpmSpan,
+  windowSpan,
 } from "../../../lambda/core/budgets";
 import { silentLogger } from "../../../lambda/core/logger";
 import { type BudgetAdmission, type BudgetClaim, BudgetGuard } from "../../../lambda/metering/budgets";
@@ -224,6 +226,24 @@ describe("tokens per minute", () => {
     await s.budget({ usd: "1", window: "day" });
     const refused = refusal(await s.guard.admit(claim(2 * USD, tpm(10, 50))));
     expect(refused?.code).toBe("rate_limit_exceeded");
+  });
+
+  it("notes a call's tokens in batches even where budgets are noted before the call ends (Lambda), and settles them exactly", async () => {
+    const s = setup();
+    const budget = await s.budget({ usd: "10", window: "day" });
+    const admitted = await s.guard.admit(claim(USD / 10, tpm(1_000_000, 600)));
+    if (!admitted.ok) throw admitted.error;
+    await s.guard.finish(admitted.holds, USD / 20, 450);
+    const budgetCounter = counterId(budget, windowSpan("day", T0), null);
+    const tokensCounter = tpmCounterId("abcdefghij012345", tpmSpan(T0));
+    // The budget's charge is on the store when the call's after-work ends; the tokens wait for a batch.
+    expect([...(await s.counters.charges(budgetCounter)).noted.values()]).toEqual([USD / 20]);
+    expect([...(await s.counters.charges(tokensCounter)).noted.values()]).toEqual([0]);
+    // Until settled the lease counts in full against the minute: nothing a later call could overrun.
+    expect((await s.counters.spend(tokensCounter)).heldMicros).toBeGreaterThanOrEqual(600);
+    await s.guard.settle();
+    expect(await s.counters.spend(tokensCounter)).toEqual({ spentMicros: 450, heldMicros: 0 });
+    expect(await s.counters.spend(budgetCounter)).toEqual({ spentMicros: USD / 20, heldMicros: 0 });
   });
 
   describe("split over shards (Lambda: thousands of containers take the new minute's leases at once)", () => {
