@@ -58,7 +58,8 @@ export class StripePayments extends Construct {
 
   /**
    * A function that applies Stripe's events or charges recharges: the two secrets (read only), the
-   * payments table, the credits it grants or takes back, and the project a payment names.
+   * payments table, the credits it grants or takes back, the project a payment names, and the alert
+   * rules a grant re-checks.
    */
   connect(fn: LambdaFunction, { scan = false }: { scan?: boolean } = {}): void {
     const { store } = this.props;
@@ -69,6 +70,9 @@ export class StripePayments extends Construct {
     store.grant(fn, "credits", ["GetItem", "PutItem", "UpdateItem"]);
     store.grant(fn, "ledger", ["GetItem", "PutItem"]);
     store.grant(fn, "projects", ["GetItem"]);
+    // A grant re-checks the project's low-balance alert at once, as locally: read the rules, and fire
+    // or re-arm one with a conditional update (lambda/handlers/runtime/stripe.ts).
+    store.grant(fn, "alertRules", ["Query", "UpdateItem"]);
   }
 
   /**

@@ -735,6 +735,20 @@ describe("metering", () => {
     expect(stack.observability.alarms.map((a) => a.node.path)).toContain(alarm.node.path);
   });
 
+  it("lets the Stripe webhook and the sweeper re-check a project's low-balance alert after a grant", () => {
+    // Read the rules, fire or re-arm one with a conditional update; never write or delete a rule.
+    for (const fn of [stack.payments.webhook.function, stack.metering.sweeper.function]) {
+      const onRules = policyOf(logicalId(fn.role as never)).filter((s) =>
+        JSON.stringify(s.Resource).includes(logicalId(stack.store.tables.alertRules)),
+      );
+      const actions = onRules.flatMap((s) => [s.Action].flat());
+      expect(actions).toContain("dynamodb:Query");
+      expect(actions).toContain("dynamodb:UpdateItem");
+      expect(actions).not.toContain("dynamodb:PutItem");
+      expect(actions).not.toContain("dynamodb:DeleteItem");
+    }
+  });
+
   it("rate-limits the data API with the proxies' buckets", () => {
     const dataApi = stack.dataApi.function;
     const variables = environmentOf(dataApi);

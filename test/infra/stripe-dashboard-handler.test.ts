@@ -86,6 +86,7 @@ beforeAll(async () => {
     DMT_DASHBOARD_URL: DASHBOARD_URL,
     DMT_BYOK_KEY_ARN: "arn:aws:kms:us-east-1:123456789012:key/byok-test",
     DMT_ATHENA_WORKGROUP: "dmt-warehouse",
+    DMT_ATHENA_RESULTS_BUCKET: "dmt-athena-results",
     DMT_WAREHOUSE_DATABASE: "dmt_warehouse",
     DMT_WAREHOUSE_TABLE: "interactions",
     DMT_WEBHOOK_QUEUE_URL: "http://127.0.0.1:9/123456789012/deliveries",

@@ -8,7 +8,9 @@ import { DynamoPorts } from "../../lambda/adapters/dynamodb/ports";
 import { TABLES, tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { composePayments } from "../../lambda/compose/payments";
 import { createProject } from "../../lambda/core/accounts";
+import { LOW_BALANCE_RULE, type LowBalanceRule } from "../../lambda/core/alert-rules";
 import { silentLogger } from "../../lambda/core/logger";
+import { lowBalanceRule } from "../../lambda/events/alerts";
 import { awsStripeSettings } from "../../lambda/handlers/runtime/stripe";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 import { completeCheckout, type StripeStandIn, signedHeader, startStripe } from "../support/stripe";
@@ -100,6 +102,10 @@ async function paidCheckout(projectId: string, usd: number): Promise<string> {
   return JSON.stringify(event);
 }
 
+async function lowRule(projectId: string): Promise<LowBalanceRule | undefined> {
+  return (await store.alertRules.list(projectId)).find((r): r is LowBalanceRule => r.kind === "low_balance");
+}
+
 function webhook(payload: string, signature?: string): Promise<Answer> {
   return api(
     gatewayProxyEvent(
@@ -169,6 +175,29 @@ describe("POST /stripe/webhook through its Lambda handler", () => {
       not_taken_usd: "0.00",
       available_usd: "15.00",
     });
+  });
+
+  it("re-checks the project's low-balance alert at once: re-armed above it, fired while still below", async () => {
+    // A rule that fired at zero: the purchase lifts the balance above it, so it is armed again.
+    const above = await paidCheckout("stripe-aws-rearm", 25);
+    await store.alertRules.put(lowBalanceRule("stripe-aws-rearm", "10", Date.now()));
+    expect(await store.alertRules.disarm("stripe-aws-rearm", LOW_BALANCE_RULE, Date.now())).toBe(true);
+    expect((await webhook(above, signedHeader(above, stripe.webhookSecret))).statusCode).toBe(200);
+    expect((await lowRule("stripe-aws-rearm"))?.armed).toBe(true);
+
+    // An armed rule above what was bought: still below it, so balance.low goes on the bus, once.
+    const below = await paidCheckout("stripe-aws-low", 25);
+    await store.alertRules.put(lowBalanceRule("stripe-aws-low", "50", Date.now()));
+    for (let delivery = 0; delivery < 2; delivery++) {
+      expect((await webhook(below, signedHeader(below, stripe.webhookSecret))).statusCode).toBe(200);
+    }
+    expect((await lowRule("stripe-aws-low"))?.armed).toBe(false);
+    const low = bus.entries
+      .filter((entry) => entry.DetailType === "balance.low")
+      .map((entry) => JSON.parse(entry.Detail))
+      .filter((event) => event.projectid === "stripe-aws-low");
+    expect(low).toHaveLength(1);
+    expect(low[0].data).toEqual({ available_usd: "25.00", threshold_usd: "50.00" });
   });
 
   it("refuses a missing, forged or replayed signature and grants nothing", async () => {

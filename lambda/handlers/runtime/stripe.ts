@@ -1,4 +1,5 @@
 import { CachedSecret, createSecretsClient } from "../../adapters/secrets-manager/secrets";
+import { composeAlerts } from "../../compose/alerts";
 import type { Infrastructure } from "../../compose/infrastructure";
 import { type Billing, composePayments } from "../../compose/payments";
 import type { EventPublisher } from "../../core/cloudevent";
@@ -58,10 +59,18 @@ export function awsStripeSettings(
 export function awsBilling(
   infra: Pick<Infrastructure, "store" | "logger" | "clock">,
   config: StripeSecretConfig,
-  /** The stack's bus: purchases, take-backs and failed recharges raise their events there. */
+  /** The stack's bus: purchases, take-backs, failed recharges and low-balance alerts raise their events there. */
   events?: EventPublisher,
 ): () => Promise<Billing | undefined> {
   const settings = awsStripeSettings(config, infra.logger);
+  // A purchase or a recharge re-checks the project's low-balance alert at once, as the local server
+  // does: a balance back above re-arms it, one still below an armed rule fires balance.low on the bus.
+  const alerts =
+    events && composeAlerts({ events, logger: infra.logger, clock: infra.clock, store: infra.store }).alerts;
+  const paymentEvents = events && {
+    publisher: events,
+    ...(alerts && { afterGrant: (projectId: string) => alerts.check(projectId) }),
+  };
   let current: { settings: StripeSettings; billing: Billing } | undefined;
   return async () => {
     let now: StripeSettings | undefined;
@@ -79,7 +88,7 @@ export function awsBilling(
       current?.settings.secretKey !== now.secretKey ||
       current.settings.webhookSecret !== now.webhookSecret
     ) {
-      const billing = composePayments(infra, now, events && { publisher: events });
+      const billing = composePayments(infra, now, paymentEvents);
       if (!billing) return undefined;
       current = { settings: now, billing };
     }
