@@ -6,7 +6,7 @@
  *
  *   npx tsx bench/aws-scale.ts --calls-per-second 1000 --seconds-per-call 20 --duration 30 \
  *     [--compute standard|managed-instances] [--json <file>] [--throttle-rate <p>] [--kill-containers <n>]
- *     [--budgets <n>] [--tpm <tokens a minute>]
+ *     [--budgets <n>] [--tpm <tokens a minute>] [--rpm <requests a minute>] [--burst <requests>]
  *
  * Time is VIRTUAL: the clock metering reads is the model's, advanced in ticks of 100 ms once every store
  * request of the tick has been answered (those a call started off its path too). Two cores cannot run dynalite at 1,000 calls a second in real
@@ -22,11 +22,11 @@ import { NodeHttpHandler } from "@smithy/node-http-handler";
 import { DynamoBudgets } from "../lambda/adapters/dynamodb/budgets";
 import { createDynamoClient, ensureTables } from "../lambda/adapters/dynamodb/client";
 import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
+import { DynamoRateLimiter } from "../lambda/adapters/dynamodb/rate-limit";
 import { TABLES, type TableName, tableNames } from "../lambda/adapters/dynamodb/tables";
 import { activePriceCatalogue } from "../lambda/adapters/fs/price-catalogue";
 import { MemoryIdempotency } from "../lambda/adapters/memory/idempotency";
 import { MemoryMasterKey } from "../lambda/adapters/memory/key-wrapper";
-import { MemoryRateLimiter } from "../lambda/adapters/memory/rate-limit";
 import { MemoryVendorKeys } from "../lambda/adapters/memory/vendor-keys";
 import {
   counterId,
@@ -58,6 +58,9 @@ interface Options {
   budgets: number;
   /** The key's tokens-per-minute limit (0: none). */
   tpm: number;
+  /** The key's rate limit (an enterprise project's custom one), taken from DynamoDB as in Lambda. */
+  rpm: number;
+  burst: number;
 }
 
 function parseArgs(argv: string[]): Options {
@@ -71,6 +74,8 @@ function parseArgs(argv: string[]): Options {
     killContainers: 0,
     budgets: 1,
     tpm: 0,
+    rpm: 120_000,
+    burst: 10_000,
   };
   for (let i = 0; i < argv.length; i += 2) {
     const [flag, value] = [argv[i], argv[i + 1]];
@@ -87,6 +92,8 @@ function parseArgs(argv: string[]): Options {
     else if (flag === "--kill-containers") o.killContainers = num();
     else if (flag === "--budgets") o.budgets = num();
     else if (flag === "--tpm") o.tpm = num();
+    else if (flag === "--rpm") o.rpm = num();
+    else if (flag === "--burst") o.burst = num();
     else if (flag === "--json") o.json = value;
     else if (flag === "--compute") {
       if (value !== "standard" && value !== "managed-instances") {
@@ -110,6 +117,8 @@ const KEY_ID = "scalekey00000001";
 const LEASES = process.env.BEFORE === "1" ? {} : { leaseOpenMs: 15 * MINUTE };
 /** The Lambda handler's TPM shards (lambda/handlers/proxy.ts); BEFORE=1 (or TPM_SHARDS=1): one counter. */
 const TPM_SHARDS = process.env.BEFORE === "1" ? 1 : Number(process.env.TPM_SHARDS ?? 16);
+/** The Lambda functions' rate-limit shards (runtime/aws.ts); BEFORE=1 (or RATE_SHARDS=1): one bucket. */
+const RATE_SHARDS = process.env.BEFORE === "1" ? 1 : Number(process.env.RATE_SHARDS ?? 16);
 const USAGE = { inputTokens: 1_000, outputTokens: 400 };
 /** The quota the concurrency is counted against (Service Quotas, Lambda, "Concurrent executions"). */
 const CONCURRENCY_QUOTA = "Concurrent executions (Lambda, per Region; default 1,000)";
@@ -146,7 +155,7 @@ async function main(): Promise<void> {
     clock,
     tables: Object.fromEntries(Object.entries(names).map(([logical, physical]) => [physical, logical])),
     throttleRate: options.throttleRate,
-    watched: new Set([names.credits, names.ledger, names.budgetCounters]),
+    watched: new Set([names.credits, names.ledger, names.budgetCounters, names.rateLimits]),
   });
   limits.setKeys(
     Object.fromEntries(Object.entries(TABLES).map(([logical, def]) => [names[logical as TableName], def])),
@@ -190,7 +199,7 @@ async function main(): Promise<void> {
     const client = own as unknown as DynamoDBClient;
     const metering = createMetering({
       credits: new DynamoCredits(client, names, clock),
-      limiter: new MemoryRateLimiter(clock),
+      limiter: new DynamoRateLimiter(client, names, clock, { shards: RATE_SHARDS }),
       idempotency: new MemoryIdempotency(clock),
       vendorKeys: new CachedVendorKeys(vendorKeys, 5_000, 100, clock),
       prices,
@@ -297,7 +306,10 @@ async function main(): Promise<void> {
           keyId: KEY_ID,
           startedAt: now,
           maxTokens: 1_000,
-          auth: { rateLimit: { rpm: 1e9, burst: 1e9 }, ...(options.tpm > 0 && { tpm: options.tpm }) },
+          auth: {
+            rateLimit: { rpm: options.rpm, burst: options.burst },
+            ...(options.tpm > 0 && { tpm: options.tpm }),
+          },
         });
         stats.started++;
         work.push(
@@ -347,6 +359,7 @@ async function main(): Promise<void> {
   }
   const arrivalsReport: LimitReport = limits.report();
   const hottestTpm = options.tpm > 0 ? limits.hottestWhere("tpm#") : null;
+  const hottestBucket = limits.hottestWhere("key:");
   // The end happens at one instant of the model's clock: counted from here, not refused.
   limits.enforce = false;
 
@@ -443,10 +456,12 @@ async function main(): Promise<void> {
     tpm,
   };
 
-  const meteringWcu = ["credits", "ledger", "budgetCounters"].reduce(
+  // The metering path's tables, the key's rate-limit bucket with them.
+  const meteringWcu = ["credits", "ledger", "budgetCounters", "rateLimits"].reduce(
     (sum, t) => sum + (arrivalsReport.tables[t]?.wcu ?? 0),
     0,
   );
+  const bucketWcu = arrivalsReport.tables.rateLimits?.wcu ?? 0;
   const result = {
     model: {
       clock:
@@ -459,6 +474,7 @@ async function main(): Promise<void> {
       budgets: options.budgets,
       throttleRate: options.throttleRate,
       killContainers: options.killContainers,
+      rateLimit: { rpm: options.rpm, burst: options.burst, maxShards: RATE_SHARDS },
       containers: containers.length,
       holdTtlMs: HOLD_TTL_MS,
     },
@@ -482,8 +498,10 @@ async function main(): Promise<void> {
     tables: arrivalsReport.tables,
     hottestItem: arrivalsReport.hottest,
     hottestTpmItem: hottestTpm,
+    hottestRateLimitItem: hottestBucket,
     largestItem: arrivalsReport.largest,
     wcuPerCall: stats.completed > 0 ? Number((meteringWcu / stats.completed).toFixed(3)) : null,
+    wcuPerCallRateLimit: stats.completed > 0 ? Number((bucketWcu / stats.completed).toFixed(3)) : null,
     sweep: { ...sweep, requests: sweepReads },
     reconciled,
   };
@@ -504,7 +522,9 @@ async function main(): Promise<void> {
   print("hottest item WCU/s", arrivalsReport.hottest);
   print("largest item", arrivalsReport.largest);
   if (hottestTpm) print("hottest TPM counter WCU/s", hottestTpm);
+  print("hottest rate-limit bucket WCU/s", hottestBucket);
   print("WCU per call (metering tables)", result.wcuPerCall);
+  print("  of which the rate-limit bucket", result.wcuPerCallRateLimit);
   print("sweeper", result.sweep);
   print("balance exact", reconciled.balanceExact);
   print("windows exact", reconciled.windowsExact);

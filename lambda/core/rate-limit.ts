@@ -40,6 +40,33 @@ export function bucketRule(limit: RateLimit): BucketRule {
   return { intervalUs, toleranceUs: (limit.burst - 1) * intervalUs };
 }
 
+/** A key's bucket is split in one shard per this many requests a minute of its limit (up to the host's most). */
+export const RPM_PER_SHARD = 3_000;
+
+/**
+ * How many items a key's bucket is split over when the host allows `maxShards`: one per RPM_PER_SHARD
+ * of the limit (a shard then takes at most 50 requests a second, one or two writes each), never more
+ * than the burst, so a tier's small bucket stays one item and exact. Thousands of Lambda containers each
+ * take a token per call: on one item a key at 1,000 calls a second is DynamoDB's 1,000 writes a second.
+ */
+export function rateShardCount(limit: RateLimit, maxShards: number): number {
+  return Math.max(
+    1,
+    Math.min(Math.floor(maxShards), Math.floor(limit.rpm / RPM_PER_SHARD), Math.floor(limit.burst)),
+  );
+}
+
+/** Shard k's part of the limit: the parts' rpm and burst sum to the key's exactly. */
+export function rateShardLimit(limit: RateLimit, shards: number, k: number): RateLimit {
+  const part = (total: number) => Math.floor(total / shards) + (k < total % shards ? 1 : 0);
+  return { rpm: part(limit.rpm), burst: part(limit.burst) };
+}
+
+/** Shard k's bucket id (the key's own id when the bucket is one item). */
+export function rateShardId(bucketId: string, k: number): string {
+  return `${bucketId}#s${k}`;
+}
+
 /**
  * The decision for an allowed request, given `tat` after it took its token, and the tokens this process
  * took ahead of demand and has not used yet (they are still the key's to spend: see the DynamoDB adapter).

@@ -108,6 +108,94 @@ describe("rate limits over DynamoDB", () => {
   });
 });
 
+describe("a key's rate-limit bucket split over shards (Lambda)", () => {
+  // 6,000 rpm and a burst of 40: two shards of 3,000 rpm and 20 each (core/rate-limit.ts rateShardCount).
+  const LARGE = { rpm: 6000, burst: 40 };
+
+  it("lets one process spend the key's whole burst, its own shard first, with the key's headers", async () => {
+    now = T0;
+    const { client, commands } = countingClient();
+    const limiter = new DynamoRateLimiter(client, names, clock, { shards: 16, shard: 0 });
+    const bucket = newBucket();
+    for (let i = 1; i <= 40; i++) {
+      expect(await limiter.check(bucket, LARGE)).toMatchObject({
+        allowed: true,
+        limit: 6000,
+        remaining: 40 - i,
+      });
+    }
+    // Every shard short: refused with the key's limit, the soonest token (one shard interval, 20 ms).
+    commands.length = 0;
+    expect(await limiter.check(bucket, LARGE)).toEqual({
+      allowed: false,
+      limit: 6000,
+      remaining: 0,
+      reset: T0 / 1000 + 1,
+      retryAfterSeconds: 1,
+    });
+    // Both shards seen exhausted: refused with no store call.
+    expect(commands).toEqual([]);
+    // 20 ms refill one token in each shard: two requests, not more.
+    now = T0 + 20;
+    expect((await limiter.check(bucket, LARGE)).allowed).toBe(true);
+    expect((await limiter.check(bucket, LARGE)).allowed).toBe(true);
+    expect((await limiter.check(bucket, LARGE)).allowed).toBe(false);
+    // An hour on, both shards are full again: the key's burst, not more, less this request.
+    now = T0 + 3_600_000;
+    expect(await limiter.check(bucket, LARGE)).toMatchObject({ allowed: true, remaining: 39 });
+  });
+
+  it("never lets processes on different shards past the key's burst together", async () => {
+    now = T0;
+    const bucket = newBucket();
+    const processes = [0, 1, 0, 1].map(
+      (shard) => new DynamoRateLimiter(newClient(), names, clock, { shards: 16, shard }),
+    );
+    let allowed = 0;
+    for (let i = 0; i < 80; i++) {
+      if ((await (processes[i % processes.length] as DynamoRateLimiter).check(bucket, LARGE)).allowed)
+        allowed++;
+    }
+    expect(allowed).toBe(40);
+    // A second later the key holds its burst again, all processes together no more.
+    now = T0 + 1000;
+    const decisions = await Promise.all(
+      Array.from({ length: 60 }, (_, i) =>
+        (processes[i % processes.length] as DynamoRateLimiter).check(bucket, LARGE),
+      ),
+    );
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(40);
+  });
+
+  it("spreads a large key's writes over its shards' items, none on the key's own", async () => {
+    now = T0;
+    const bucket = newBucket();
+    const limit = { rpm: 120_000, burst: 10_000 };
+    for (let shard = 0; shard < 16; shard++) {
+      const limiter = new DynamoRateLimiter(newClient(), names, clock, { shards: 16, shard });
+      expect(await limiter.check(bucket, limit)).toMatchObject({ allowed: true, remaining: 9_999 });
+    }
+    const scanned = await db.send(new ScanCommand({ TableName: names.rateLimits, ConsistentRead: true }));
+    const ids = (scanned.Items ?? [])
+      .map((raw) => unmarshall(raw).bucketId as string)
+      .filter((id) => id === bucket || id.startsWith(`${bucket}#`))
+      .sort();
+    expect(ids).toEqual(Array.from({ length: 16 }, (_, k) => `${bucket}#s${k}`).sort());
+  });
+
+  it("keeps a tier's bucket one item however many shards the host allows", async () => {
+    now = T0;
+    const bucket = newBucket();
+    const limiter = new DynamoRateLimiter(newClient(), names, clock, { shards: 16 });
+    for (let i = 1; i <= 100; i++) await limiter.check(bucket, { rpm: 600, burst: 1000 });
+    const scanned = await db.send(new ScanCommand({ TableName: names.rateLimits, ConsistentRead: true }));
+    const ids = (scanned.Items ?? [])
+      .map((raw) => unmarshall(raw).bucketId as string)
+      .filter((id) => id === bucket || id.startsWith(`${bucket}#`));
+    expect(ids).toEqual([bucket]);
+  });
+});
+
 idempotencyContract("DynamoIdempotency over dynalite", async (contractClock) => ({
   store: new DynamoIdempotency(db, names, contractClock),
   another: () => new DynamoIdempotency(newClient(), names, contractClock),

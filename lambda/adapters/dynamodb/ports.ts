@@ -12,7 +12,7 @@ import { DynamoPayments } from "./payments";
 import { DynamoPlans } from "./plans";
 import { DynamoPrivacySettings } from "./privacy-settings";
 import { DynamoProjectTiers } from "./project-tier";
-import { DynamoRateLimiter } from "./rate-limit";
+import { DynamoRateLimiter, type RateShardOptions } from "./rate-limit";
 import { DynamoStore } from "./store";
 import type { TableNames } from "./tables";
 import { DynamoTombstones } from "./tombstones";
@@ -21,7 +21,8 @@ import { DynamoVendorKeys } from "./vendor-keys";
 /**
  * Every store port over one DynamoDB client (dynalite locally), each made on first use and kept: a
  * function builds only what it uses. `clock` is metering's (credits, budgets, rate limits, idempotency,
- * vendor keys); tests move it.
+ * vendor keys); tests move it. `rateLimits` says how many items a key's rate-limit bucket may be split over:
+ * every host of one table must give the same (runtime/aws.ts: all the stack's functions).
  */
 export class DynamoPorts implements StorePorts {
   private readonly made = new Map<string, unknown>();
@@ -31,6 +32,7 @@ export class DynamoPorts implements StorePorts {
     readonly tables: TableNames,
     private readonly keyWrapper: () => KeyWrapper,
     private readonly clock: () => number = Date.now,
+    private readonly rateLimits: Pick<RateShardOptions, "shards"> = {},
   ) {}
 
   private once<T>(name: string, make: () => T): T {
@@ -51,7 +53,10 @@ export class DynamoPorts implements StorePorts {
     return this.once("budgets", () => new DynamoBudgets(this.db, this.tables, this.clock));
   }
   get rateLimiter(): DynamoRateLimiter {
-    return this.once("rateLimiter", () => new DynamoRateLimiter(this.db, this.tables, this.clock));
+    return this.once(
+      "rateLimiter",
+      () => new DynamoRateLimiter(this.db, this.tables, this.clock, this.rateLimits),
+    );
   }
   get idempotency(): DynamoIdempotency {
     return this.once("idempotency", () => new DynamoIdempotency(this.db, this.tables, this.clock));

@@ -12,6 +12,9 @@ import {
   deniedDecision,
   type RateLimitDecision,
   type RateLimiter,
+  rateShardCount,
+  rateShardId,
+  rateShardLimit,
 } from "../../core/rate-limit";
 import { readItem } from "./paging";
 import type { TableNames } from "./tables";
@@ -40,6 +43,18 @@ import type { TableNames } from "./tables";
  *   tokens spent up to that late let through at most the tokens that one or two lifetimes refill
  *   beyond an exact bucket (2 % of the burst at most);
  * - `X-RateLimit-Remaining` counts the process's unused tokens as the key's: exact with one process.
+ *
+ * Shards. In standard Lambda a container serves one call at a time, so it sees no demand to lease for
+ * and takes one token per call: at 1,000 calls a second of one key, 1,000 writes a second on one item,
+ * DynamoDB's limit. Hosts of many processes (runtime/aws.ts) split a key's bucket over up to `shards`
+ * items (core/rate-limit.ts `rateShardCount`: one per 3,000 rpm of the limit), each with its share of
+ * the rpm and the burst, the shares summing to the key's exactly, so the key never gets more than its
+ * bucket. A process takes from its own shard (random) first and from the others in turn only when its
+ * own is short: a request is refused only when every shard is, as far as this process knows (a shard
+ * whose last seen `tat` is past its tolerance refuses with no round trip). `X-RateLimit-Remaining` is the
+ * sum over the shards of what this process last saw of each (a shard it never saw counted full): exact
+ * with one process, as above. Every host of one table must use the same `shards` (the bucket's items
+ * follow from it); one, the default, keeps the single item `bucketId`.
  */
 
 const MAX_UPDATES = 3;
@@ -66,17 +81,79 @@ interface BucketState {
   waiting: number;
 }
 
+export interface RateShardOptions {
+  /** The most items a key's bucket is split over (1, the default: one item). */
+  shards?: number;
+  /** This process's own shard (random unless set). */
+  shard?: number;
+}
+
 export class DynamoRateLimiter implements RateLimiter {
   private readonly buckets = new Map<string, BucketState>();
+  private readonly maxShards: number;
+  private readonly ownShard: number;
 
   constructor(
     private readonly db: DynamoDBClient,
     private readonly tables: Pick<TableNames, "rateLimits">,
     private readonly clock: () => number = Date.now,
-  ) {}
+    options: RateShardOptions = {},
+  ) {
+    this.maxShards = Math.max(1, Math.floor(options.shards ?? 1));
+    this.ownShard = options.shard ?? Math.floor(Math.random() * this.maxShards);
+  }
 
   async check(bucketId: string, limit: RateLimit): Promise<RateLimitDecision> {
     const nowUs = Math.round(this.clock() * 1000);
+    const count = rateShardCount(limit, this.maxShards);
+    if (count === 1) return this.checkBucket(bucketId, limit, nowUs);
+    let refused: RateLimitDecision | undefined;
+    for (let step = 0; step < count; step++) {
+      const k = (this.ownShard + step) % count;
+      const decision = await this.checkBucket(
+        rateShardId(bucketId, k),
+        rateShardLimit(limit, count, k),
+        nowUs,
+      );
+      if (decision.allowed) return this.keyDecision(bucketId, limit, count, nowUs, decision);
+      refused = refused && refused.retryAfterSeconds <= decision.retryAfterSeconds ? refused : decision;
+    }
+    // Every shard short: the key's limit, the soonest a shard has a token, when all are full again.
+    return {
+      ...(refused as RateLimitDecision),
+      limit: limit.rpm,
+      reset: this.keyDecision(bucketId, limit, count, nowUs, refused as RateLimitDecision).reset,
+    };
+  }
+
+  /** The key's headers from its shards: what this process last saw of each, a shard never seen full. */
+  private keyDecision(
+    bucketId: string,
+    limit: RateLimit,
+    count: number,
+    nowUs: number,
+    decision: RateLimitDecision,
+  ): RateLimitDecision {
+    let remaining = 0;
+    let reset = Math.ceil(nowUs / 1_000_000);
+    for (let k = 0; k < count; k++) {
+      const shardLimit = rateShardLimit(limit, count, k);
+      const state = this.buckets.get(rateShardId(bucketId, k));
+      if (state?.tat === undefined) {
+        remaining += shardLimit.burst;
+        continue;
+      }
+      const unused = nowUs < state.expiresUs ? state.tokens : 0;
+      const seen = allowedDecision(shardLimit, state.tat, nowUs, unused);
+      // A shard last seen long ago has refilled, to its burst at most.
+      remaining += Math.min(shardLimit.burst, seen.remaining);
+      reset = Math.max(reset, seen.reset);
+    }
+    return { ...decision, limit: limit.rpm, remaining: decision.allowed ? remaining : 0, reset };
+  }
+
+  /** One bucket (the key's, or one shard of it). */
+  private async checkBucket(bucketId: string, limit: RateLimit, nowUs: number): Promise<RateLimitDecision> {
     const rule = bucketRule(limit);
     const state = this.state(bucketId);
     for (;;) {

@@ -57,6 +57,13 @@ export interface AwsHost extends Pick<Infrastructure, "clock" | "logger" | "metr
 
 type Env = Record<string, string | undefined>;
 
+/**
+ * The most items a key's rate-limit bucket is split over, in every function (the proxies and the data
+ * API take from the same buckets, so all must agree): thousands of one-call containers take a token each
+ * per call, which on one item caps a key near 1,000 calls a second (adapters/dynamodb/rate-limit.ts).
+ */
+const RATE_LIMIT_SHARDS = 16;
+
 /** `function` names the function in every log line and metric (`proxy`, `data-api`, `sweeper`...). */
 export function awsHost(
   env: Env,
@@ -74,7 +81,7 @@ export function awsHost(
     clock: Date.now,
     logger: telemetry.logger,
     metrics: telemetry.metrics,
-    store: new DynamoPorts(db, tableNames(env), keyWrapper),
+    store: new DynamoPorts(db, tableNames(env), keyWrapper, Date.now, { shards: RATE_LIMIT_SHARDS }),
     telemetry,
   };
 }

@@ -5,6 +5,9 @@ import {
   deniedDecision,
   rateLimitError,
   rateLimitHeaders,
+  rateShardCount,
+  rateShardId,
+  rateShardLimit,
 } from "../../../lambda/core/rate-limit";
 
 const FREE = { rpm: 60, burst: 100 };
@@ -78,5 +81,35 @@ describe("headers and error", () => {
     expect(err.status).toBe(429);
     expect(err.toBody().error).toMatchObject({ type: "rate_limit_error", code: "rate_limit_exceeded" });
     expect(err.headers).toMatchObject({ "Retry-After": "6", "X-RateLimit-Remaining": "0" });
+  });
+});
+
+describe("rate-limit shards", () => {
+  it("keeps the tiers' buckets one item and splits a large limit one shard per 3,000 rpm, up to the host's most", () => {
+    expect(rateShardCount(FREE, 16)).toBe(1);
+    expect(rateShardCount({ rpm: 600, burst: 1000 }, 16)).toBe(1);
+    expect(rateShardCount({ rpm: 6000, burst: 10000 }, 16)).toBe(2);
+    expect(rateShardCount({ rpm: 120_000, burst: 10_000 }, 16)).toBe(16);
+    expect(rateShardCount({ rpm: 120_000, burst: 10_000 }, 1)).toBe(1);
+    // Never more shards than the burst: each shard keeps at least one request.
+    expect(rateShardCount({ rpm: 120_000, burst: 5 }, 16)).toBe(5);
+  });
+
+  it("splits the rpm and the burst so the shards sum to the key's exactly", () => {
+    for (const limit of [
+      { rpm: 120_000, burst: 10_000 },
+      { rpm: 60_001, burst: 9_999 },
+      { rpm: 6000, burst: 10000 },
+    ]) {
+      const count = rateShardCount(limit, 16);
+      const parts = Array.from({ length: count }, (_, k) => rateShardLimit(limit, count, k));
+      expect(parts.reduce((sum, p) => sum + p.rpm, 0)).toBe(limit.rpm);
+      expect(parts.reduce((sum, p) => sum + p.burst, 0)).toBe(limit.burst);
+      for (const p of parts) expect(p.burst).toBeGreaterThanOrEqual(1);
+    }
+  });
+
+  it("names each shard after the key's bucket", () => {
+    expect(rateShardId("key:abc", 3)).toBe("key:abc#s3");
   });
 });
