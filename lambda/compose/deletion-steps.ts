@@ -1,4 +1,5 @@
 import { parquetCodec } from "../adapters/parquet/codec";
+import { erasedUsageCodec } from "../adapters/parquet/erased-usage";
 import type { EventPublisher } from "../core/cloudevent";
 import type { CopyPurger } from "../core/deletion";
 import type { ExportSettings } from "../core/export-destination";
@@ -36,6 +37,8 @@ export function composeDeletionSteps(
     // The manifests live beside the files they list.
     manifests: infra.warehouse,
     codec: parquetCodec,
+    // Beside the records too: retention removes a day's erased usage with its records.
+    erasedUsage: { objects: infra.warehouse, codec: erasedUsageCodec },
     purgers: [
       new ExportFilesPurger(infra.exportSettings, (destination) => infra.openDestination(destination)),
       ...infra.hostPurgers,

@@ -47,6 +47,60 @@ export interface UsageGroup {
   costMicros: number;
   /** Their cost at list price (before a price plan's markup or discount), integer micro-USD. */
   listMicros: number;
+  /**
+   * Of `calls`, those a privacy deletion removed: counted from erased usage (core/erased-usage.ts),
+   * whose figures the others include.
+   */
+  erasedCalls: number;
+}
+
+const GROUP_SUMS = [
+  "calls",
+  "pricedCalls",
+  "failedCalls",
+  "inputTokens",
+  "outputTokens",
+  "cachedInputTokens",
+  "cacheWriteTokens",
+  "reasoningTokens",
+  "costMicros",
+  "listMicros",
+  "erasedCalls",
+] as const;
+
+const groupKey = (g: UsageGroup) =>
+  JSON.stringify([g.day, g.vendor, g.model, g.keyId, g.billingMode, g.priceVersion]);
+
+/**
+ * The groups of the calls the warehouse holds plus those of erased usage: a group in both is one row
+ * with the figures added; the result in day, vendor, model, key, billing mode and price version order.
+ */
+export function addErasedUsage(groups: readonly UsageGroup[], erased: readonly UsageGroup[]): UsageGroup[] {
+  if (erased.length === 0) return [...groups];
+  const byKey = new Map(groups.map((g) => [groupKey(g), { ...g }]));
+  for (const e of erased) {
+    const held = byKey.get(groupKey(e));
+    if (!held) {
+      byKey.set(groupKey(e), { ...e });
+      continue;
+    }
+    for (const name of GROUP_SUMS) held[name] += e[name];
+  }
+  const order = (g: UsageGroup) => [
+    g.day,
+    g.vendor,
+    g.model ?? "",
+    g.keyId,
+    g.billingMode,
+    g.priceVersion ?? "",
+  ];
+  return [...byKey.values()].sort((a, b) => {
+    const [x, y] = [order(a), order(b)];
+    for (let i = 0; i < x.length; i++) {
+      if (x[i] !== y[i]) return (x[i] as string) < (y[i] as string) ? -1 : 1;
+    }
+    return 0;
+  });
 }
 
 /** The aggregate behind a FOCUS export (core/focus.ts), from both engines' shared SQL. */

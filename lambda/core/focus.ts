@@ -74,6 +74,7 @@ export const FOCUS_CUSTOM_COLUMNS = [
   "x_ReasoningTokens",
   "x_CostMicros",
   "x_ListMicros",
+  "x_ErasedCalls",
 ] as const;
 
 export const FOCUS_EXPORT_COLUMNS: readonly string[] = [...FOCUS_COLUMNS, ...FOCUS_CUSTOM_COLUMNS];
@@ -162,6 +163,7 @@ export function focusRow(group: UsageGroup, context: FocusContext): Record<strin
     x_ReasoningTokens: group.reasoningTokens,
     x_CostMicros: group.costMicros,
     x_ListMicros: group.listMicros,
+    x_ErasedCalls: group.erasedCalls,
   };
 }
 
@@ -209,5 +211,12 @@ export function usageGroupFromCells(cells: readonly (string | null | undefined)[
     reasoningTokens: count(13),
     costMicros: count(14),
     listMicros: count(15),
+    erasedCalls: 0,
   };
+}
+
+/** A group of erased usage from `erasedUsageGroupSql`'s cells (the same order): all its calls erased. */
+export function erasedGroupFromCells(cells: readonly (string | null | undefined)[]): UsageGroup {
+  const group = usageGroupFromCells(cells);
+  return { ...group, erasedCalls: group.calls };
 }

@@ -5,6 +5,7 @@ import {
   type DeletionRequestRecord,
   type DeletionRequestStore,
   deletionMatcher,
+  FileChangedError,
   hashUserId,
   type TombstoneStore,
   targetOf,
@@ -21,10 +22,11 @@ import {
   type RewriteItem,
   type RewriteOutcome,
 } from "../core/deletion-steps";
+import { type ErasedUsageCodec, erasedUsageKey, erasedUsageOf } from "../core/erased-usage";
 import { errorFields, type Logger } from "../core/logger";
 import type { ObjectStore } from "../core/object-store";
 import type { UserIdHasher } from "../core/privacy";
-import { INTERACTIONS_PREFIX } from "../core/record";
+import { INTERACTIONS_PREFIX, recordDay } from "../core/record";
 import type { RecordCodec } from "../core/record-codec";
 import { publishAfter } from "../events/account-events";
 
@@ -37,6 +39,11 @@ export interface DeletionStepDeps {
   manifests: Pick<ObjectStore, "put">;
   /** The warehouse files' format, to rewrite them (Parquet: `adapters/parquet/codec.ts`). */
   codec: RecordCodec;
+  /**
+   * Where the removed calls' money and counts go, summed without anything personal (core/erased-usage.ts):
+   * the warehouse bucket (or folder), under `erased-usage/`.
+   */
+  erasedUsage: { objects: Pick<ObjectStore, "put" | "delete">; codec: ErasedUsageCodec };
   /** Every other copy: the dashboard's index and rollups, bucket exports, query results. */
   purgers: readonly CopyPurger[];
   /** Where `deletion.completed` goes; absent: no event. */
@@ -46,6 +53,8 @@ export interface DeletionStepDeps {
   logger: Logger;
   clock?: () => number;
 }
+
+const PARQUET = "application/vnd.apache.parquet";
 
 /** Longest failure reason kept on a request. */
 const MAX_ERROR_LENGTH = 500;
@@ -133,6 +142,16 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
       const kept = records.filter((r) => !matches(r));
       const rows = records.length - kept.length;
       if (rows === 0) return "unchanged";
+      // What the removed calls cost and used stays, summed per key, model and mode with nothing personal,
+      // before the file changes. Its key follows the file's version: a re-run over the same version
+      // overwrites it (never counted twice); once the file is replaced it no longer matches, so nothing
+      // is written for it again.
+      const erasedKeys: string[] = [];
+      for (const [day, erased] of erasedUsageOf(records.filter(matches), recordDay)) {
+        const key = erasedUsageKey(item.projectId, day, item.requestId, `${item.key}@${file.version}`);
+        await deps.erasedUsage.objects.put(key, deps.erasedUsage.codec.encode(erased), PARQUET);
+        erasedKeys.push(key);
+      }
       // Counted before the file changes: if we crash after the change, a re-run finds nothing to
       // rewrite here, and the count stays right.
       await deps.requests.recordFile(item.projectId, item.requestId, {
@@ -140,12 +159,21 @@ export function createDeletionSteps(deps: DeletionStepDeps): DeletionStepHandler
         rows,
         removed: kept.length === 0,
       });
-      if (kept.length === 0) {
-        await deps.files.remove(item.key, file.version);
-        return "removed";
+      try {
+        if (kept.length === 0) {
+          await deps.files.remove(item.key, file.version);
+          return "removed";
+        }
+        await deps.files.replace(item.key, deps.codec.encode(kept), file.version);
+        return "rewritten";
+      } catch (err) {
+        // Another writer changed the file first (another deletion of the same rows, compaction): the
+        // sums of this version were not removed by us, so they go; the retry reads the file again.
+        if (err instanceof FileChangedError) {
+          for (const key of erasedKeys) await deps.erasedUsage.objects.delete(key);
+        }
+        throw err;
       }
-      await deps.files.replace(item.key, deps.codec.encode(kept), file.version);
-      return "rewritten";
     },
 
     async purge(state) {

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { WarehouseFiles } from "../core/deletion";
+import { ERASED_USAGE_PREFIX } from "../core/erased-usage";
 import { errorFields, type Logger } from "../core/logger";
 import type { Project } from "../core/model";
 import type { ObjectStore } from "../core/object-store";
@@ -54,6 +55,7 @@ export const RETENTION_AUDIT_PREFIX = "retention-audit/";
 const BODY_NOTES_PREFIX = "retention-state/";
 
 const PARTITION = /^interactions\/project=([^/]+)\/dt=(\d{4}-\d{2}-\d{2})\/[^/]+\.parquet$/;
+const ERASED_PARTITION = /^erased-usage\/project=([^/]+)\/dt=(\d{4}-\d{2}-\d{2})\/[^/]+\.parquet$/;
 
 /** A project a run is to do: the unit AWS fans out, one worker each (lib/retention.ts). */
 export interface PlannedProject {
@@ -190,6 +192,23 @@ async function retainProject(
     const day = match[2] as string;
     days.set(day, [...(days.get(day) ?? []), object.key]);
   }
+  // A day's erased usage (core/erased-usage.ts) goes with its records, even when a deletion left no
+  // record of that day.
+  const erased = new Map<string, string[]>();
+  for await (const object of deps.objects.list(`${ERASED_USAGE_PREFIX}project=${projectId}/`)) {
+    const match = ERASED_PARTITION.exec(object.key);
+    if (!match || match[1] !== projectId || !recordsExpired(cutoffs, match[2] as string)) continue;
+    erased.set(match[2] as string, [...(erased.get(match[2] as string) ?? []), object.key]);
+  }
+  for (const [day, keys] of erased) {
+    if (!days.has(day)) done.partitionsRemoved.push(day);
+    for (const key of keys) {
+      const file = await deps.files.read(key);
+      if (!file) continue;
+      done.filesRemoved++;
+      if (!dryRun) await deps.files.remove(key, file.version);
+    }
+  }
   for (const day of [...days.keys()].sort()) {
     const keys = days.get(day) ?? [];
     if (recordsExpired(cutoffs, day)) {
@@ -205,6 +224,7 @@ async function retainProject(
       if (await blankBodies(deps, projectId, day, keys, done, dryRun)) done.bodyPartitions.push(day);
     }
   }
+  done.partitionsRemoved.sort();
   if (deps.index && !dryRun) {
     const expired = await deps.index.expire(projectId, cutoffs);
     done.indexRemoved = expired.removed;

@@ -4,7 +4,7 @@
  * by a stand-in Athena over the same Parquet files), with the interaction export as the reference.
  */
 
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -17,10 +17,12 @@ import type { MiddlewareHandler } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { syntheticRecord } from "../../bench/warehouse-records";
 import { AthenaWarehouseQuery } from "../../lambda/adapters/athena/export-query";
+import { erasedUsageCodec } from "../../lambda/adapters/parquet/erased-usage";
 import { type ExportRouteDeps, exportRoutes } from "../../lambda/app/data-api/exports";
 import type { AppEnv } from "../../lambda/app/env";
 import { mountRoutes } from "../../lambda/app/routing";
 import { appShell } from "../../lambda/app/shell";
+import { type ErasedUsageRow, erasedUsageGlueColumns, erasedUsageKey } from "../../lambda/core/erased-usage";
 import { FOCUS_EXPORT_COLUMNS } from "../../lambda/core/focus";
 import { silentLogger } from "../../lambda/core/logger";
 import { TIER_LIMITS } from "../../lambda/core/model";
@@ -105,6 +107,17 @@ async function listen(deps: ExportRouteDeps): Promise<string> {
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
+/** The `erased_usage` table as its Parquet files; a table without rows while there are none. */
+function erasedTable(root: string): string {
+  if (!existsSync(join(root, "erased-usage"))) {
+    const columns = erasedUsageGlueColumns().map(
+      (c) => `NULL::${c.type === "bigint" ? "BIGINT" : "VARCHAR"} AS "${c.name}"`,
+    );
+    return `(SELECT NULL::VARCHAR AS project, NULL::VARCHAR AS dt, ${columns.join(", ")} WHERE false)`;
+  }
+  return `(SELECT * FROM read_parquet('${root}/erased-usage/*/*/*.parquet', hive_partitioning = true, hive_types = {'project': VARCHAR, 'dt': VARCHAR}))`;
+}
+
 /**
  * A stand-in Athena: runs the query text it is sent, with its execution parameters put in, in DuckDB
  * over the warehouse folder (the table as the Parquet files, `$path` as each row's file name), and
@@ -124,7 +137,10 @@ async function startAthena(root: string): Promise<string> {
       let reply: unknown = {};
       if (action === "StartQueryExecution") {
         const params = body.ExecutionParameters as string[];
-        const parts = String(body.QueryString).replaceAll('"dmt"."interactions"', table).split("?");
+        const parts = String(body.QueryString)
+          .replaceAll('"dmt"."interactions"', table)
+          .replaceAll('"dmt"."erased_usage"', erasedTable(root))
+          .split("?");
         const sql = parts.map((part, i) => (i === 0 ? part : `${params[i - 1]}${part}`)).join("");
         const connection = await duck.connect();
         // Athena's (Trino's) name for DuckDB's json_extract_string.
@@ -333,6 +349,108 @@ describe.each([
       range: { start: "2025-01-01", end: "2025-01-02" },
     });
     expect(await res.text()).toBe("[]\n");
+  });
+});
+
+describe("FOCUS export with erased usage (what a deletion keeps of the calls it removed)", () => {
+  const erased = (over: Partial<ErasedUsageRow>): ErasedUsageRow => ({
+    key_id: "key-ci000000000a",
+    vendor: "openai",
+    model: "gpt-4o-mini",
+    billing_mode: "managed",
+    price_version: "2026-01",
+    calls: 2,
+    priced_calls: 2,
+    failed_calls: 1,
+    input_tokens: 300,
+    output_tokens: 40,
+    cached_input_tokens: 0,
+    cache_write_tokens: 0,
+    reasoning_tokens: 0,
+    cost_micros: 700_001,
+    list_micros: 700_001,
+    ...over,
+  });
+  const files: string[] = [];
+  let heldRow: FocusRow;
+
+  beforeAll(async () => {
+    const rows = await focusJson(local);
+    const held = rows.find(
+      (r) => r.ChargePeriodStart === "2026-01-14T00:00:00Z" && r.x_BillingMode === "managed",
+    );
+    if (!held) throw new Error("no managed row on the 14th");
+    // One group the warehouse still holds calls of, one it holds none of, one outside the range.
+    const same = erased({
+      key_id: String(held.x_KeyId),
+      vendor: String(held.x_Vendor),
+      model: held.x_Model === null ? null : String(held.x_Model),
+      billing_mode: "managed",
+      price_version: held.x_PriceVersion === null ? null : String(held.x_PriceVersion),
+    });
+    const put = async (day: string, name: string, content: ErasedUsageRow[]) => {
+      const key = erasedUsageKey("proj-a", day, "del_test", name);
+      await warehouse.objects.put(key, erasedUsageCodec.encode(content));
+      files.push(key);
+    };
+    await put("2026-01-14", "a", [
+      same,
+      erased({ key_id: "key-gone00000000", model: null, price_version: null }),
+    ]);
+    await put("2026-01-20", "b", [erased({ cost_micros: 5 })]);
+    await put("2026-01-14", "c", [same]);
+    heldRow = held;
+  });
+  afterAll(async () => {
+    for (const key of files) await warehouse.objects.delete(key);
+  });
+
+  it.each([
+    ["local (DuckDB)", () => local],
+    ["AWS (Athena SQL)", () => aws],
+  ])(
+    "%s: adds it to the rows of its day, marked, and totals the calls and the erased usage",
+    async (_, base) => {
+      const [rows, calls] = await Promise.all([focusJson(base()), interactionRows()]);
+      expect(focusProblems(FOCUS_EXPORT_COLUMNS, rows)).toEqual([]);
+      const heldMicros = sum(calls.map((c) => c.cost_micros ?? 0));
+      // Three erased rows in the range (the 20th is outside it), 700,001 micro-USD and 2 calls each.
+      expect(sum(rows.map((r) => micros(r.BilledCost)))).toBe(heldMicros + 3 * 700_001);
+      expect(sum(rows.map((r) => Number(r.x_Calls)))).toBe(calls.length + 6);
+      expect(sum(rows.map((r) => Number(r.x_ErasedCalls)))).toBe(6);
+      // A group with no call left is a row of its own; a key deleted since has no name.
+      const gone = rows.find((r) => r.x_KeyId === "key-gone00000000");
+      expect(gone).toMatchObject({
+        x_Calls: 2,
+        x_ErasedCalls: 2,
+        x_FailedCalls: 1,
+        x_Model: null,
+        SkuId: "openai/unnamed",
+        x_KeyName: null,
+      });
+      // Two files of the same group add up, into the row of the calls still held.
+      const same = rows.find(
+        (r) =>
+          r.ChargePeriodStart === heldRow.ChargePeriodStart &&
+          r.x_KeyId === heldRow.x_KeyId &&
+          r.x_Model === heldRow.x_Model &&
+          r.x_BillingMode === heldRow.x_BillingMode &&
+          r.x_PriceVersion === heldRow.x_PriceVersion,
+      );
+      expect(same).toMatchObject({ x_Calls: Number(heldRow.x_Calls) + 4, x_ErasedCalls: 4 });
+      expect(micros(same?.BilledCost)).toBe(micros(heldRow.BilledCost) + 2 * 700_001);
+      expect(same?.x_FailedCalls).toBe(Number(heldRow.x_FailedCalls) + 2);
+      // Filters: a vendor the erased usage is not of leaves it out; a user or a status selects no erased call.
+      const gemini = await focusJson(base(), { filters: { vendor: "gemini" } });
+      expect(sum(gemini.map((r) => Number(r.x_ErasedCalls)))).toBe(0);
+      const byStatus = await focusJson(base(), { filters: { status_code: 200 } });
+      expect(sum(byStatus.map((r) => Number(r.x_ErasedCalls)))).toBe(0);
+    },
+  );
+
+  it("leaves the interaction rows as they are: one row per call still held", async () => {
+    const calls = await interactionRows();
+    expect(calls).toHaveLength(64);
   });
 });
 

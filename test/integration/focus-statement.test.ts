@@ -1,7 +1,15 @@
+import { readdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
+import { erasedUsageCodec } from "../../lambda/adapters/parquet/erased-usage";
+import {
+  ERASED_USAGE_GROUPING,
+  ERASED_USAGE_SUMS,
+  type ErasedUsageRow,
+} from "../../lambda/core/erased-usage";
 import { decimalMicros } from "../../lambda/core/money";
 import { readStatement } from "../../lambda/core/statement";
 import { type FocusRow, focusProblems } from "../support/focus";
@@ -9,8 +17,9 @@ import { startTestHost, type TestHost } from "../support/host";
 
 /**
  * A FOCUS export on the running local stack, against the credit statement of the same day, before and
- * after a user's deletion: the rows sum what the warehouse holds, and the statement (which a deletion
- * never changes) is those rows plus exactly what the deletion removed.
+ * after a user's deletion: the deletion removes the user's rows and keeps their money as erased usage
+ * (no user id, no transaction id), so the export's totals still equal the statement, while the
+ * interaction rows hold only what remains.
  */
 
 const STEP_MS = 240_000;
@@ -37,10 +46,16 @@ async function focus(): Promise<FocusRow[]> {
   return (await res.json()) as FocusRow[];
 }
 
-async function interactions(): Promise<{ user_id: string | null; cost_micros: number | null }[]> {
+interface Interaction {
+  transaction_id: string;
+  user_id: string | null;
+  cost_micros: number | null;
+}
+
+async function interactions(): Promise<Interaction[]> {
   const res = await post("/api/v1/exports", { format: "json", range: { start: today, end: today } });
   expect(res.status).toBe(200);
-  return (await res.json()) as { user_id: string | null; cost_micros: number | null }[];
+  return (await res.json()) as Interaction[];
 }
 
 /** What the statement says the day's calls were charged: its charge lines, and what is still in flight. */
@@ -74,17 +89,36 @@ beforeAll(async () => {
 }, STEP_MS);
 afterAll(() => stack?.stop());
 
+/** Every file of erased usage of the project, decoded: what a deletion left of the calls it removed. */
+async function erasedUsageFiles(): Promise<{ key: string; bytes: Buffer; rows: ErasedUsageRow[] }[]> {
+  const root = join(stack.dataDir, "warehouse", `erased-usage/project=${projectId}`);
+  const keys = (await readdir(root, { recursive: true })).filter((k) => k.endsWith(".parquet"));
+  return Promise.all(
+    keys.map(async (key) => {
+      const bytes = await readFile(join(root, key));
+      return { key, bytes, rows: await erasedUsageCodec.decode(bytes) };
+    }),
+  );
+}
+
 describe("a FOCUS export and the credit statement", { timeout: STEP_MS }, () => {
-  it("agree, and after a user's deletion differ by exactly what was deleted", async () => {
+  let annTransactions: string[] = [];
+  let annMicros = 0;
+  let charged = 0;
+
+  it("agree, and still agree after a user's deletion: the export keeps the erased calls' money", async () => {
     await expect.poll(async () => calls(await focus()), { timeout: STEP_MS, interval: 250 }).toBe(5);
     const before = await focus();
     expect(focusProblems(Object.keys(before[0] ?? {}), before)).toEqual([]);
-    const charged = await statementCharges();
+    charged = await statementCharges();
     expect(charged).toBeGreaterThan(0);
     expect(billed(before)).toBe(charged);
-    const annMicros = (await interactions())
-      .filter((r) => r.user_id === "u-ann")
-      .reduce((a, r) => a + (r.cost_micros ?? 0), 0);
+    expect(before.every((r) => r.x_ErasedCalls === 0)).toBe(true);
+    const ann = (await interactions()).filter((r) => r.user_id === "u-ann");
+    annMicros = ann.reduce((a, r) => a + (r.cost_micros ?? 0), 0);
+    annTransactions = ann.map((r) => r.transaction_id);
+    expect(annTransactions).toHaveLength(3);
+    expect(annMicros).toBeGreaterThan(0);
 
     const queued = await post("/api/v1/data", { user_id: "u-ann", reason: "asked to be forgotten" });
     expect(queued.status).toBe(202);
@@ -101,14 +135,60 @@ describe("a FOCUS export and the credit statement", { timeout: STEP_MS }, () => 
       )
       .toBe("completed");
 
+    // The interaction rows hold what remains: two calls, none of the user's.
+    const remaining = await interactions();
+    expect(remaining).toHaveLength(2);
+    expect(remaining.some((r) => r.user_id === "u-ann")).toBe(false);
+    const remainingMicros = remaining.reduce((a, r) => a + (r.cost_micros ?? 0), 0);
+    expect(remainingMicros + annMicros).toBe(charged);
+
+    // The FOCUS rows still count all five calls and equal the statement, which a deletion never changes;
+    // the erased calls are marked.
     const after = await focus();
     expect(focusProblems(Object.keys(after[0] ?? {}), after)).toEqual([]);
-    // What remains: two calls, their exact sum, the same as the interaction rows still held.
-    expect(calls(after)).toBe(2);
-    const remaining = (await interactions()).reduce((a, r) => a + (r.cost_micros ?? 0), 0);
-    expect(billed(after)).toBe(remaining);
-    // The statement is unchanged; it is the rows that remain plus the deleted user's share.
+    expect(calls(after)).toBe(5);
+    expect(after.reduce((a, r) => a + Number(r.x_ErasedCalls), 0)).toBe(3);
     expect(await statementCharges()).toBe(charged);
-    expect(billed(after) + annMicros).toBe(charged);
+    expect(billed(after)).toBe(charged);
+    expect(after.reduce((a, r) => a + Number(r.ConsumedQuantity), 0)).toBe(
+      before.reduce((a, r) => a + Number(r.ConsumedQuantity), 0),
+    );
+    // Filtered to a model, the export still adds that model's erased calls.
+    const mini = await post("/api/v1/exports", {
+      format: "json",
+      schema: "focus",
+      range: { start: today, end: today },
+      filters: { model: "gpt-4o-mini" },
+    });
+    const miniRows = (await mini.json()) as FocusRow[];
+    expect(calls(miniRows)).toBe(3);
+    expect(billed(miniRows)).toBe(billed(before.filter((r) => r.x_Model === "gpt-4o-mini")));
+    // Filtered to the user, nothing is left: erased usage belongs to no one.
+    const byUser = await post("/api/v1/exports", {
+      format: "json",
+      schema: "focus",
+      range: { start: today, end: today },
+      filters: { user_id: "u-ann" },
+    });
+    expect(calls((await byUser.json()) as FocusRow[])).toBe(0);
+  });
+
+  it("keeps no trace of the user or their calls in the erased usage", async () => {
+    expect(annTransactions).toHaveLength(3);
+    const files = await erasedUsageFiles();
+    expect(files.length).toBeGreaterThan(0);
+    const rows = files.flatMap((f) => f.rows);
+    expect(rows.reduce((a, r) => a + r.calls, 0)).toBe(3);
+    expect(rows.reduce((a, r) => a + r.cost_micros, 0)).toBe(annMicros);
+    // Only the grouping and the sums: no column could hold a user, a call or its content.
+    for (const row of rows) {
+      expect(Object.keys(row).sort()).toEqual([...ERASED_USAGE_GROUPING, ...ERASED_USAGE_SUMS].sort());
+    }
+    // Neither the rows, the file names nor the files' bytes hold the user id or a transaction id.
+    const needles = ["u-ann", ...annTransactions];
+    for (const file of files) {
+      const text = `${file.key}\n${JSON.stringify(file.rows)}\n${file.bytes.toString("latin1")}`;
+      for (const needle of needles) expect(text).not.toContain(needle);
+    }
   });
 });

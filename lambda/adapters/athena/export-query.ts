@@ -6,14 +6,22 @@ import {
   StartQueryExecutionCommand,
   StopQueryExecutionCommand,
 } from "@aws-sdk/client-athena";
+import { ERASED_USAGE_TABLE } from "../../core/erased-usage";
 import { csvLine, type ExportValue, jsonRow } from "../../core/export-format";
-import type { InteractionQuery, UsageGroup, WarehouseQuery } from "../../core/export-query";
+import {
+  addErasedUsage,
+  type InteractionQuery,
+  type UsageGroup,
+  type WarehouseQuery,
+} from "../../core/export-query";
 import type { ExportFormat } from "../../core/export-request";
-import { usageGroupFromCells } from "../../core/focus";
+import { erasedGroupFromCells, usageGroupFromCells } from "../../core/focus";
 import { type ColumnKind, RECORD_COLUMNS } from "../../core/record";
 import {
+  buildErasedUsageQuery,
   buildInteractionQuery,
   consumerFile,
+  erasedUsageGroupSql,
   onceAcrossCompaction,
   type QueryParam,
   usageGroupSql,
@@ -25,6 +33,8 @@ export interface AthenaOptions {
   workGroup: string;
   database: string;
   table: string;
+  /** The table over erased usage (core/erased-usage.ts); default `erased_usage`. */
+  erasedUsageTable?: string;
   catalog?: string;
   /** Rows per GetQueryResults page (Athena's maximum is 1000). */
   pageSize?: number;
@@ -60,6 +70,7 @@ const CONVERT: Record<ColumnKind, Convert> = {
 /** Queries in AWS: StartQueryExecution with ExecutionParameters, polling, then results page by page. */
 export class AthenaWarehouseQuery implements WarehouseQuery {
   private readonly table: string;
+  private readonly erasedTable: string;
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly clock: () => number;
 
@@ -67,10 +78,12 @@ export class AthenaWarehouseQuery implements WarehouseQuery {
     private readonly client: AthenaClient,
     private readonly options: AthenaOptions,
   ) {
-    if (!IDENTIFIER.test(options.database) || !IDENTIFIER.test(options.table)) {
+    const erasedTable = options.erasedUsageTable ?? ERASED_USAGE_TABLE;
+    if (![options.database, options.table, erasedTable].every((name) => IDENTIFIER.test(name))) {
       throw new Error("Athena database and table names are letters, digits and underscores");
     }
     this.table = `"${options.database}"."${options.table}"`;
+    this.erasedTable = `"${options.database}"."${erasedTable}"`;
     this.sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
     this.clock = options.clock ?? Date.now;
   }
@@ -94,7 +107,10 @@ export class AthenaWarehouseQuery implements WarehouseQuery {
     }
   }
 
-  /** The FOCUS export's aggregate over the same rows `rows` reads (the shared `usageGroupSql`). */
+  /**
+   * The FOCUS export's aggregate over the same rows `rows` reads (the shared `usageGroupSql`), plus the
+   * erased usage of the same days (core/erased-usage.ts, the `erased_usage` table).
+   */
   async usageGroups(query: InteractionQuery): Promise<UsageGroup[]> {
     const groups: UsageGroup[] = [];
     const sql = (where: string) =>
@@ -102,7 +118,16 @@ export class AthenaWarehouseQuery implements WarehouseQuery {
     for await (const page of this.run(sql, query)) {
       for (const row of page) groups.push(usageGroupFromCells((row.Data ?? []).map((d) => d.VarCharValue)));
     }
-    return groups;
+    const erased = buildErasedUsageQuery(query);
+    if (!erased) return groups;
+    const erasedGroups: UsageGroup[] = [];
+    const text = erasedUsageGroupSql(this.erasedTable, erased.where);
+    for await (const page of this.results(text, erased.params)) {
+      for (const row of page) {
+        erasedGroups.push(erasedGroupFromCells((row.Data ?? []).map((d) => d.VarCharValue)));
+      }
+    }
+    return addErasedUsage(groups, erasedGroups);
   }
 
   /**
@@ -113,10 +138,18 @@ export class AthenaWarehouseQuery implements WarehouseQuery {
     const built = buildInteractionQuery(query);
     // Each row once while a compaction swaps files: the ids in the consumer files of the same days.
     const consumerIds = `SELECT "transaction_id" FROM ${this.table} WHERE ${built.partition.where} AND ${consumerFile('"$path"')}`;
+    yield* this.results(sql(`${built.where} AND ${onceAcrossCompaction('"$path"', consumerIds)}`), [
+      ...built.params,
+      ...built.partition.params,
+    ]);
+  }
+
+  /** Runs the query text with its parameters and yields the result rows page by page, the header row left out. */
+  private async *results(text: string, params: QueryParam[]): AsyncGenerator<Row[]> {
     const id = await this.succeeded(
       new StartQueryExecutionCommand({
-        QueryString: sql(`${built.where} AND ${onceAcrossCompaction('"$path"', consumerIds)}`),
-        ExecutionParameters: [...built.params, ...built.partition.params].map(athenaLiteral),
+        QueryString: text,
+        ExecutionParameters: params.map(athenaLiteral),
         WorkGroup: this.options.workGroup,
         QueryExecutionContext: { Database: this.options.database, Catalog: this.options.catalog },
       }),

@@ -13,13 +13,25 @@ import {
 } from "@duckdb/node-api";
 import duckdb from "@duckdb/node-bindings";
 import { isCompactedFile } from "../../core/compaction";
+import { ERASED_USAGE_PREFIX } from "../../core/erased-usage";
 import { EXPORT_COLUMNS } from "../../core/export-format";
-import type { InteractionQuery, UsageGroup, WarehouseQuery } from "../../core/export-query";
+import {
+  addErasedUsage,
+  type InteractionQuery,
+  type UsageGroup,
+  type WarehouseQuery,
+} from "../../core/export-query";
 import type { ExportFormat } from "../../core/export-request";
-import { usageGroupFromCells } from "../../core/focus";
+import { erasedGroupFromCells, usageGroupFromCells } from "../../core/focus";
 import { PROJECT_ID_PATTERN } from "../../core/model";
 import { type ColumnKind, INTERACTIONS_PREFIX, RECORD_COLUMNS } from "../../core/record";
-import { buildInteractionQuery, onceAcrossCompaction, usageGroupSql } from "../sql/export-query";
+import {
+  buildErasedUsageQuery,
+  buildInteractionQuery,
+  erasedUsageGroupSql,
+  onceAcrossCompaction,
+  usageGroupSql,
+} from "../sql/export-query";
 import { ReadSnapshots, type SnapshotFolder } from "./read-snapshot";
 
 export interface DuckDBOptions {
@@ -201,26 +213,57 @@ export class DuckDBWarehouseQuery implements WarehouseQuery {
     }
   }
 
-  /** The FOCUS export's aggregate over the same rows `rows` reads (the shared `usageGroupSql`). */
+  /**
+   * The FOCUS export's aggregate over the same rows `rows` reads (the shared `usageGroupSql`), plus the
+   * erased usage of the same days (core/erased-usage.ts).
+   */
   async usageGroups(query: InteractionQuery): Promise<UsageGroup[]> {
     const source = await this.source(query);
-    if (!source) return [];
     let connection: Awaited<ReturnType<DuckDBInstance["connect"]>> | undefined;
     try {
       connection = await this.instance.connect();
-      const result = await connection.runAndReadAll(
-        usageGroupSql(
-          source.from,
-          source.where,
-          (column, path) => `json_extract_string(${column}, '${path}')`,
-        ),
-        source.values,
-        source.types,
-      );
-      return result.getRows().map((row) => usageGroupFromCells(row as (string | null)[]));
+      const held = source
+        ? (
+            await connection.runAndReadAll(
+              usageGroupSql(
+                source.from,
+                source.where,
+                (column, path) => `json_extract_string(${column}, '${path}')`,
+              ),
+              source.values,
+              source.types,
+            )
+          )
+            .getRows()
+            .map((row) => usageGroupFromCells(row as (string | null)[]))
+        : [];
+      return addErasedUsage(held, await this.erasedGroups(connection, query));
     } finally {
       connection?.closeSync();
-      await source.release();
+      await source?.release();
+    }
+  }
+
+  /** The erased usage of the query's days, grouped as `usageGroupSql` groups calls. */
+  private async erasedGroups(
+    connection: Awaited<ReturnType<DuckDBInstance["connect"]>>,
+    query: InteractionQuery,
+  ): Promise<UsageGroup[]> {
+    const erased = buildErasedUsageQuery(query);
+    if (!erased) return [];
+    // A snapshot as the records' (retention may remove a file while the query runs).
+    const snapshot = await this.snapshots.take(await this.dayFolders(query, ERASED_USAGE_PREFIX));
+    try {
+      if (snapshot.files.length === 0) return [];
+      const from = `read_parquet(?, hive_partitioning = true, hive_types = {'project': VARCHAR, 'dt': VARCHAR})`;
+      const result = await connection.runAndReadAll(
+        erasedUsageGroupSql(from, erased.where),
+        [listValue(snapshot.files), ...erased.params.map((p) => p.value)],
+        [LIST(VARCHAR), ...erased.params.map(() => VARCHAR)],
+      );
+      return result.getRows().map((row) => erasedGroupFromCells(row as (string | null)[]));
+    } finally {
+      await snapshot.release();
     }
   }
 
@@ -269,15 +312,11 @@ export class DuckDBWarehouseQuery implements WarehouseQuery {
     return { from, where: `${built.where}${once}`, values, types, release: snapshot.release };
   }
 
-  /** The project's day folders within the range. */
-  private async dayFolders(query: InteractionQuery): Promise<string[]> {
+  /** The project's day folders within the range (of the records, or under `prefix`). */
+  private async dayFolders(query: InteractionQuery, prefix = INTERACTIONS_PREFIX): Promise<string[]> {
     // The project id names a folder; anything else could reach another one.
     if (!PROJECT_ID_PATTERN.test(query.projectId)) throw new Error("invalid project id");
-    const projectDir = join(
-      this.root,
-      ...INTERACTIONS_PREFIX.split("/").filter(Boolean),
-      `project=${query.projectId}`,
-    );
+    const projectDir = join(this.root, ...prefix.split("/").filter(Boolean), `project=${query.projectId}`);
     return (await listDir(projectDir))
       .filter((e) => e.isDirectory() && e.name.startsWith("dt="))
       .map((e) => e.name.slice(3))

@@ -123,3 +123,47 @@ export const USAGE_SUMS = [
   "reasoning_tokens",
   "cost_micros",
 ] as const;
+
+/**
+ * The condition over erased usage (core/erased-usage.ts) that matches a FOCUS export's rows: the
+ * project's partitions in the range, and the filters erased usage still has columns for. A filter on
+ * a user or a status selects calls by what erasure removed, so it matches no erased usage: undefined.
+ */
+export function buildErasedUsageQuery(
+  query: InteractionQuery,
+): { where: string; params: QueryParam[] } | undefined {
+  if (query.filters.user_id !== undefined || query.filters.status_code !== undefined) return undefined;
+  const conditions = [`${quote("project")} = ?`, `${quote("dt")} BETWEEN ? AND ?`];
+  const params: QueryParam[] = [
+    { type: "string", value: query.projectId },
+    { type: "string", value: query.start },
+    { type: "string", value: query.end },
+  ];
+  for (const key of ["model", "vendor", "billing_mode"] as const) {
+    const value = query.filters[key];
+    if (value === undefined) continue;
+    conditions.push(`${quote(key)} = ?`);
+    params.push({ type: "string", value });
+  }
+  return { where: conditions.join(" AND "), params };
+}
+
+/**
+ * Erased usage summed as `usageGroupSql` groups calls, in the same cell order (so `usageGroupFromCells`
+ * reads both): day, vendor, model, key, billing mode, price version, then the counts and sums.
+ */
+export function erasedUsageGroupSql(source: string, where: string): string {
+  const keys = [
+    quote("dt"),
+    quote("vendor"),
+    `coalesce(${quote("model")}, '')`,
+    quote("key_id"),
+    quote("billing_mode"),
+    `coalesce(${quote("price_version")}, '')`,
+  ];
+  const sums = ["calls", "priced_calls", "failed_calls", ...USAGE_SUMS, "list_micros"].map(
+    (column) => `CAST(coalesce(sum(CAST(${quote(column)} AS BIGINT)), 0) AS VARCHAR)`,
+  );
+  const positions = keys.map((_, i) => i + 1).join(", ");
+  return `SELECT ${[...keys, ...sums].join(", ")} FROM ${source} WHERE ${where} GROUP BY ${positions} ORDER BY ${positions}`;
+}
