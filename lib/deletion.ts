@@ -43,6 +43,7 @@ import {
   NOT_RETRIED,
   type RetryPolicy,
 } from "../lambda/core/deletion-steps";
+import { ERASED_USAGE_PREFIX } from "../lambda/core/erased-usage";
 import { INTERACTIONS_PREFIX } from "../lambda/core/record";
 import { DmtFunction, type LambdaDefaults } from "./lambda-defaults";
 import type { Store } from "./store";
@@ -430,6 +431,15 @@ export class DeletionWorkflow extends Construct {
       INTERACTIONS_PREFIX,
       ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"],
       "The deletion steps read, rewrite and remove Parquet files under interactions/, and delete their old versions; which files is known only at run time.",
+    );
+    // The rewrite keeps the removed calls' money as erased usage, and removes it again when another
+    // writer changed the file first.
+    this.grantObjects(
+      fn,
+      warehouse.dataBucket,
+      ERASED_USAGE_PREFIX,
+      ["s3:PutObject", "s3:DeleteObject"],
+      "The rewrite step writes the sums of the calls it removes under erased-usage/ (one file per warehouse file and version, named at run time).",
     );
     // FindFiles writes each round's manifest, which the Distributed Map reads (the state machine's grant).
     this.grantObjects(

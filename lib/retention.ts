@@ -3,6 +3,7 @@ import type { Alarm } from "aws-cdk-lib/aws-cloudwatch";
 import { PolicyStatement } from "aws-cdk-lib/aws-iam";
 import type { Queue } from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
+import { ERASED_USAGE_PREFIX } from "../lambda/core/erased-usage";
 import { INTERACTIONS_PREFIX } from "../lambda/core/record";
 import { RETENTION_AUDIT_PREFIX } from "../lambda/warehouse/retention";
 import { fanOut, runDaily } from "./daily-run";
@@ -19,7 +20,7 @@ export interface RetentionProps {
 }
 
 /** What the retention run keeps beside the warehouse files: which files are body-free, its audit. */
-const STATE_PREFIXES = [INTERACTIONS_PREFIX, "retention-state/", RETENTION_AUDIT_PREFIX];
+const STATE_PREFIXES = [INTERACTIONS_PREFIX, ERASED_USAGE_PREFIX, "retention-state/", RETENTION_AUDIT_PREFIX];
 
 /**
  * Retention (`lambda/handlers/retention.ts`), fanned out as compaction is, so that it scales with

@@ -11,6 +11,7 @@ import { Queue, QueueEncryption } from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
 import { SPOOL_PREFIX } from "../lambda/adapters/sqs/spool";
 import { DELETION_MANIFEST_PREFIX } from "../lambda/core/deletion-manifest";
+import { ERASED_USAGE_PREFIX, ERASED_USAGE_TABLE, erasedUsageGlueColumns } from "../lambda/core/erased-usage";
 import {
   glueColumns,
   gluePartitionKeys,
@@ -94,6 +95,7 @@ export class Warehouse extends Construct {
   readonly exportBucket: Bucket;
   readonly database: CfnDatabase;
   readonly table: CfnTable;
+  readonly erasedUsageTable: CfnTable;
   readonly workGroup: CfnWorkGroup;
   /** The deletion workflow's: its own scan limit, apart from the exports'. */
   readonly deletionWorkGroup: CfnWorkGroup;
@@ -223,6 +225,35 @@ export class Warehouse extends Construct {
         },
       },
     });
+    // What privacy deletions keep of the calls they remove (lambda/core/erased-usage.ts): summed, beside
+    // the records, read by FOCUS exports.
+    const erasedLocation = `s3://${this.dataBucket.bucketName}/${ERASED_USAGE_PREFIX}`;
+    this.erasedUsageTable = new CfnTable(this, "ErasedUsageTable", {
+      catalogId: Aws.ACCOUNT_ID,
+      databaseName: this.database.ref,
+      tableInput: {
+        name: ERASED_USAGE_TABLE,
+        description:
+          "dmt erased usage: the sums of calls a privacy deletion removed (lambda/core/erased-usage.ts)",
+        tableType: "EXTERNAL_TABLE",
+        parameters: {
+          classification: "parquet",
+          EXTERNAL: "TRUE",
+          ...glueProjectionParameters(erasedLocation),
+        },
+        partitionKeys: gluePartitionKeys(),
+        storageDescriptor: {
+          columns: erasedUsageGlueColumns(),
+          location: erasedLocation,
+          inputFormat: "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
+          outputFormat: "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
+          serdeInfo: {
+            serializationLibrary: "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe",
+            parameters: { "serialization.format": "1" },
+          },
+        },
+      },
+    });
     this.workGroup = this.newWorkGroup("WorkGroup", {
       name: `${stack.stackName}-warehouse`,
       description: "dmt: exports from the interaction records",
@@ -269,6 +300,16 @@ export class Warehouse extends Construct {
       // aborts when a part fails: without the abort, failed uploads would linger until the lifecycle rule.
       ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
       "The consumer writes Parquet files under interactions/ with names made at write time, and checks that a file its delivery ledger names is there.",
+    );
+    // Records a deletion covers that were never written keep their money as erased usage, written and
+    // checked for as the records' files are.
+    this.grantList(consumer, this.dataBucket, ERASED_USAGE_PREFIX);
+    this.grantObjects(
+      consumer,
+      this.dataBucket,
+      ERASED_USAGE_PREFIX,
+      ["s3:GetObject", "s3:PutObject"],
+      "The consumer writes the sums of records a deletion covers under erased-usage/ with names made at write time, and checks that a file its delivery ledger names is there.",
     );
     // The ledger: reads in batches, a conditional write per claimed id and one per file.
     props.store.grant(consumer, "warehouseDeliveries", ["BatchGetItem", "PutItem"]);
@@ -387,6 +428,11 @@ export class Warehouse extends Construct {
             resource: "table",
             resourceName: `${this.database.ref}/${INTERACTIONS_TABLE}`,
           }),
+          stack.formatArn({
+            service: "glue",
+            resource: "table",
+            resourceName: `${this.database.ref}/${ERASED_USAGE_TABLE}`,
+          }),
         ],
       }),
     );
@@ -398,6 +444,14 @@ export class Warehouse extends Construct {
       INTERACTIONS_PREFIX,
       ["s3:GetObject"],
       "Athena reads the Parquet files under interactions/ with the data API's permissions.",
+    );
+    this.grantList(fn, this.dataBucket, ERASED_USAGE_PREFIX);
+    this.grantObjects(
+      fn,
+      this.dataBucket,
+      ERASED_USAGE_PREFIX,
+      ["s3:GetObject"],
+      "FOCUS exports read the erased usage files under erased-usage/ (Athena, with the data API's permissions).",
     );
     // ... and writes the query results with them.
     fn.addToRolePolicy(

@@ -1,4 +1,5 @@
 import { parquetCodec } from "../adapters/parquet/codec";
+import { erasedUsageCodec } from "../adapters/parquet/erased-usage";
 import type { TombstoneReader } from "../core/deletion";
 import { createWarehouseConsumer, type WrittenListener } from "../warehouse/consumer";
 import type { Infrastructure } from "./infrastructure";
@@ -33,6 +34,6 @@ export function composeWarehouseConsumer(
     logger: infra.logger,
     clock: infra.clock,
     ...(copies.onWritten && { onWritten: copies.onWritten }),
-    ...(copies.tombstones && { tombstones: copies.tombstones }),
+    ...(copies.tombstones && { tombstones: copies.tombstones, erasedUsage: erasedUsageCodec }),
   });
 }

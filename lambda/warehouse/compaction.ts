@@ -29,10 +29,11 @@ import { bodiesExpired, recordsExpired, retentionCutoffs, withoutBodies } from "
  *
  * One merge, under the partition's lease:
  *   c1 journal  the output's name and the inputs, on the lease
- *   c2 merge    read the inputs; drop repeated transaction ids, rows a deletion's tombstone covers and
- *               bodies past the project's body retention; put the output (`compact-<hash>.parquet`)
+ *   c2 merge    read the inputs, leaving out those holding rows a deletion's tombstone covers (the
+ *               deletion rewrites them); drop repeated transaction ids and bodies past the project's
+ *               body retention; put the output (`compact-<hash>.parquet`)
  *   c3 recheck  tombstones again: a deletion that began during c2 may have looked for the user's rows
- *               before the output existed, so the output is written again without them
+ *               before the output existed, so an output holding any is removed and the merge given up
  *   c4 swap     commit each input in the delivery ledger (its records stay "written" once it is gone),
  *               then remove it; clear the journal
  * Readers see every row once throughout: between c2 and the end of c4 a row may be in an input and the
@@ -270,16 +271,20 @@ async function merge(
     const file = await deps.files.read(key);
     // Removed since listed: a deletion took all its rows.
     if (!file) continue;
+    const records = await deps.codec.decode(file.bytes);
+    // A file holding a deletion's rows stays out of the merge, for the deletion to rewrite: its rewrite
+    // keeps the removed calls' money as erased usage, which a merge dropping them would lose.
+    if (records.some(covered)) continue;
     versions.set(key, file.version);
-    for (const record of await deps.codec.decode(file.bytes)) {
-      if (byTransaction.has(record.transaction_id) || covered(record)) continue;
+    for (const record of records) {
+      if (byTransaction.has(record.transaction_id)) continue;
       byTransaction.set(record.transaction_id, partition.dropBodies ? withoutBodies(record) : record);
     }
   }
   // What is left for a merge: a deletion's rows stay in their files, for the deletion to remove.
   const present = [...versions.keys()];
   if (present.length < 2 || byTransaction.size === 0) throw new NothingToMerge();
-  let records = [...byTransaction.values()];
+  const records = [...byTransaction.values()];
   const output = compactedFileKey(prefix, present);
   const name = (key: string) => key.slice(prefix.length);
   const journal: MergeJournal = { output: name(output), inputs: present.map(name) };
@@ -291,16 +296,12 @@ async function merge(
   const known = new Set(seenTombstones.map((t) => t.requestId));
   if (now.some((t) => !known.has(t.requestId))) {
     const stillCovered = tombstoneMatcher(now);
-    const kept = records.filter((r) => !stillCovered(r));
-    if (kept.length < records.length) {
-      if (kept.length === 0) {
-        // Every row is a deletion's: the output goes, the inputs stay for the deletion to remove.
-        await deps.objects.delete(output);
-        await deps.leases.journal(leaseId, holder, undefined);
-        throw new NothingToMerge();
-      }
-      records = kept;
-      await deps.objects.put(output, deps.codec.encode(records));
+    if (records.some(stillCovered)) {
+      // A deletion's rows: the output goes, the inputs stay for the deletion to rewrite (which keeps
+      // their money as erased usage); a later run merges what it leaves.
+      await deps.objects.delete(output);
+      await deps.leases.journal(leaseId, holder, undefined);
+      throw new NothingToMerge();
     }
   }
   await swap(deps, leaseId, holder, prefix, journal, versions); // c4

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { type TombstoneReader, tombstoneMatcher } from "../core/deletion";
 import type { Delivery, DeliveryLedger } from "../core/delivery-ledger";
+import { type ErasedUsageCodec, erasedUsageOf, erasedUsagePartition } from "../core/erased-usage";
 import { errorFields, type Logger } from "../core/logger";
 import type { ObjectStore } from "../core/object-store";
 import type { BatchHandler, BatchResult, DeadLetter, DeadLetterSink, QueueMessage } from "../core/queue";
@@ -26,6 +27,12 @@ export interface ConsumerDeps {
    * written nor told to listeners. Absent: nothing is dropped.
    */
   tombstones?: TombstoneReader;
+  /**
+   * Dropped records that were never written keep their money as erased usage (core/erased-usage.ts),
+   * claimed in the ledger like a warehouse file so that a redelivery counts them once. Absent: they are
+   * dropped whole.
+   */
+  erasedUsage?: ErasedUsageCodec;
 }
 
 export type WrittenListener = (records: InteractionRecord[]) => Promise<void>;
@@ -146,13 +153,26 @@ export function createWarehouseConsumer(deps: ConsumerDeps): BatchHandler {
     const partitions = new Map<string, ToWrite[]>();
     const again: Accepted[] = [];
     const claimedElsewhere: string[] = [];
+    const erasedPartitions = new Map<string, ToWrite[]>();
     for (const [transactionId, accepted] of byTransaction) {
+      const delivery = deliveries.get(transactionId);
+      const written = delivery?.state === "written" || (delivery !== undefined && landed.has(delivery.file));
       if (tombstoned?.(accepted.record)) {
         dropped++;
+        // Never written: the call's money stays, as erased usage. Written: it is in a file the deletion
+        // rewrites (which keeps its money) or already in erased usage; either way counted once.
+        if (!deps.erasedUsage || written) continue;
+        if (delivery?.live) {
+          claimedElsewhere.push(accepted.messageId);
+          continue;
+        }
+        const prefix = erasedUsagePartition(accepted.record.project_id, recordDay(accepted.record));
+        const group = erasedPartitions.get(prefix) ?? [];
+        group.push(delivery ? { ...accepted, replaces: delivery.file } : accepted);
+        erasedPartitions.set(prefix, group);
         continue;
       }
-      const delivery = deliveries.get(transactionId);
-      if (delivery?.state === "written" || (delivery && landed.has(delivery.file))) {
+      if (written) {
         again.push(accepted);
         continue;
       }
@@ -194,8 +214,11 @@ export function createWarehouseConsumer(deps: ConsumerDeps): BatchHandler {
         });
       });
 
-    /** Claims the records for a new file, puts the file with those claimed, and commits it. */
-    const write = async (prefix: string, group: ToWrite[]): Promise<void> => {
+    /**
+     * Claims the records for a new file, puts the file with those claimed, and commits it. `erased`: the
+     * file is the records' erased usage (their sums), and no listener is told of them.
+     */
+    const write = async (prefix: string, group: ToWrite[], erased = false): Promise<void> => {
       group.sort((a, b) => a.record.started_at - b.record.started_at);
       const key = prefix + fileName(group.map((a) => a.record));
       const failed = (err: unknown, accepted: Accepted[]) => {
@@ -226,7 +249,14 @@ export function createWarehouseConsumer(deps: ConsumerDeps): BatchHandler {
       );
       if (claimed.length === 0) return;
       try {
-        await deps.objects.put(key, deps.codec.encode(claimed.map((a) => a.record)));
+        const records = claimed.map((a) => a.record);
+        const body =
+          erased && deps.erasedUsage
+            ? deps.erasedUsage.encode(
+                erasedUsageOf(records, recordDay).get(recordDay(records[0] as InteractionRecord)) ?? [],
+              )
+            : deps.codec.encode(records);
+        await deps.objects.put(key, body);
       } catch (err) {
         failed(err, claimed);
         // An error may still have written the file: then its claims stand, and the records' next
@@ -243,10 +273,13 @@ export function createWarehouseConsumer(deps: ConsumerDeps): BatchHandler {
           count: claimed.length,
         });
       }
-      await notify(claimed);
+      if (!erased) await notify(claimed);
     };
 
-    const groups = [...partitions];
+    const groups: [string, ToWrite[], boolean][] = [
+      ...[...partitions].map(([prefix, group]): [string, ToWrite[], boolean] => [prefix, group, false]),
+      ...[...erasedPartitions].map(([prefix, group]): [string, ToWrite[], boolean] => [prefix, group, true]),
+    ];
     const writeNext = async (): Promise<void> => {
       for (let entry = groups.shift(); entry; entry = groups.shift()) await write(...entry);
     };

@@ -13,6 +13,7 @@ import type { CloudAssembly } from "aws-cdk-lib/cx-api";
 import { AwsSolutionsChecks, type IApplyRule, NagRuleCompliance } from "cdk-nag";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SPOOL_PREFIX } from "../../lambda/adapters/sqs/spool";
+import { ERASED_USAGE_PREFIX } from "../../lambda/core/erased-usage";
 import {
   glueColumns,
   gluePartitionKeys,
@@ -458,6 +459,7 @@ describe("data API exports", () => {
       `${GLUE_ARN}:catalog`,
       `${GLUE_ARN}:database/${database}`,
       `${GLUE_ARN}:table/${database}/interactions`,
+      `${GLUE_ARN}:table/${database}/erased_usage`,
     ]);
 
     const s3 = onService(statements, "s3");
@@ -472,11 +474,23 @@ describe("data API exports", () => {
       Effect: "Allow",
       Resource: objectsArn(warehouse().dataBucket, INTERACTIONS_PREFIX),
     });
+    // FOCUS exports read what deletions kept of the calls they removed.
+    expect(s3).toContainEqual({
+      Action: "s3:ListBucket",
+      Effect: "Allow",
+      Resource: getAtt(warehouse().dataBucket),
+      Condition: { StringLike: { "s3:prefix": ["erased-usage/*"] } },
+    });
+    expect(s3).toContainEqual({
+      Action: "s3:GetObject",
+      Effect: "Allow",
+      Resource: objectsArn(warehouse().dataBucket, ERASED_USAGE_PREFIX),
+    });
     // Nothing else of the data bucket: not the spool, no writes.
     const dataBucketObjects = s3.filter((s) =>
       JSON.stringify(s.Resource).includes(`${id(warehouse().dataBucket)}","Arn"]},"/`),
     );
-    expect(dataBucketObjects).toHaveLength(1);
+    expect(dataBucketObjects).toHaveLength(2);
     expect(s3).toContainEqual({
       Action: ["s3:AbortMultipartUpload", "s3:GetObject", "s3:ListMultipartUploadParts", "s3:PutObject"],
       Effect: "Allow",

@@ -323,44 +323,68 @@ describe("compaction", () => {
     expect(await exported(YESTERDAY)).toEqual(ids(all));
   });
 
-  it("a deletion arriving during a compaction: the merged file keeps none of its rows", async () => {
+  it("a deletion's rows are never merged away: their files stay for the deletion to rewrite", async () => {
     const deliver = await consumer();
     const noon = Date.parse(`${YESTERDAY}T12:00:00Z`);
-    const kept: InteractionRecord[] = [];
-    const early: InteractionRecord[] = [];
-    const late: InteractionRecord[] = [];
+    const all: InteractionRecord[] = [];
+    // Two files hold a user a deletion covers; two hold none.
     for (let b = 0; b < 4; b++) {
-      const batch = [
-        record(noon + b * 1000),
-        record(noon + b * 1000 + 1, "u-early"),
-        record(noon + b * 1000 + 2, "u-late"),
-      ];
+      const batch = [record(noon + b * 1000), ...(b < 2 ? [record(noon + b * 1000 + 1, "u-early")] : [])];
       await deliver(batch);
-      kept.push(batch[0] as InteractionRecord);
-      early.push(batch[1] as InteractionRecord);
-      late.push(batch[2] as InteractionRecord);
+      all.push(...batch);
     }
     const tombstones = new DynamoTombstones(local.db, local.tables.deletionTombstones);
-    const tombstone = async (requestId: string, user: string) =>
-      tombstones.put({ projectId: PROJECT, requestId, upTo: NOW, userIdHash: hashUserId(PROJECT, user) });
-    // One deletion began before the run; another begins while the merged file is being written.
-    await tombstone("del-early", "u-early");
+    await tombstones.put({
+      projectId: PROJECT,
+      requestId: "del-early",
+      upTo: NOW,
+      userIdHash: hashUserId(PROJECT, "u-early"),
+    });
+    const before = await filesOf(YESTERDAY);
+    const report = await runCompaction(await deps());
+    expect(outcome(report, YESTERDAY)).toMatchObject({ outcome: "compacted", filesAfter: 3, rows: 2 });
+    const after = await filesOf(YESTERDAY);
+    // The deletion's files are untouched (it rewrites them, keeping the removed calls' money); the
+    // merged file holds none of its rows.
+    const merged = after.filter(isCompactedFile);
+    expect(merged).toHaveLength(1);
+    expect((await rowsIn(merged[0] as string)).some((r) => r.user_id === "u-early")).toBe(false);
+    expect(after.filter((f) => !isCompactedFile(f)).every((f) => before.includes(f))).toBe(true);
+    expect(await exported(YESTERDAY)).toEqual(ids(all));
+  });
+
+  it("a deletion arriving during a compaction: the merge is given up, every row stays where it was", async () => {
+    const deliver = await consumer();
+    const noon = Date.parse(`${YESTERDAY}T12:00:00Z`);
+    const all: InteractionRecord[] = [];
+    for (let b = 0; b < 3; b++) {
+      const batch = [record(noon + b * 1000), record(noon + b * 1000 + 2, "u-late")];
+      await deliver(batch);
+      all.push(...batch);
+    }
+    const tombstones = new DynamoTombstones(local.db, local.tables.deletionTombstones);
+    const before = await filesOf(YESTERDAY);
     const base = await deps();
     let first = true;
-    const report = await runCompaction({
+    await runCompaction({
       ...base,
       objects: onPut(async (key, body) => {
         await objects.put(key, body);
         if (first) {
           first = false;
-          await tombstone("del-late", "u-late");
+          // The deletion begins while the merged file is being written.
+          await tombstones.put({
+            projectId: PROJECT,
+            requestId: "del-late",
+            upTo: NOW,
+            userIdHash: hashUserId(PROJECT, "u-late"),
+          });
         }
       }),
     });
-    expect(outcome(report, YESTERDAY)).toMatchObject({ outcome: "compacted", filesAfter: 1, rows: 4 });
-    const [merged] = await filesOf(YESTERDAY);
-    expect(ids(await rowsIn(merged as string))).toEqual(ids(kept));
-    expect(await exported(YESTERDAY)).toEqual(ids(kept));
+    // The merged file is gone and the inputs stay, for the deletion to rewrite.
+    expect(await filesOf(YESTERDAY)).toEqual(before);
+    expect(await exported(YESTERDAY)).toEqual(ids(all));
   });
 
   it("a late record for a compacted day is read once beside it, and merged with later ones", async () => {

@@ -4,6 +4,8 @@ import { FolderDeadLetters } from "../../../lambda/adapters/in-process/dead-lett
 import { MemoryDeliveryLedger } from "../../../lambda/adapters/memory/ledger";
 import { MemoryObjectStore } from "../../../lambda/adapters/memory/object-store";
 import { parquetCodec } from "../../../lambda/adapters/parquet/codec";
+import { erasedUsageCodec } from "../../../lambda/adapters/parquet/erased-usage";
+import { hashUserId } from "../../../lambda/core/deletion";
 import { CLAIM_LEASE_MS, type ClaimRequest } from "../../../lambda/core/delivery-ledger";
 import { silentLogger } from "../../../lambda/core/logger";
 import type { ObjectBody } from "../../../lambda/core/object-store";
@@ -243,5 +245,42 @@ describe("the warehouse consumer", () => {
     expect(await consume(batchOf(list))).toEqual(ACKED);
     expect(await w.rows()).toEqual(once(kept));
     expect(told.sort()).toEqual(kept.map((r) => r.transaction_id).sort());
+  });
+
+  it("keeps the money of dropped records never written as erased usage, once however often they come", async () => {
+    const w = warehouse();
+    const list = records(0, 4).map((r, i) => ({
+      ...r,
+      user_id: i < 2 ? "u-gone" : "u-kept",
+      cost_micros: 1000 + i,
+    }));
+    const gone = list.slice(0, 2);
+    const projectId = gone[0]?.project_id ?? "";
+    const tombstones = {
+      forProjects: async () => [
+        {
+          projectId,
+          requestId: "del-2",
+          upTo: T0 + 86_400_000,
+          userIdHash: hashUserId(projectId, "u-gone"),
+        },
+      ],
+    };
+    const consume = w.consumer({ tombstones, erasedUsage: erasedUsageCodec });
+    expect(await consume(batchOf(list))).toEqual(ACKED);
+    // Redelivered, alone and with the others: nothing more is written.
+    expect(await consume(batchOf(gone))).toEqual(ACKED);
+    expect(await consume(batchOf(list))).toEqual(ACKED);
+    expect(await w.rows()).toEqual(once(list.slice(2)));
+    const erasedFiles = await w.files("erased-usage/");
+    expect(erasedFiles).toHaveLength(1);
+    const [file] = erasedFiles as [string];
+    expect(file.startsWith(`erased-usage/project=${projectId}/dt=`)).toBe(true);
+    const bytes = (await w.objects.get(file)) ?? new Uint8Array();
+    const erased = await erasedUsageCodec.decode(bytes);
+    expect(erased.reduce((a, r) => a + r.calls, 0)).toBe(2);
+    expect(erased.reduce((a, r) => a + r.cost_micros, 0)).toBe(1000 + 1001);
+    const text = `${file}${JSON.stringify(erased)}${Buffer.from(bytes).toString("latin1")}`;
+    for (const needle of ["u-gone", ...gone.map((r) => r.transaction_id)]) expect(text).not.toContain(needle);
   });
 });
