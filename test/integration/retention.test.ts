@@ -7,8 +7,10 @@ import { DynamoPrivacySettings } from "../../lambda/adapters/dynamodb/privacy-se
 import { FsWarehouseFiles } from "../../lambda/adapters/fs/deletion-files";
 import { FsObjectStore } from "../../lambda/adapters/fs/object-store";
 import { decodeRecords, encodeRecords } from "../../lambda/adapters/parquet/codec";
+import { erasedUsageCodec } from "../../lambda/adapters/parquet/erased-usage";
 import { createProject } from "../../lambda/core/accounts";
 import type { WarehouseFiles } from "../../lambda/core/deletion";
+import { erasedUsageKey } from "../../lambda/core/erased-usage";
 import { silentLogger } from "../../lambda/core/logger";
 import { updatePrivacySettings } from "../../lambda/core/privacy";
 import { buildRecord, type InteractionRecord, partitionPrefix } from "../../lambda/core/record";
@@ -271,4 +273,45 @@ describe("the retention run", () => {
     expect(await retainPlanned(steps, { projectId: "ret-gone" })).toBeUndefined();
     expect(await audits()).toHaveLength(before + 2);
   }, 120_000);
+
+  it("removes a day's erased usage with its records, also where a deletion left no record of the day", async () => {
+    await seed("ret-erased");
+    await updatePrivacySettings(local.store, settings(), "ret-erased", { retentionDays: 5 });
+    const erased = (day: string, name: string) => erasedUsageKey("ret-erased", day, "del_x", name);
+    const row = {
+      key_id: "abcdefghijklmnop",
+      vendor: "openai",
+      model: "gpt-4o-mini",
+      billing_mode: "managed",
+      price_version: null,
+      calls: 1,
+      priced_calls: 1,
+      failed_calls: 0,
+      input_tokens: 10,
+      output_tokens: 5,
+      cached_input_tokens: 0,
+      cache_write_tokens: 0,
+      reasoning_tokens: 0,
+      cost_micros: 7,
+      list_micros: 7,
+    };
+    const oldest = allDays[0] as string;
+    const newest = allDays.at(-1) as string;
+    // A day whose records were all erased: its erased usage stands alone.
+    const erasedOnly = dayOf(NOW - (DAYS + 2) * DAY);
+    for (const [day, name] of [
+      [oldest, "a"],
+      [erasedOnly, "b"],
+      [newest, "c"],
+    ] as const) {
+      await objects.put(erased(day, name), erasedUsageCodec.encode([row]));
+    }
+    const audit = await run({ projectId: "ret-erased" });
+    const left: string[] = [];
+    for await (const o of objects.list("erased-usage/project=ret-erased/")) left.push(o.key);
+    expect(left).toEqual([erased(newest, "c")]);
+    const done = audit.projects.find((p) => p.projectId === "ret-erased");
+    expect(done?.partitionsRemoved).toContain(erasedOnly);
+    expect(done?.partitionsRemoved).toContain(oldest);
+  });
 });
