@@ -170,7 +170,7 @@ describe("consumer", () => {
     });
   });
 
-  it("may write and check Parquet files under interactions/ only, use its ledger, and dead-letter", () => {
+  it("may write and check Parquet files under interactions/ and erased-usage/ only, use its ledger, and dead-letter", () => {
     const statements = statementsOf(warehouse().consumer.function);
     expect(onService(statements, "s3")).toEqual([
       {
@@ -184,6 +184,18 @@ describe("consumer", () => {
         Action: ["s3:AbortMultipartUpload", "s3:GetObject", "s3:PutObject"],
         Effect: "Allow",
         Resource: objectsArn(warehouse().dataBucket, INTERACTIONS_PREFIX),
+      },
+      // Records a deletion covers that were never written: their money as erased usage.
+      {
+        Action: "s3:ListBucket",
+        Effect: "Allow",
+        Resource: getAtt(warehouse().dataBucket),
+        Condition: { StringLike: { "s3:prefix": ["erased-usage/*"] } },
+      },
+      {
+        Action: ["s3:GetObject", "s3:PutObject"],
+        Effect: "Allow",
+        Resource: objectsArn(warehouse().dataBucket, ERASED_USAGE_PREFIX),
       },
     ]);
     // Its ledger, the dashboard's index (batches of entries) and rollups, the deletion tombstones and
@@ -458,8 +470,8 @@ describe("data API exports", () => {
     expect(((glue[0] as Statement).Resource as unknown[]).map(render)).toEqual([
       `${GLUE_ARN}:catalog`,
       `${GLUE_ARN}:database/${database}`,
-      `${GLUE_ARN}:table/${database}/interactions`,
       `${GLUE_ARN}:table/${database}/erased_usage`,
+      `${GLUE_ARN}:table/${database}/interactions`,
     ]);
 
     const s3 = onService(statements, "s3");

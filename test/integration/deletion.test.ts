@@ -17,11 +17,13 @@ import { DynamoDeletionRequests } from "../../lambda/adapters/dynamodb/deletion-
 import { DynamoTombstones } from "../../lambda/adapters/dynamodb/tombstones";
 import { localUserIdHasher } from "../../lambda/adapters/fs/master-key";
 import { encodeRecords } from "../../lambda/adapters/parquet/codec";
+import { erasedUsageCodec } from "../../lambda/adapters/parquet/erased-usage";
 import { createDataApp } from "../../lambda/app/data-api/app";
 import { createKey, createProject } from "../../lambda/core/accounts";
 import type { CopyPurger } from "../../lambda/core/deletion";
 import { hashUserId } from "../../lambda/core/deletion";
 import { deletionManifestKey, parseDeletionManifest } from "../../lambda/core/deletion-manifest";
+import { ERASED_USAGE_PREFIX } from "../../lambda/core/erased-usage";
 import { CachedKeyLookup } from "../../lambda/core/key-cache";
 import { jsonLogger } from "../../lambda/core/logger";
 import { INTERACTIONS_PREFIX, type InteractionRecord, partitionPrefix } from "../../lambda/core/record";
@@ -131,6 +133,19 @@ async function files(e: Env, project = "proj-a"): Promise<string[]> {
     keys.push(o.key);
   return keys.sort();
 }
+
+/** The calls and cost a project's erased usage holds: what deletions kept of the calls they removed. */
+async function erased(e: Env, project = "proj-a"): Promise<{ calls: number; costMicros: number }> {
+  const total = { calls: 0, costMicros: 0 };
+  for await (const o of e.warehouse.objects.list(`${ERASED_USAGE_PREFIX}project=${project}/`)) {
+    for (const row of await erasedUsageCodec.decode((await e.warehouse.objects.get(o.key)) as Uint8Array)) {
+      total.calls += row.calls;
+      total.costMicros += row.cost_micros;
+    }
+  }
+  return total;
+}
+const costOf = (records: InteractionRecord[]) => records.reduce((a, r) => a + (r.cost_micros ?? 0), 0);
 
 function api(e: Env, path: string, key: string, body?: unknown): Promise<Response> {
   return fetch(`${e.base}${path}`, {
@@ -447,9 +462,14 @@ describe("records in flight", () => {
     const after = await exported(e, e.keys.a);
     expect([...after.keys()].sort()).toEqual([written[1], u2InQueue].map((r) => r?.transaction_id).sort());
 
-    // A redelivery of the same record, later on, is dropped as well.
+    // Both erased calls keep their money: the rewritten one and the one dropped in flight.
+    const erasedCalls = [written[0], inQueue] as InteractionRecord[];
+    expect(await erased(e)).toEqual({ calls: 2, costMicros: costOf(erasedCalls) });
+
+    // A redelivery of the same record, later on, is dropped as well, and not counted again.
     await land(e, [inQueue]);
     expect((await exported(e, e.keys.a)).has(inQueue.transaction_id)).toBe(false);
+    expect(await erased(e)).toEqual({ calls: 2, costMicros: costOf(erasedCalls) });
   });
 });
 
@@ -510,6 +530,9 @@ describe("crash safety", () => {
     const after = await exported(e, e.keys.a);
     expect([...after.keys()].sort()).toEqual(ids([records[1], records[3]] as InteractionRecord[]).sort());
     for (const [id, row] of after) expect(row).toBe(before.get(id));
+    // The rewrites ran twice over; their erased usage counts each call once.
+    const u1 = [records[0], records[2]] as InteractionRecord[];
+    expect(await erased(e)).toEqual({ calls: 2, costMicros: costOf(u1) });
 
     // The first worker wakes up to a completed request and changes nothing.
     release();
@@ -540,13 +563,16 @@ describe("crash safety", () => {
       },
     };
     e = await start([lateFile]);
-    await land(e, [call("proj-a", U1, 14), call("proj-a", U2, 14)]);
+    const first = call("proj-a", U1, 14);
+    await land(e, [first, call("proj-a", U2, 14)]);
     const requestId = await requestDeletion(e, e.keys.a, { user_id: U1, reason: "erasure" });
     await e.warehouse.deletion?.runner.idle();
 
     const done = await state(e, e.keys.a, requestId);
     expect(done.status).toBe("completed");
     expect(done.counts).toMatchObject({ rows_deleted: 2, files_rewritten: 1, files_deleted: 1 });
+    // Each round kept the money of what it removed.
+    expect(await erased(e)).toEqual({ calls: 2, costMicros: costOf([first, late]) });
     expect(e.states).toEqual([
       "RecordRequest",
       "WaitForInFlight",
