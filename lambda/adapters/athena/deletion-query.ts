@@ -6,7 +6,7 @@ import {
 } from "@aws-sdk/client-athena";
 import type { AffectedFile, DeletionQuery, DeletionTarget } from "../../core/deletion";
 import { buildDeletionCondition, type DeletionParam } from "../sql/deletion-condition";
-import { MISSING_FILE_RETRY_MS, MissingFileFailure, queryFailure } from "./missing-file";
+import { queryFailure, succeededAcrossSwaps } from "./missing-file";
 
 export interface AthenaDeletionOptions {
   workGroup: string;
@@ -75,7 +75,12 @@ export class AthenaDeletionQuery implements DeletionQuery {
       WorkGroup: this.options.workGroup,
       QueryExecutionContext: { Database: this.options.database },
     });
-    const id = await this.succeeded(start);
+    const id = await succeededAcrossSwaps(
+      this.client,
+      start,
+      (started) => this.waitForSuccess(started),
+      this.sleep,
+    );
     const rows: (string | undefined)[][] = [];
     let NextToken: string | undefined;
     do {
@@ -85,22 +90,6 @@ export class AthenaDeletionQuery implements DeletionQuery {
     } while (NextToken);
     // The first row repeats the column names.
     return rows.slice(1);
-  }
-
-  /** Starts the query and waits for it; run again when a compaction removed a file it read (missing-file.ts). */
-  private async succeeded(start: StartQueryExecutionCommand): Promise<string> {
-    for (let retry = 0; ; retry++) {
-      const id = (await this.client.send(start)).QueryExecutionId;
-      if (!id) throw new Error("Athena returned no query execution id");
-      try {
-        await this.waitForSuccess(id);
-        return id;
-      } catch (err) {
-        const pause = MISSING_FILE_RETRY_MS[retry];
-        if (!(err instanceof MissingFileFailure) || pause === undefined) throw err;
-        await this.sleep(pause);
-      }
-    }
   }
 
   private async waitForSuccess(id: string): Promise<void> {

@@ -4,7 +4,6 @@ import {
   GetQueryResultsCommand,
   type Row,
   StartQueryExecutionCommand,
-  StopQueryExecutionCommand,
 } from "@aws-sdk/client-athena";
 import { ERASED_USAGE_TABLE } from "../../core/erased-usage";
 import { csvLine, type ExportValue, jsonRow } from "../../core/export-format";
@@ -26,7 +25,7 @@ import {
   type QueryParam,
   usageGroupSql,
 } from "../sql/export-query";
-import { MISSING_FILE_RETRY_MS, MissingFileFailure, queryFailure } from "./missing-file";
+import { queryFailure, stopQuery, succeededAcrossSwaps } from "./missing-file";
 
 export interface AthenaOptions {
   /** The workgroup holds the result location, its encryption and the per-query scan limit. */
@@ -146,13 +145,16 @@ export class AthenaWarehouseQuery implements WarehouseQuery {
 
   /** Runs the query text with its parameters and yields the result rows page by page, the header row left out. */
   private async *results(text: string, params: QueryParam[]): AsyncGenerator<Row[]> {
-    const id = await this.succeeded(
+    const id = await succeededAcrossSwaps(
+      this.client,
       new StartQueryExecutionCommand({
         QueryString: text,
         ExecutionParameters: params.map(athenaLiteral),
         WorkGroup: this.options.workGroup,
         QueryExecutionContext: { Database: this.options.database, Catalog: this.options.catalog },
       }),
+      (started) => this.waitForSuccess(started),
+      this.sleep,
     );
     let read = false;
     try {
@@ -176,32 +178,8 @@ export class AthenaWarehouseQuery implements WarehouseQuery {
     } finally {
       // A reader that stopped early (the client left, the stream's time ran out, a page failed): the
       // query is stopped, whether it still runs or only its results remain to be read.
-      if (!read) await this.stop(id);
+      if (!read) await stopQuery(this.client, id);
     }
-  }
-
-  /**
-   * Starts the query and waits for it; one that failed on a file a compaction removed meanwhile is run
-   * again (missing-file.ts). A query that did not succeed is stopped.
-   */
-  private async succeeded(start: StartQueryExecutionCommand): Promise<string> {
-    for (let retry = 0; ; retry++) {
-      const id = (await this.client.send(start)).QueryExecutionId;
-      if (!id) throw new Error("Athena returned no query execution id");
-      try {
-        await this.waitForSuccess(id);
-        return id;
-      } catch (err) {
-        await this.stop(id);
-        const pause = MISSING_FILE_RETRY_MS[retry];
-        if (!(err instanceof MissingFileFailure) || pause === undefined) throw err;
-        await this.sleep(pause);
-      }
-    }
-  }
-
-  private async stop(id: string): Promise<void> {
-    await this.client.send(new StopQueryExecutionCommand({ QueryExecutionId: id })).catch(() => undefined);
   }
 
   private async waitForSuccess(id: string): Promise<void> {
