@@ -78,6 +78,16 @@ export function consumerFile(path: string): string {
   return `${path} NOT LIKE '%/${COMPACTED_FILE_PREFIX}%'`;
 }
 
+/** What the FOCUS aggregate groups by, calls and erased usage alike: day, vendor, model, key, billing mode, price version. */
+const GROUP_KEYS = [
+  quote("dt"),
+  quote("vendor"),
+  `coalesce(${quote("model")}, '')`,
+  quote("key_id"),
+  quote("billing_mode"),
+  `coalesce(${quote("price_version")}, '')`,
+];
+
 /**
  * The FOCUS export's aggregate (core/focus.ts): one row per UTC day, vendor, model, key, billing mode
  * and price version, over the rows `where` selects. Every value leaves as text (Athena's results are
@@ -86,14 +96,7 @@ export function consumerFile(path: string): string {
 export function usageGroupSql(source: string, where: string, jsonText: JsonText): string {
   const text = (sql: string) => `CAST(${sql} AS VARCHAR)`;
   const sum = (column: string) => text(`coalesce(sum(CAST(${quote(column)} AS BIGINT)), 0)`);
-  const keys = [
-    quote("dt"),
-    quote("vendor"),
-    `coalesce(${quote("model")}, '')`,
-    quote("key_id"),
-    quote("billing_mode"),
-    `coalesce(${quote("price_version")}, '')`,
-  ];
+  const keys = GROUP_KEYS;
   const failed = `CASE WHEN ${quote("status_code")} >= 400 OR ${quote("error_type")} IS NOT NULL THEN 1 ELSE 0 END`;
   const values = [
     ...keys,
@@ -153,14 +156,7 @@ export function buildErasedUsageQuery(
  * reads both): day, vendor, model, key, billing mode, price version, then the counts and sums.
  */
 export function erasedUsageGroupSql(source: string, where: string): string {
-  const keys = [
-    quote("dt"),
-    quote("vendor"),
-    `coalesce(${quote("model")}, '')`,
-    quote("key_id"),
-    quote("billing_mode"),
-    `coalesce(${quote("price_version")}, '')`,
-  ];
+  const keys = GROUP_KEYS;
   const sums = ["calls", "priced_calls", "failed_calls", ...USAGE_SUMS, "list_micros"].map(
     (column) => `CAST(coalesce(sum(CAST(${quote(column)} AS BIGINT)), 0) AS VARCHAR)`,
   );
