@@ -142,7 +142,7 @@ export const creditCommands = [
     options: {
       project: required("<id>", "the project"),
       threshold: required("<usd>", "when the charged balance falls below this many dollars, e.g. 5"),
-      amount: required("<usd>", "...buy this many dollars, one of the offered amounts, e.g. 25"),
+      amount: required("<usd>", "then buy this many dollars, one of the offered amounts, e.g. 25"),
     },
     examples: ["dmt credits recharge set --project demo --threshold 5 --amount 25"],
     run: async ({ values, open }) => {
