@@ -520,8 +520,10 @@ describe("dashboard function", () => {
         "s3:ListMultipartUploadParts",
         "s3:PutObject",
       ],
-      // Athena reads the Parquet files with the caller's grants.
-      [`{${id(stack.warehouse.dataBucket)}.Arn}/interactions/*`]: ["s3:GetObject"],
+      // Athena reads the Parquet files with the caller's grants: the records, and the erased usage a
+      // FOCUS download sums in (docs/deletion.md).
+      [`{${id(stack.warehouse.dataBucket)}.Arn}/erased-usage/* {${id(stack.warehouse.dataBucket)}.Arn}/interactions/*`]:
+        ["s3:GetObject"],
     });
     expect(JSON.stringify(statements)).not.toContain(id(stack.warehouse.exportBucket));
   });
