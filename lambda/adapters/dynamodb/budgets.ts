@@ -58,6 +58,8 @@ interface CounterItem {
   used?: number;
   spent?: number;
   open?: number;
+  /** Counts takes and resolutions of its hold items (hold-items.ts). */
+  seq?: number;
   [marker: `h_${string}`]: HoldMarker;
 }
 
@@ -115,8 +117,8 @@ export class DynamoBudgets implements BudgetStore {
   }
 
   async spend(counterId: string): Promise<{ spentMicros: number; heldMicros: number }> {
-    const item = await this.readCounter(counterId);
-    const spent = (item?.spent ?? 0) + (await this.notedCharges(item));
+    const { item, holds } = await this.readWithHolds(counterId);
+    const spent = (item?.spent ?? 0) + notedCharges(item, holds);
     return { spentMicros: spent, heldMicros: (item?.used ?? 0) - spent };
   }
 
@@ -126,8 +128,8 @@ export class DynamoBudgets implements BudgetStore {
    */
   async startFrom(counterId: string, micros: number): Promise<void> {
     for (let attempt = 0; attempt < 5; attempt++) {
-      const item = await this.readCounter(counterId);
-      const counted = (item?.spent ?? 0) + (await this.notedCharges(item));
+      const { item, holds } = await this.readWithHolds(counterId);
+      const counted = (item?.spent ?? 0) + notedCharges(item, holds);
       if (micros <= counted) return;
       try {
         await this.db.send(
@@ -153,12 +155,12 @@ export class DynamoBudgets implements BudgetStore {
   }
 
   async charges(counterId: string): Promise<{ settledMicros: number; noted: Map<string, number> }> {
-    const item = await this.readCounter(counterId);
+    const { item, holds } = await this.readWithHolds(counterId);
     const noted = new Map<string, number>();
     for (const [name, marker] of item ? markers(item) : []) {
       noted.set(name.slice(MARKER.length), (marker.c ?? 0) + (marker.u ?? 0));
     }
-    for (const hold of await this.openHolds(item)) noted.set(hold.holdId, (hold.c ?? 0) + (hold.u ?? 0));
+    for (const hold of holds) noted.set(hold.holdId, (hold.c ?? 0) + (hold.u ?? 0));
     return { settledMicros: item?.spent ?? 0, noted };
   }
 
@@ -294,17 +296,23 @@ export class DynamoBudgets implements BudgetStore {
     return item?.[`${MARKER}${hold.holdId}`];
   }
 
-  private async openHolds(item: CounterItem | undefined): Promise<HoldItem[]> {
-    return item && (item.open ?? 0) > 0 ? this.holds.openHolds(item.counterId) : [];
-  }
-
-  /** What open holds already charged (noted): spent, though not settled yet. */
-  private async notedCharges(item: CounterItem | undefined): Promise<number> {
-    const legacy = item
-      ? markers(item).reduce((sum, [, marker]) => sum + (marker.c ?? 0) + (marker.u ?? 0), 0)
-      : 0;
-    const items = (await this.openHolds(item)).reduce((sum, hold) => sum + (hold.c ?? 0) + (hold.u ?? 0), 0);
-    return legacy + items;
+  /**
+   * The counter and its open holds' items, read again when a take or resolution (`seq`) came between
+   * the reads: a settlement moves a hold's noted charges into `spent`, and a sum of one read from before
+   * it and one from after misses them. Twice at most: a busy counter gets its second pair as read.
+   */
+  private async readWithHolds(
+    counterId: string,
+  ): Promise<{ item: CounterItem | undefined; holds: HoldItem[] }> {
+    let item = await this.readCounter(counterId);
+    for (let round = 1; (item?.open ?? 0) > 0; round++) {
+      const holds = await this.holds.openHolds(counterId);
+      if (round === 2) return { item, holds };
+      const again = await this.readCounter(counterId);
+      if (again?.seq === item?.seq) return { item, holds };
+      item = again;
+    }
+    return { item, holds: [] };
   }
 
   private settleMarker(hold: Hold, charges: HoldCharges): Promise<boolean> {
@@ -346,6 +354,14 @@ export class DynamoBudgets implements BudgetStore {
   private async readCounter(counterId: string): Promise<CounterItem | undefined> {
     return (await readItem(this.db, this.tables.budgetCounters, { counterId })) as CounterItem | undefined;
   }
+}
+
+/** What open holds already charged (noted): spent, though not settled yet. */
+function notedCharges(item: CounterItem | undefined, holds: HoldItem[]): number {
+  const legacy = item
+    ? markers(item).reduce((sum, [, marker]) => sum + (marker.c ?? 0) + (marker.u ?? 0), 0)
+    : 0;
+  return legacy + holds.reduce((sum, hold) => sum + (hold.c ?? 0) + (hold.u ?? 0), 0);
 }
 
 function markers(item: CounterItem): [string, HoldMarker][] {
