@@ -228,3 +228,66 @@ function recordingClient(): { client: DynamoDBClient; commands: string[] } {
   );
   return { client, commands };
 }
+
+/**
+ * A client whose every DeleteItem fails, as a process that stops after applying a resolution to the
+ * owner (r3) and before deleting its hold item (r4). Last in the file: the sweeper's test above counts
+ * every owner the index shows, and these leave theirs for a sweeper to finish.
+ */
+function stopsBeforeDelete(): DynamoDBClient {
+  const client = createDynamoClient({ endpoint: dynamo.endpoint });
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      if (context.commandName === "DeleteItemCommand") {
+        const err = new Error("the process stopped");
+        err.name = "ValidationException";
+        Object.assign(err, { $fault: "client", $metadata: {} });
+        throw err;
+      }
+      return next(args);
+    },
+    { step: "deserialize", name: "stop" },
+  );
+  return client;
+}
+
+describe("a resolution stopped between the owner and the hold item", () => {
+  it("counts the hold's charges once in the balance: applied on the owner, left out of the open holds", async () => {
+    const p = newProject();
+    await new DynamoCredits(db, names, clock).grant(p, 10_000_000, "cli");
+    const stopping = stopsBeforeDelete();
+    const store = new DynamoCredits(stopping, names, clock);
+    const held = await store.hold(p, newHoldId(), 1_000_000, now + 15 * MINUTE);
+    // Another hold stays open with a charge noted, so the balance reads the open holds' items.
+    const other = await store.hold(p, newHoldId(), 1_000_000, now + 15 * MINUTE);
+    if (!held.ok || !other.ok) throw new Error("refused");
+    await store.recordCharges(other.hold, { chargedMicros: 50_000, uncollectedMicros: 0, calls: 1 });
+    await store
+      .settleCharges(held.hold, { chargedMicros: 300_000, uncollectedMicros: 0, calls: 1 })
+      .catch(() => false);
+    stopping.destroy();
+    const balance = await new DynamoCredits(db, names, clock).balance(p);
+    expect(balance.availableMicros).toBe(10_000_000 - 300_000 - 1_000_000);
+    expect(balance.chargedInFlightMicros).toBe(50_000);
+    expect(balance.heldMicros).toBe(1_000_000 - 50_000);
+  });
+
+  it("and once in a budget window's spend", async () => {
+    const budget = newBudget({ projectId: newProject(), usd: "10", window: "month" }, T0);
+    const id = counterId(budget, windowSpan("month", T0), null);
+    const stopping = stopsBeforeDelete();
+    const counters = new DynamoBudgets(stopping, names, clock);
+    const held = await counters.hold(id, newHoldId(), 1_000_000, now + 15 * MINUTE, 10_000_000);
+    const other = await counters.hold(id, newHoldId(), 1_000_000, now + 15 * MINUTE, 10_000_000);
+    if (!held.ok || !other.ok) throw new Error("refused");
+    await counters.recordCharges(other.hold, { chargedMicros: 40_000, uncollectedMicros: 0, calls: 1 });
+    await counters
+      .settleCharges(held.hold, { chargedMicros: 250_000, uncollectedMicros: 0, calls: 2 })
+      .catch(() => false);
+    stopping.destroy();
+    expect(await new DynamoBudgets(db, names, clock).spend(id)).toEqual({
+      spentMicros: 250_000 + 40_000,
+      heldMicros: 1_000_000 - 40_000,
+    });
+  });
+});

@@ -306,7 +306,7 @@ export class DynamoBudgets implements BudgetStore {
   ): Promise<{ item: CounterItem | undefined; holds: HoldItem[] }> {
     let item = await this.readCounter(counterId);
     for (let round = 1; (item?.open ?? 0) > 0; round++) {
-      const holds = await this.holds.openHolds(counterId);
+      const holds = await this.holds.openHolds(counterId, item);
       if (round === 2) return { item, holds };
       const again = await this.readCounter(counterId);
       if (again?.seq === item?.seq) return { item, holds };

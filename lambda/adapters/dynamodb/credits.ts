@@ -279,7 +279,7 @@ export class DynamoCredits implements CreditStore {
     // Noted charges live on open holds' items: read until no take or resolution (`seq`) came between
     // (then those holds may be settled into it); a busy owner's fifth pair is taken as read.
     for (let tries = 1; (item?.open ?? 0) > 0; tries++) {
-      noted = (await this.holds.openHolds(projectId)).reduce((sum, h) => sum + (h.c ?? 0), 0);
+      noted = (await this.holds.openHolds(projectId, item)).reduce((sum, h) => sum + (h.c ?? 0), 0);
       const again = tries < 5 ? await this.readBalance(projectId) : item;
       if (again?.seq === item?.seq) break;
       [item, noted] = [again, 0];

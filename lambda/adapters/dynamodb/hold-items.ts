@@ -402,11 +402,19 @@ export class HoldItems {
     }
   }
 
-  /** The owner's open hold items (a read for the few who need noted charges: not on a call's path). */
-  async openHolds(owner: string): Promise<HoldItem[]> {
+  /**
+   * The owner's open hold items (a read for the few who need noted charges: not on a call's path),
+   * less those `ownerItem`, read just before, shows applied (r3 done, r4 not yet: counted there).
+   */
+  async openHolds(owner: string, ownerItem?: object): Promise<HoldItem[]> {
     const keys = await this.indexKeys(owner);
     const items = await Promise.all(keys.map((key) => readItem(this.db, this.table, { [this.pk]: key })));
-    return items.filter((item): item is HoldItem => item !== undefined && !(item as HoldItem).tombstone);
+    return items.filter(
+      (item): item is HoldItem =>
+        item !== undefined &&
+        !(item as HoldItem).tombstone &&
+        !(ownerItem && Object.hasOwn(ownerItem, `r_${(item as HoldItem).holdId}`)),
+    );
   }
 
   /**
