@@ -332,114 +332,76 @@ describe("managed instances (dmt:proxyCompute=managed-instances)", () => {
   });
 });
 
+/** A daily fan-out (lib/daily-run.ts `fanOut`): its queue, dead-letter queue, mappings and alarms. */
+function fanOutOf(part: DmtStack["compaction"] | DmtStack["retention"]) {
+  const { stack, resources } = standard;
+  const idOf = (construct: { node: { defaultChild?: unknown } }) =>
+    stack.getLogicalId(construct.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0]);
+  const queueId = idOf(part.queue);
+  const deadId = idOf(part.deadLetterQueue);
+  const sources = ofType(resources, "AWS::Lambda::EventSourceMapping").filter(([, m]) =>
+    JSON.stringify(m.Properties.EventSourceArn).includes(queueId),
+  );
+  const alarms = ofType(resources, "AWS::CloudWatch::Alarm").map(([, a]) => a.Properties);
+  const alarmsOn = (metric: string, queue: string) =>
+    alarms.filter(
+      (a) =>
+        a.MetricName === metric &&
+        JSON.stringify(a.Dimensions).includes(queue) &&
+        (a.AlarmActions as unknown[] | undefined)?.length === 1,
+    );
+  return { queueId, deadId, sources, alarmsOn, functionId: idOf(part.fn.function) };
+}
+
+/** The function plans onto its queue (`queueVariable`) and works it one message at a time, 5 at once. */
+function expectQueuedWork(part: DmtStack["compaction"] | DmtStack["retention"], queueVariable: string) {
+  const { resources, fn } = standard;
+  const { queueId, deadId, sources } = fanOutOf(part);
+  const worker = fn(part.fn.function) as { Environment: { Variables: Record<string, unknown> } };
+  expect(worker.Environment.Variables[queueVariable]).toEqual({ Ref: queueId });
+  expect(resources[queueId]?.Properties).toMatchObject({
+    VisibilityTimeout: 5400,
+    RedrivePolicy: { deadLetterTargetArn: { "Fn::GetAtt": [deadId, "Arn"] }, maxReceiveCount: 3 },
+  });
+  expect(sources).toHaveLength(1);
+  expect(sources[0]?.[1].Properties).toMatchObject({
+    BatchSize: 1,
+    ScalingConfig: { MaximumConcurrency: 5 },
+    FunctionResponseTypes: ["ReportBatchItemFailures"],
+  });
+}
+
+/** An alarm on work left undone (the dead-letter queue) and one on work waiting a day. */
+function expectFanOutAlarms(part: DmtStack["compaction"] | DmtStack["retention"]) {
+  const { queueId, deadId, alarmsOn } = fanOutOf(part);
+  expect(alarmsOn("ApproximateNumberOfMessagesVisible", deadId)).toEqual([
+    expect.objectContaining({ Threshold: 1, ComparisonOperator: "GreaterThanOrEqualToThreshold" }),
+  ]);
+  expect(alarmsOn("ApproximateAgeOfOldestMessage", queueId)).toEqual([
+    expect.objectContaining({ Threshold: 86_400 }),
+  ]);
+}
+
 describe("compaction that scales with projects", () => {
   it("plans once a day onto a queue of partitions that the same function works one at a time, 5 at once", () => {
-    const { stack, resources, fn } = standard;
-    const compaction = fn(stack.compaction.fn.function) as {
-      Environment: { Variables: Record<string, unknown> };
-    };
-    const queueId = stack.getLogicalId(
-      stack.compaction.queue.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0],
-    );
-    const deadId = stack.getLogicalId(
-      stack.compaction.deadLetterQueue.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0],
-    );
-    expect(compaction.Environment.Variables.DMT_PARTITION_QUEUE_URL).toEqual({ Ref: queueId });
-    expect(resources[queueId]?.Properties).toMatchObject({
-      VisibilityTimeout: 5400,
-      RedrivePolicy: { deadLetterTargetArn: { "Fn::GetAtt": [deadId, "Arn"] }, maxReceiveCount: 3 },
-    });
-    const sources = ofType(resources, "AWS::Lambda::EventSourceMapping").filter(([, m]) =>
-      JSON.stringify(m.Properties.EventSourceArn).includes(queueId),
-    );
-    expect(sources).toHaveLength(1);
-    expect(sources[0]?.[1].Properties).toMatchObject({
-      BatchSize: 1,
-      ScalingConfig: { MaximumConcurrency: 5 },
-      FunctionResponseTypes: ["ReportBatchItemFailures"],
-    });
+    expectQueuedWork(standard.stack.compaction, "DMT_PARTITION_QUEUE_URL");
   });
 
   it("alarms on partitions left undone and on partitions waiting a day", () => {
-    const { stack, resources } = standard;
-    const deadId = stack.getLogicalId(
-      stack.compaction.deadLetterQueue.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0],
-    );
-    const queueId = stack.getLogicalId(
-      stack.compaction.queue.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0],
-    );
-    const alarms = ofType(resources, "AWS::CloudWatch::Alarm").map(([, a]) => a.Properties);
-    const on = (metric: string, queue: string) =>
-      alarms.filter(
-        (a) =>
-          a.MetricName === metric &&
-          JSON.stringify(a.Dimensions).includes(queue) &&
-          (a.AlarmActions as unknown[] | undefined)?.length === 1,
-      );
-    expect(on("ApproximateNumberOfMessagesVisible", deadId)).toEqual([
-      expect.objectContaining({ Threshold: 1, ComparisonOperator: "GreaterThanOrEqualToThreshold" }),
-    ]);
-    expect(on("ApproximateAgeOfOldestMessage", queueId)).toEqual([
-      expect.objectContaining({ Threshold: 86_400 }),
-    ]);
+    expectFanOutAlarms(standard.stack.compaction);
   });
 });
 
 describe("retention that scales with projects", () => {
   it("plans once a day onto a queue of projects that the same function works one at a time, 5 at once", () => {
-    const { stack, resources, fn } = standard;
-    const retention = fn(stack.retention.fn.function) as {
-      Environment: { Variables: Record<string, unknown> };
-    };
-    const queueId = stack.getLogicalId(
-      stack.retention.queue.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0],
-    );
-    const deadId = stack.getLogicalId(
-      stack.retention.deadLetterQueue.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0],
-    );
-    expect(retention.Environment.Variables.DMT_PROJECT_QUEUE_URL).toEqual({ Ref: queueId });
-    expect(resources[queueId]?.Properties).toMatchObject({
-      VisibilityTimeout: 5400,
-      RedrivePolicy: { deadLetterTargetArn: { "Fn::GetAtt": [deadId, "Arn"] }, maxReceiveCount: 3 },
-    });
-    const sources = ofType(resources, "AWS::Lambda::EventSourceMapping").filter(([, m]) =>
-      JSON.stringify(m.Properties.EventSourceArn).includes(queueId),
-    );
-    expect(sources).toHaveLength(1);
-    expect(sources[0]?.[1].Properties).toMatchObject({
-      BatchSize: 1,
-      ScalingConfig: { MaximumConcurrency: 5 },
-      FunctionResponseTypes: ["ReportBatchItemFailures"],
-    });
+    const retention = standard.stack.retention;
+    expectQueuedWork(retention, "DMT_PROJECT_QUEUE_URL");
     // The mapping invokes the retention function, not compaction's.
-    expect(JSON.stringify(sources[0]?.[1].Properties.FunctionName)).toContain(
-      stack.getLogicalId(
-        stack.retention.fn.function.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0],
-      ),
-    );
+    const { sources, functionId } = fanOutOf(retention);
+    expect(JSON.stringify(sources[0]?.[1].Properties.FunctionName)).toContain(functionId);
   });
 
   it("alarms on projects left undone and on projects waiting a day", () => {
-    const { stack, resources } = standard;
-    const deadId = stack.getLogicalId(
-      stack.retention.deadLetterQueue.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0],
-    );
-    const queueId = stack.getLogicalId(
-      stack.retention.queue.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0],
-    );
-    const alarms = ofType(resources, "AWS::CloudWatch::Alarm").map(([, a]) => a.Properties);
-    const on = (metric: string, queue: string) =>
-      alarms.filter(
-        (a) =>
-          a.MetricName === metric &&
-          JSON.stringify(a.Dimensions).includes(queue) &&
-          (a.AlarmActions as unknown[] | undefined)?.length === 1,
-      );
-    expect(on("ApproximateNumberOfMessagesVisible", deadId)).toEqual([
-      expect.objectContaining({ Threshold: 1, ComparisonOperator: "GreaterThanOrEqualToThreshold" }),
-    ]);
-    expect(on("ApproximateAgeOfOldestMessage", queueId)).toEqual([
-      expect.objectContaining({ Threshold: 86_400 }),
-    ]);
+    expectFanOutAlarms(standard.stack.retention);
   });
 });
