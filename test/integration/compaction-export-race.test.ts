@@ -216,69 +216,60 @@ beforeEach(async () => {
   }
 });
 
+/**
+ * Runs `query` on a DuckDB query whose folder races a compaction paused at `step` (the race acts at the
+ * `raceAt`-th listing), then lets the compaction finish and checks it swapped; the query's answer and
+ * how many times the folder was listed.
+ */
+async function acrossSwap<T>(
+  step: Step,
+  raceAt: number,
+  query: (duck: DuckDBWarehouseQuery) => Promise<T>,
+): Promise<{ answer: T; listings: number }> {
+  const compaction = await pausedCompaction(step);
+  const race = racingFolder(raceAt, compaction);
+  const duck = await DuckDBWarehouseQuery.open(root, { folder: race.folder });
+  let answer: T;
+  try {
+    answer = await query(duck);
+  } finally {
+    duck.close();
+  }
+  const listings = race.listings();
+  await expectSwapped(compaction.run);
+  return { answer, listings };
+}
+
 describe("an export while compaction swaps the same partition", () => {
   it("inputs removed after the export listed and linked them: read from its snapshot, each row once", async () => {
     const all = await fill(4);
     // Stopped at the first removal: the merged file and every input are in the folder.
-    const compaction = await pausedCompaction("remove");
-    const race = racingFolder(2, compaction);
-    const duck = await DuckDBWarehouseQuery.open(root, { folder: race.folder });
-    try {
-      expect(await exportedIds(duck)).toEqual(all);
-    } finally {
-      duck.close();
-    }
-    expect(race.listings()).toBe(2);
-    await expectSwapped(compaction.run);
+    const { answer, listings } = await acrossSwap("remove", 2, exportedIds);
+    expect(answer).toEqual(all);
+    expect(listings).toBe(2);
   });
 
   it("inputs removed between the export's listing and its links: the merged file holds their rows, each row once", async () => {
     const all = await fill(4);
-    const compaction = await pausedCompaction("remove");
-    const race = racingFolder(1, compaction);
-    const duck = await DuckDBWarehouseQuery.open(root, { folder: race.folder });
-    try {
-      expect(await exportedIds(duck)).toEqual(all);
-    } finally {
-      duck.close();
-    }
-    await expectSwapped(compaction.run);
+    expect((await acrossSwap("remove", 1, exportedIds)).answer).toEqual(all);
   });
 
   it("the merged file written and the inputs removed after the export listed the inputs: listed again, each row once", async () => {
     const all = await fill(4);
     // Stopped before the merged file's put: the export lists the inputs alone.
-    const compaction = await pausedCompaction("put");
-    const race = racingFolder(1, compaction);
-    const duck = await DuckDBWarehouseQuery.open(root, { folder: race.folder });
-    try {
-      expect(await exportedIds(duck)).toEqual(all);
-    } finally {
-      duck.close();
-    }
+    const { answer, listings } = await acrossSwap("put", 1, exportedIds);
+    expect(answer).toEqual(all);
     // The check after the links saw the new merged file, so the folder was listed again.
-    expect(race.listings()).toBeGreaterThanOrEqual(3);
-    await expectSwapped(compaction.run);
+    expect(listings).toBeGreaterThanOrEqual(3);
   });
 
   it("a FOCUS export across the swap counts each call once", async () => {
     const all = await fill(4);
-    const compaction = await pausedCompaction("remove");
-    const race = racingFolder(2, compaction);
-    const duck = await DuckDBWarehouseQuery.open(root, { folder: race.folder });
-    try {
-      const groups = await duck.usageGroups({
-        projectId: PROJECT,
-        start: YESTERDAY,
-        end: YESTERDAY,
-        filters: {},
-      });
-      expect(groups.reduce((sum, g) => sum + g.calls, 0)).toBe(all.length);
-      expect(groups.reduce((sum, g) => sum + g.inputTokens, 0)).toBe(all.length * 10);
-    } finally {
-      duck.close();
-    }
-    await expectSwapped(compaction.run);
+    const { answer: groups } = await acrossSwap("remove", 2, (duck) =>
+      duck.usageGroups({ projectId: PROJECT, start: YESTERDAY, end: YESTERDAY, filters: {} }),
+    );
+    expect(groups.reduce((sum, g) => sum + g.calls, 0)).toBe(all.length);
+    expect(groups.reduce((sum, g) => sum + g.inputTokens, 0)).toBe(all.length * 10);
   });
 
   it("a deletion's queries across the swap succeed and name the files by their warehouse keys", async () => {
