@@ -15,11 +15,11 @@ import { parquetCodec } from "../../lambda/adapters/parquet/codec";
 import { createProject } from "../../lambda/core/accounts";
 import { type CompactionReport, isCompactedFile } from "../../lambda/core/compaction";
 import { silentLogger } from "../../lambda/core/logger";
-import { buildRecord, type InteractionRecord, partitionPrefix } from "../../lambda/core/record";
-import { emptyUsage } from "../../lambda/core/usage";
+import { type InteractionRecord, partitionPrefix } from "../../lambda/core/record";
 import { type LocalStore, openLocalStore } from "../../lambda/local/store";
 import { type CompactionDeps, runCompaction } from "../../lambda/warehouse/compaction";
 import { createWarehouseConsumer } from "../../lambda/warehouse/consumer";
+import { chatRecord } from "../support/records";
 
 /**
  * A local export (and a FOCUS export, and a deletion's queries) while a compaction swaps the same
@@ -39,25 +39,7 @@ let sent = 0;
 
 function record(startedAt: number): InteractionRecord {
   sent++;
-  return buildRecord({
-    transactionId: `tx-${sent}-${startedAt}`,
-    projectId: PROJECT,
-    keyId: "abcdefghijklmnop",
-    vendor: "openai",
-    endpoint: "/v1/chat/completions",
-    model: "gpt-4o-mini",
-    billingMode: "managed",
-    statusCode: 200,
-    streamed: false,
-    startedAt,
-    latencyMs: 100,
-    usage: { ...emptyUsage(), inputTokens: 10, outputTokens: 5 },
-    costMicros: 7,
-    userIdHeader: "u-1",
-    request: { text: `{"prompt":"p${sent}"}`, bytes: 14, truncated: false },
-    response: { text: `{"answer":"a${sent}"}`, bytes: 14, truncated: false },
-    store: "full",
-  });
+  return chatRecord({ transactionId: `tx-${sent}-${startedAt}`, projectId: PROJECT, startedAt });
 }
 
 /** `batches` consumer files of 3 records each on yesterday, through the real consumer. */

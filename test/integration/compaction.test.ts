@@ -17,8 +17,7 @@ import { hashUserId } from "../../lambda/core/deletion";
 import type { DeliveryLedger } from "../../lambda/core/delivery-ledger";
 import { silentLogger } from "../../lambda/core/logger";
 import { updatePrivacySettings } from "../../lambda/core/privacy";
-import { buildRecord, type InteractionRecord, partitionPrefix } from "../../lambda/core/record";
-import { emptyUsage } from "../../lambda/core/usage";
+import { type InteractionRecord, partitionPrefix } from "../../lambda/core/record";
 import { runLocalCompaction } from "../../lambda/local/compaction";
 import { type LocalStore, openLocalStore } from "../../lambda/local/store";
 import {
@@ -29,6 +28,7 @@ import {
   runCompaction,
 } from "../../lambda/warehouse/compaction";
 import { createWarehouseConsumer } from "../../lambda/warehouse/consumer";
+import { chatRecord } from "../support/records";
 
 /**
  * Compaction over a real data dir: the consumer writes one file per batch into day partitions (with
@@ -49,24 +49,11 @@ let sent = 0;
 
 function record(startedAt: number, user = "u-1"): InteractionRecord {
   sent++;
-  return buildRecord({
+  return chatRecord({
     transactionId: `tx-${sent}-${startedAt}`,
     projectId: PROJECT,
-    keyId: "abcdefghijklmnop",
-    vendor: "openai",
-    endpoint: "/v1/chat/completions",
-    model: "gpt-4o-mini",
-    billingMode: "managed",
-    statusCode: 200,
-    streamed: false,
     startedAt,
-    latencyMs: 100,
-    usage: { ...emptyUsage(), inputTokens: 10, outputTokens: 5 },
-    costMicros: 7,
     userIdHeader: user,
-    request: { text: `{"prompt":"p${sent}"}`, bytes: 14, truncated: false },
-    response: { text: `{"answer":"a${sent}"}`, bytes: 14, truncated: false },
-    store: "full",
   });
 }
 

@@ -13,9 +13,8 @@ import type { WarehouseFiles } from "../../lambda/core/deletion";
 import { erasedUsageKey } from "../../lambda/core/erased-usage";
 import { silentLogger } from "../../lambda/core/logger";
 import { updatePrivacySettings } from "../../lambda/core/privacy";
-import { buildRecord, type InteractionRecord, partitionPrefix } from "../../lambda/core/record";
+import { type InteractionRecord, partitionPrefix } from "../../lambda/core/record";
 import type { RetentionAudit } from "../../lambda/core/retention";
-import { emptyUsage } from "../../lambda/core/usage";
 import { runLocalRetention } from "../../lambda/local/retention";
 import { type LocalStore, openLocalStore } from "../../lambda/local/store";
 import {
@@ -25,6 +24,7 @@ import {
   retainPlanned,
   runRetention,
 } from "../../lambda/warehouse/retention";
+import { chatRecord } from "../support/records";
 
 /**
  * The retention run over a real data dir: Parquet files in day partitions, the dashboard's index and
@@ -42,24 +42,12 @@ let index: DynamoInteractionIndex;
 const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10);
 
 function record(projectId: string, startedAt: number, n: number): InteractionRecord {
-  return buildRecord({
+  return chatRecord({
     transactionId: `tx-${projectId}-${startedAt}-${n}`,
     projectId,
-    keyId: "abcdefghijklmnop",
-    vendor: "openai",
-    endpoint: "/v1/chat/completions",
-    model: "gpt-4o-mini",
-    billingMode: "managed",
-    statusCode: 200,
-    streamed: false,
     startedAt,
-    latencyMs: 100,
-    usage: { ...emptyUsage(), inputTokens: 10, outputTokens: 5 },
-    costMicros: 7,
-    userIdHeader: "u-1",
     request: { text: `{"prompt":"secret ${n}"}`, bytes: 20, truncated: false },
     response: { text: `{"answer":"reply ${n}"}`, bytes: 20, truncated: false },
-    store: "full",
   });
 }
 
