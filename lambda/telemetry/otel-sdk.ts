@@ -28,8 +28,8 @@ import {
 } from "@opentelemetry/sdk-trace";
 import type { ProxyCall, ProxyOutcome } from "../core/call";
 import type { OtlpSettings } from "./config";
+import type { ExportTrouble, TelemetryExport } from "./export";
 import { DURATION_BUCKETS, genAiCall, TOKEN_BUCKETS } from "./gen-ai";
-import type { ExportTrouble, TelemetryExport } from "./hooks";
 
 /**
  * The OpenTelemetry SDK, loaded only when an endpoint is set (`hooks.ts` imports this module

@@ -2,7 +2,8 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import type { Logger } from "../../lambda/core/logger";
 import type { Metrics } from "../../lambda/core/metrics";
 import type { OtlpSettings } from "../../lambda/telemetry/config";
-import { type OpenTelemetry, openTelemetry, TROUBLE_WARNING_INTERVAL_MS } from "../../lambda/telemetry/hooks";
+import { TROUBLE_WARNING_INTERVAL_MS } from "../../lambda/telemetry/export";
+import { type OpenTelemetry, openTelemetry } from "../../lambda/telemetry/hooks";
 import { OtlpReceiver } from "../support/otlp-receiver";
 import { chatCall, outcomeOf } from "../support/proxy-calls";
 
