@@ -8,6 +8,13 @@ import type { AttributeValue, DynamoDBClient } from "@aws-sdk/client-dynamodb";
  * https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-design.html,
  * .../ServiceQuotas.html, .../read-write-operations.html (read 2026-12-07).
  *
+ * A table's global secondary indexes are written too, and counted with its writes ("Managing global
+ * secondary indexes", .../GSI.html#GSI.ThroughputConsiderations.Writes, read 2026-12-07): an item that
+ * enters an index is one index write of its projected size, one that leaves it one, one whose index key
+ * changes two (the old entry deleted, the new put), and one whose key stays one for an index of all
+ * attributes, none for a keys-only index. An index's partitions have the base table's limit: one over
+ * 1,000 write units in a second refuses the writes that would add to it.
+ *
  * Installed as a middleware inside the SDK's retry loop: a request over a limit is refused with
  * `ProvisionedThroughputExceededException` before it reaches the store, as DynamoDB refuses it, and the
  * SDK retries it with its own backoff, as it does in Lambda. `throttleRate` refuses that share of the
@@ -27,7 +34,10 @@ export interface TableStats {
   requests: number;
   writes: number;
   reads: number;
+  /** Write units of the table and its indexes. */
   wcu: number;
+  /** Of which its indexes'. */
+  indexWcu: number;
   rcu: number;
   throttled: number;
   /** Requests by command, to see what a sweep reads. */
@@ -39,6 +49,8 @@ export interface LimitReport {
   injected: number;
   /** The item that took the most write units in one second. */
   hottest: { table: string; item: string; wcuPerSecond: number; bytes: number } | null;
+  /** The index partition (an index's partition key value) that took the most write units in one second. */
+  hottestIndexPartition: { table: string; index: string; partition: string; wcuPerSecond: number } | null;
   largest: { table: string; item: string; bytes: number } | null;
 }
 
@@ -53,13 +65,23 @@ interface ItemState {
   maxWcu: number;
   bytes: number;
   maxBytes: number;
+  /** Each index's key of the item (partition and sort key values), absent when it is not in that index. */
+  indexKeys?: Record<string, string | undefined>;
 }
 
 interface PartitionState {
   second: number;
   wcu: number;
   rcu: number;
+  maxWcu: number;
 }
+
+type IndexDefinition = {
+  name: string;
+  partitionKey: string;
+  sortKey?: { name: string };
+  projection?: "keys";
+};
 
 type Input = Record<string, unknown> & {
   TableName?: string;
@@ -72,6 +94,7 @@ type Input = Record<string, unknown> & {
 export class DynamoLimits {
   private items = new Map<string, ItemState>();
   private partitions = new Map<string, PartitionState>();
+  private indexPartitions = new Map<string, PartitionState>();
   private stats: Record<string, TableStats> = {};
   private injected = 0;
   /** Off: requests are counted, not refused (the model's end, whose clock no longer moves). */
@@ -121,6 +144,7 @@ export class DynamoLimits {
   reset(): void {
     this.items.clear();
     this.partitions.clear();
+    this.indexPartitions.clear();
     this.stats = {};
     this.injected = 0;
   }
@@ -160,7 +184,18 @@ export class DynamoLimits {
       s.wcu = Math.round(s.wcu);
       s.rcu = Number(s.rcu.toFixed(1));
     }
-    return { tables, injected: this.injected, hottest, largest };
+    let hottestIndexPartition: LimitReport["hottestIndexPartition"] = null;
+    for (const [key, p] of this.indexPartitions) {
+      if (hottestIndexPartition && p.maxWcu <= hottestIndexPartition.wcuPerSecond) continue;
+      const [table = "", index = "", partition = ""] = key.split("\u0000");
+      hottestIndexPartition = {
+        table: this.options.tables[table] ?? table,
+        index,
+        partition,
+        wcuPerSecond: p.maxWcu,
+      };
+    }
+    return { tables, injected: this.injected, hottest, largest, hottestIndexPartition };
   }
 
   /** The hottest item whose key's text contains `part` (a TPM minute's counter: "tpm#"). */
@@ -180,7 +215,7 @@ export class DynamoLimits {
     const name = (physical && this.options.tables[physical]) ?? physical ?? "?";
     let s = this.stats[name];
     if (!s) {
-      s = { requests: 0, writes: 0, reads: 0, wcu: 0, rcu: 0, throttled: 0, byCommand: {} };
+      s = { requests: 0, writes: 0, reads: 0, wcu: 0, indexWcu: 0, rcu: 0, throttled: 0, byCommand: {} };
       this.stats[name] = s;
     }
     return s;
@@ -233,7 +268,10 @@ export class DynamoLimits {
       physical !== undefined &&
       this.options.watched.has(physical) &&
       Math.random() < this.options.throttleRate;
-    const over = state.wcu + units > ITEM_WCU_PER_S || partition.wcu + units > PARTITION_WCU_PER_S;
+    const over =
+      state.wcu + units > ITEM_WCU_PER_S ||
+      partition.wcu + units > PARTITION_WCU_PER_S ||
+      this.indexesFull(physical, state, input.Item, second);
     if (this.enforce && (injected || over)) {
       if (injected) this.injected++;
       stats.throttled++;
@@ -270,13 +308,81 @@ export class DynamoLimits {
     else if (command === "DeleteItemCommand") state.bytes = 0;
     else if (attributes) state.bytes = itemBytes(attributes);
     state.maxBytes = Math.max(state.maxBytes, state.bytes);
+    const after =
+      command === "PutItemCommand" ? input.Item : command === "DeleteItemCommand" ? undefined : attributes;
+    // A delete answers the item it removed (ALL_OLD): its index entries are known even if never seen.
+    const before = command === "DeleteItemCommand" ? attributes : undefined;
+    this.writeIndexes(physical, command, state, before, after, second, stats);
     return result;
+  }
+
+  /** Whether a write of this item would add to an index partition already at its limit this second. */
+  private indexesFull(
+    physical: string | undefined,
+    state: ItemState,
+    item: Record<string, AttributeValue> | undefined,
+    second: number,
+  ): boolean {
+    for (const index of this.indexes.get(physical ?? "") ?? []) {
+      for (const entry of [state.indexKeys?.[index.name], item && indexKeyOf(index, item)]) {
+        if (entry === undefined) continue;
+        const p = this.indexPartitions.get(indexPartitionKey(physical, index, entry));
+        if (p && p.second === second && p.wcu >= PARTITION_WCU_PER_S) return true;
+      }
+    }
+    return false;
+  }
+
+  /** The index writes of one base-table write, from the item's index keys before and after it. */
+  private writeIndexes(
+    physical: string | undefined,
+    command: string,
+    state: ItemState,
+    removed: Record<string, AttributeValue> | undefined,
+    after: Record<string, AttributeValue> | undefined,
+    second: number,
+    stats: TableStats,
+  ): void {
+    const indexes = this.indexes.get(physical ?? "") ?? [];
+    if (indexes.length === 0) return;
+    const keys: Record<string, string | undefined> = {};
+    for (const index of indexes) {
+      const now = after && indexKeyOf(index, after);
+      const known = state.indexKeys !== undefined || removed !== undefined;
+      // An item this wrapper never saw written (made before it was installed): an update is taken to
+      // leave its index key as it is; a put makes it anew.
+      const was = removed
+        ? indexKeyOf(index, removed)
+        : known
+          ? state.indexKeys?.[index.name]
+          : command === "UpdateItemCommand"
+            ? now
+            : undefined;
+      keys[index.name] = now;
+      const entryUnits = index.projection === "keys" ? 1 : Math.max(1, Math.ceil(state.bytes / 1024));
+      const writes: [string, number][] = [];
+      if (was !== undefined && was !== now) writes.push([was, 1]);
+      if (now !== undefined && (was !== now || index.projection !== "keys")) writes.push([now, entryUnits]);
+      for (const [entry, units] of writes) {
+        const partitionKey = indexPartitionKey(physical, index, entry);
+        let p = this.indexPartitions.get(partitionKey);
+        if (!p || p.second !== second) {
+          p = { second, wcu: 0, rcu: 0, maxWcu: p?.maxWcu ?? 0 };
+          this.indexPartitions.set(partitionKey, p);
+        }
+        p.wcu += units;
+        p.maxWcu = Math.max(p.maxWcu, p.wcu);
+        stats.wcu += units;
+        stats.indexWcu += units;
+      }
+    }
+    state.indexKeys = keys;
   }
 
   private partition(key: string, second: number): PartitionState {
     let p = this.partitions.get(key);
     if (!p || p.second !== second) {
-      p = { second, wcu: 0, rcu: 0 };
+      p = { second, wcu: 0, rcu: 0, maxWcu: 0 };
       this.partitions.set(key, p);
     }
     return p;
@@ -298,12 +404,34 @@ export class DynamoLimits {
   }
 
   /** The partition key attribute of each table (from the definitions), for puts and partitions. */
-  setKeys(schemas: Record<string, { partitionKey: string; sortKey?: { name: string } }>): void {
-    for (const [physical, def] of Object.entries(schemas)) this.keySchemas.set(physical, def.partitionKey);
+  setKeys(
+    schemas: Record<
+      string,
+      { partitionKey: string; sortKey?: { name: string }; indexes?: IndexDefinition[] }
+    >,
+  ): void {
+    for (const [physical, def] of Object.entries(schemas)) {
+      this.keySchemas.set(physical, def.partitionKey);
+      if (def.indexes) this.indexes.set(physical, def.indexes);
+    }
     this.sortKeys = new Map(Object.entries(schemas).map(([p, d]) => [p, d.sortKey?.name]));
   }
 
   private sortKeys = new Map<string, string | undefined>();
+  private indexes = new Map<string, IndexDefinition[]>();
+}
+
+/** The item's key in an index (its partition and sort key values), or undefined when it is not in it. */
+function indexKeyOf(index: IndexDefinition, item: Record<string, AttributeValue>): string | undefined {
+  const pk = item[index.partitionKey];
+  const sk = index.sortKey ? item[index.sortKey.name] : undefined;
+  if (pk === undefined || (index.sortKey && sk === undefined)) return undefined;
+  return JSON.stringify([pk, sk ?? null]);
+}
+
+function indexPartitionKey(physical: string | undefined, index: IndexDefinition, entry: string): string {
+  const [partition] = JSON.parse(entry) as [unknown];
+  return `${physical}\u0000${index.name}\u0000${JSON.stringify(partition)}`;
 }
 
 function splitKey(key: string): [string, string] {
