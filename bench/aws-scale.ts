@@ -42,6 +42,7 @@ import { silentLogger } from "../lambda/core/logger";
 import { CachedVendorKeys } from "../lambda/core/metering-vendor-keys";
 import { startEmbeddedDynamo } from "../lambda/local/embedded-dynamo";
 import { BudgetGuard, sweepHolds } from "../lambda/metering/budgets";
+import type { LeaseTimes } from "../lambda/metering/credit-leases";
 import { createMetering, type Metering } from "../lambda/metering/hooks";
 import { chatCall, outcomeOf, runCall } from "../test/support/proxy-calls";
 import { DynamoLimits, type LimitReport } from "./lib/dynamo-limits";
@@ -113,8 +114,14 @@ const HOLD_TTL_MS = 3_600_000;
 const PER_ENVIRONMENT = 128;
 const PROJECT = "proj-scale";
 const KEY_ID = "scalekey00000001";
-/** The Lambda handler's lease open time (lambda/handlers/proxy.ts); BEFORE=1 runs main's default. */
-const LEASES = process.env.BEFORE === "1" ? {} : { leaseOpenMs: 15 * MINUTE };
+/**
+ * The Lambda handler's lease times (lambda/handlers/proxy.ts): open 15 minutes, and on standard compute
+ * kept through idle time (a frozen container settles nothing); BEFORE=1 runs main's defaults.
+ */
+function leaseTimes(compute: Options["compute"]): LeaseTimes {
+  if (process.env.BEFORE === "1") return {};
+  return { openMs: 15 * MINUTE, ...(compute === "standard" && { idleMs: 15 * MINUTE }) };
+}
 /** The Lambda handler's TPM shards (lambda/handlers/proxy.ts); BEFORE=1 (or TPM_SHARDS=1): one counter. */
 const TPM_SHARDS = process.env.BEFORE === "1" ? 1 : Number(process.env.TPM_SHARDS ?? 16);
 /** The Lambda functions' rate-limit shards (runtime/aws.ts); BEFORE=1 (or RATE_SHARDS=1): one bucket. */
@@ -207,7 +214,7 @@ async function main(): Promise<void> {
       clock,
       holdTtlMs: HOLD_TTL_MS,
       noteChargesMs: 0,
-      ...LEASES,
+      leases: leaseTimes(options.compute),
       budgets: new BudgetGuard({
         counters: new DynamoBudgets(client, names, clock),
         clock,
@@ -215,7 +222,7 @@ async function main(): Promise<void> {
         cacheMs: 5_000,
         holdTtlMs: HOLD_TTL_MS,
         noteChargesMs: 0,
-        ...LEASES,
+        leases: leaseTimes(options.compute),
         tpmShards: TPM_SHARDS,
       }),
     });
@@ -462,6 +469,11 @@ async function main(): Promise<void> {
     0,
   );
   const bucketWcu = arrivalsReport.tables.rateLimits?.wcu ?? 0;
+  // The holds' index (holdsDue, keys only) on credits and budget counters: its entries' writes.
+  const indexWcu = ["credits", "budgetCounters"].reduce(
+    (sum, t) => sum + (arrivalsReport.tables[t]?.indexWcu ?? 0),
+    0,
+  );
   const result = {
     model: {
       clock:
@@ -497,11 +509,13 @@ async function main(): Promise<void> {
     injectedThrottles: arrivalsReport.injected,
     tables: arrivalsReport.tables,
     hottestItem: arrivalsReport.hottest,
+    hottestIndexPartition: arrivalsReport.hottestIndexPartition,
     hottestTpmItem: hottestTpm,
     hottestRateLimitItem: hottestBucket,
     largestItem: arrivalsReport.largest,
     wcuPerCall: stats.completed > 0 ? Number((meteringWcu / stats.completed).toFixed(3)) : null,
     wcuPerCallRateLimit: stats.completed > 0 ? Number((bucketWcu / stats.completed).toFixed(3)) : null,
+    wcuPerCallIndexes: stats.completed > 0 ? Number((indexWcu / stats.completed).toFixed(3)) : null,
     sweep: { ...sweep, requests: sweepReads },
     reconciled,
   };
@@ -520,11 +534,13 @@ async function main(): Promise<void> {
   print("throttled requests per table", result.throttledRequests);
   print("injected throttles", arrivalsReport.injected);
   print("hottest item WCU/s", arrivalsReport.hottest);
+  print("hottest index partition WCU/s", arrivalsReport.hottestIndexPartition);
   print("largest item", arrivalsReport.largest);
   if (hottestTpm) print("hottest TPM counter WCU/s", hottestTpm);
   print("hottest rate-limit bucket WCU/s", hottestBucket);
   print("WCU per call (metering tables)", result.wcuPerCall);
   print("  of which the rate-limit bucket", result.wcuPerCallRateLimit);
+  print("  of which the holds' index", result.wcuPerCallIndexes);
   print("sweeper", result.sweep);
   print("balance exact", reconciled.balanceExact);
   print("windows exact", reconciled.windowsExact);

@@ -16,10 +16,10 @@ import { Construct } from "constructs";
 /**
  * Where the proxy functions run: `standard` Lambda (the default: one call per execution environment,
  * billed for the whole vendor wait), or `managed-instances`: Lambda Managed Instances, many calls at
- * once per environment on EC2 capacity that Lambda runs in the stack's VPC (docs/aws.md).
+ * once per environment on EC2 capacity that Lambda runs in the stack's VPC (docs/aws.md). The handler
+ * learns which from `DMT_PROXY_COMPUTE` (lib/proxy.ts).
  */
-export const PROXY_COMPUTES = ["standard", "managed-instances"] as const;
-export type ProxyCompute = (typeof PROXY_COMPUTES)[number];
+export { PROXY_COMPUTES, type ProxyCompute } from "../lambda/handlers/runtime/config";
 
 /**
  * Managed-instance settings. Memory at its minimum: 2 GiB per environment, at the smallest ratio of

@@ -101,6 +101,7 @@ export class VendorProxy extends Construct {
       defaults: props.defaults,
       environment: {
         DMT_VENDOR: props.vendor,
+        DMT_PROXY_COMPUTE: props.managedInstances ? "managed-instances" : "standard",
         DMT_VENDOR_KEY_SECRET_ARN: props.vendorKey.secretArn,
         DMT_BYOK_KEY_ARN: props.byokKey.keyArn,
         DMT_USER_ID_KEY_SECRET_ARN: props.userIdKey.secretArn,

@@ -14,6 +14,7 @@ import type { UpstreamClient } from "../core/upstream";
 import type { VendorDefinition } from "../core/vendor-model";
 import { checkedAfterCharges } from "../events/alerts";
 import { BudgetGuard } from "../metering/budgets";
+import type { LeaseTimes } from "../metering/credit-leases";
 import { createMetering, type Metering } from "../metering/hooks";
 import { type OpenTelemetry, openTelemetry, type TelemetrySettings } from "../telemetry/hooks";
 import { type Alerts, composeAlerts } from "./alerts";
@@ -28,11 +29,11 @@ export interface MeteringSettings {
   /** How long finished calls' charges wait to be noted in batches; 0: before the call ends. */
   noteChargesMs: number;
   /**
-   * How long a credit or budget lease takes new calls (30 s by default). Lambda's containers serve one
-   * call at a time: a longer lease spreads its take and settlement over more calls (docs/metering.md
-   * "No hot item").
+   * How long a credit or budget lease takes new calls (30 s by default), and how long it may stay unused
+   * before it settles (2 s). Lambda's containers serve one call at a time: a longer lease spreads its
+   * take and settlement over more calls (docs/metering.md "No hot item").
    */
-  leaseOpenMs?: number;
+  leases?: LeaseTimes;
   /** The most counters a key's TPM minute is split over (1 unless set; metering/budgets.ts `tpmShards`). */
   tpmShards?: number;
 }
@@ -107,7 +108,7 @@ export function composeProxy(
       clock,
       holdTtlMs: settings.metering.holdTtlMs,
       noteChargesMs: settings.metering.noteChargesMs,
-      ...(settings.metering.leaseOpenMs !== undefined && { leaseOpenMs: settings.metering.leaseOpenMs }),
+      ...(settings.metering.leases && { leases: settings.metering.leases }),
       budgets: new BudgetGuard({
         counters: store.budgets,
         clock,
@@ -115,7 +116,7 @@ export function composeProxy(
         cacheMs: settings.metering.keyCacheMs,
         holdTtlMs: settings.metering.holdTtlMs,
         noteChargesMs: settings.metering.noteChargesMs,
-        ...(settings.metering.leaseOpenMs !== undefined && { leaseOpenMs: settings.metering.leaseOpenMs }),
+        ...(settings.metering.leases && { leases: settings.metering.leases }),
         ...(settings.metering.tpmShards !== undefined && { tpmShards: settings.metering.tpmShards }),
         // Budget-threshold alerts, with user ids hashed as the records hash them.
         watcher: alerts.budgetAlerts(infra.userIds),

@@ -29,7 +29,9 @@ export { createProxyHandler };
  */
 /**
  * A lease takes calls for 15 minutes: at 20-s calls a container's lease then serves 16 to 45 calls, so
- * its take and settlement cost a call a fraction of a write (docs/metering.md "No hot item").
+ * its take and settlement cost a call a fraction of a write (docs/metering.md "No hot item"). On
+ * standard compute it also stays through idle time: a container is frozen between its invocations, so
+ * an idle lease could only ever be settled as the next call thaws it, which then takes a new one.
  */
 const LAMBDA_LEASE_OPEN_MS = 15 * 60_000;
 /**
@@ -69,7 +71,10 @@ const proxy = composeProxy(
       // A frozen container may never run again: each call's charge is noted before its invocation ends.
       noteChargesMs: 0,
       // One call at a time per container: a lease spans many of its calls, not one or two.
-      leaseOpenMs: LAMBDA_LEASE_OPEN_MS,
+      leases: {
+        openMs: LAMBDA_LEASE_OPEN_MS,
+        ...(config.DMT_PROXY_COMPUTE === "standard" && { idleMs: LAMBDA_LEASE_OPEN_MS }),
+      },
       tpmShards: LAMBDA_TPM_SHARDS,
     },
     // Each invocation sends its span and metrics before it ends: a frozen container may never run again.

@@ -17,7 +17,13 @@ import {
 import { MAX_BALANCE_MICROS, type SweepReport } from "../core/credits";
 import type { ApiError } from "../core/errors";
 import { errorFields, type Logger } from "../core/logger";
-import { CreditLeases, DEFAULT_LEASES, type Reservation, type ReserveResult } from "./credit-leases";
+import {
+  CreditLeases,
+  DEFAULT_LEASES,
+  type LeaseTimes,
+  type Reservation,
+  type ReserveResult,
+} from "./credit-leases";
 
 /**
  * Budgets and tokens-per-minute limits as holds, the way the balance is held: a call holds its
@@ -36,8 +42,8 @@ export interface BudgetGuardDeps {
   cacheMs: number;
   holdTtlMs: number;
   noteChargesMs: number;
-  /** How long a lease takes new calls (DEFAULT_LEASES.openMs unless set). */
-  leaseOpenMs?: number;
+  /** How long a lease takes new calls, and stays unused before it settles (DEFAULT_LEASES unless set). */
+  leases?: LeaseTimes;
   /** The alert rules: told of each budget's spend after a call's charge, and of refusals. */
   watcher?: BudgetWatcher;
   /**
@@ -139,7 +145,7 @@ export class BudgetGuard {
           ...DEFAULT_LEASES,
           holdTtlMs: deps.holdTtlMs,
           noteMs,
-          ...(deps.leaseOpenMs !== undefined && { openMs: deps.leaseOpenMs }),
+          ...deps.leases,
         },
       );
     this.leases = leases(deps.noteChargesMs);

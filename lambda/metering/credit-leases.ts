@@ -33,6 +33,9 @@ export interface LeaseOptions {
   holdTtlMs: number;
 }
 
+/** A host's lease times where they differ from the defaults (Lambda's: lambda/handlers/proxy.ts). */
+export type LeaseTimes = Partial<Pick<LeaseOptions, "openMs" | "idleMs">>;
+
 export const DEFAULT_LEASES: Omit<LeaseOptions, "holdTtlMs" | "noteMs"> = {
   callsPerLease: 16,
   openMs: 30_000,

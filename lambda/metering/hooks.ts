@@ -26,7 +26,7 @@ import type { Usage } from "../core/usage";
 import type { Operation } from "../core/vendor-model";
 import { callBounds } from "../vendors/bounds";
 import type { BudgetAdmission, BudgetGuard, BudgetHolds, BudgetWindowOf } from "./budgets";
-import { CreditLeases, DEFAULT_LEASES, type Reservation } from "./credit-leases";
+import { CreditLeases, DEFAULT_LEASES, type LeaseTimes, type Reservation } from "./credit-leases";
 import { checkRateLimit } from "./rate-limit";
 
 export interface MeteringDeps {
@@ -41,8 +41,8 @@ export interface MeteringDeps {
   holdTtlMs: number;
   /** How soon finished calls' charges are noted on the store (0: before `after` ends, for Lambda). */
   noteChargesMs: number;
-  /** How long a lease takes new calls (DEFAULT_LEASES.openMs unless set). */
-  leaseOpenMs?: number;
+  /** How long a lease takes new calls, and stays unused before it settles (DEFAULT_LEASES unless set). */
+  leases?: LeaseTimes;
   /** Budgets and tokens-per-minute limits; without it, none apply. */
   budgets?: BudgetGuard;
   /** Each project's price plan, cached (core/plan-cache.ts); without it, the deployment's markup. */
@@ -89,7 +89,7 @@ export function createMetering(deps: MeteringDeps): Metering {
     ...DEFAULT_LEASES,
     holdTtlMs: deps.holdTtlMs,
     noteMs: deps.noteChargesMs,
-    ...(deps.leaseOpenMs !== undefined && { openMs: deps.leaseOpenMs }),
+    ...deps.leases,
   });
   const states = new WeakMap<ProxyCall, CallState>();
   const plans = deps.plans ?? defaultPlanLookup(deps.prices.markup);

@@ -53,6 +53,10 @@ function synthesize(context: Record<string, unknown> = {}, env?: Environment): S
   };
 }
 
+/** A function's environment variable, as the template sets it. */
+const variable = (properties: Record<string, unknown>, name: string) =>
+  (properties.Environment as { Variables?: Record<string, unknown> } | undefined)?.Variables?.[name];
+
 const ofType = (resources: Resources, type: string) =>
   Object.entries(resources).filter(([, r]) => r.Type === type);
 
@@ -122,6 +126,8 @@ describe("standard compute (the default)", () => {
       const proxy = fn(stack.proxies[vendor].fn.function);
       expect(proxy.MemorySize).toBe(PROXY_MEMORY_MB);
       expect(proxy.CapacityProviderConfig).toBeUndefined();
+      // The handler keeps a frozen container's lease through idle time (lambda/handlers/proxy.ts).
+      expect(variable(proxy, "DMT_PROXY_COMPUTE")).toBe("standard");
     }
   });
 
@@ -168,6 +174,7 @@ describe("managed instances (dmt:proxyCompute=managed-instances)", () => {
       for (const vendor of VENDORS) {
         const proxy = fn(stack.proxies[vendor].fn.function);
         expect(proxy.MemorySize).toBe(2048);
+        expect(variable(proxy, "DMT_PROXY_COMPUTE")).toBe("managed-instances");
         expect(proxy.CapacityProviderConfig).toEqual({
           LambdaManagedInstancesCapacityProviderConfig: {
             CapacityProviderArn: { "Fn::GetAtt": [providerId, "Arn"] },

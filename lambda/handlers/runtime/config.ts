@@ -35,9 +35,18 @@ const store = z.extend(base, {
  */
 export const GATEWAY_STREAM_IDLE_MS = 300_000;
 
+/**
+ * Where the proxy functions run (`dmt:proxyCompute`, lib/proxy-compute.ts): standard Lambda, one call
+ * per execution environment, or Lambda Managed Instances, many at once.
+ */
+export const PROXY_COMPUTES = ["standard", "managed-instances"] as const;
+export type ProxyCompute = (typeof PROXY_COMPUTES)[number];
+
 const proxy = z.extend(base, {
   /** The vendor this function serves: every proxy function runs the same bundle. */
   DMT_VENDOR: oneOf(VENDOR_NAMES),
+  /** Where it runs: the stack sets it from `dmt:proxyCompute`. */
+  DMT_PROXY_COMPUTE: z._default(oneOf(PROXY_COMPUTES), "standard"),
   /** Secrets Manager secrets (ARNs): the managed vendor key, and the origin secret API Gateway sends. */
   DMT_VENDOR_KEY_SECRET_ARN: text,
   /** Behind a function URL; unset, the function takes API Gateway's Lambda proxy events only. */

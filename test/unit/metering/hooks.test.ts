@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
 import { activePriceCatalogue } from "../../../lambda/adapters/fs/price-catalogue";
 import { MemoryBudgets } from "../../../lambda/adapters/memory/budgets";
@@ -6,7 +7,7 @@ import { MemoryIdempotency } from "../../../lambda/adapters/memory/idempotency";
 import { MemoryMasterKey } from "../../../lambda/adapters/memory/key-wrapper";
 import { MemoryRateLimiter } from "../../../lambda/adapters/memory/rate-limit";
 import { MemoryVendorKeys } from "../../../lambda/adapters/memory/vendor-keys";
-import { newBudget } from "../../../lambda/core/budgets";
+import { counterId, newBudget, windowSpan } from "../../../lambda/core/budgets";
 import type { ProxyCall } from "../../../lambda/core/call";
 import { formatUsd, type LedgerEntry } from "../../../lambda/core/credits";
 import { REPLAY_HEADER } from "../../../lambda/core/idempotency";
@@ -16,6 +17,7 @@ import { CachedVendorKeys } from "../../../lambda/core/metering-vendor-keys";
 import { costBreakdown, type ModelPrice } from "../../../lambda/core/pricing";
 import type { Usage } from "../../../lambda/core/usage";
 import { BudgetGuard } from "../../../lambda/metering/budgets";
+import { DEFAULT_LEASES, type LeaseTimes } from "../../../lambda/metering/credit-leases";
 import { BILLING_MODE_HEADER, createMetering, type Metering } from "../../../lambda/metering/hooks";
 import { callBounds } from "../../../lambda/vendors/bounds";
 import { type ChatCallOptions, chatCall, outcomeOf, runCall } from "../../support/proxy-calls";
@@ -39,7 +41,7 @@ function deployment() {
   const idempotency = new MemoryIdempotency(clock);
   const vendorKeys = new MemoryVendorKeys(new MemoryMasterKey(), clock);
   const budgets = new MemoryBudgets(clock);
-  const process = (): Metering =>
+  const process = (leases?: LeaseTimes): Metering =>
     createMetering({
       credits,
       limiter,
@@ -50,6 +52,7 @@ function deployment() {
       clock,
       holdTtlMs: 15 * MINUTE,
       noteChargesMs: 0,
+      ...(leases && { leases }),
       budgets: new BudgetGuard({
         counters: budgets,
         clock,
@@ -57,6 +60,7 @@ function deployment() {
         cacheMs: 0,
         holdTtlMs: 15 * MINUTE,
         noteChargesMs: 0,
+        ...(leases && { leases }),
       }),
     });
   return {
@@ -195,6 +199,39 @@ describe("credits: a managed call", () => {
     const balance = await d.credits.balance("proj-test");
     expect(balance).toMatchObject({ availableMicros: 10 * hold - charged, openHolds: 0 });
     expect(await ledgerSum(d.credits, "proj-test")).toBe(balance.availableMicros);
+  });
+
+  it("a lease kept through idle time (Lambda's frozen containers) serves the next call; one that settles when idle does not", async () => {
+    const d = deployment();
+    await d.credits.grant("proj-frozen", 1_000_000, "test");
+    await d.credits.grant("proj-idle", 1_000_000, "test");
+    const budget = newBudget({ projectId: "proj-frozen", usd: "100", window: "month" }, T0, "b-frozen");
+    await d.budgets.put(budget);
+    await d.budgets.put(newBudget({ projectId: "proj-idle", usd: "100", window: "month" }, T0, "b-idle"));
+    const frozen = d.process({ openMs: 15 * MINUTE, idleMs: 15 * MINUTE });
+    const idle = d.process({ openMs: 15 * MINUTE, idleMs: 1 });
+    const twoCalls = async (metering: Metering, projectId: string) => {
+      await runCall(metering, d.call({ projectId }), outcomeOf(USAGE));
+      d.advance(MINUTE);
+      if (metering === idle) {
+        // Its timer settles the idle lease while it waits.
+        while ((await d.credits.balance(projectId)).openHolds > 0) await sleep(5);
+      } else {
+        // Long enough for the default idle time's timer to have settled it, were it used.
+        await sleep(DEFAULT_LEASES.idleMs + 500);
+        expect((await d.credits.balance(projectId)).openHolds).toBe(1);
+      }
+      await runCall(metering, d.call({ projectId }), outcomeOf(USAGE));
+      await metering.settle();
+      const { entries } = await d.credits.ledger(projectId, { limit: 100 });
+      return entries.filter((e) => e.type === "hold").length;
+    };
+    // One credit lease for both calls, a minute apart; the other process took one per call.
+    expect(await twoCalls(frozen, "proj-frozen")).toBe(1);
+    expect(await twoCalls(idle, "proj-idle")).toBe(2);
+    // The same for the budget window's lease: one hold settled with both calls' charges.
+    const spend = await d.budgets.spend(counterId(budget, windowSpan("month", T0), null));
+    expect(spend).toEqual({ spentMicros: 2 * costOf(USAGE), heldMicros: 0 });
   });
 
   it("is refused 404 model_not_found for a model without a price, holding nothing", async () => {

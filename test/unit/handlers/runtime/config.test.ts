@@ -25,3 +25,15 @@ describe("the Lambda proxy's upstream idle timeout", () => {
     }
   });
 });
+
+describe("the Lambda proxy's compute", () => {
+  it("is standard unless the stack says managed instances, and an unknown value fails the start, naming it", () => {
+    expect(parseProxyConfig(PROXY_ENV).DMT_PROXY_COMPUTE).toBe("standard");
+    expect(parseProxyConfig({ ...PROXY_ENV, DMT_PROXY_COMPUTE: "managed-instances" }).DMT_PROXY_COMPUTE).toBe(
+      "managed-instances",
+    );
+    expect(() => parseProxyConfig({ ...PROXY_ENV, DMT_PROXY_COMPUTE: "fargate" })).toThrow(
+      /DMT_PROXY_COMPUTE/,
+    );
+  });
+});
