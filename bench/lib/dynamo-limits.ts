@@ -302,12 +302,22 @@ export class DynamoLimits {
     state.maxWcu = Math.max(state.maxWcu, state.wcu);
     stats.wcu += units;
     this.items.set(itemKey, state);
+    const bytesBefore = state.bytes;
     const result = await send();
     const attributes = (result.output as { Attributes?: Record<string, AttributeValue> }).Attributes;
     if (command === "PutItemCommand") state.bytes = newBytes;
     else if (command === "DeleteItemCommand") state.bytes = 0;
     else if (attributes) state.bytes = itemBytes(attributes);
     state.maxBytes = Math.max(state.maxBytes, state.bytes);
+    // An update is billed by the larger of the item before and after it: one that grew the item past a
+    // KB costs the units its new size takes, known only now.
+    const grown = Math.max(1, Math.ceil(Math.max(bytesBefore, state.bytes) / 1024)) - units;
+    if (grown > 0) {
+      state.wcu += grown;
+      partition.wcu += grown;
+      state.maxWcu = Math.max(state.maxWcu, state.wcu);
+      stats.wcu += grown;
+    }
     const after =
       command === "PutItemCommand" ? input.Item : command === "DeleteItemCommand" ? undefined : attributes;
     // A delete answers the item it removed (ALL_OLD): its index entries are known even if never seen.

@@ -99,6 +99,21 @@ const update =
       }),
     );
 
+describe("write units in the scale model's wrapper", () => {
+  it("bills an update by the larger of the item before and after it", async () => {
+    const units = async (write: () => Promise<unknown>) => {
+      const before = limits.report().tables.keys?.wcu ?? 0;
+      await write();
+      return (limits.report().tables.keys?.wcu ?? 0) - before;
+    };
+    expect(await units(put(KEYS_TABLE, "grows", { small: { S: "x" } }))).toBe(1);
+    const big = { ":b": { S: "x".repeat(2_500) } };
+    expect(await units(update(KEYS_TABLE, "grows", "SET big = :b", big))).toBe(3);
+    expect(await units(update(KEYS_TABLE, "grows", "REMOVE big"))).toBe(3);
+    expect(await units(update(KEYS_TABLE, "grows", "SET small = :s", { ":s": { S: "y" } }))).toBe(1);
+  });
+});
+
 describe("index writes in the scale model's wrapper", () => {
   it("a keys-only index: entering, moving and leaving it are counted; a write that keeps its key is not", async () => {
     expect(
