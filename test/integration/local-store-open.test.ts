@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CreateTableCommand, DeleteTableCommand, ListTablesCommand } from "@aws-sdk/client-dynamodb";
 import { afterEach, describe, expect, it } from "vitest";
-import { createDynamoClient } from "../../lambda/adapters/dynamodb/client";
+import { createDynamoClient, untilActive } from "../../lambda/adapters/dynamodb/client";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 import { openLocalStore } from "../../lambda/local/store";
@@ -55,9 +55,7 @@ describe("openLocalStore's table check", () => {
     const dir = mkdtempSync(join(tmpdir(), "dmt-store-open-"));
     dirs.push(dir);
     await (await openLocalStore(dir)).close();
-    await withStoreClient(dir, async (db) => {
-      await db.send(new DeleteTableCommand({ TableName: names.ledger }));
-    });
+    await withStoreClient(dir, (db) => dropTable(db, names.ledger));
     const reopened = await openLocalStore(dir);
     const listed = await reopened.db.send(new ListTablesCommand({}));
     await reopened.close();
@@ -100,11 +98,7 @@ describe("openLocalStore's table check", () => {
 
 /** The deletionRequests table as it was made before its index existed, by an older version. */
 async function oldDeletionRequests(db: ReturnType<typeof createDynamoClient>) {
-  await db.send(new DeleteTableCommand({ TableName: names.deletionRequests }));
-  // dynalite deletes a table shortly after answering.
-  while ((await db.send(new ListTablesCommand({}))).TableNames?.includes(names.deletionRequests)) {
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+  await dropTable(db, names.deletionRequests);
   await db.send(
     new CreateTableCommand({
       TableName: names.deletionRequests,
@@ -119,4 +113,14 @@ async function oldDeletionRequests(db: ReturnType<typeof createDynamoClient>) {
       ],
     }),
   );
+  // dynalite makes a table ACTIVE just after answering: the store is closed only once it is.
+  await untilActive(db, names.deletionRequests);
+}
+
+/** Deletes a table and waits until it is gone (dynalite deletes it just after answering). */
+async function dropTable(db: ReturnType<typeof createDynamoClient>, tableName: string) {
+  await db.send(new DeleteTableCommand({ TableName: tableName }));
+  while ((await db.send(new ListTablesCommand({}))).TableNames?.includes(tableName)) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
 }
