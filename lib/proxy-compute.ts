@@ -1,4 +1,4 @@
-import { RemovalPolicy, Validations } from "aws-cdk-lib";
+import { Annotations, RemovalPolicy, Validations } from "aws-cdk-lib";
 import {
   FlowLogDestination,
   FlowLogTrafficType,
@@ -121,5 +121,11 @@ export class ProxyCapacity extends Construct {
         maxExecutionEnvironments: maxEnvironments,
       },
     });
+    // Lambda's note that the configuration can only be changed, never removed: the proxy's construct id
+    // differs by compute (lib/proxy.ts), so a switch replaces the function.
+    Annotations.of(fn).acknowledgeInfo(
+      "aws-lambda:Function.CapacityProviderConfiguration",
+      "The proxy function's id differs by compute: switching compute replaces it.",
+    );
   }
 }

@@ -95,7 +95,9 @@ export class VendorProxy extends Construct {
 
   constructor(scope: Construct, id: string, props: VendorProxyProps) {
     super(scope, id);
-    this.fn = new DmtFunction(this, "Function", {
+    // Lambda cannot take a capacity provider off a function, only change it: a function of each compute
+    // has its own id, so that switching `dmt:proxyCompute` replaces the function instead of failing.
+    this.fn = new DmtFunction(this, props.managedInstances ? "ManagedInstancesFunction" : "Function", {
       handler: "proxy",
       description: `dmt: ${props.vendor} proxy (streaming, behind the API)`,
       defaults: props.defaults,

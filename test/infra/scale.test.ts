@@ -271,6 +271,22 @@ describe("managed instances (dmt:proxyCompute=managed-instances)", () => {
     });
   });
 
+  it("gives each proxy function another id than standard compute's, so switching compute replaces it", () => {
+    // Lambda cannot take a capacity provider off a function: an update in place would fail.
+    const ids = (s: Synthesized) =>
+      VENDORS.map((vendor) =>
+        s.stack.getLogicalId(
+          s.stack.proxies[vendor].fn.function.node.defaultChild as Parameters<DmtStack["getLogicalId"]>[0],
+        ),
+      );
+    const managed = synthesized.get("function URLs, no region") as Synthesized;
+    const standardIds = ids(standard);
+    for (const id of ids(managed)) {
+      expect(standardIds).not.toContain(id);
+      expect(managed.resources[id]?.Type).toBe("AWS::Lambda::Function");
+    }
+  });
+
   it("keeps both integrations working: function URLs or API Gateway's streaming invocations", () => {
     expect(
       ofType(synthesized.get("function URLs, eu-west-1")?.resources ?? {}, "AWS::Lambda::Url"),
