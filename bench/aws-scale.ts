@@ -14,16 +14,14 @@
  * said in bench/README.md ("aws-scale.ts").
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { Agent } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { DynamoDBClient, GetItemCommand } from "@aws-sdk/client-dynamodb";
-import { NodeHttpHandler } from "@smithy/node-http-handler";
+import { type DynamoDBClient, GetItemCommand } from "@aws-sdk/client-dynamodb";
 import { DynamoBudgets } from "../lambda/adapters/dynamodb/budgets";
 import { createDynamoClient, ensureTables } from "../lambda/adapters/dynamodb/client";
 import { DynamoCredits } from "../lambda/adapters/dynamodb/credits";
 import { DynamoRateLimiter } from "../lambda/adapters/dynamodb/rate-limit";
-import { TABLES, type TableName, tableNames } from "../lambda/adapters/dynamodb/tables";
+import { tableNames } from "../lambda/adapters/dynamodb/tables";
 import { activePriceCatalogue } from "../lambda/adapters/fs/price-catalogue";
 import { MemoryIdempotency } from "../lambda/adapters/memory/idempotency";
 import { MemoryMasterKey } from "../lambda/adapters/memory/key-wrapper";
@@ -45,7 +43,7 @@ import { BudgetGuard, sweepHolds } from "../lambda/metering/budgets";
 import type { LeaseTimes } from "../lambda/metering/credit-leases";
 import { createMetering, type Metering } from "../lambda/metering/hooks";
 import { chatCall, outcomeOf, runCall } from "../test/support/proxy-calls";
-import { DynamoLimits, type LimitReport } from "./lib/dynamo-limits";
+import { type LimitReport, limitedClient } from "./lib/dynamo-limits";
 import { LambdaScaling } from "./lib/lambda-scaling";
 
 interface Options {
@@ -147,27 +145,12 @@ async function main(): Promise<void> {
   const names = tableNames({}, "scale-");
   const raw = createDynamoClient({ endpoint: dynamo.endpoint });
   await ensureTables(raw, names);
-  // The proxy's client settings (3 attempts), with a patient timeout: a busy dynalite is not a lost network.
-  const db = new DynamoDBClient({
-    region: "local",
-    endpoint: dynamo.endpoint,
-    credentials: { accessKeyId: "local", secretAccessKey: "local" },
-    maxAttempts: 3,
-    requestHandler: new NodeHttpHandler({
-      httpAgent: new Agent({ keepAlive: true, maxSockets: 64 }),
-      requestTimeout: 0,
-    }),
-  });
-  const limits = new DynamoLimits(db, {
+  // The proxy's store client, behind DynamoDB's limits.
+  const { db, limits } = limitedClient(dynamo.endpoint, names, {
     clock,
-    tables: Object.fromEntries(Object.entries(names).map(([logical, physical]) => [physical, logical])),
     throttleRate: options.throttleRate,
     watched: new Set([names.credits, names.ledger, names.budgetCounters, names.rateLimits]),
   });
-  limits.setKeys(
-    Object.fromEntries(Object.entries(TABLES).map(([logical, def]) => [names[logical as TableName], def])),
-  );
-  limits.install();
 
   // The project: a large grant and hard budgets no call reaches.
   const admin = new DynamoCredits(raw, names, clock);

@@ -22,20 +22,18 @@
  */
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { Agent } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import {
-  type AttributeValue,
-  type ConsumedCapacity,
+import type {
+  AttributeValue,
+  ConsumedCapacity,
   DynamoDBClient,
-  type WriteRequest,
+  WriteRequest,
 } from "@aws-sdk/client-dynamodb";
-import { NodeHttpHandler } from "@smithy/node-http-handler";
 import { createDynamoClient, ensureTables } from "../lambda/adapters/dynamodb/client";
 import { DynamoDeliveryLedger } from "../lambda/adapters/dynamodb/ledger";
 import { DynamoPorts } from "../lambda/adapters/dynamodb/ports";
-import { TABLES, type TableName, tableNames } from "../lambda/adapters/dynamodb/tables";
+import { tableNames } from "../lambda/adapters/dynamodb/tables";
 import { FsObjectStore } from "../lambda/adapters/fs/object-store";
 import { activePriceCatalogue } from "../lambda/adapters/fs/price-catalogue";
 import { composeWarehouseConsumer, storeCopies } from "../lambda/compose/consumer";
@@ -45,7 +43,7 @@ import type { QueueBatch, QueueMessage } from "../lambda/core/queue";
 import { buildRecord, type InteractionRecord } from "../lambda/core/record";
 import { emptyUsage } from "../lambda/core/usage";
 import { startEmbeddedDynamo } from "../lambda/local/embedded-dynamo";
-import { DynamoLimits, itemBytes } from "./lib/dynamo-limits";
+import { itemBytes, limitedClient } from "./lib/dynamo-limits";
 
 interface Options {
   records: number;
@@ -394,23 +392,13 @@ async function main(): Promise<void> {
   const names = tableNames({}, "cw-");
   const raw = createDynamoClient({ endpoint: dynamo.endpoint });
   await ensureTables(raw, names);
-  // The consumer's client settings (createDynamoClient: 3 attempts), with a patient timeout.
-  const db = new DynamoDBClient({
-    region: "local",
-    endpoint: dynamo.endpoint,
-    credentials: { accessKeyId: "local", secretAccessKey: "local" },
-    maxAttempts: 3,
-    requestHandler: new NodeHttpHandler({
-      httpAgent: new Agent({ keepAlive: true, maxSockets: 64 }),
-      requestTimeout: 0,
-    }),
+  // The consumer's store client (createDynamoClient's 3 attempts), behind DynamoDB's limits.
+  const { db, limits } = limitedClient(dynamo.endpoint, names, {
+    clock,
+    throttleRate: 0,
+    watched: new Set(),
   });
   const logical = Object.fromEntries(Object.entries(names).map(([name, physical]) => [physical, name]));
-  const limits = new DynamoLimits(db, { clock, tables: logical, throttleRate: 0, watched: new Set() });
-  limits.setKeys(
-    Object.fromEntries(Object.entries(TABLES).map(([name, def]) => [names[name as TableName], def])),
-  );
-  limits.install();
   const tallies = installTally(db, logical);
 
   // As lambda/handlers/consumer.ts composes it (without a billing connection's meter listener).

@@ -1,4 +1,7 @@
-import type { AttributeValue, DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { Agent } from "node:http";
+import { type AttributeValue, DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { NodeHttpHandler } from "@smithy/node-http-handler";
+import { TABLES, type TableName, type TableNames } from "../../lambda/adapters/dynamodb/tables";
 
 /**
  * DynamoDB's documented limits, enforced in front of dynalite (which has none), for bench/aws-scale.ts:
@@ -466,4 +469,33 @@ function valueBytes(value: AttributeValue): number {
   if (value.SS !== undefined) return value.SS.reduce((sum, s) => sum + Buffer.byteLength(s), 0);
   if (value.NS !== undefined) return value.NS.reduce((sum, n) => sum + Math.ceil(n.length / 2) + 1, 0);
   return 0;
+}
+
+/**
+ * A client of the embedded store with the Lambda functions' settings (3 attempts) and a patient
+ * timeout (a busy dynalite is not a lost network), behind DynamoDB's limits over the declared tables,
+ * each reported by its logical name.
+ */
+export function limitedClient(
+  endpoint: string,
+  names: TableNames,
+  options: Omit<LimitOptions, "tables">,
+): { db: DynamoDBClient; limits: DynamoLimits } {
+  const db = new DynamoDBClient({
+    region: "local",
+    endpoint,
+    credentials: { accessKeyId: "local", secretAccessKey: "local" },
+    maxAttempts: 3,
+    requestHandler: new NodeHttpHandler({
+      httpAgent: new Agent({ keepAlive: true, maxSockets: 64 }),
+      requestTimeout: 0,
+    }),
+  });
+  const logical = Object.fromEntries(Object.entries(names).map(([name, physical]) => [physical, name]));
+  const limits = new DynamoLimits(db, { ...options, tables: logical });
+  limits.setKeys(
+    Object.fromEntries(Object.entries(TABLES).map(([name, def]) => [names[name as TableName], def])),
+  );
+  limits.install();
+  return { db, limits };
 }
