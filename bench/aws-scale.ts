@@ -44,6 +44,7 @@ import type { LeaseTimes } from "../lambda/metering/credit-leases";
 import { createMetering, type Metering } from "../lambda/metering/hooks";
 import { chatCall, outcomeOf, runCall } from "../test/support/proxy-calls";
 import { type LimitReport, limitedClient } from "./lib/dynamo-limits";
+import { flagPairs } from "./lib/flags";
 import { LambdaScaling } from "./lib/lambda-scaling";
 
 interface Options {
@@ -76,14 +77,7 @@ function parseArgs(argv: string[]): Options {
     rpm: 120_000,
     burst: 10_000,
   };
-  for (let i = 0; i < argv.length; i += 2) {
-    const [flag, value] = [argv[i], argv[i + 1]];
-    if (value === undefined) throw new Error(`${flag} needs a value`);
-    const num = () => {
-      const n = Number(value);
-      if (!Number.isFinite(n) || n < 0) throw new Error(`${flag} must be a number >= 0, not '${value}'`);
-      return n;
-    };
+  for (const { flag, value, num } of flagPairs(argv)) {
     if (flag === "--calls-per-second") o.callsPerSecond = num();
     else if (flag === "--seconds-per-call") o.secondsPerCall = num();
     else if (flag === "--duration") o.duration = num();

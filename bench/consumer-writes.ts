@@ -44,6 +44,7 @@ import { buildRecord, type InteractionRecord } from "../lambda/core/record";
 import { emptyUsage } from "../lambda/core/usage";
 import { startEmbeddedDynamo } from "../lambda/local/embedded-dynamo";
 import { itemBytes, limitedClient } from "./lib/dynamo-limits";
+import { flagPairs } from "./lib/flags";
 
 interface Options {
   records: number;
@@ -66,14 +67,7 @@ function parseArgs(argv: string[]): Options {
     errorShare: 0.02,
     json: undefined,
   };
-  for (let i = 0; i < argv.length; i += 2) {
-    const [flag, value] = [argv[i], argv[i + 1]];
-    if (value === undefined) throw new Error(`${flag} needs a value`);
-    const num = () => {
-      const n = Number(value);
-      if (!Number.isFinite(n) || n < 0) throw new Error(`${flag} must be a number >= 0, not '${value}'`);
-      return n;
-    };
+  for (const { flag, value, num } of flagPairs(argv)) {
     if (flag === "--records") o.records = num();
     else if (flag === "--batch") o.batch = Math.max(1, num());
     else if (flag === "--calls-per-second") o.callsPerSecond = Math.max(0.001, num());
