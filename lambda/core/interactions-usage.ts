@@ -132,6 +132,7 @@ export interface UsageSeries {
   model: string | null;
   requests: number[];
   errors: number[];
+  /** Of the errors, the calls dmt refused itself. */
   refused: number[];
   input_tokens: number[];
   output_tokens: number[];

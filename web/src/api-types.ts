@@ -2,6 +2,7 @@
 import type { MemberView } from "../../lambda/app/dashboard/members";
 import type { BillingMode } from "../../lambda/core/billing-mode";
 import type { ListFilter } from "../../lambda/core/interaction-filters";
+import type { UsageSeries } from "../../lambda/core/interactions-usage";
 import type { Role } from "../../lambda/core/members";
 import type { VendorName } from "../../lambda/core/vendor-names";
 
@@ -114,6 +115,7 @@ export interface GrantInput {
 }
 
 export type Vendor = VendorName;
+export type { UsageSeries };
 
 export interface VendorKeyView {
   vendor: Vendor;
@@ -183,18 +185,6 @@ export type InteractionFilters = Partial<Record<ListFilter, string>>;
 export interface InteractionPage {
   interactions: InteractionSummary[];
   cursor?: string;
-}
-
-export interface UsageSeries {
-  vendor: Vendor;
-  model: string | null;
-  requests: number[];
-  errors: number[];
-  /** Of the errors, the calls dmt refused itself. */
-  refused: number[];
-  input_tokens: number[];
-  output_tokens: number[];
-  cost_micros: number[];
 }
 
 export interface UsageCounters {
