@@ -1,6 +1,7 @@
 /** The shapes the dashboard API answers and takes, as the pages read them (calls: api.ts). */
 import type { MemberView } from "../../lambda/app/dashboard/members";
 import type { BillingMode } from "../../lambda/core/billing-mode";
+import type { BudgetInput as CoreBudgetInput } from "../../lambda/core/budgets";
 import type { ListFilter } from "../../lambda/core/interaction-filters";
 import type { UsageSeries } from "../../lambda/core/interactions-usage";
 import type { Role } from "../../lambda/core/members";
@@ -36,14 +37,8 @@ export interface BudgetView {
   resets_at?: string;
 }
 
-export interface BudgetInput {
-  keyId?: string;
-  userId?: string;
-  usd: string;
-  window: string;
-  soft?: boolean;
-  includeByok?: boolean;
-}
+/** A budget as the page sends it: the project is in the path. */
+export type BudgetInput = Omit<CoreBudgetInput, "projectId">;
 
 export interface MemberProject {
   projectId: string;
