@@ -43,6 +43,8 @@ import type { TableNames } from "./tables";
  */
 
 const MARKER = "h_";
+/** A window's spend and its open holds are read at most twice over (hold-items.ts `readWithHolds`). */
+const READ_ROUNDS = 2;
 
 interface HoldMarker {
   m: number;
@@ -117,7 +119,7 @@ export class DynamoBudgets implements BudgetStore {
   }
 
   async spend(counterId: string): Promise<{ spentMicros: number; heldMicros: number }> {
-    const { item, holds } = await this.readWithHolds(counterId);
+    const { item, holds } = await this.holds.readWithHolds<CounterItem>(counterId, READ_ROUNDS);
     const spent = (item?.spent ?? 0) + notedCharges(item, holds);
     return { spentMicros: spent, heldMicros: (item?.used ?? 0) - spent };
   }
@@ -128,7 +130,7 @@ export class DynamoBudgets implements BudgetStore {
    */
   async startFrom(counterId: string, micros: number): Promise<void> {
     for (let attempt = 0; attempt < 5; attempt++) {
-      const { item, holds } = await this.readWithHolds(counterId);
+      const { item, holds } = await this.holds.readWithHolds<CounterItem>(counterId, READ_ROUNDS);
       const counted = (item?.spent ?? 0) + notedCharges(item, holds);
       if (micros <= counted) return;
       try {
@@ -155,7 +157,7 @@ export class DynamoBudgets implements BudgetStore {
   }
 
   async charges(counterId: string): Promise<{ settledMicros: number; noted: Map<string, number> }> {
-    const { item, holds } = await this.readWithHolds(counterId);
+    const { item, holds } = await this.holds.readWithHolds<CounterItem>(counterId, READ_ROUNDS);
     const noted = new Map<string, number>();
     for (const [name, marker] of item ? markers(item) : []) {
       noted.set(name.slice(MARKER.length), (marker.c ?? 0) + (marker.u ?? 0));
@@ -294,25 +296,6 @@ export class DynamoBudgets implements BudgetStore {
     // Only a counter that still has markers of its own can hold this one: most have none.
     const item = await this.readCounter(hold.projectId);
     return item?.[`${MARKER}${hold.holdId}`];
-  }
-
-  /**
-   * The counter and its open holds' items, read again when a take or resolution (`seq`) came between
-   * the reads: a settlement moves a hold's noted charges into `spent`, and a sum of one read from before
-   * it and one from after misses them. Twice at most: a busy counter gets its second pair as read.
-   */
-  private async readWithHolds(
-    counterId: string,
-  ): Promise<{ item: CounterItem | undefined; holds: HoldItem[] }> {
-    let item = await this.readCounter(counterId);
-    for (let round = 1; (item?.open ?? 0) > 0; round++) {
-      const holds = await this.holds.openHolds(counterId, item);
-      if (round === 2) return { item, holds };
-      const again = await this.readCounter(counterId);
-      if (again?.seq === item?.seq) return { item, holds };
-      item = again;
-    }
-    return { item, holds: [] };
   }
 
   private settleMarker(hold: Hold, charges: HoldCharges): Promise<boolean> {

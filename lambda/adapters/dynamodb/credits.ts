@@ -92,6 +92,8 @@ interface GrantMarker {
 
 /** Tries of a debit whose read balance moved before its write (calls spending meanwhile). */
 const DEBIT_TRIES = 20;
+/** A balance and its open holds are read at most five times over (hold-items.ts `readWithHolds`). */
+const BALANCE_READ_ROUNDS = 5;
 
 interface BalanceItem {
   projectId: string;
@@ -275,15 +277,9 @@ export class DynamoCredits implements CreditStore {
   }
 
   async balance(projectId: string): Promise<CreditBalance> {
-    let [item, noted] = [await this.readBalance(projectId), 0];
-    // Noted charges live on open holds' items: read until no take or resolution (`seq`) came between
-    // (then those holds may be settled into it); a busy owner's fifth pair is taken as read.
-    for (let tries = 1; (item?.open ?? 0) > 0; tries++) {
-      noted = (await this.holds.openHolds(projectId, item)).reduce((sum, h) => sum + (h.c ?? 0), 0);
-      const again = tries < 5 ? await this.readBalance(projectId) : item;
-      if (again?.seq === item?.seq) break;
-      [item, noted] = [again, 0];
-    }
+    // Noted charges live on open holds' items, read beside the balance (hold-items.ts `readWithHolds`).
+    const { item, holds } = await this.holds.readWithHolds<BalanceItem>(projectId, BALANCE_READ_ROUNDS);
+    const noted = holds.reduce((sum, h) => sum + (h.c ?? 0), 0);
     const legacy = Object.values(item?.holds ?? {});
     const legacyCharged = legacy.reduce((sum, hold) => sum + (hold.c ?? 0), 0);
     return {

@@ -418,6 +418,26 @@ export class HoldItems {
   }
 
   /**
+   * The owner and its open holds' items, read again when a take or resolution (`seq`) came between the
+   * two reads: a settlement moves a hold's noted charges into the owner, and a sum of one read from
+   * before it and one from after misses or doubles them. A busy owner's `rounds`-th pair is taken as read.
+   */
+  async readWithHolds<T extends { open?: number; seq?: number }>(
+    owner: string,
+    rounds: number,
+  ): Promise<{ item: T | undefined; holds: HoldItem[] }> {
+    let item = (await this.readOwner(owner)) as T | undefined;
+    for (let round = 1; (item?.open ?? 0) > 0; round++) {
+      const holds = await this.openHolds(owner, item);
+      if (round >= rounds) return { item, holds };
+      const again = (await this.readOwner(owner)) as T | undefined;
+      if (again?.seq === item?.seq) return { item, holds };
+      item = again;
+    }
+    return { item, holds: [] };
+  }
+
+  /**
    * The sweeper: the owners due (from the index), and under each its expired holds (from the index),
    * resolved by `expire`; then the markers a dead process left. Reads nothing that is not open.
    */
