@@ -191,6 +191,13 @@ describe.sequential("the auto-recharge rule on the Credits page", () => {
     async () => {
       await page.setViewportSize({ width: 390, height: 844 });
       await openCredits();
+      // The statement's payment ids wrap inside their line rather than run past the card.
+      const overflowing = await page.evaluate(() =>
+        [...document.querySelectorAll(".statement .what small")]
+          .filter((el) => el.scrollWidth > el.clientWidth + 1)
+          .map((el) => el.textContent),
+      );
+      expect(overflowing).toEqual([]);
       await setChangeAndTurnOff("390");
       await page.setViewportSize({ width: 1366, height: 900 });
     },
