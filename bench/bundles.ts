@@ -8,7 +8,7 @@
  * does at module scope: configuration, clients), with the function's environment from the template
  * (NODE_OPTIONS=--enable-source-maps included); it is measured once more without NODE_OPTIONS, run for
  * run in alternation, to show what mapped stack traces cost. Functions that share a bundle (the four
- * proxy functions run one, parameterized by `DMT_VENDOR`) are measured once, with the first one's
+ * proxy functions run one, parameterized by `DMT_VENDORS`) are measured once, with the first one's
  * environment. Streaming handlers call the Lambda runtime's `awslambda` global at import; the import
  * script defines it as the runtime does.
  * Prints a table and writes `bench/results/bundles.json`.

@@ -91,10 +91,10 @@ const hooks = combineHooks(
 );
 const handler = createProxyHandler({
   config: parseProxyConfig({
-    DMT_VENDOR: "openai",
-    DMT_VENDOR_KEY_SECRET_ARN: KEY_ARN,
+    DMT_VENDORS: "openai",
+    DMT_VENDOR_KEY_SECRET_ARN_OPENAI: KEY_ARN,
     DMT_SECRETS_ENDPOINT: secrets.url,
-    DMT_UPSTREAM_URL: simulator.origin,
+    DMT_UPSTREAM_URL_OPENAI: simulator.origin,
     DMT_LOG_LEVEL: "silent",
   }),
   logger: silentLogger,

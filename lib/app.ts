@@ -20,7 +20,7 @@ export const CONTEXT = {
   proxyReservedConcurrency: "dmt:proxyReservedConcurrency",
   /** `standard` (default) or `managed-instances`: where the proxy functions run (docs/aws.md). */
   proxyCompute: "dmt:proxyCompute",
-  /** Managed instances: each proxy's environments at least (default 3), for each or per vendor. */
+  /** Managed instances: the proxy function's environments at least (default 3), one number for every vendor. */
   proxyMinEnvironments: "dmt:proxyMinEnvironments",
   /** Reserved concurrency of the authorizer (default 100): it runs before every request. */
   authorizerConcurrency: "dmt:authorizerConcurrency",
@@ -118,7 +118,7 @@ export function defineApp(
       proxyReservedConcurrency: parseConcurrency(CONTEXT.proxyReservedConcurrency, reserved, 0),
     }),
     ...(minEnvironments !== undefined && {
-      proxyMinEnvironments: parseConcurrency(CONTEXT.proxyMinEnvironments, minEnvironments, 1),
+      proxyMinEnvironments: parseMinEnvironments(minEnvironments),
     }),
     ...(originSecretVersion !== undefined && { originSecretVersion: String(originSecretVersion) }),
     ...(exportBuckets !== undefined && { exportBuckets: parseBucketList(exportBuckets) }),
@@ -266,7 +266,20 @@ function parseByteCount(key: string, value: unknown): number {
   return bytes;
 }
 
-/** A whole number of executions, or one per vendor; from the command line both arrive as text. */
+/**
+ * The managed-instance proxy's environments at least: one number, since one function serves every
+ * vendor there (an object per vendor, which earlier versions took, is refused saying so).
+ */
+function parseMinEnvironments(value: unknown): number {
+  const parsed = parseConcurrency(CONTEXT.proxyMinEnvironments, value, 1);
+  if (typeof parsed !== "number") {
+    throw new Error(
+      `${CONTEXT.proxyMinEnvironments}: one number for the proxy function every vendor shares on managed instances, not one per vendor (${JSON.stringify(value)}).`,
+    );
+  }
+  return parsed;
+}
+
 /** A whole number of at least `least` for every proxy, or per vendor (`{"openai":200}`), named `key`. */
 function parseConcurrency(
   key: string,

@@ -34,8 +34,8 @@ export const MANAGED_INSTANCES = {
   concurrencyPerEnvironment: 256,
   /** Lambda's own default: one per Availability Zone, so an AZ going away leaves two (`dmt:proxyMinEnvironments`). */
   minEnvironments: 3,
-  /** Each proxy's environments at most, by default: 5 × 256 = 1,280 calls at once per vendor. */
-  maxEnvironments: 5,
+  /** The environments at most each vendor adds by default: 5 × 256 = 1,280 of its calls at once. */
+  maxEnvironmentsPerVendor: 5,
 } as const;
 
 export interface ProxyCapacityProps {

@@ -4,6 +4,7 @@ import { type FunctionUrl, FunctionUrlAuthType, InvokeMode } from "aws-cdk-lib/a
 import type { ISecret } from "aws-cdk-lib/aws-secretsmanager";
 import { Construct } from "constructs";
 import type { TableName } from "../lambda/adapters/dynamodb/tables";
+import { vendorKeySecretVariable } from "../lambda/handlers/runtime/config";
 import { DmtFunction, type LambdaDefaults } from "./lambda-defaults";
 import { metricsNamespace } from "./metering";
 import type { StackPrices } from "./prices";
@@ -46,12 +47,13 @@ export const PROXY_TABLE_ACCESS: Partial<Record<TableName, string[]>> = {
   webhooks: ["Query"],
 };
 
-export interface VendorProxyProps {
-  vendor: Vendor;
+export interface ProxyFunctionProps {
+  /** The vendors it serves: one on standard compute, all on managed instances (lib/stack.ts). */
+  vendors: Vendor[];
   defaults: LambdaDefaults;
   store: Store;
-  /** The managed key of this vendor, and nobody else's. */
-  vendorKey: ISecret;
+  /** The managed keys: the function may read those of its own vendors, and nobody else's. */
+  vendorKeys: Record<Vendor, ISecret>;
   /** The function-URL integration's shared secret; without it, no URL (`lambda-stream`). */
   originSecret?: ISecret;
   /** Keys the user-id hash of level `none`. */
@@ -84,27 +86,32 @@ export interface ProxyTelemetry {
 export const PROXY_MEMORY_MB = 512;
 
 /**
- * One vendor's proxy function (`lambda/handlers/proxy.ts`), given an origin secret behind a function
- * URL that streams. The URL has no IAM auth: API Gateway's HTTP_PROXY integration cannot sign its
+ * A proxy function (`lambda/handlers/proxy.ts`) of one vendor or several, given an origin secret behind
+ * a function URL that streams. The URL has no IAM auth: API Gateway's HTTP_PROXY integration cannot sign its
  * requests, so the function refuses every request that lacks the origin secret instead (docs/aws.md).
  * Without one, API Gateway invokes the function itself and it has no URL.
  */
-export class VendorProxy extends Construct {
+export class ProxyFunction extends Construct {
   readonly fn: DmtFunction;
   readonly url: FunctionUrl | undefined;
 
-  constructor(scope: Construct, id: string, props: VendorProxyProps) {
+  constructor(scope: Construct, id: string, props: ProxyFunctionProps) {
     super(scope, id);
     // Lambda cannot take a capacity provider off a function, only change it: a function of each compute
     // has its own id, so that switching `dmt:proxyCompute` replaces the function instead of failing.
     this.fn = new DmtFunction(this, props.managedInstances ? "ManagedInstancesFunction" : "Function", {
       handler: "proxy",
-      description: `dmt: ${props.vendor} proxy (streaming, behind the API)`,
+      description: `dmt: ${props.vendors.join(", ")} proxy (streaming, behind the API)`,
       defaults: props.defaults,
       environment: {
-        DMT_VENDOR: props.vendor,
+        DMT_VENDORS: props.vendors.join(","),
         DMT_PROXY_COMPUTE: props.managedInstances ? "managed-instances" : "standard",
-        DMT_VENDOR_KEY_SECRET_ARN: props.vendorKey.secretArn,
+        ...Object.fromEntries(
+          props.vendors.map((vendor) => [
+            vendorKeySecretVariable(vendor),
+            props.vendorKeys[vendor].secretArn,
+          ]),
+        ),
         DMT_BYOK_KEY_ARN: props.byokKey.keyArn,
         DMT_USER_ID_KEY_SECRET_ARN: props.userIdKey.secretArn,
         DMT_METRICS_NAMESPACE: metricsNamespace(this),
@@ -130,7 +137,7 @@ export class VendorProxy extends Construct {
     this.url = props.originSecret
       ? fn.addFunctionUrl({ authType: FunctionUrlAuthType.NONE, invokeMode: InvokeMode.RESPONSE_STREAM })
       : undefined;
-    props.vendorKey.grantRead(fn);
+    for (const vendor of props.vendors) props.vendorKeys[vendor].grantRead(fn);
     props.userIdKey.grantRead(fn);
     for (const [table, actions] of Object.entries(PROXY_TABLE_ACCESS) as [TableName, string[]][]) {
       props.store.grant(fn, table, actions);

@@ -18,9 +18,10 @@ import { PRICE_VERSION_OUTPUT, PRICES_METADATA, type StackPrices, stackPrices } 
 import {
   PROXY_TABLE_ACCESS,
   PROXY_TIMEOUT,
+  ProxyFunction,
+  type ProxyFunctionProps,
   type ProxyIntegration,
   type ProxyTelemetry,
-  VendorProxy,
 } from "./proxy";
 import { MANAGED_INSTANCES, ProxyCapacity, type ProxyCompute } from "./proxy-compute";
 import { RequestSizeRule } from "./request-size";
@@ -44,19 +45,19 @@ export interface DmtStackProps extends StackProps {
   /** The authorizer's key cache: the revocation delay in AWS (default 5000 ms). */
   keyCacheMs?: number;
   /**
-   * The most calls each proxy function serves at once: one number for each, or per vendor (0 turns a
-   * vendor off). Standard compute reserves it (default 150 each); managed instances cap the function's
-   * environments at this over the calls per environment (default 5 environments, 1,280 calls).
+   * The most calls each vendor's proxy serves at once: one number for each, or per vendor (0 turns a
+   * vendor off). Standard compute reserves it for the vendor's function (default 150 each); on managed
+   * instances the vendors' caps add up to the shared function's environments at most (default 1,280
+   * calls a vendor: 20 environments of 256 for the four), and a vendor at 0 is not served.
    */
   proxyReservedConcurrency?: number | Partial<Record<Vendor, number>>;
   /** Where the proxy functions run (default `standard`; lib/proxy-compute.ts). */
   proxyCompute?: ProxyCompute;
   /**
-   * Managed instances: each proxy's environments at least, for each or per vendor (default 3, one per
-   * Availability Zone). Fewer for a vendor with little traffic saves its idle vCPUs; an AZ's loss then
-   * leaves it fewer environments until Lambda launches others (docs/aws.md).
+   * Managed instances: the proxy function's environments at least (default 3, one per Availability
+   * Zone). One function serves every vendor there, so this is kept once for all of them (docs/aws.md).
    */
-  proxyMinEnvironments?: number | Partial<Record<Vendor, number>>;
+  proxyMinEnvironments?: number;
   /**
    * Concurrency set aside for the functions every request needs, so that busy proxies cannot throttle
    * them (defaults in `RESERVED_CONCURRENCY`).
@@ -123,7 +124,8 @@ export class DmtStack extends Stack {
   readonly observability: Observability;
   readonly authorizer: DmtFunction;
   readonly dataApi: DmtFunction;
-  readonly proxies: Record<Vendor, VendorProxy>;
+  /** The function serving each vendor: its own on standard compute, one shared on managed instances. */
+  readonly proxies: Record<Vendor, ProxyFunction>;
   readonly warehouse: Warehouse;
   readonly deletion: DeletionWorkflow;
   readonly metering: Metering;
@@ -136,6 +138,11 @@ export class DmtStack extends Stack {
   readonly proxyCapacity: ProxyCapacity | undefined;
   readonly billing: Billing;
   readonly payments: StripePayments;
+
+  /** The proxy functions, each once. */
+  get proxyFunctions(): ProxyFunction[] {
+    return [...new Set(Object.values(this.proxies))];
+  }
 
   constructor(scope: Construct, id: string, props: DmtStackProps = {}) {
     super(scope, id, props);
@@ -224,6 +231,7 @@ export class DmtStack extends Stack {
     });
 
     const reserved = props.proxyReservedConcurrency;
+    const capOf = (vendor: Vendor) => (typeof reserved === "number" ? reserved : reserved?.[vendor]);
     const least = props.proxyMinEnvironments;
     if (least !== undefined && props.proxyCompute !== "managed-instances")
       throw new Error("dmt:proxyMinEnvironments applies to dmt:proxyCompute=managed-instances only.");
@@ -231,33 +239,51 @@ export class DmtStack extends Stack {
       props.proxyCompute === "managed-instances"
         ? new ProxyCapacity(this, "ProxyCapacity", { logRetention })
         : undefined;
-    const proxies = {} as Record<Vendor, VendorProxy>;
     const telemetry = proxyTelemetry(this, props.telemetry);
-    for (const vendor of VENDORS) {
-      const cap = typeof reserved === "number" ? reserved : reserved?.[vendor];
-      const reservedConcurrency = cap ?? RESERVED_CONCURRENCY.proxy;
-      const managedInstances = this.proxyCapacity && {
-        capacity: this.proxyCapacity,
-        maxEnvironments:
-          cap === undefined
-            ? MANAGED_INSTANCES.maxEnvironments
-            : Math.ceil(cap / MANAGED_INSTANCES.concurrencyPerEnvironment),
-        minEnvironments:
-          (typeof least === "number" ? least : least?.[vendor]) ?? MANAGED_INSTANCES.minEnvironments,
-      };
-      const proxy = new VendorProxy(this, `Proxy${constructId(vendor)}`, {
-        vendor,
+    const proxyFunction = (id: string, vendors: Vendor[], settings: Partial<ProxyFunctionProps>) =>
+      new ProxyFunction(this, id, {
+        vendors,
         defaults,
         store: this.store,
-        vendorKey: this.secrets.vendorKeys[vendor],
+        vendorKeys: this.secrets.vendorKeys,
         ...(this.secrets.originSecret && { originSecret: this.secrets.originSecret }),
         userIdKey: this.secrets.userIdKey,
         byokKey: this.secrets.byokKey,
         prices: this.prices,
-        reservedConcurrency,
-        ...(managedInstances && { managedInstances }),
         ...(telemetry && { telemetry }),
+        ...settings,
       });
+    const proxies = {} as Record<Vendor, ProxyFunction>;
+    if (this.proxyCapacity) {
+      // One function for every vendor: an environment's vCPU serves whichever vendor's calls come, so the
+      // minimum environments are kept once, not per vendor (docs/aws.md, "Lambda Managed Instances").
+      // A vendor capped at 0 is not served; the caps of the others add up to the environments at most.
+      const served = VENDORS.filter((vendor) => capOf(vendor) !== 0);
+      if (served.length === 0) throw new Error("dmt:proxyReservedConcurrency turns every vendor off.");
+      const calls = served.reduce(
+        (sum, vendor) =>
+          sum +
+          (capOf(vendor) ??
+            MANAGED_INSTANCES.maxEnvironmentsPerVendor * MANAGED_INSTANCES.concurrencyPerEnvironment),
+        0,
+      );
+      const shared = proxyFunction("Proxy", served, {
+        managedInstances: {
+          capacity: this.proxyCapacity,
+          maxEnvironments: Math.ceil(calls / MANAGED_INSTANCES.concurrencyPerEnvironment),
+          minEnvironments: least ?? MANAGED_INSTANCES.minEnvironments,
+        },
+      });
+      for (const vendor of VENDORS) proxies[vendor] = shared;
+    } else {
+      for (const vendor of VENDORS) {
+        proxies[vendor] = proxyFunction(`Proxy${constructId(vendor)}`, [vendor], {
+          reservedConcurrency: capOf(vendor) ?? RESERVED_CONCURRENCY.proxy,
+        });
+      }
+    }
+    for (const vendor of VENDORS) {
+      const proxy = proxies[vendor];
       const { originSecret } = this.secrets;
       this.api.addVendorProxy(
         vendor,
@@ -268,10 +294,9 @@ export class DmtStack extends Stack {
             }
           : proxy.fn.function,
       );
-      this.warehouse.connectProducer(proxy.fn.function);
-      proxies[vendor] = proxy;
     }
     this.proxies = proxies;
+    for (const proxy of this.proxyFunctions) this.warehouse.connectProducer(proxy.fn.function);
     this.dashboard = new Dashboard(this, "Dashboard", {
       defaults,
       store: this.store,
@@ -300,10 +325,10 @@ export class DmtStack extends Stack {
     this.observability.addFunction("Authorizer", this.authorizer.function);
     this.observability.addFunction("DataApi", this.dataApi.function);
     this.observability.addFunction("DashboardApi", this.dashboard.api.function);
-    for (const vendor of VENDORS) {
-      const title = `Proxy${constructId(vendor)}`;
-      this.observability.addFunction(title, this.proxies[vendor].fn.function);
-      this.observability.addProxy(title, this.proxies[vendor].fn.function, PROXY_TIMEOUT);
+    for (const proxy of this.proxyFunctions) {
+      const title = proxy.node.id;
+      this.observability.addFunction(title, proxy.fn.function);
+      this.observability.addProxy(title, proxy.fn.function, PROXY_TIMEOUT);
     }
     // The tables every proxied call writes: throttling there slows or fails calls.
     for (const [table, actions] of Object.entries(PROXY_TABLE_ACCESS) as [TableName, string[]][]) {
@@ -315,7 +340,7 @@ export class DmtStack extends Stack {
       queue: this.warehouse.queue,
       deadLetterQueue: this.warehouse.deadLetterQueue,
       consumer: this.warehouse.consumer.function,
-      producerLogs: VENDORS.map((vendor) => this.proxies[vendor].fn.logGroup),
+      producerLogs: this.proxyFunctions.map((proxy) => proxy.fn.logGroup),
     });
     this.observability.addFunction("WarehouseConsumer", this.warehouse.consumer.function);
     this.observability.addFunction("SpoolResender", this.warehouse.spoolResender.function);
@@ -334,7 +359,7 @@ export class DmtStack extends Stack {
       secretsKey: this.secrets.byokKey,
     });
     // Every function that emits events publishes them on the bus; its rule takes them to the webhooks.
-    for (const vendor of VENDORS) this.events.connectPublisher(this.proxies[vendor].fn.function);
+    for (const proxy of this.proxyFunctions) this.events.connectPublisher(proxy.fn.function);
     this.events.connectPublisher(this.dashboard.api.function);
     this.events.connectWebhookAdmin(this.dashboard.api.function);
     this.events.connectPublisher(this.deletion.steps.function);

@@ -218,7 +218,9 @@ export function warehouseHooks(queue: RecordQueue, userIds: UserIdHasher): Proxy
 export function callMetrics(metrics: Metrics): ProxyHooks {
   return {
     after(call, outcome) {
-      const count = (name: string) => metrics.add(name, "Count", 1);
+      // By vendor: on managed instances one function serves them all.
+      const byVendor = { vendor: call.vendor };
+      const count = (name: string) => metrics.add(name, "Count", 1, byVendor);
       count("ProxyCalls");
       if (outcome.error?.code === "rate_limit_exceeded") count("RateLimited");
       if (outcome.error?.code === "insufficient_credits") count("InsufficientCredits");
@@ -228,11 +230,11 @@ export function callMetrics(metrics: Metrics): ProxyHooks {
       const charged = call.billing?.mode === "managed" ? (call.billing.costMicros ?? 0) : 0;
       if (charged > 0) {
         count("CallsCharged");
-        metrics.add("ChargedMicros", "Count", charged);
+        metrics.add("ChargedMicros", "Count", charged, byVendor);
       }
-      metrics.add("CallLatency", "Milliseconds", outcome.latencyMs);
+      metrics.add("CallLatency", "Milliseconds", outcome.latencyMs, byVendor);
       if (outcome.ttftMs !== undefined) {
-        metrics.add("TimeToFirstByte", "Milliseconds", outcome.ttftMs);
+        metrics.add("TimeToFirstByte", "Milliseconds", outcome.ttftMs, byVendor);
       }
     },
   };

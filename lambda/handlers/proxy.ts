@@ -22,7 +22,7 @@ import { createProxyHandler } from "./runtime/proxy-stream";
 export { createProxyHandler };
 
 /**
- * One vendor's proxy function (`DMT_VENDOR`), streaming behind its function URL: metering over
+ * The proxy function of its vendors (`DMT_VENDORS`), streaming behind its function URL: metering over
  * DynamoDB (BYOK keys unwrapped by KMS), each call's record to SQS, its metrics to CloudWatch, its
  * events (`usage.recorded` where a webhook names it, `balance.low`, `budget.*`) to the stack's EventBridge bus. A bad
  * price override or a missing variable fails the cold start, naming it.
@@ -42,10 +42,8 @@ const LAMBDA_TPM_SHARDS = 16;
 const config = parseProxyConfig(process.env);
 const prices = activePriceCatalogue(process.env);
 const metering = parseMeteringConfig(process.env);
-const aws = awsHost(process.env, "proxy", {
-  dimensions: { vendor: config.DMT_VENDOR },
-  keyWrapper: kmsKeyWrapper(metering),
-});
+// Each call's metrics carry its vendor (compose/proxy.ts `callMetrics`), not the function's.
+const aws = awsHost(process.env, "proxy", { keyWrapper: kmsKeyWrapper(metering) });
 const otlpFromEnv = otlpSettings(config);
 const otlp = otlpFromEnv && secretOtlpHeaders(otlpFromEnv, config, aws.logger);
 const proxy = composeProxy(

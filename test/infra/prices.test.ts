@@ -295,7 +295,7 @@ describe("a proxy function cold-started with the synthesized environment", () =>
       ...Object.fromEntries(
         Object.entries(tables).map(([name, table]) => [`DMT_TABLE_${name.toUpperCase()}`, table]),
       ),
-      DMT_VENDOR_KEY_SECRET_ARN: KEY_ARN,
+      DMT_VENDOR_KEY_SECRET_ARN_OPENAI: KEY_ARN,
       DMT_ORIGIN_SECRET_ARN: ORIGIN_ARN,
       DMT_USER_ID_KEY_SECRET_ARN: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:dmt-user-id-key",
       DMT_BYOK_KEY_ARN: "arn:aws:kms:eu-west-1:123456789012:key/0f0e0d0c-0b0a-0908-0706-050403020100",
@@ -313,7 +313,7 @@ describe("a proxy function cold-started with the synthesized environment", () =>
       // Lambda unpacks the bundle in /var/task; here it stays in the cloud assembly.
       DMT_PRICES_OVERRIDE: String(env.DMT_PRICES_OVERRIDE).replace("/var/task", assetDir),
       DMT_LOG_LEVEL: "silent",
-      DMT_UPSTREAM_URL: simulator.origins.openai,
+      DMT_UPSTREAM_URL_OPENAI: simulator.origins.openai,
       DMT_SECRETS_ENDPOINT: secrets.url,
       DMT_DYNAMODB_ENDPOINT: dynamo.endpoint,
       DMT_KMS_ENDPOINT: kms.url,

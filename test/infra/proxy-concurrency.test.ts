@@ -75,10 +75,10 @@ describe("proxy handler: many invocations at once in one execution environment",
     const pending = new PendingWork();
     const handler = createProxyHandler({
       config: parseProxyConfig({
-        DMT_VENDOR: "openai",
-        DMT_VENDOR_KEY_SECRET_ARN: KEY_ARN,
+        DMT_VENDORS: "openai",
+        DMT_VENDOR_KEY_SECRET_ARN_OPENAI: KEY_ARN,
         DMT_SECRETS_ENDPOINT: secrets.url,
-        DMT_UPSTREAM_URL: simulator.origins.openai,
+        DMT_UPSTREAM_URL_OPENAI: simulator.origins.openai,
         DMT_LOG_LEVEL: "silent",
       }),
       logger: silentLogger,
@@ -150,10 +150,10 @@ describe("proxy handler: many invocations at once in one execution environment",
     };
     const handler = createProxyHandler({
       config: parseProxyConfig({
-        DMT_VENDOR: "openai",
-        DMT_VENDOR_KEY_SECRET_ARN: KEY_ARN,
+        DMT_VENDORS: "openai",
+        DMT_VENDOR_KEY_SECRET_ARN_OPENAI: KEY_ARN,
         DMT_SECRETS_ENDPOINT: secrets.url,
-        DMT_UPSTREAM_URL: simulator.origins.openai,
+        DMT_UPSTREAM_URL_OPENAI: simulator.origins.openai,
         DMT_LOG_LEVEL: "silent",
       }),
       logger: silentLogger,

@@ -85,14 +85,14 @@ beforeAll(async () => {
   kms = await startKmsStandIn();
   bus = await startEventBridgeStandIn({ region: REGION });
   Object.assign(process.env, {
-    DMT_VENDOR: "openai",
+    DMT_VENDORS: "openai",
     DMT_EVENT_BUS_NAME: "dmt-events",
     DMT_EVENTBRIDGE_ENDPOINT: bus.url,
-    DMT_UPSTREAM_URL: simulator.origins.openai,
+    DMT_UPSTREAM_URL_OPENAI: simulator.origins.openai,
     DMT_SECRETS_ENDPOINT: secrets.url,
     DMT_ORIGIN_SECRET_ARN: ORIGIN_ARN,
     DMT_USER_ID_KEY_SECRET_ARN: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:dmt-user-id-key",
-    DMT_VENDOR_KEY_SECRET_ARN: KEY_ARN,
+    DMT_VENDOR_KEY_SECRET_ARN_OPENAI: KEY_ARN,
     // Every call reads the secrets again, so a test sees a change at once.
     DMT_SECRET_CACHE_MS: "0",
     DMT_LOG_LEVEL: "silent",
@@ -394,6 +394,72 @@ interface QueuedRecord {
 }
 
 const queued = (): QueuedRecord[] => sqs.accepted.map((body) => JSON.parse(body) as QueuedRecord);
+
+describe("proxy handler: one function for several vendors (managed instances)", () => {
+  const ANTHROPIC_KEY_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:VendorKeyAnthropic-abc123";
+  const sharedProxy = () => {
+    const pending = new PendingWork();
+    return createProxyHandler({
+      config: parseProxyConfig({
+        ...process.env,
+        DMT_VENDORS: "openai,anthropic",
+        DMT_VENDOR_KEY_SECRET_ARN_ANTHROPIC: ANTHROPIC_KEY_ARN,
+        DMT_UPSTREAM_URL_ANTHROPIC: simulator.origins.anthropic,
+      }),
+      logger: silentLogger,
+      proxy: { pending, app: vendorApps({ hooks: {}, pending, logger: silentLogger }) },
+    }) as unknown as StreamingHandler;
+  };
+
+  it("sends each call to its path's vendor with that vendor's managed key, and refuses a vendor it does not serve", async () => {
+    secrets.secrets.set(ANTHROPIC_KEY_ARN, { AWSCURRENT: "sk-ant-managed" });
+    const handler = sharedProxy();
+    const openai = await invokeStreaming(handler, functionUrlEvent(chat(fromApi())));
+    expect(openai.prelude?.statusCode).toBe(200);
+    const anthropic = await invokeStreaming(
+      handler,
+      functionUrlEvent({
+        method: "POST",
+        path: "/anthropic/v1/messages",
+        headers: { ...fromApi(), "content-type": "application/json", "anthropic-version": "2023-06-01" },
+        body: JSON.stringify({
+          model: "claude-3-5-haiku-20241022",
+          max_tokens: 16,
+          messages: [{ role: "user", content: "Say hello" }],
+        }),
+      }),
+    );
+    expect(anthropic.prelude?.statusCode).toBe(200);
+    expect(anthropic.json()).toMatchObject({ type: "message" });
+    expect(simulator.requests.map((r) => [r.vendor, r.path])).toEqual([
+      ["openai", "/v1/chat/completions"],
+      ["anthropic", "/v1/messages"],
+    ]);
+    expect(simulator.requests[0]?.headers.authorization).toBe(`Bearer ${MANAGED_KEY}`);
+    expect(simulator.requests[1]?.headers["x-api-key"]).toBe("sk-ant-managed");
+
+    const gemini = await invokeStreaming(
+      handler,
+      functionUrlEvent({
+        ...chat(fromApi()),
+        path: "/gemini/v1beta/models/gemini-2.0-flash:generateContent",
+      }),
+    );
+    expectError(gemini, 404, errors.notFound().toBody());
+    expect(simulator.requests).toHaveLength(2);
+  });
+
+  it("fails its start when a vendor it serves has no managed key's secret, or a vendor is unknown, naming the variable", () => {
+    expect(() => parseProxyConfig({ ...process.env, DMT_VENDORS: "openai,groq" })).toThrow(
+      "Invalid configuration: DMT_VENDOR_KEY_SECRET_ARN_GROQ: must be set",
+    );
+    for (const vendors of ["openai,mistral", "", " , "]) {
+      expect(() => parseProxyConfig({ ...process.env, DMT_VENDORS: vendors }), vendors).toThrow(
+        /Invalid configuration: DMT_VENDORS: must list vendors/,
+      );
+    }
+  });
+});
 
 describe("proxy handler: behind API Gateway's Lambda proxy integration (dmt:proxyIntegration=lambda-stream)", () => {
   /** The same handler as deployed without a function URL: no origin secret in its configuration. */

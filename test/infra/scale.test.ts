@@ -166,29 +166,34 @@ describe("managed instances (dmt:proxyCompute=managed-instances)", () => {
     }
   };
 
-  it("puts every proxy on one capacity provider: memory at its minimum, concurrency per environment set", () => {
+  it("serves every vendor from one proxy function on the capacity provider: memory at its minimum, concurrency per environment set", () => {
     each(({ stack, resources, fn }) => {
       const providers = ofType(resources, "AWS::Lambda::CapacityProvider");
       expect(providers).toHaveLength(1);
       const [providerId] = providers[0] as [string, Resource];
-      for (const vendor of VENDORS) {
-        const proxy = fn(stack.proxies[vendor].fn.function);
-        expect(proxy.MemorySize).toBe(2048);
-        expect(variable(proxy, "DMT_PROXY_COMPUTE")).toBe("managed-instances");
-        expect(proxy.CapacityProviderConfig).toEqual({
-          LambdaManagedInstancesCapacityProviderConfig: {
-            CapacityProviderArn: { "Fn::GetAtt": [providerId, "Arn"] },
-            PerExecutionEnvironmentMaxConcurrency: MANAGED_INSTANCES.concurrencyPerEnvironment,
-            ExecutionEnvironmentMemoryGiBPerVCpu: 2,
-          },
-        });
-        expect(proxy.FunctionScalingConfig).toEqual({
-          MinExecutionEnvironments: 3,
-          MaxExecutionEnvironments: MANAGED_INSTANCES.maxEnvironments,
-        });
-        // Capped by environments: Lambda does not reserve concurrency for managed instances.
-        expect(proxy.ReservedConcurrentExecutions).toBeUndefined();
-      }
+      // One function: the minimum environments are kept once, not once per vendor.
+      expect(stack.proxyFunctions).toHaveLength(1);
+      for (const vendor of VENDORS) expect(stack.proxies[vendor]).toBe(stack.proxyFunctions[0]);
+      const proxy = fn(stack.proxies.openai.fn.function);
+      expect(proxy.MemorySize).toBe(2048);
+      expect(variable(proxy, "DMT_PROXY_COMPUTE")).toBe("managed-instances");
+      expect(variable(proxy, "DMT_VENDORS")).toBe(VENDORS.join(","));
+      expect(proxy.CapacityProviderConfig).toEqual({
+        LambdaManagedInstancesCapacityProviderConfig: {
+          CapacityProviderArn: { "Fn::GetAtt": [providerId, "Arn"] },
+          PerExecutionEnvironmentMaxConcurrency: MANAGED_INSTANCES.concurrencyPerEnvironment,
+          ExecutionEnvironmentMemoryGiBPerVCpu: 2,
+        },
+      });
+      expect(proxy.FunctionScalingConfig).toEqual({
+        MinExecutionEnvironments: 3,
+        MaxExecutionEnvironments: VENDORS.length * MANAGED_INSTANCES.maxEnvironmentsPerVendor,
+      });
+      // Capped by environments: Lambda does not reserve concurrency for managed instances.
+      expect(proxy.ReservedConcurrentExecutions).toBeUndefined();
+      expect(
+        ofType(resources, "AWS::Lambda::Function").filter(([, f]) => f.Properties.CapacityProviderConfig),
+      ).toHaveLength(1);
       // The functions every request needs keep their reservations.
       expect(fn(stack.authorizer.function).ReservedConcurrentExecutions).toBe(
         RESERVED_CONCURRENCY.authorizer,
@@ -287,64 +292,68 @@ describe("managed instances (dmt:proxyCompute=managed-instances)", () => {
     }
   });
 
-  it("keeps both integrations working: function URLs or API Gateway's streaming invocations", () => {
-    expect(
-      ofType(synthesized.get("function URLs, eu-west-1")?.resources ?? {}, "AWS::Lambda::Url"),
-    ).toHaveLength(VENDORS.length);
+  it("keeps both integrations working: one function URL for every vendor's routes, or API Gateway's streaming invocations", () => {
+    const urls = synthesized.get("function URLs, eu-west-1") as Synthesized;
+    expect(ofType(urls.resources, "AWS::Lambda::Url")).toHaveLength(1);
+    const integrations = ofType(urls.resources, "AWS::ApiGateway::Method")
+      .map(([, m]) => JSON.stringify((m.Properties.Integration as { Uri?: unknown } | undefined)?.Uri ?? ""))
+      .filter((uri) => uri.includes("FunctionUrl"));
+    expect(integrations).toHaveLength(VENDORS.length * 2);
     expect(ofType(synthesized.get("lambda-stream, us-east-1")?.resources ?? {}, "AWS::Lambda::Url")).toEqual(
       [],
     );
   });
 
-  it("caps each proxy by its environments: the calls at once over the calls per environment", () => {
+  it("caps the function by its environments: the vendors' calls at once over the calls per environment; a vendor at 0 is not served", () => {
     const { stack, fn } = synthesize({
       [CONTEXT.proxyCompute]: "managed-instances",
       [CONTEXT.proxyReservedConcurrency]: '{"openai":1000,"gemini":0}',
     });
-    expect(fn(stack.proxies.openai.fn.function).FunctionScalingConfig).toEqual({
+    const proxy = fn(stack.proxies.openai.fn.function);
+    // openai's 1,000 and the default 1,280 of anthropic and groq, 256 calls an environment.
+    expect(proxy.FunctionScalingConfig).toEqual({
       MinExecutionEnvironments: 3,
-      MaxExecutionEnvironments: Math.ceil(1000 / MANAGED_INSTANCES.concurrencyPerEnvironment),
+      MaxExecutionEnvironments: Math.ceil((1000 + 2 * 1280) / MANAGED_INSTANCES.concurrencyPerEnvironment),
     });
-    expect(fn(stack.proxies.gemini.fn.function).FunctionScalingConfig).toEqual({
-      MinExecutionEnvironments: 0,
-      MaxExecutionEnvironments: 0,
-    });
+    expect(variable(proxy, "DMT_VENDORS")).toBe(VENDORS.filter((v) => v !== "gemini").join(","));
+    // The function may read the managed keys of the vendors it serves, not gemini's.
+    expect(
+      Object.keys((proxy as { Environment: { Variables: object } }).Environment.Variables),
+    ).not.toContain("DMT_VENDOR_KEY_SECRET_ARN_GEMINI");
+    expect(() =>
+      synthesize({
+        [CONTEXT.proxyCompute]: "managed-instances",
+        [CONTEXT.proxyReservedConcurrency]: "0",
+      }),
+    ).toThrow("dmt:proxyReservedConcurrency turns every vendor off.");
   });
 
-  it("keeps the environments at least that dmt:proxyMinEnvironments asks, for each or per vendor, never above the most", () => {
-    const perVendor = synthesize({
-      [CONTEXT.proxyCompute]: "managed-instances",
-      [CONTEXT.proxyReservedConcurrency]: '{"openai":1000,"groq":256}',
-      [CONTEXT.proxyMinEnvironments]: '{"anthropic":1,"gemini":2,"groq":3}',
-    });
-    const scaling = (s: Synthesized, vendor: (typeof VENDORS)[number]) =>
-      s.fn(s.stack.proxies[vendor].fn.function).FunctionScalingConfig;
-    expect(scaling(perVendor, "openai")).toEqual({
-      MinExecutionEnvironments: 3,
-      MaxExecutionEnvironments: 4,
-    });
-    expect(scaling(perVendor, "anthropic")).toEqual({
-      MinExecutionEnvironments: 1,
-      MaxExecutionEnvironments: 5,
-    });
-    expect(scaling(perVendor, "gemini")).toEqual({
-      MinExecutionEnvironments: 2,
-      MaxExecutionEnvironments: 5,
-    });
+  it("keeps the environments at least that dmt:proxyMinEnvironments asks, never above the most", () => {
+    const scaling = (s: Synthesized) => s.fn(s.stack.proxies.openai.fn.function).FunctionScalingConfig;
+    expect(
+      scaling(
+        synthesize({ [CONTEXT.proxyCompute]: "managed-instances", [CONTEXT.proxyMinEnvironments]: "1" }),
+      ),
+    ).toEqual({ MinExecutionEnvironments: 1, MaxExecutionEnvironments: 20 });
     // One environment at most (256 calls): one at least, whatever was asked.
-    expect(scaling(perVendor, "groq")).toEqual({ MinExecutionEnvironments: 1, MaxExecutionEnvironments: 1 });
-    const each = synthesize({
-      [CONTEXT.proxyCompute]: "managed-instances",
-      [CONTEXT.proxyMinEnvironments]: "1",
-    });
-    for (const vendor of VENDORS)
-      expect(scaling(each, vendor)).toEqual({ MinExecutionEnvironments: 1, MaxExecutionEnvironments: 5 });
+    expect(
+      scaling(
+        synthesize({
+          [CONTEXT.proxyCompute]: "managed-instances",
+          [CONTEXT.proxyReservedConcurrency]: '{"openai":256,"anthropic":0,"groq":0,"gemini":0}',
+          [CONTEXT.proxyMinEnvironments]: "3",
+        }),
+      ),
+    ).toEqual({ MinExecutionEnvironments: 1, MaxExecutionEnvironments: 1 });
   });
 
-  it("refuses a minimum below 1, for a vendor it does not know, or without managed instances, naming the key", () => {
+  it("refuses a minimum below 1, one per vendor, or without managed instances, naming the key", () => {
     const mi = { [CONTEXT.proxyCompute]: "managed-instances" };
     expect(() => synthesize({ ...mi, [CONTEXT.proxyMinEnvironments]: "0" })).toThrow(
       /dmt:proxyMinEnvironments: 0 is not a whole number >= 1/,
+    );
+    expect(() => synthesize({ ...mi, [CONTEXT.proxyMinEnvironments]: '{"openai":1}' })).toThrow(
+      /dmt:proxyMinEnvironments: one number for the proxy function every vendor shares/,
     );
     expect(() => synthesize({ ...mi, [CONTEXT.proxyMinEnvironments]: '{"mistral":1}' })).toThrow(
       /dmt:proxyMinEnvironments: 'mistral' is not one of/,

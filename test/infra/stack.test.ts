@@ -461,8 +461,10 @@ describe("proxy functions", () => {
       };
       expect(fn.Timeout).toBe(900);
       expect(fn.Environment.Variables).toMatchObject({
-        DMT_VENDOR: vendor,
-        DMT_VENDOR_KEY_SECRET_ARN: { Ref: logicalId(stack.secrets.vendorKeys[vendor]) },
+        DMT_VENDORS: vendor,
+        [`DMT_VENDOR_KEY_SECRET_ARN_${vendor.toUpperCase()}`]: {
+          Ref: logicalId(stack.secrets.vendorKeys[vendor]),
+        },
         DMT_ORIGIN_SECRET_ARN: { Ref: logicalId(stack.secrets.originSecret) },
       });
       expect(fn.ReservedConcurrentExecutions).toBe(RESERVED_CONCURRENCY.proxy);

@@ -3,7 +3,7 @@ import * as z from "zod/mini";
 import { TABLES, type TableNames, tableNames } from "../../adapters/dynamodb/tables";
 import { httpUrl, numberIn, oneOf, parseEnv, text } from "../../core/config";
 import { LOG_LEVELS } from "../../core/logger";
-import { VENDOR_NAMES } from "../../core/vendor-model";
+import { VENDOR_NAMES, type VendorName } from "../../core/vendor-model";
 import { OTLP_VARIABLES } from "../../telemetry/config";
 
 /**
@@ -42,21 +42,44 @@ export const GATEWAY_STREAM_IDLE_MS = 300_000;
 export const PROXY_COMPUTES = ["standard", "managed-instances"] as const;
 export type ProxyCompute = (typeof PROXY_COMPUTES)[number];
 
+/** Per vendor: `DMT_VENDOR_KEY_SECRET_ARN_OPENAI`, `DMT_UPSTREAM_URL_OPENAI`... */
+const perVendor = (prefix: string) => (vendor: VendorName) => `${prefix}_${vendor.toUpperCase()}`;
+export const vendorKeySecretVariable = perVendor("DMT_VENDOR_KEY_SECRET_ARN");
+export const upstreamUrlVariable = perVendor("DMT_UPSTREAM_URL");
+
 const proxy = z.extend(base, {
-  /** The vendor this function serves: every proxy function runs the same bundle. */
-  DMT_VENDOR: oneOf(VENDOR_NAMES),
+  /**
+   * The vendors this function serves, comma-separated: every proxy function runs the same bundle, one
+   * vendor each on standard compute, all of them in one function on managed instances (lib/stack.ts).
+   */
+  DMT_VENDORS: z.pipe(
+    z.string({ error: "must be set" }),
+    z.transform((value, ctx) => {
+      const vendors = [...new Set(value.split(",").map((name) => name.trim()))];
+      const unknown = vendors.filter((name) => !(VENDOR_NAMES as readonly string[]).includes(name));
+      if (value.trim() === "" || unknown.length > 0) {
+        ctx.issues.push({
+          code: "custom",
+          input: value,
+          message: `must list vendors (${VENDOR_NAMES.join(", ")}), comma-separated`,
+        });
+        return z.NEVER;
+      }
+      return vendors as VendorName[];
+    }),
+  ),
   /** Where it runs: the stack sets it from `dmt:proxyCompute`. */
   DMT_PROXY_COMPUTE: z._default(oneOf(PROXY_COMPUTES), "standard"),
-  /** Secrets Manager secrets (ARNs): the managed vendor key, and the origin secret API Gateway sends. */
-  DMT_VENDOR_KEY_SECRET_ARN: text,
+  /** Secrets Manager secrets (ARNs): each vendor's managed key (below), and the origin secret API Gateway sends. */
+  ...Object.fromEntries(VENDOR_NAMES.map((vendor) => [vendorKeySecretVariable(vendor), z.optional(text)])),
   /** Behind a function URL; unset, the function takes API Gateway's Lambda proxy events only. */
   DMT_ORIGIN_SECRET_ARN: z.optional(text),
   /** How long a container keeps secret values before reading them again. */
   DMT_SECRET_CACHE_MS: numberIn(0, 3_600_000, 300_000),
   /** Another Secrets Manager endpoint (tests); unset in AWS. */
   DMT_SECRETS_ENDPOINT: z.optional(httpUrl),
-  /** Another upstream than the vendor's own (origin plus base path); unset in AWS. */
-  DMT_UPSTREAM_URL: z.optional(httpUrl),
+  /** Another upstream than a vendor's own (origin plus base path), per vendor; unset in AWS. */
+  ...Object.fromEntries(VENDOR_NAMES.map((vendor) => [upstreamUrlVariable(vendor), z.optional(httpUrl)])),
   DMT_UPSTREAM_CONNECT_TIMEOUT_MS: numberIn(1, 120_000, 10_000),
   /**
    * Longest wait for a vendor's first byte and between two chunks. Under API Gateway's idle limit on a
@@ -187,9 +210,19 @@ export function parseStoreConfig(env: Record<string, string | undefined>): Store
   return { ...parseEnv(store, env), tables: tableNames(env) };
 }
 
-/** For the proxy functions (`lambda/handlers/proxy.ts`). */
+/** For the proxy functions (`lambda/handlers/proxy.ts`): each vendor served has its managed key's secret. */
 export function parseProxyConfig(env: Record<string, string | undefined>): ProxyConfig {
-  return parseEnv(proxy, env);
+  const config = parseEnv(proxy, env);
+  for (const vendor of config.DMT_VENDORS) {
+    if (!env[vendorKeySecretVariable(vendor)])
+      throw new Error(`Invalid configuration: ${vendorKeySecretVariable(vendor)}: must be set`);
+  }
+  return config;
+}
+
+/** The variable of one served vendor, by name (the schema lists them all). */
+export function proxyVariable(config: ProxyConfig, name: string): string | undefined {
+  return (config as unknown as Record<string, string | undefined>)[name];
 }
 
 /** For metering in the proxy functions (`lambda/compose/proxy.ts`). */

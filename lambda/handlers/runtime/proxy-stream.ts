@@ -6,9 +6,10 @@ import { SECURITY_HEADERS } from "../../app/security-headers";
 import type { ProxyComposition } from "../../compose/proxy";
 import { ApiError, errors } from "../../core/errors";
 import { errorFields, type Logger } from "../../core/logger";
+import type { VendorName } from "../../core/vendor-model";
 import { VENDOR_DEFINITIONS } from "../../vendors";
 import { forwardedAuth } from "./authorizer-context";
-import type { ProxyConfig } from "./config";
+import { type ProxyConfig, proxyVariable, upstreamUrlVariable, vendorKeySecretVariable } from "./config";
 import { directCallRefused, ORIGIN_SECRET_HEADER, originVerified } from "./origin";
 import type { LambdaTelemetry } from "./telemetry";
 
@@ -31,18 +32,13 @@ export interface ProxyHandlerDeps {
 }
 
 /**
- * One vendor's proxy (`DMT_VENDOR`), streaming: the same Hono app as locally, through `streamHandle`.
- * Behind its function URL, API Gateway calls over HTTP_PROXY with the origin secret and the
- * authorizer's decision in headers, and anything else calling the URL is refused before any work; with
+ * The proxy of each vendor the function serves (`DMT_VENDORS`), streaming: the same Hono app as
+ * locally, through `streamHandle`, chosen by the path's first segment (`/openai/...`). Behind its
+ * function URL, API Gateway calls over HTTP_PROXY with the origin secret and the authorizer's decision
+ * in headers, and anything else calling the URL is refused before any work; with
  * `dmt:proxyIntegration=lambda-stream` API Gateway invokes it with the decision in the event.
  */
 export function createProxyHandler({ config, logger, proxy, telemetry }: ProxyHandlerDeps): ProxyHandler {
-  const vendor = VENDOR_DEFINITIONS[config.DMT_VENDOR];
-  const upstream = createUpstreamClient({
-    target: config.DMT_UPSTREAM_URL ?? vendor.defaultUpstream,
-    connectTimeoutMs: config.DMT_UPSTREAM_CONNECT_TIMEOUT_MS,
-    idleTimeoutMs: config.DMT_UPSTREAM_IDLE_TIMEOUT_MS,
-  });
   const secrets = createSecretsClient(config.DMT_SECRETS_ENDPOINT);
   // The previous value too: during a rotation API Gateway sends it until redeployed (docs/aws.md).
   const originSecret =
@@ -55,32 +51,10 @@ export function createProxyHandler({ config, logger, proxy, telemetry }: ProxyHa
           config.DMT_SECRET_CACHE_MS,
           logger,
         );
-  // Created empty: until the operator puts a value, only dual keys can call this vendor.
-  const managedKey = new CachedSecret(
-    secrets,
-    config.DMT_VENDOR_KEY_SECRET_ARN,
-    ["AWSCURRENT"],
-    config.DMT_SECRET_CACHE_MS,
-    logger,
+  const served = new Map<string, { proxy(): Promise<ProxyHandler> }>(
+    config.DMT_VENDORS.map((name) => [name, servedVendor(name, config, secrets, proxy, logger)]),
   );
   const { pending } = proxy;
-
-  let current: { key: string | undefined; handle: ProxyHandler } | undefined;
-  /** The proxy for the managed key of the moment: the operator may put or replace it while containers run. */
-  const proxyFor = (key: string | undefined): ProxyHandler => {
-    if (!current || current.key !== key) {
-      const app = proxy.app({
-        vendor,
-        upstream,
-        managedKey: key,
-        upstreamState: key === undefined ? "missing_key" : "configured",
-        auth: forwardedAuth,
-      });
-      // hono declares the buffered handler's type; streamHandle returns a streaming one.
-      current = { key, handle: streamHandle(app) as unknown as ProxyHandler };
-    }
-    return current.handle;
-  };
 
   /**
    * The proxy for this request, or why it is refused. Behind a function URL (an origin secret
@@ -94,8 +68,8 @@ export function createProxyHandler({ config, logger, proxy, telemetry }: ProxyHa
           originVerified(event.headers[ORIGIN_SECRET_HEADER], await originSecret.values())
         : fromApiGateway(event);
       if (!admitted) return directCallRefused();
-      const [key] = await managedKey.values();
-      return proxyFor(key);
+      const vendor = served.get(firstSegment(fromApiGateway(event) ? event.path : event.rawPath));
+      return vendor ? await vendor.proxy() : errors.notFound();
     } catch (err) {
       logger.error("reading the proxy's secrets failed", errorFields(err));
       return errors.internal();
@@ -117,6 +91,56 @@ export function createProxyHandler({ config, logger, proxy, telemetry }: ProxyHa
       telemetry?.end();
     }
   };
+}
+
+/**
+ * One vendor's proxy: its upstream, and its app for the managed key of the moment. The key is created
+ * empty: until the operator puts a value, only dual keys can call this vendor; the operator may put or
+ * replace it while containers run.
+ */
+function servedVendor(
+  name: VendorName,
+  config: ProxyConfig,
+  secrets: ReturnType<typeof createSecretsClient>,
+  proxy: Pick<ProxyComposition, "app">,
+  logger: Logger,
+): { proxy(): Promise<ProxyHandler> } {
+  const vendor = VENDOR_DEFINITIONS[name];
+  const upstream = createUpstreamClient({
+    target: proxyVariable(config, upstreamUrlVariable(name)) ?? vendor.defaultUpstream,
+    connectTimeoutMs: config.DMT_UPSTREAM_CONNECT_TIMEOUT_MS,
+    idleTimeoutMs: config.DMT_UPSTREAM_IDLE_TIMEOUT_MS,
+  });
+  const managedKey = new CachedSecret(
+    secrets,
+    proxyVariable(config, vendorKeySecretVariable(name)) as string,
+    ["AWSCURRENT"],
+    config.DMT_SECRET_CACHE_MS,
+    logger,
+  );
+  let current: { key: string | undefined; handle: ProxyHandler } | undefined;
+  return {
+    async proxy() {
+      const [key] = await managedKey.values();
+      if (!current || current.key !== key) {
+        const app = proxy.app({
+          vendor,
+          upstream,
+          managedKey: key,
+          upstreamState: key === undefined ? "missing_key" : "configured",
+          auth: forwardedAuth,
+        });
+        // hono declares the buffered handler's type; streamHandle returns a streaming one.
+        current = { key, handle: streamHandle(app) as unknown as ProxyHandler };
+      }
+      return current.handle;
+    },
+  };
+}
+
+/** `/openai/v1/chat/completions` → `openai`. */
+function firstSegment(path: string): string {
+  return path.split("/")[1] ?? "";
 }
 
 function refuse(stream: awslambda.HttpResponseStream, err: ApiError): void {

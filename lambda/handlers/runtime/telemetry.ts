@@ -31,20 +31,35 @@ export function lambdaTelemetry(
     logLevel: config.DMT_LOG_LEVEL === "silent" ? "SILENT" : config.DMT_LOG_LEVEL,
     persistentKeys: { function: fn },
   });
-  const metrics = new PowertoolsMetrics({
-    namespace: config.DMT_METRICS_NAMESPACE,
-    serviceName: "dmt",
-    defaultDimensions: { function: fn, ...dimensions },
-    // Its own warnings (no metrics to publish...) go through our logger.
-    logger: powertools,
-  });
+  // One buffer per set of dimensions (an EMF line carries one set): a proxy serving several vendors
+  // publishes a line per vendor its invocation's metrics name.
+  const buffers = new Map<string, PowertoolsMetrics>();
+  const buffer = (extra: Record<string, string> = {}): PowertoolsMetrics => {
+    const key = JSON.stringify(extra);
+    let metrics = buffers.get(key);
+    if (!metrics) {
+      metrics = new PowertoolsMetrics({
+        namespace: config.DMT_METRICS_NAMESPACE,
+        serviceName: "dmt",
+        defaultDimensions: { function: fn, ...dimensions, ...extra },
+        // Its own warnings (no metrics to publish...) go through our logger.
+        logger: powertools,
+      });
+      buffers.set(key, metrics);
+    }
+    return metrics;
+  };
   const logger = loggerOver((level, message, fields) => powertools[level](message, fields ?? {}));
   return {
     logger,
-    metrics: { add: (name, unit, value) => metrics.addMetric(name, MetricUnit[unit], value) },
+    metrics: {
+      add: (name, unit, value, extra) => buffer(extra).addMetric(name, MetricUnit[unit], value),
+    },
     begin: (context) => powertools.addContext(context),
     end: () => {
-      if (metrics.hasStoredMetrics()) metrics.publishStoredMetrics();
+      for (const metrics of buffers.values()) {
+        if (metrics.hasStoredMetrics()) metrics.publishStoredMetrics();
+      }
     },
   };
 }

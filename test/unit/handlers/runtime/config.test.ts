@@ -2,8 +2,8 @@ import { describe, expect, it } from "vitest";
 import { GATEWAY_STREAM_IDLE_MS, parseProxyConfig } from "../../../../lambda/handlers/runtime/config";
 
 const PROXY_ENV = {
-  DMT_VENDOR: "openai",
-  DMT_VENDOR_KEY_SECRET_ARN: "arn:k",
+  DMT_VENDORS: "openai",
+  DMT_VENDOR_KEY_SECRET_ARN_OPENAI: "arn:k",
   DMT_ORIGIN_SECRET_ARN: "arn:o",
 };
 
