@@ -14,7 +14,7 @@ export const CONTEXT = {
   certificateArn: "dmt:certificateArn",
   retainData: "dmt:retainData",
   /**
-   * The most calls each proxy function serves at once: `50` for each, or per vendor:
+   * The most calls at once per vendor: `50` for each, or per vendor:
    * `{"openai":100,"gemini":0}` (0 turns a vendor off). Default 150 (standard), 1,280 (managed instances).
    */
   proxyReservedConcurrency: "dmt:proxyReservedConcurrency",
