@@ -12,7 +12,7 @@ import { DynamoVendorKeys } from "../../lambda/adapters/dynamodb/vendor-keys";
 import { createKmsClient, KmsKeyWrapper } from "../../lambda/adapters/kms/key-wrapper";
 import { SPOOL_PREFIX } from "../../lambda/adapters/sqs/spool";
 import { SECURITY_HEADERS } from "../../lambda/app/security-headers";
-import { vendorApps } from "../../lambda/compose/proxy";
+import { callMetrics, vendorApps } from "../../lambda/compose/proxy";
 import { PendingWork, type ProxyHooks } from "../../lambda/core/call";
 import type { EventType } from "../../lambda/core/cloudevent";
 import type { CreditBalance } from "../../lambda/core/credits";
@@ -26,8 +26,9 @@ import {
   grantedContext,
   refusalContext,
 } from "../../lambda/handlers/runtime/authorizer-context";
-import { parseProxyConfig } from "../../lambda/handlers/runtime/config";
+import { parseBaseConfig, parseProxyConfig } from "../../lambda/handlers/runtime/config";
 import { directCallRefused, ORIGIN_SECRET_HEADER } from "../../lambda/handlers/runtime/origin";
+import { lambdaTelemetry } from "../../lambda/handlers/runtime/telemetry";
 import { type EmbeddedDynamo, startEmbeddedDynamo } from "../../lambda/local/embedded-dynamo";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
 import { type SqsStandIn, startSqsStandIn } from "../support/reliability-sqs";
@@ -397,8 +398,10 @@ const queued = (): QueuedRecord[] => sqs.accepted.map((body) => JSON.parse(body)
 
 describe("proxy handler: one function for several vendors (managed instances)", () => {
   const ANTHROPIC_KEY_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:VendorKeyAnthropic-abc123";
+  /** The handler as deployed on managed instances, with each call's metrics (`callMetrics`). */
   const sharedProxy = () => {
     const pending = new PendingWork();
+    const telemetry = lambdaTelemetry(parseBaseConfig(process.env), "proxy");
     return createProxyHandler({
       config: parseProxyConfig({
         ...process.env,
@@ -407,30 +410,43 @@ describe("proxy handler: one function for several vendors (managed instances)", 
         DMT_UPSTREAM_URL_ANTHROPIC: simulator.origins.anthropic,
       }),
       logger: silentLogger,
-      proxy: { pending, app: vendorApps({ hooks: {}, pending, logger: silentLogger }) },
+      proxy: {
+        pending,
+        app: vendorApps({ hooks: callMetrics(telemetry.metrics), pending, logger: silentLogger }),
+      },
+      telemetry,
     }) as unknown as StreamingHandler;
   };
 
   it("sends each call to its path's vendor with that vendor's managed key, and refuses a vendor it does not serve", async () => {
     secrets.secrets.set(ANTHROPIC_KEY_ARN, { AWSCURRENT: "sk-ant-managed" });
     const handler = sharedProxy();
-    const openai = await invokeStreaming(handler, functionUrlEvent(chat(fromApi())));
-    expect(openai.prelude?.statusCode).toBe(200);
-    const anthropic = await invokeStreaming(
-      handler,
-      functionUrlEvent({
-        method: "POST",
-        path: "/anthropic/v1/messages",
-        headers: { ...fromApi(), "content-type": "application/json", "anthropic-version": "2023-06-01" },
-        body: JSON.stringify({
-          model: "claude-3-5-haiku-20241022",
-          max_tokens: 16,
-          messages: [{ role: "user", content: "Say hello" }],
+    let openai: CollectedResponse | undefined;
+    let anthropic: CollectedResponse | undefined;
+    const metrics = await emittedMetrics(async () => {
+      openai = await invokeStreaming(handler, functionUrlEvent(chat(fromApi())));
+      anthropic = await invokeStreaming(
+        handler,
+        functionUrlEvent({
+          method: "POST",
+          path: "/anthropic/v1/messages",
+          headers: { ...fromApi(), "content-type": "application/json", "anthropic-version": "2023-06-01" },
+          body: JSON.stringify({
+            model: "claude-3-5-haiku-20241022",
+            max_tokens: 16,
+            messages: [{ role: "user", content: "Say hello" }],
+          }),
         }),
-      }),
-    );
-    expect(anthropic.prelude?.statusCode).toBe(200);
-    expect(anthropic.json()).toMatchObject({ type: "message" });
+      );
+    });
+    expect(openai?.prelude?.statusCode).toBe(200);
+    expect(anthropic?.prelude?.statusCode).toBe(200);
+    expect(anthropic?.json()).toMatchObject({ type: "message" });
+    // Each call's metrics name its own vendor: the dashboard's rows per vendor hold with one function.
+    expect(metrics.map((line) => [line.vendor, line.ProxyCalls])).toEqual([
+      ["openai", 1],
+      ["anthropic", 1],
+    ]);
     expect(simulator.requests.map((r) => [r.vendor, r.path])).toEqual([
       ["openai", "/v1/chat/completions"],
       ["anthropic", "/v1/messages"],
