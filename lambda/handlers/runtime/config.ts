@@ -193,7 +193,8 @@ const events = z.extend(z.extend(metering, eventBus.shape), {
 
 export type BaseConfig = z.infer<typeof base>;
 export type StoreConfig = z.infer<typeof store> & { tables: TableNames };
-export type ProxyConfig = z.infer<typeof proxy>;
+/** With the vendors it serves, each with its managed key's secret (`parseProxyConfig`). */
+export type ProxyConfig = z.infer<typeof proxy> & { served: ServedVendor[] };
 export type MeteringConfig = z.infer<typeof metering> & { tables: TableNames };
 export type RecordQueueConfig = z.infer<typeof recordQueue>;
 export type ConsumerConfig = z.infer<typeof consumer>;
@@ -210,19 +211,28 @@ export function parseStoreConfig(env: Record<string, string | undefined>): Store
   return { ...parseEnv(store, env), tables: tableNames(env) };
 }
 
-/** For the proxy functions (`lambda/handlers/proxy.ts`): each vendor served has its managed key's secret. */
-export function parseProxyConfig(env: Record<string, string | undefined>): ProxyConfig {
-  const config = parseEnv(proxy, env);
-  for (const vendor of config.DMT_VENDORS) {
-    if (!env[vendorKeySecretVariable(vendor)])
-      throw new Error(`Invalid configuration: ${vendorKeySecretVariable(vendor)}: must be set`);
-  }
-  return config;
+/** A vendor a proxy function serves: its managed key's secret, and another upstream (tests). */
+export interface ServedVendor {
+  name: VendorName;
+  keySecretArn: string;
+  upstreamUrl?: string;
 }
 
-/** The variable of one served vendor, by name (the schema lists them all). */
-export function proxyVariable(config: ProxyConfig, name: string): string | undefined {
-  return (config as unknown as Record<string, string | undefined>)[name];
+/**
+ * For the proxy functions (`lambda/handlers/proxy.ts`), with the vendors it serves in `served`: each
+ * must have its managed key's secret.
+ */
+export function parseProxyConfig(env: Record<string, string | undefined>): ProxyConfig {
+  const config = parseEnv(proxy, env);
+  // The schema checked each per-vendor variable it holds; these read them by name.
+  const served = config.DMT_VENDORS.map((name): ServedVendor => {
+    const keySecretArn = env[vendorKeySecretVariable(name)];
+    if (!keySecretArn)
+      throw new Error(`Invalid configuration: ${vendorKeySecretVariable(name)}: must be set`);
+    const upstreamUrl = env[upstreamUrlVariable(name)];
+    return { name, keySecretArn, ...(upstreamUrl && { upstreamUrl }) };
+  });
+  return { ...config, served };
 }
 
 /** For metering in the proxy functions (`lambda/compose/proxy.ts`). */

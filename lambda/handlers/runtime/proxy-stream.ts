@@ -6,10 +6,9 @@ import { SECURITY_HEADERS } from "../../app/security-headers";
 import type { ProxyComposition } from "../../compose/proxy";
 import { ApiError, errors } from "../../core/errors";
 import { errorFields, type Logger } from "../../core/logger";
-import type { VendorName } from "../../core/vendor-model";
 import { VENDOR_DEFINITIONS } from "../../vendors";
 import { forwardedAuth } from "./authorizer-context";
-import { type ProxyConfig, proxyVariable, upstreamUrlVariable, vendorKeySecretVariable } from "./config";
+import type { ProxyConfig, ServedVendor } from "./config";
 import { directCallRefused, ORIGIN_SECRET_HEADER, originVerified } from "./origin";
 import type { LambdaTelemetry } from "./telemetry";
 
@@ -52,7 +51,7 @@ export function createProxyHandler({ config, logger, proxy, telemetry }: ProxyHa
           logger,
         );
   const served = new Map<string, { proxy(): Promise<ProxyHandler> }>(
-    config.DMT_VENDORS.map((name) => [name, servedVendor(name, config, secrets, proxy, logger)]),
+    config.served.map((vendor) => [vendor.name, vendorProxy(vendor, config, secrets, proxy, logger)]),
   );
   const { pending } = proxy;
 
@@ -98,22 +97,22 @@ export function createProxyHandler({ config, logger, proxy, telemetry }: ProxyHa
  * empty: until the operator puts a value, only dual keys can call this vendor; the operator may put or
  * replace it while containers run.
  */
-function servedVendor(
-  name: VendorName,
+function vendorProxy(
+  served: ServedVendor,
   config: ProxyConfig,
   secrets: ReturnType<typeof createSecretsClient>,
   proxy: Pick<ProxyComposition, "app">,
   logger: Logger,
 ): { proxy(): Promise<ProxyHandler> } {
-  const vendor = VENDOR_DEFINITIONS[name];
+  const vendor = VENDOR_DEFINITIONS[served.name];
   const upstream = createUpstreamClient({
-    target: proxyVariable(config, upstreamUrlVariable(name)) ?? vendor.defaultUpstream,
+    target: served.upstreamUrl ?? vendor.defaultUpstream,
     connectTimeoutMs: config.DMT_UPSTREAM_CONNECT_TIMEOUT_MS,
     idleTimeoutMs: config.DMT_UPSTREAM_IDLE_TIMEOUT_MS,
   });
   const managedKey = new CachedSecret(
     secrets,
-    proxyVariable(config, vendorKeySecretVariable(name)) as string,
+    served.keySecretArn,
     ["AWSCURRENT"],
     config.DMT_SECRET_CACHE_MS,
     logger,
