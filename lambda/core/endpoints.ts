@@ -11,13 +11,27 @@ export type Family = (typeof FAMILIES)[number];
 
 const PATTERN_SHAPE = new RegExp(`^(${FAMILIES.join("|")}|\\*):(\\*|\\/[A-Za-z0-9._~:/*@-]*)$`);
 
+/**
+ * What an official SDK puts before every path of a vendor that its other clients do not: Groq's own SDK
+ * (`groq-sdk`, `groq` for Python) has the base URL `https://api.groq.com` and calls
+ * `/openai/v1/chat/completions`, while the OpenAI SDK pointed at Groq has the base URL
+ * `https://api.groq.com/openai/v1`. Both name one endpoint, `groq:/v1/chat/completions`.
+ */
+const SDK_PATH_PREFIXES: Partial<Record<Family, string>> = { groq: "/openai" };
+
+/** A path under a vendor's prefix as its endpoint is named: the SDK's prefix above taken off. */
+export function vendorPath(family: Family, path: string): string {
+  const prefix = SDK_PATH_PREFIXES[family];
+  return prefix !== undefined && path.startsWith(`${prefix}/`) ? path.slice(prefix.length) : path;
+}
+
 /** The endpoint identity of a request path, or undefined for paths outside every family. */
 export function endpointOf(path: string): string | undefined {
   if (path === "/api" || path.startsWith("/api/")) return `api:${path}`;
   const slash = path.indexOf("/", 1);
   const family = path.slice(1, slash === -1 ? undefined : slash);
   if (!(FAMILIES as readonly string[]).includes(family)) return undefined;
-  return `${family}:${slash === -1 ? "/" : path.slice(slash)}`;
+  return `${family}:${slash === -1 ? "/" : vendorPath(family as Family, path.slice(slash))}`;
 }
 
 export function validatePattern(pattern: string): string | undefined {

@@ -11,7 +11,7 @@ import {
 } from "../../core/call";
 import { type CapturedBody, captureMetadata, captureText, redactCaptured } from "../../core/capture";
 import { decimalUsd } from "../../core/credits";
-import { endpointOf } from "../../core/endpoints";
+import { endpointOf, vendorPath } from "../../core/endpoints";
 import { ApiError, errors } from "../../core/errors";
 import { errorFields, type Logger } from "../../core/logger";
 import { STORE_HEADER } from "../../core/privacy";
@@ -107,7 +107,7 @@ export function createProxyApp(deps: ProxyDeps): Hono<AppEnv> {
     const admission = settle(hooks?.admit?.(call));
 
     try {
-      const match = matcher.match(c.req.method, c.req.path.slice(prefix.length));
+      const match = matcher.match(c.req.method, vendorPath(vendor.name, c.req.path.slice(prefix.length)));
       call.route = match.route;
       call.model = match.model;
       if (match.route.operation === "health") {

@@ -7,6 +7,10 @@ describe("endpointOf", () => {
     ["/api", "api:/api"],
     ["/openai/v1/embeddings", "openai:/v1/embeddings"],
     ["/groq/v1/chat/completions", "groq:/v1/chat/completions"],
+    // Groq's own SDK puts /openai before the path: the same endpoint, whichever SDK calls.
+    ["/groq/openai/v1/chat/completions", "groq:/v1/chat/completions"],
+    ["/groq/openai", "groq:/openai"],
+    ["/openai/openai/v1/models", "openai:/openai/v1/models"],
     ["/anthropic/v1/messages", "anthropic:/v1/messages"],
     ["/gemini/v1beta/models/m:generateContent", "gemini:/v1beta/models/m:generateContent"],
     ["/openai", "openai:/"],
