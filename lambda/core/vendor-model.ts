@@ -54,6 +54,21 @@ export interface VendorRoute {
    * body's members or its form's text fields): the model the allowlist, the price and the record take.
    */
   defaultModel?: (field: (name: string) => unknown) => string;
+  /**
+   * An upload whose answer, in the format the client asked, would not report the usage the vendor bills
+   * (a transcript as plain text or subtitles): the format to ask the vendor for instead, and how to
+   * turn its answer back into the asked one.
+   */
+  usageFormat?: (form: Map<string, string>) => UsageFormat | undefined;
+}
+
+/** A form field asked in another value so that the answer reports usage, and the answer rendered back. */
+export interface UsageFormat {
+  field: string;
+  /** The value the vendor is sent instead of the client's. */
+  upstreamValue: string;
+  /** The answer the client asked for, from the vendor's JSON answer; undefined when it cannot be read. */
+  render(answer: Record<string, unknown>): { contentType: string; body: string } | undefined;
 }
 
 /**

@@ -103,6 +103,21 @@ export function formFields(boundary: string, body: Uint8Array): Map<string, stri
 }
 
 /**
+ * The same form with the text field `name` set to `value` (added when absent), every other part kept
+ * byte for byte. The form has passed `formFields`, so its parts are as that read them.
+ */
+export function withFormField(boundary: string, body: Uint8Array, name: string, value: string): Uint8Array {
+  const parts = formParts(boundary, Buffer.from(body.buffer, body.byteOffset, body.byteLength));
+  const field = Buffer.from(`Content-Disposition: form-data; name="${name}"\r\n\r\n${value}`, "utf8");
+  const kept = parts.filter((part) => readPart(part).name !== name);
+  const delimiter = Buffer.from(`--${boundary}\r\n`, "latin1");
+  const next = Buffer.from(`\r\n--${boundary}\r\n`, "latin1");
+  const close = Buffer.from(`\r\n--${boundary}--\r\n`, "latin1");
+  const all = [...kept, field];
+  return Buffer.concat([delimiter, ...all.flatMap((part, i) => (i === 0 ? [part] : [next, part])), close]);
+}
+
+/**
  * The parts between the delimiters. Every occurrence of the boundary must be a delimiter (at the start
  * after `--`, or after CRLF `--`) followed by CRLF, or by `--` for the close; parsers differ on any other.
  */

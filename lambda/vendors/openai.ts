@@ -13,6 +13,7 @@ import type {
 } from "../core/vendor-model";
 import { asArray, asObject, asString, count, type JsonObject, parseJson, setIfDefined } from "./json";
 import { healthRoutes, JSON_BODY_LIMIT, UPLOAD_BODY_LIMIT } from "./routes";
+import { transcriptUsageFormat } from "./transcripts";
 
 const INCLUDE_USAGE_MEMBER = Buffer.from('"stream_options":{"include_usage":true},');
 
@@ -133,6 +134,7 @@ export const openAiRoutes: readonly VendorRoute[] = [
     operation: "transcription",
     ...upload,
     billing: "billable",
+    usageFormat: transcriptUsageFormat,
   },
   {
     method: "POST",
@@ -140,6 +142,7 @@ export const openAiRoutes: readonly VendorRoute[] = [
     operation: "translation",
     ...upload,
     billing: "billable",
+    usageFormat: transcriptUsageFormat,
   },
   {
     method: "POST",

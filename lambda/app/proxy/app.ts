@@ -167,6 +167,7 @@ export function createProxyApp(deps: ProxyDeps): Hono<AppEnv> {
           arrived,
           extraHeaders: call.responseHeaders,
           keepBytes: decision?.keepResponseBytes,
+          ...(prepared.render && { render: prepared.render }),
           ...(hooks?.quote
             ? { answerHeaders: (usage: Usage) => costHeaders(hooks.quote?.(call, usage)) }
             : {}),

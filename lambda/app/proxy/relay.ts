@@ -9,6 +9,7 @@ import type {
   StreamUsageRequest,
   UsageContext,
   UsageExtractor,
+  UsageFormat,
   UsageInEvent,
   VendorRoute,
 } from "../../core/vendor-model";
@@ -38,6 +39,8 @@ export interface RelayOptions {
    * `dmt_cost_usd` says it, from its final usage; undefined when unpriced.
    */
   streamCost?(usage: Usage): string | undefined;
+  /** The answer was asked in another format for its usage: the client's from it (a route's `usageFormat`). */
+  render?: UsageFormat["render"];
   /** Called once, when the response ended (or broke, or the client left). */
   done(result: () => RelayResult): void;
 }
@@ -73,17 +76,20 @@ export async function relayResponse(upstream: UpstreamResponse, options: RelayOp
   const streamed =
     sse || (ok && options.route.stream === "always") || (ok && options.route.kind === "binary-response");
   if (!streamed) {
-    const body = first.done ? Buffer.alloc(0) : await readRest(first.value, iterator);
+    const answer = first.done ? Buffer.alloc(0) : await readRest(first.value, iterator);
     const ttftMs = performance.now() - options.arrived;
-    const vendorHeaders = responseHeaders(upstream.headers, true);
     // Read now only when a header needs it; otherwise after the answer is sent.
     let usage: Usage | undefined;
     const usageOf = () => {
       usage ??= ok
-        ? options.usage.fromResponse(options.usageContext, parseJson(body.toString()))
+        ? options.usage.fromResponse(options.usageContext, parseJson(answer.toString()))
         : emptyUsage();
       return usage;
     };
+    const rendered = ok ? renderedAnswer(answer, options.render) : undefined;
+    const body = rendered?.body ?? answer;
+    const vendorHeaders = responseHeaders(upstream.headers, rendered === undefined);
+    if (rendered) vendorHeaders["content-type"] = rendered.contentType;
     const answered = options.answerHeaders?.(usageOf());
     options.done(() => {
       const result: RelayResult = {
@@ -91,7 +97,7 @@ export async function relayResponse(upstream: UpstreamResponse, options: RelayOp
         usage: usageOf(),
         streamed: false,
         ttftMs,
-        response: captureText(body, contentType, options.captureLimit),
+        response: captureText(body, rendered?.contentType ?? contentType, options.captureLimit),
       };
       if (!ok) result.error = { type: "vendor_error", code: String(status) };
       if (vendorRequestId !== undefined) result.vendorRequestId = vendorRequestId;
@@ -406,4 +412,14 @@ function costInLastUsage(
       return passAndCount(encoder.encode(out + framing.rest()));
     },
   };
+}
+
+/** The client's format of a whole answer the vendor gave as JSON for its usage; undefined to send it as is. */
+function renderedAnswer(
+  answer: Buffer,
+  render: UsageFormat["render"] | undefined,
+): { body: Buffer; contentType: string } | undefined {
+  const json = render && asObject(parseJson(answer.toString()));
+  const out = json && render?.(json);
+  return out && { body: Buffer.from(out.body, "utf8"), contentType: out.contentType };
 }

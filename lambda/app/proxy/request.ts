@@ -2,8 +2,8 @@ import type { Context } from "hono";
 import { KEY_QUERY_PARAMS } from "../../core/credentials";
 import { errors } from "../../core/errors";
 import { mentionsServiceKey } from "../../core/keys";
-import type { VendorDefinition, VendorRoute } from "../../core/vendor-model";
-import { formFields, uploadBoundary } from "../../vendors/multipart";
+import type { UsageFormat, VendorDefinition, VendorRoute } from "../../core/vendor-model";
+import { formFields, uploadBoundary, withFormField } from "../../vendors/multipart";
 import { parseJsonObjectBody, readBody } from "../body";
 import type { AppEnv } from "../env";
 
@@ -22,6 +22,8 @@ export interface PreparedRequest {
   stream: boolean;
   /** Usage was asked for on the client's behalf: what the asking added must not reach the client. */
   stripUsage: boolean;
+  /** The answer was asked in another format for its usage: the client's format from it (`usageFormat`). */
+  render?: UsageFormat["render"];
 }
 
 const KEY_QUERY_NAMES = new Set<string>(KEY_QUERY_PARAMS);
@@ -45,8 +47,11 @@ export async function prepareRequest(c: Context<AppEnv>, route: VendorRoute): Pr
   const body = await readLimited(c, route.bodyLimit);
   if (boundary !== undefined) {
     const form = formFields(boundary, body);
+    const usageFormat = route.usageFormat?.(form);
     return {
-      upstreamBody: body,
+      upstreamBody: usageFormat
+        ? withFormField(boundary, body, usageFormat.field, usageFormat.upstreamValue)
+        : body,
       clientBody: body,
       contentType,
       json: undefined,
@@ -54,6 +59,7 @@ export async function prepareRequest(c: Context<AppEnv>, route: VendorRoute): Pr
       model: form.get("model") ?? route.defaultModel?.((name) => form.get(name)),
       stream: false,
       stripUsage: false,
+      ...(usageFormat && { render: usageFormat.render }),
     };
   }
   const json = parseJsonObjectBody(body);

@@ -1,7 +1,7 @@
 import { FormData, Response } from "undici";
 import { describe, expect, it } from "vitest";
 import { ApiError } from "../../../lambda/core/errors";
-import { formFields, uploadBoundary } from "../../../lambda/vendors/multipart";
+import { formFields, uploadBoundary, withFormField } from "../../../lambda/vendors/multipart";
 
 const B = "dmt-test-boundary-0123456789abcdef";
 const TYPE = `multipart/form-data; boundary=${B}`;
@@ -353,5 +353,52 @@ describe("multipart forms read as the standard parser reads them", () => {
     const fields = formFields(B, form([field("__proto__", "polluted")]));
     expect(fields.get("__proto__")).toBe("polluted");
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+});
+
+describe("a form field set for the vendor (withFormField)", () => {
+  /** The file's bytes and every field as the standard parser reads the form. */
+  async function read(body: Uint8Array): Promise<{ fields: [string, unknown][]; file: Buffer }> {
+    const data = await new Response(body, { headers: { "content-type": TYPE } }).formData();
+    const fields: [string, unknown][] = [];
+    let file = Buffer.alloc(0);
+    for (const [name, value] of data) {
+      if (typeof value === "string") fields.push([name, value]);
+      else file = Buffer.from(await value.arrayBuffer());
+    }
+    return { fields, file };
+  }
+  const audio = Buffer.from([0, 13, 10, 45, 45, 255, 1, 2]).toString("latin1");
+
+  it("replaces the field's value and keeps every other part, the file's bytes whole", async () => {
+    const body = form([
+      field("model", "whisper-1"),
+      file("file", audio),
+      field("response_format", "srt"),
+      field("prompt", "é"),
+    ]);
+    const out = withFormField(B, body, "response_format", "verbose_json");
+    const { fields, file: bytes } = await read(out);
+    expect(fields).toEqual([
+      ["model", "whisper-1"],
+      ["prompt", "é"],
+      ["response_format", "verbose_json"],
+    ]);
+    // The helper writes the form as UTF-8: the file is those bytes, unchanged.
+    expect(bytes.equals(Buffer.from(audio, "utf8"))).toBe(true);
+    expect(formFields(B, out).get("response_format")).toBe("verbose_json");
+  });
+
+  it("adds the field when the form has none", async () => {
+    const out = withFormField(
+      B,
+      form([field("model", "whisper-1"), file("file", audio)]),
+      "response_format",
+      "json",
+    );
+    expect((await read(out)).fields).toEqual([
+      ["model", "whisper-1"],
+      ["response_format", "json"],
+    ]);
   });
 });
