@@ -60,6 +60,8 @@ export interface VendorRoute {
    * turn its answer back into the asked one.
    */
   usageFormat?: (form: Map<string, string>) => UsageFormat | undefined;
+  /** Refuses an upload's fields the proxy cannot meter (an `ApiError`), before anything is forwarded. */
+  checkForm?: (form: Map<string, string>) => void;
 }
 
 /** A form field asked in another value so that the answer reports usage, and the answer rendered back. */

@@ -1,9 +1,11 @@
 // Groq as data: OpenAI's dialect (its stream usage and extractor, read from `x_groq` too), its own
 // routes, and the definition the proxy serves under /groq.
+import { errors } from "../core/errors";
 import type { VendorDefinition, VendorRoute } from "../core/vendor-model";
 import { asObject } from "./json";
 import { includeUsage, OPENAI_REQUEST_HEADERS, openAiStyleUsage, openAiUsageInEvent } from "./openai";
-import { healthRoutes, JSON_BODY_LIMIT } from "./routes";
+import { healthRoutes, JSON_BODY_LIMIT, UPLOAD_BODY_LIMIT } from "./routes";
+import { groqAudioFormat } from "./transcripts";
 
 const json = { kind: "json", bodyLimit: JSON_BODY_LIMIT, billing: "billable" } as const;
 
@@ -26,6 +28,19 @@ export const groqRoutes: readonly VendorRoute[] = [
     stream: "body-flag",
     usageInEvent: openAiUsageInEvent,
   },
+  ...(["transcription", "translation"] as const).map(
+    (operation): VendorRoute => ({
+      method: "POST",
+      path: operation === "transcription" ? "/v1/audio/transcriptions" : "/v1/audio/translations",
+      operation,
+      kind: "multipart",
+      bodyLimit: UPLOAD_BODY_LIMIT,
+      stream: "never",
+      billing: "billable",
+      usageFormat: groqAudioFormat,
+      checkForm: audioInTheUpload,
+    }),
+  ),
   {
     method: "GET",
     path: "/v1/models",
@@ -36,6 +51,19 @@ export const groqRoutes: readonly VendorRoute[] = [
     billing: "free",
   },
 ];
+
+/**
+ * Groq also transcribes audio it fetches from a `url` field instead of the upload; the upload's size is
+ * what bounds a call's seconds, and so its credit hold (vendors/bounds.ts), so the audio must be in it.
+ */
+function audioInTheUpload(form: Map<string, string>): void {
+  if (form.has("url")) {
+    throw errors.invalidField(
+      "url",
+      "send the audio as the upload's file: its size bounds what the call may cost.",
+    );
+  }
+}
 
 /** Groq speaks OpenAI's formats; its streams also carry usage in the last chunk's `x_groq.usage`. */
 export const groqUsageExtractor = openAiStyleUsage((chunk) => chunk.usage ?? asObject(chunk.x_groq)?.usage);

@@ -13,7 +13,7 @@ import type {
 } from "../core/vendor-model";
 import { asArray, asObject, asString, count, type JsonObject, parseJson, setIfDefined } from "./json";
 import { healthRoutes, JSON_BODY_LIMIT, UPLOAD_BODY_LIMIT } from "./routes";
-import { transcriptUsageFormat } from "./transcripts";
+import { openAiTranscriptFormat, openAiTranslationFormat } from "./transcripts";
 
 const INCLUDE_USAGE_MEMBER = Buffer.from('"stream_options":{"include_usage":true},');
 
@@ -134,7 +134,7 @@ export const openAiRoutes: readonly VendorRoute[] = [
     operation: "transcription",
     ...upload,
     billing: "billable",
-    usageFormat: transcriptUsageFormat,
+    usageFormat: openAiTranscriptFormat,
   },
   {
     method: "POST",
@@ -142,7 +142,7 @@ export const openAiRoutes: readonly VendorRoute[] = [
     operation: "translation",
     ...upload,
     billing: "billable",
-    usageFormat: transcriptUsageFormat,
+    usageFormat: openAiTranslationFormat,
   },
   {
     method: "POST",

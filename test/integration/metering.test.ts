@@ -399,44 +399,42 @@ describe("exact cost of known usage, per vendor family", () => {
     expect(await lastCharge(projectId)).toBe(13 * 15);
   });
 
-  it("openai: a transcript asked as text or subtitles is charged its seconds, and comes back as asked", async () => {
+  it("openai: a transcript or translation is charged its seconds in every format, and comes back as asked", async () => {
     const { projectId, key } = await project(10);
     const client = new OpenAI({ apiKey: key, baseURL: `${stack.url}/openai/v1`, maxRetries: 0 });
     // 7 seconds of audio at whisper-1's $0.006 a minute: 700 micro-USD, whatever the format.
-    const audio = () => toFile(Buffer.alloc(16_000 * 7), "speech.mp3", { type: "audio/mpeg" });
-    const asked = [
-      ["text", "json", /^[^\n]+\n$/],
-      ["srt", "verbose_json", /^1\n00:00:00,000 --> 00:00:07,000\n\S.*\n\n$/],
-      ["vtt", "verbose_json", /^WEBVTT\n\n00:00:00\.000 --> 00:00:07\.000\n\S.*\n\n$/],
+    const file = () => toFile(Buffer.alloc(16_000 * 7), "speech.mp3", { type: "audio/mpeg" });
+    const cases = [
+      ["transcriptions", "text", "json", /^[^\n]+\n$/],
+      ["transcriptions", "srt", "verbose_json", /^1\n00:00:00,000 --> 00:00:07,000\n\S.*\n\n$/],
+      ["transcriptions", "vtt", "verbose_json", /^WEBVTT\n\n00:00:00\.000 --> 00:00:07\.000\n\S.*\n\n$/],
+      ["transcriptions", "json", "json", /^\{"text":"\S.*","usage":/],
+      ["transcriptions", "verbose_json", "verbose_json", /"duration":7/],
+      // A translation reports its seconds in verbose_json only: json, its default, is fetched so too.
+      ["translations", "json", "verbose_json", /^\{"text":"\S[^"]*"\}$/],
+      ["translations", "text", "verbose_json", /^[^\n]+\n$/],
+      ["translations", "srt", "verbose_json", /^1\n00:00:00,000 --> 00:00:07,000\n/],
     ] as const;
-    for (const [format, fetchedAs, shape] of asked) {
-      const transcript = await client.audio.transcriptions.create({
+    for (const [endpoint, format, fetchedAs, shape] of cases) {
+      const what = `${endpoint} ${format}`;
+      // One call shape for both endpoints and every format (the SDK types each format apart).
+      const create = client.audio[endpoint].create.bind(client.audio[endpoint]) as unknown as (
+        body: Record<string, unknown>,
+      ) => ReturnType<OpenAI["audio"]["translations"]["create"]>;
+      const { data, response } = await create({
         model: "whisper-1",
-        file: await audio(),
+        file: await file(),
         response_format: format,
-      });
-      expect(transcript, format).toMatch(shape);
+      }).withResponse();
+      expect(typeof data === "string" ? data : JSON.stringify(data), what).toMatch(shape);
+      expect(response.headers.get("x-dmt-cost-usd"), what).toBe("0.0007");
       const forwarded = simulator.requests.at(-1)?.body.toString() ?? "";
-      expect(forwarded, format).toContain(`name="response_format"\r\n\r\n${fetchedAs}\r\n`);
-      expect(forwarded, format).not.toContain(`\r\n\r\n${format}\r\n`);
-      expect(await lastCharge(projectId), format).toBe(700);
+      expect(forwarded, what).toContain(`name="response_format"\r\n\r\n${fetchedAs}\r\n`);
     }
-    const translated = await client.audio.translations.create({
-      model: "whisper-1",
-      file: await audio(),
-      response_format: "text",
-    });
-    expect(translated).toMatch(/^[^\n]+\n$/);
-    expect(await lastCharge(projectId)).toBe(700);
-    // Formats that report the seconds go as the client sent them.
-    const verbose = await client.audio.transcriptions.create({
-      model: "whisper-1",
-      file: await audio(),
-      response_format: "verbose_json",
-    });
-    expect(verbose.duration).toBe(7);
-    expect(simulator.requests.at(-1)?.body.toString()).toContain("\r\n\r\nverbose_json\r\n");
-    expect(await lastCharge(projectId)).toBe(700);
+    // What the calls were charged, in the credits: 8 calls of 7 seconds.
+    await stack.drain();
+    const balance = await credits.balance(projectId);
+    expect(10_000_000 - balance.availableMicros - balance.heldMicros).toBe(8 * 700);
   });
 
   it("applies the deployment's markup to what credits pay, rounded up once", async () => {

@@ -1,4 +1,4 @@
-import Groq from "groq-sdk";
+import Groq, { toFile } from "groq-sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
@@ -98,8 +98,11 @@ describe("groq-sdk through the proxy", () => {
   });
 
   it("lists the models, free of charge", async () => {
+    // The earlier calls' charges settled first, so that only this call could move the balance.
+    await stack.drain();
     const before = await credits.balance(owner.projectId);
     const models = await groq.models.list();
+    await stack.drain();
     expect(models.data.length).toBeGreaterThan(0);
     expect(simulator.requests.at(-1)).toMatchObject({ method: "GET", path: "/v1/models" });
     const after = await credits.balance(owner.projectId);
@@ -125,6 +128,72 @@ describe("groq-sdk through the proxy", () => {
       expect(JSON.stringify(refused?.error)).toContain("insufficient_permissions");
       expect(JSON.stringify(refused?.error)).toContain("groq:/v1/models");
     }
+  });
+});
+
+describe("groq-sdk's audio through the proxy", () => {
+  /** `seconds` of audio as the simulator measures it (16,000 bytes a second). */
+  const audio = (seconds: number) =>
+    toFile(Buffer.alloc(16_000 * seconds), "speech.mp3", { type: "audio/mpeg" });
+
+  it("transcribes, charged the seconds Groq bills (its 10-second minimum too), answering the json Groq would", async () => {
+    // whisper-large-v3: $0.111 an hour. 36 s: $0.00111; 3 s is billed as 10 s: $0.000308333..., rounded up.
+    for (const [seconds, cost] of [
+      [36, "0.00111"],
+      [3, "0.000309"],
+    ] as const) {
+      const { data, response } = await groq.audio.transcriptions
+        .create({ model: "whisper-large-v3", file: await audio(seconds) })
+        .withResponse();
+      // Groq's json answer names no seconds: the proxy asked for verbose_json, and answers json.
+      expect(Object.keys(data).sort()).toEqual(["text", "x_groq"]);
+      expect(data.text).toEqual(expect.any(String));
+      expect(response.headers.get("x-dmt-cost-usd"), `${seconds} s`).toBe(cost);
+      expect(simulator.requests.at(-1)?.path).toBe("/v1/audio/transcriptions");
+      expect(simulator.requests.at(-1)?.body.toString()).toContain(
+        'name="response_format"\r\n\r\nverbose_json\r\n',
+      );
+    }
+  });
+
+  it("translates to text, charged its seconds", async () => {
+    const { data, response } = await groq.audio.translations
+      .create({ model: "whisper-large-v3", file: await audio(36), response_format: "text" })
+      .withResponse();
+    expect(data).toMatch(/^[^\n]+\n$/);
+    expect(response.headers.get("x-dmt-cost-usd")).toBe("0.00111");
+  });
+
+  it("refuses audio fetched from a url, whose length nothing bounds, forwarding nothing", async () => {
+    const refused = await groq.audio.transcriptions
+      .create({ model: "whisper-large-v3", url: "https://example.com/a.mp3" })
+      .then(
+        () => undefined,
+        (err: { status?: number; error?: unknown }) => err,
+      );
+    expect(refused?.status).toBe(400);
+    expect(JSON.stringify(refused?.error)).toContain('"code":"invalid_field"');
+    expect(JSON.stringify(refused?.error)).toContain("Invalid field 'url'");
+    expect(simulator.requests).toEqual([]);
+  });
+
+  it("passes Groq's own refusal of a format it has not (subtitles), charging nothing", async () => {
+    // The earlier calls' charges settled first, so that only this call could move the balance.
+    await stack.drain();
+    const before = await credits.balance(owner.projectId);
+    const refused = await groq.audio.transcriptions
+      .create({ model: "whisper-large-v3", file: await audio(3), response_format: "srt" as "text" })
+      .then(
+        () => undefined,
+        (err: { status?: number; error?: unknown }) => err,
+      );
+    expect(refused?.status).toBe(400);
+    expect(JSON.stringify(refused?.error)).toContain("response_format must be one of");
+    // Sent as asked: the proxy fetches no other format for one Groq does not serve.
+    expect(simulator.requests.at(-1)?.body.toString()).toContain('name="response_format"\r\n\r\nsrt\r\n');
+    await stack.drain();
+    const after = await credits.balance(owner.projectId);
+    expect(after.availableMicros + after.heldMicros).toBe(before.availableMicros + before.heldMicros);
   });
 });
 

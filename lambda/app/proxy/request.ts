@@ -47,6 +47,7 @@ export async function prepareRequest(c: Context<AppEnv>, route: VendorRoute): Pr
   const body = await readLimited(c, route.bodyLimit);
   if (boundary !== undefined) {
     const form = formFields(boundary, body);
+    route.checkForm?.(form);
     const usageFormat = route.usageFormat?.(form);
     return {
       upstreamBody: usageFormat

@@ -18,7 +18,11 @@ const PNG_1X1 =
 
 const TRANSCRIPT_WORDS = ["simulated", "transcript", "of", "the", "uploaded", "audio"];
 
-export function audio(task: "transcribe" | "translate"): Route {
+/**
+ * Transcriptions and translations, as OpenAI answers them or as Groq does: Groq reports the duration in
+ * `verbose_json` only (no `usage`), adds `x_groq`, and has no subtitle formats.
+ */
+export function audio(task: "transcribe" | "translate", flavour: "openai" | "groq" = "openai"): Route {
   return (req) => {
     const form = parseMultipart(req.headers["content-type"], req.body);
     const file = form.files.find((f) => f.field === "file");
@@ -33,8 +37,9 @@ export function audio(task: "transcribe" | "translate"): Route {
     const promptTokens = estimateTokens(form.fields.get("prompt") ?? "");
     const audioTokens = seconds * AUDIO_TOKENS_PER_SECOND;
     // whisper bills by duration, the gpt-4o transcribers by tokens; translations report no usage.
+    const groq = flavour === "groq";
     const usage =
-      task === "translate"
+      task === "translate" || groq
         ? undefined
         : model.startsWith("whisper")
           ? { type: "duration", seconds }
@@ -47,9 +52,17 @@ export function audio(task: "transcribe" | "translate"): Route {
             };
     const timestamp = (s: number, separator: string) =>
       `00:${String(Math.floor(s / 60)).padStart(2, "0")}:${String(s % 60).padStart(2, "0")}${separator}000`;
+    const extras = groq ? { x_groq: { id: req.requestId } } : {};
+    if (groq && !["json", "text", "verbose_json"].includes(format)) {
+      throw new SimulatedError(
+        400,
+        "response_format must be one of [json text verbose_json]",
+        "invalid_value",
+      );
+    }
     switch (format) {
       case "json":
-        return jsonReply(usage ? { text, usage } : { text });
+        return jsonReply(usage ? { text, usage } : { text, ...extras });
       case "text":
         return textReply(`${text}\n`);
       case "verbose_json":
@@ -72,7 +85,8 @@ export function audio(task: "transcribe" | "translate"): Route {
               no_speech_prob: 0,
             },
           ],
-          ...(task === "transcribe" ? { usage: { type: "duration", seconds } } : {}),
+          ...(task === "transcribe" && !groq ? { usage: { type: "duration", seconds } } : {}),
+          ...extras,
         });
       case "srt":
         return textReply(`1\n${timestamp(0, ",")} --> ${timestamp(seconds, ",")}\n${text}\n\n`);

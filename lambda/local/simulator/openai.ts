@@ -61,7 +61,13 @@ function routesOf(flavour: Flavour): Map<string, Route> {
     ["POST /v1/responses", responses],
     ["GET /v1/models", models(flavour)],
   ];
-  if (flavour === "groq") return new Map(shared);
+  if (flavour === "groq") {
+    return new Map([
+      ...shared,
+      ["POST /v1/audio/transcriptions", audio("transcribe", "groq")],
+      ["POST /v1/audio/translations", audio("translate", "groq")],
+    ]);
+  }
   return new Map([
     ...shared,
     ["POST /v1/completions", completions],
