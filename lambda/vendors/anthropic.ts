@@ -10,7 +10,7 @@ import type {
   VendorRoute,
 } from "../core/vendor-model";
 import { asObject, asString, count, type JsonObject, parseJson } from "./json";
-import { healthRoutes, JSON_BODY_LIMIT } from "./routes";
+import { healthRoutes, JSON_BODY_LIMIT, modelRoutes } from "./routes";
 
 const json = { kind: "json", bodyLimit: JSON_BODY_LIMIT } as const;
 
@@ -34,15 +34,7 @@ export const anthropicRoutes: readonly VendorRoute[] = [
     stream: "body-flag",
     billing: "billable",
   },
-  {
-    method: "GET",
-    path: "/v1/models",
-    operation: "models",
-    kind: "none",
-    bodyLimit: 0,
-    stream: "never",
-    billing: "free",
-  },
+  ...modelRoutes("/v1/models"),
   // The SDK's path, and the spec's shorter one, which Anthropic itself does not serve.
   {
     method: "POST",

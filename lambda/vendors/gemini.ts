@@ -13,7 +13,7 @@ import type {
   VendorRoute,
 } from "../core/vendor-model";
 import { asArray, asObject, asString, count, type JsonObject, parseJson, setIfDefined } from "./json";
-import { healthRoutes, JSON_BODY_LIMIT } from "./routes";
+import { healthRoutes, JSON_BODY_LIMIT, modelRoutes } from "./routes";
 
 const MODEL_METHODS: [string, Operation, StreamDetection, "free" | "billable"][] = [
   ["generateContent", "generate", "never", "billable"],
@@ -25,16 +25,7 @@ const MODEL_METHODS: [string, Operation, StreamDetection, "free" | "billable"][]
 ];
 
 /** `v1` is the stable API; `v1beta` is the Gemini SDK's default: the same model routes under both. */
-const modelRoutes = (version: string): VendorRoute[] => [
-  {
-    method: "GET",
-    path: `/${version}/models`,
-    operation: "models",
-    kind: "none",
-    bodyLimit: 0,
-    stream: "never",
-    billing: "free",
-  },
+const versionRoutes = (version: string): VendorRoute[] => [
   ...MODEL_METHODS.map(
     ([method, operation, stream, billing]): VendorRoute => ({
       method: "POST",
@@ -48,12 +39,14 @@ const modelRoutes = (version: string): VendorRoute[] => [
       ...(stream === "always" ? { usageInEvent: (event) => asObject(event.usageMetadata) } : {}),
     }),
   ),
+  // After the method routes: `models/{model}` would take their paths.
+  ...modelRoutes(`/${version}/models`),
 ];
 
 export const geminiRoutes: readonly VendorRoute[] = [
   ...healthRoutes("gemini"),
-  ...modelRoutes("v1"),
-  ...modelRoutes("v1beta"),
+  ...versionRoutes("v1"),
+  ...versionRoutes("v1beta"),
   {
     method: "POST",
     path: "/v1beta/cachedContents",

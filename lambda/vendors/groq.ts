@@ -4,7 +4,7 @@ import { errors } from "../core/errors";
 import type { VendorDefinition, VendorRoute } from "../core/vendor-model";
 import { asObject } from "./json";
 import { includeUsage, OPENAI_REQUEST_HEADERS, openAiStyleUsage, openAiUsageInEvent } from "./openai";
-import { healthRoutes, JSON_BODY_LIMIT, UPLOAD_BODY_LIMIT } from "./routes";
+import { healthRoutes, JSON_BODY_LIMIT, modelRoutes, UPLOAD_BODY_LIMIT } from "./routes";
 import { groqAudioFormat } from "./transcripts";
 
 const json = { kind: "json", bodyLimit: JSON_BODY_LIMIT, billing: "billable" } as const;
@@ -41,15 +41,7 @@ export const groqRoutes: readonly VendorRoute[] = [
       checkForm: audioInTheUpload,
     }),
   ),
-  {
-    method: "GET",
-    path: "/v1/models",
-    operation: "models",
-    kind: "none",
-    bodyLimit: 0,
-    stream: "never",
-    billing: "free",
-  },
+  ...modelRoutes("/v1/models"),
 ];
 
 /**

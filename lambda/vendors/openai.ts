@@ -12,7 +12,7 @@ import type {
   VendorRoute,
 } from "../core/vendor-model";
 import { asArray, asObject, asString, count, type JsonObject, parseJson, setIfDefined } from "./json";
-import { healthRoutes, JSON_BODY_LIMIT, UPLOAD_BODY_LIMIT } from "./routes";
+import { healthRoutes, JSON_BODY_LIMIT, modelRoutes, UPLOAD_BODY_LIMIT } from "./routes";
 import { openAiTranscriptFormat, openAiTranslationFormat } from "./transcripts";
 
 const INCLUDE_USAGE_MEMBER = Buffer.from('"stream_options":{"include_usage":true},');
@@ -119,15 +119,7 @@ export const openAiRoutes: readonly VendorRoute[] = [
     stream: "never",
     billing: "billable",
   },
-  {
-    method: "GET",
-    path: "/v1/models",
-    operation: "models",
-    kind: "none",
-    bodyLimit: 0,
-    stream: "never",
-    billing: "free",
-  },
+  ...modelRoutes("/v1/models"),
   {
     method: "POST",
     path: "/v1/audio/transcriptions",

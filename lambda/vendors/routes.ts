@@ -19,6 +19,23 @@ export function healthRoutes(vendor: VendorName): VendorRoute[] {
   }));
 }
 
+/**
+ * `GET <path>` lists the models, `GET <path>/{model}` describes one (the SDKs' `models.list` and
+ * `models.retrieve` / `models.get`): answered by the vendor, free. The lookup comes after a vendor's
+ * `<path>/{model}:<method>` routes, whose patterns it would otherwise take.
+ */
+export function modelRoutes(path: string): VendorRoute[] {
+  return [path, `${path}/{model}`].map((p) => ({
+    method: "GET",
+    path: p,
+    operation: "models",
+    kind: "none",
+    stream: "never",
+    bodyLimit: 0,
+    billing: "free",
+  }));
+}
+
 export interface RouteMatch {
   route: VendorRoute;
   /** The vendor path, built only from the route template and the validated model. */
@@ -51,10 +68,12 @@ export class RouteMatcher {
         this.exact.set(route.path, list);
         continue;
       }
+      // A path ending in its model (a model's lookup) never takes a `model:method` path.
+      const segment = route.path.endsWith("{model}") ? "([^:]+)" : "(.+)";
       const source = `^${route.path
         .split("{model}")
         .map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"))
-        .join("(.+)")}$`;
+        .join(segment)}$`;
       const existing = this.patterns.find((p) => p.pattern.source === source);
       if (existing) existing.routes.push(route);
       else this.patterns.push({ pattern: new RegExp(source), routes: [route] });

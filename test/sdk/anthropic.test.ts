@@ -60,6 +60,14 @@ describe("@anthropic-ai/sdk through the proxy", () => {
     expect(page.data.length).toBeGreaterThan(0);
   });
 
+  it("retrieves one model; an unknown one is Anthropic's 404", async () => {
+    const model = await client.models.retrieve("claude-sonnet-4-6");
+    expect(model).toMatchObject({ type: "model", id: "claude-sonnet-4-6" });
+    expect(simulator.requests.at(-1)).toMatchObject({ method: "GET", path: "/v1/models/claude-sonnet-4-6" });
+    const missing = await client.models.retrieve("claude-none").catch((err: unknown) => err);
+    expect(missing).toBeInstanceOf(Anthropic.NotFoundError);
+  });
+
   it("surfaces the vendor's error shape for a vendor error", async () => {
     simulator.inject({ vendor: "anthropic", fault: { kind: "status", status: 529 } });
     const error = await client.messages.create(request).catch((err: unknown) => err);

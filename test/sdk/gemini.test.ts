@@ -47,6 +47,13 @@ describe("@google/genai through the proxy", () => {
     expect(result.embeddings?.[0]?.values?.length).toBeGreaterThan(0);
   });
 
+  it("gets one model; an unknown one is Google's 404", async () => {
+    const found = await ai.models.get({ model });
+    expect(found.name).toBe(`models/${model}`);
+    expect(simulator.requests.at(-1)).toMatchObject({ method: "GET", path: `/v1beta/models/${model}` });
+    await expect(ai.models.get({ model: "gemini-none" })).rejects.toMatchObject({ status: 404 });
+  });
+
   it("counts tokens", async () => {
     const result = await ai.models.countTokens({ model, contents: "hello world" });
     expect(result.totalTokens).toBeGreaterThan(0);

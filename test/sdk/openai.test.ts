@@ -83,6 +83,16 @@ describe.each([
     const page = await client().models.list();
     expect(page.data.length).toBeGreaterThan(0);
   });
+
+  it("retrieves one model; an unknown one is the vendor's 404", async () => {
+    const found = await client().models.retrieve(model);
+    expect(found).toMatchObject({ id: model, object: "model" });
+    expect(simulator.requests.at(-1)).toMatchObject({ vendor, method: "GET", path: `/v1/models/${model}` });
+    const missing = await client()
+      .models.retrieve("no-such-model")
+      .catch((err: unknown) => err);
+    expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
+  });
 });
 
 describe("openai-only endpoints through the openai SDK", () => {

@@ -212,13 +212,25 @@ const MODELS = [
   ["claude-haiku-4-5-20251001", "Claude Haiku 4.5", "2025-10-01T00:00:00Z"],
 ] as const;
 
+const modelObject = ([id, display_name, created_at]: (typeof MODELS)[number]) => ({
+  type: "model",
+  id,
+  display_name,
+  created_at,
+});
+
+/** `GET /v1/models/{model_id}`: the model, or Anthropic's 404. */
+const MODEL_LOOKUP = /^\/v1\/models\/(.+)$/;
+const model =
+  (id: string): Route =>
+  () => {
+    const found = MODELS.find(([known]) => known === id);
+    if (!found) throw new SimulatedError(404, `model: ${id}`);
+    return jsonReply(modelObject(found));
+  };
+
 const models: Route = () => {
-  const data = MODELS.map(([id, display_name, created_at]) => ({
-    type: "model",
-    id,
-    display_name,
-    created_at,
-  }));
+  const data = MODELS.map(modelObject);
   return jsonReply({
     data,
     has_more: false,
@@ -259,7 +271,10 @@ export const anthropic: VendorSim = {
       return new SimulatedError(400, "anthropic-version: header is required");
     return undefined;
   },
-  route: (req) => ROUTES.get(`${req.method} ${req.path}`),
+  route: (req) => {
+    const lookup = req.method === "GET" ? MODEL_LOOKUP.exec(req.path) : null;
+    return lookup ? model(decodeURIComponent(lookup[1] as string)) : ROUTES.get(`${req.method} ${req.path}`);
+  },
   notFound: () => new SimulatedError(404, "Not Found"),
   errorReply(error: SimulatedError, req: SimRequest): Reply {
     const type = ERROR_TYPES[error.status] ?? (error.status >= 500 ? "api_error" : "invalid_request_error");

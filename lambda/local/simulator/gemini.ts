@@ -155,18 +155,27 @@ const MODELS: [string, string, string[]][] = [
   ["text-embedding-004", "Text Embedding 004", ["embedContent"]],
 ];
 
-const models: Route = () =>
-  json({
-    models: MODELS.map(([id, displayName, methods]) => ({
-      name: `models/${id}`,
-      version: "001",
-      displayName,
-      description: `${displayName} (simulated)`,
-      inputTokenLimit: 1_048_576,
-      outputTokenLimit: 65_536,
-      supportedGenerationMethods: methods,
-    })),
-  });
+const modelObject = ([id, displayName, methods]: [string, string, string[]]) => ({
+  name: `models/${id}`,
+  version: "001",
+  displayName,
+  description: `${displayName} (simulated)`,
+  inputTokenLimit: 1_048_576,
+  outputTokenLimit: 65_536,
+  supportedGenerationMethods: methods,
+});
+
+const models: Route = () => json({ models: MODELS.map(modelObject) });
+
+/** `GET /{version}/models/{model}`: the model, or Google's 404. */
+const MODEL_LOOKUP = /^\/(v1|v1beta)\/models\/([^:/]+)$/;
+const model =
+  (id: string): Route =>
+  () => {
+    const found = MODELS.find(([known]) => known === id);
+    if (!found) throw new SimulatedError(404, `models/${id} is not found for API version v1beta.`);
+    return json(modelObject(found));
+  };
 
 const createCachedContent: Route = (req, state) => {
   const body = readJson(req);
@@ -227,6 +236,8 @@ export const gemini: VendorSim = {
   },
   route(req) {
     if (req.method === "GET" && MODELS_ROUTE.test(req.path)) return models;
+    const lookup = req.method === "GET" ? MODEL_LOOKUP.exec(req.path) : null;
+    if (lookup) return model(decodeURIComponent(lookup[2] as string));
     if (req.method === "POST" && req.path === CACHED_CONTENTS_ROUTE) return createCachedContent;
     const match = req.method === "POST" ? MODEL_ROUTE.exec(req.path) : null;
     return match ? modelRoute(match[2] as string, match[3] as string) : undefined;

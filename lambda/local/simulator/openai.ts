@@ -35,24 +35,42 @@ const GROQ_MODELS = [
 ];
 const MODELS_CREATED = 1_700_000_000;
 
+/** One model as the vendor describes it, in its list and its lookup. */
+function modelObject(flavour: Flavour, id: string): Record<string, unknown> {
+  return flavour === "groq"
+    ? {
+        id,
+        object: "model",
+        created: MODELS_CREATED,
+        owned_by: id.split("/")[0] === id ? "Meta" : id.split("/")[0],
+        active: true,
+        context_window: 131_072,
+        public_apps: null,
+        max_completion_tokens: 32_768,
+      }
+    : { id, object: "model", created: MODELS_CREATED, owned_by: "system" };
+}
+
 function models(flavour: Flavour): Route {
-  return () =>
-    jsonReply({
-      object: "list",
-      data:
-        flavour === "groq"
-          ? GROQ_MODELS.map((id) => ({
-              id,
-              object: "model",
-              created: MODELS_CREATED,
-              owned_by: id.split("/")[0] === id ? "Meta" : id.split("/")[0],
-              active: true,
-              context_window: 131_072,
-              public_apps: null,
-              max_completion_tokens: 32_768,
-            }))
-          : OPENAI_MODELS.map((id) => ({ id, object: "model", created: MODELS_CREATED, owned_by: "system" })),
-    });
+  const ids = flavour === "groq" ? GROQ_MODELS : OPENAI_MODELS;
+  return () => jsonReply({ object: "list", data: ids.map((id) => modelObject(flavour, id)) });
+}
+
+const MODEL_LOOKUP = /^\/v1\/models\/(.+)$/;
+
+/** `GET /v1/models/{model}`: the model, or the vendor's 404 for one it does not serve. */
+function model(flavour: Flavour, id: string): Route {
+  const ids: readonly string[] = flavour === "groq" ? GROQ_MODELS : OPENAI_MODELS;
+  return () => {
+    if (!ids.includes(id)) {
+      throw new SimulatedError(
+        404,
+        `The model \`${id}\` does not exist or you do not have access to it.`,
+        "model_not_found",
+      );
+    }
+    return jsonReply(modelObject(flavour, id));
+  };
 }
 
 function routesOf(flavour: Flavour): Map<string, Route> {
@@ -107,7 +125,12 @@ export function openAiFamily(flavour: Flavour): VendorSim {
             "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
           );
     },
-    route: (req) => routes.get(`${req.method} ${req.path}`),
+    route: (req) => {
+      const lookup = req.method === "GET" ? MODEL_LOOKUP.exec(req.path) : null;
+      return lookup
+        ? model(flavour, decodeURIComponent(lookup[1] as string))
+        : routes.get(`${req.method} ${req.path}`);
+    },
     notFound: (req) =>
       flavour === "groq"
         ? new SimulatedError(

@@ -74,6 +74,28 @@ describe("route tables", () => {
     expect(match.route.operation).toBe("embed");
   });
 
+  it("looks one model up on every vendor, free, and never takes a model's method path for a lookup", () => {
+    for (const [vendor, path, model] of [
+      ["openai", "/v1/models/gpt-4o-mini", "gpt-4o-mini"],
+      ["groq", "/v1/models/llama-3.3-70b-versatile", "llama-3.3-70b-versatile"],
+      ["anthropic", "/v1/models/claude-sonnet-4-6", "claude-sonnet-4-6"],
+      ["gemini", "/v1beta/models/gemini-2.5-flash", "gemini-2.5-flash"],
+      ["gemini", "/v1/models/gemini-2.5-flash", "gemini-2.5-flash"],
+    ] as const) {
+      const match = matcher(vendor).match("GET", path);
+      expect(match, path).toMatchObject({
+        model,
+        upstreamPath: path,
+        route: { operation: "models", billing: "free" },
+      });
+    }
+    // A method the path names is that route's (405 for GET), not a lookup of a model called `x:method`.
+    expect(refusal(() => matcher("gemini").match("GET", "/v1beta/models/x:generateContent")).status).toBe(
+      405,
+    );
+    expect(refusal(() => matcher("openai").match("GET", "/v1/models/a/b")).status).toBe(400);
+  });
+
   it("refuses unknown paths with 404 and other methods with 405 naming the allowed ones", () => {
     expect(refusal(() => matcher("openai").match("POST", "/v1/files")).status).toBe(404);
     expect(refusal(() => matcher("openai").match("GET", "/v1/chat/completions/x")).status).toBe(404);
