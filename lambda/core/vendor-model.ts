@@ -60,8 +60,11 @@ export interface VendorRoute {
    * turn its answer back into the asked one.
    */
   usageFormat?: (form: Map<string, string>) => UsageFormat | undefined;
-  /** Refuses an upload's fields the proxy cannot meter (an `ApiError`), before anything is forwarded. */
-  checkForm?: (form: Map<string, string>) => void;
+  /**
+   * Refuses a request the proxy cannot meter (throws an `ApiError`) before anything is forwarded, from
+   * the fields it sends (its JSON body's members or its form's text fields).
+   */
+  check?: (field: (name: string) => unknown) => void;
 }
 
 /** A form field asked in another value so that the answer reports usage, and the answer rendered back. */

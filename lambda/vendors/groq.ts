@@ -3,7 +3,13 @@
 import { errors } from "../core/errors";
 import type { VendorDefinition, VendorRoute } from "../core/vendor-model";
 import { asObject } from "./json";
-import { includeUsage, OPENAI_REQUEST_HEADERS, openAiStyleUsage, openAiUsageInEvent } from "./openai";
+import {
+  answeredInTheCall,
+  includeUsage,
+  OPENAI_REQUEST_HEADERS,
+  openAiStyleUsage,
+  openAiUsageInEvent,
+} from "./openai";
 import { healthRoutes, JSON_BODY_LIMIT, modelRoutes, UPLOAD_BODY_LIMIT } from "./routes";
 import { groqAudioFormat } from "./transcripts";
 
@@ -27,6 +33,7 @@ export const groqRoutes: readonly VendorRoute[] = [
     ...json,
     stream: "body-flag",
     usageInEvent: openAiUsageInEvent,
+    check: answeredInTheCall,
   },
   ...(["transcription", "translation"] as const).map(
     (operation): VendorRoute => ({
@@ -38,7 +45,7 @@ export const groqRoutes: readonly VendorRoute[] = [
       stream: "never",
       billing: "billable",
       usageFormat: groqAudioFormat,
-      checkForm: audioInTheUpload,
+      check: audioInTheUpload,
     }),
   ),
   ...modelRoutes("/v1/models"),
@@ -48,8 +55,8 @@ export const groqRoutes: readonly VendorRoute[] = [
  * Groq also transcribes audio it fetches from a `url` field instead of the upload; the upload's size is
  * what bounds a call's seconds, and so its credit hold (vendors/bounds.ts), so the audio must be in it.
  */
-function audioInTheUpload(form: Map<string, string>): void {
-  if (form.has("url")) {
+function audioInTheUpload(field: (name: string) => unknown): void {
+  if (field("url") !== undefined) {
     throw errors.invalidField(
       "url",
       "send the audio as the upload's file: its size bounds what the call may cost.",

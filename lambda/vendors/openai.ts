@@ -1,3 +1,4 @@
+import { errors } from "../core/errors";
 // OpenAI as data and its usage: the routes (what a body must have, the hold bounds, what a stream's
 // usage needs, with `stream_options.include_usage` spliced in), usage from bodies and stream events, and
 // the definition the proxy serves under /openai. Groq speaks the same dialect and borrows from here.
@@ -67,6 +68,20 @@ export const openAiUsageInEvent: UsageInEvent = (event) =>
 
 const json = { kind: "json", bodyLimit: JSON_BODY_LIMIT } as const;
 
+/**
+ * A response made in the background (`background: true`) is answered `queued`, with no usage; its
+ * output and usage come later to a `GET /v1/responses/{id}` the proxy does not serve. Metering charges
+ * what a call's answer reports, so the response must be made in the call (streamed or not).
+ */
+export function answeredInTheCall(field: (name: string) => unknown): void {
+  if (field("background") === true) {
+    throw errors.invalidField(
+      "background",
+      "the proxy meters a response as it is answered: make it in the call, streamed or not.",
+    );
+  }
+}
+
 /** Parameters only gpt-image-1 takes: OpenAI runs it, not dall-e-2, when a call without a model sends one. */
 const GPT_IMAGE_ONLY = [
   "background",
@@ -110,6 +125,7 @@ export const openAiRoutes: readonly VendorRoute[] = [
     stream: "body-flag",
     billing: "billable",
     usageInEvent: openAiUsageInEvent,
+    check: answeredInTheCall,
   },
   {
     method: "POST",

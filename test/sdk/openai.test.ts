@@ -84,6 +84,18 @@ describe.each([
     expect(page.data.length).toBeGreaterThan(0);
   });
 
+  it("refuses a response made in the background, whose usage would come after the call, forwarding nothing", async () => {
+    const refused = await client()
+      .responses.create({ model, input: "Say hello", background: true })
+      .catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((refused as InstanceType<typeof OpenAI.BadRequestError>).error).toMatchObject({
+      code: "invalid_field",
+      message: expect.stringContaining("'background'"),
+    });
+    expect(simulator.requests).toEqual([]);
+  });
+
   it("retrieves one model; an unknown one is the vendor's 404", async () => {
     const found = await client().models.retrieve(model);
     expect(found).toMatchObject({ id: model, object: "model" });

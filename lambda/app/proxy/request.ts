@@ -47,7 +47,7 @@ export async function prepareRequest(c: Context<AppEnv>, route: VendorRoute): Pr
   const body = await readLimited(c, route.bodyLimit);
   if (boundary !== undefined) {
     const form = formFields(boundary, body);
-    route.checkForm?.(form);
+    route.check?.((name) => form.get(name));
     const usageFormat = route.usageFormat?.(form);
     return {
       upstreamBody: usageFormat
@@ -64,6 +64,7 @@ export async function prepareRequest(c: Context<AppEnv>, route: VendorRoute): Pr
     };
   }
   const json = parseJsonObjectBody(body);
+  route.check?.((name) => json[name]);
   const stream = route.stream === "always" || (route.stream === "body-flag" && json.stream === true);
   const withUsage = stream ? route.streamUsage?.ask(body, json) : undefined;
   return {
