@@ -6,6 +6,7 @@ import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { parseUsd } from "../../lambda/core/credits";
 import { startTestHost, type TestHost } from "../support/host";
+import { recordedCall } from "../support/http";
 
 /**
  * `X-DMT-Include-Cost` through the whole server, against a vendor that answers recorded streams: with
@@ -13,7 +14,6 @@ import { startTestHost, type TestHost } from "../support/host";
  * gets the vendor's bytes exactly. The header never reaches the vendor.
  */
 
-const WAIT = { timeout: 30_000, interval: 100 };
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/${name}`, import.meta.url));
 
 const STREAMS = [
@@ -88,19 +88,9 @@ async function call(stream: (typeof STREAMS)[number], headers: Record<string, st
   return { text: await res.text(), id: res.headers.get("x-dmt-transaction-id") ?? "" };
 }
 
+/** The call's cost as its record says it, once recorded. */
 async function recordedCost(id: string): Promise<unknown> {
-  await stack.drain();
-  let body: Record<string, unknown> = {};
-  await expect
-    .poll(async () => {
-      const res = await fetch(`${stack.url}/api/v1/transactions/${id}`, {
-        headers: { authorization: `Bearer ${owner.key}` },
-      });
-      body = (await res.json()) as Record<string, unknown>;
-      return res.status;
-    }, WAIT)
-    .toBe(200);
-  return body.cost_usd;
+  return (await recordedCall(stack, owner.key, id)).cost_usd;
 }
 
 describe.each(STREAMS)("a $vendor stream", (stream) => {

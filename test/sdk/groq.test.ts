@@ -6,6 +6,7 @@ import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { parseUsd } from "../../lambda/core/credits";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
 import { simulatorEnv, startTestHost, type TestHost, testVendorKey } from "../support/host";
+import { recordedCall } from "../support/http";
 
 /**
  * Groq's own SDK (`groq-sdk`): its base URL is the host, `https://api.groq.com`, and it puts `/openai`
@@ -13,7 +14,6 @@ import { simulatorEnv, startTestHost, type TestHost, testVendorKey } from "../su
  * the same charge, as the OpenAI SDK's at `<dmt>/groq/v1`.
  */
 
-const WAIT = { timeout: 30_000, interval: 100 };
 const model = "llama-3.3-70b-versatile";
 const messages = [{ role: "user" as const, content: "Say hello" }];
 
@@ -41,21 +41,7 @@ afterAll(async () => {
 });
 beforeEach(() => simulator.reset());
 
-/** A call's record, once the warehouse has it. */
-async function recorded(transactionId: string | null): Promise<Record<string, unknown>> {
-  await stack.drain();
-  let body: Record<string, unknown> = {};
-  await expect
-    .poll(async () => {
-      const res = await fetch(`${stack.url}/api/v1/transactions/${transactionId}`, {
-        headers: { authorization: `Bearer ${owner.key}` },
-      });
-      body = (await res.json()) as Record<string, unknown>;
-      return res.status;
-    }, WAIT)
-    .toBe(200);
-  return body;
-}
+const recorded = (transactionId: string | null) => recordedCall(stack, owner.key, transactionId);
 
 describe("groq-sdk through the proxy", () => {
   it("creates a chat completion at Groq's own path, with the managed key, charged and recorded as the chat endpoint", async () => {

@@ -7,6 +7,7 @@ import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import { parseUsd } from "../../lambda/core/credits";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
 import { simulatorEnv, startTestHost, type TestHost } from "../support/host";
+import { recordedCall } from "../support/http";
 
 /**
  * The cost in the stream through the official SDKs: with `X-DMT-Include-Cost: 1` each SDK still parses
@@ -53,18 +54,7 @@ const costIn = (usage: unknown): unknown =>
 
 /** The call's cost as its record says it, once recorded. */
 async function recordedCost(transactionId: string | null): Promise<unknown> {
-  await stack.drain();
-  let body: Record<string, unknown> = {};
-  await expect
-    .poll(async () => {
-      const res = await fetch(`${stack.url}/api/v1/transactions/${transactionId}`, {
-        headers: { authorization: `Bearer ${owner.key}` },
-      });
-      body = (await res.json()) as Record<string, unknown>;
-      return res.status;
-    }, WAIT)
-    .toBe(200);
-  return body.cost_usd;
+  return (await recordedCall(stack, owner.key, transactionId)).cost_usd;
 }
 
 /** The header stayed with us: the vendor never saw it. */

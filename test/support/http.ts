@@ -2,6 +2,7 @@ import { request as httpRequest, type OutgoingHttpHeaders } from "node:http";
 import { connect } from "node:net";
 import { expect } from "vitest";
 import { SECURITY_HEADERS } from "../../lambda/app/security-headers";
+import type { TestHost } from "./host";
 
 /** A response as the wire carried it: header names lower-cased, repeated headers joined with ", ". */
 export interface WireResponse {
@@ -133,4 +134,30 @@ export function expectSecurityHeaders(headers: Record<string, string> | Headers)
 /** The service's error body. */
 export function errorBody(type: string, code: string, message: string) {
   return { error: { message, type, code } };
+}
+
+/**
+ * A proxied call's record as `GET /api/v1/transactions/{id}` answers it (with a key of its project),
+ * once the call's after-work is done and the warehouse has it.
+ */
+export async function recordedCall(
+  stack: TestHost,
+  key: string,
+  transactionId: string | null,
+): Promise<Record<string, unknown>> {
+  await stack.drain();
+  let body: Record<string, unknown> = {};
+  await expect
+    .poll(
+      async () => {
+        const res = await fetch(`${stack.url}/api/v1/transactions/${transactionId}`, {
+          headers: { authorization: `Bearer ${key}` },
+        });
+        body = (await res.json()) as Record<string, unknown>;
+        return res.status;
+      },
+      { timeout: 30_000, interval: 100 },
+    )
+    .toBe(200);
+  return body;
 }
