@@ -65,12 +65,8 @@ type Env = Record<string, string | undefined>;
 const RATE_LIMIT_SHARDS = 16;
 
 /** `function` names the function in every log line and metric (`proxy`, `data-api`, `sweeper`...). */
-export function awsHost(
-  env: Env,
-  fn: string,
-  options: { dimensions?: Record<string, string>; keyWrapper?: () => KeyWrapper } = {},
-): AwsHost {
-  const telemetry = awsTelemetry(env, fn, options.dimensions);
+export function awsHost(env: Env, fn: string, options: { keyWrapper?: () => KeyWrapper } = {}): AwsHost {
+  const telemetry = awsTelemetry(env, fn);
   const db = dynamoClient(env.DMT_DYNAMODB_ENDPOINT);
   const keyWrapper =
     options.keyWrapper ??
@@ -87,8 +83,8 @@ export function awsHost(
 }
 
 /** Powertools logs and metrics alone, for a function that uses no store (the spool re-sender). */
-export function awsTelemetry(env: Env, fn: string, dimensions?: Record<string, string>): LambdaTelemetry {
-  return lambdaTelemetry(parseBaseConfig(env), fn, dimensions);
+export function awsTelemetry(env: Env, fn: string): LambdaTelemetry {
+  return lambdaTelemetry(parseBaseConfig(env), fn);
 }
 
 /** The KMS key that wraps customers' own vendor keys (`DMT_BYOK_KEY_ARN`). */

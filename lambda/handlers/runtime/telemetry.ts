@@ -21,18 +21,14 @@ export interface LambdaTelemetry {
 }
 
 /** `function` names the handler in every log line and metric (`proxy`, `data-api`, `sweeper`...). */
-export function lambdaTelemetry(
-  config: BaseConfig,
-  fn: string,
-  dimensions: Record<string, string> = {},
-): LambdaTelemetry {
+export function lambdaTelemetry(config: BaseConfig, fn: string): LambdaTelemetry {
   const powertools = new PowertoolsLogger({
     serviceName: "dmt",
     logLevel: config.DMT_LOG_LEVEL === "silent" ? "SILENT" : config.DMT_LOG_LEVEL,
     persistentKeys: { function: fn },
   });
-  // One buffer per set of dimensions (an EMF line carries one set): a proxy serving several vendors
-  // publishes a line per vendor its invocation's metrics name.
+  // One buffer per set of a metric's own dimensions (an EMF line carries one set): a proxy serving
+  // several vendors publishes a line per vendor its invocation's metrics name.
   const buffers = new Map<string, PowertoolsMetrics>();
   const buffer = (extra: Record<string, string> = {}): PowertoolsMetrics => {
     const key = JSON.stringify(extra);
@@ -41,7 +37,7 @@ export function lambdaTelemetry(
       metrics = new PowertoolsMetrics({
         namespace: config.DMT_METRICS_NAMESPACE,
         serviceName: "dmt",
-        defaultDimensions: { function: fn, ...dimensions, ...extra },
+        defaultDimensions: { function: fn, ...extra },
         // Its own warnings (no metrics to publish...) go through our logger.
         logger: powertools,
       });
