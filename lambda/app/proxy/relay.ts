@@ -78,15 +78,19 @@ export async function relayResponse(upstream: UpstreamResponse, options: RelayOp
   if (!streamed) {
     const answer = first.done ? Buffer.alloc(0) : await readRest(first.value, iterator);
     const ttftMs = performance.now() - options.arrived;
+    // Parsed once, for the usage and for the client's format.
+    let parsed: { json: unknown } | undefined;
+    const answerJson = () => {
+      parsed ??= { json: parseJson(answer.toString()) };
+      return parsed.json;
+    };
     // Read now only when a header needs it; otherwise after the answer is sent.
     let usage: Usage | undefined;
     const usageOf = () => {
-      usage ??= ok
-        ? options.usage.fromResponse(options.usageContext, parseJson(answer.toString()))
-        : emptyUsage();
+      usage ??= ok ? options.usage.fromResponse(options.usageContext, answerJson()) : emptyUsage();
       return usage;
     };
-    const rendered = ok ? renderedAnswer(answer, options.render) : undefined;
+    const rendered = ok && options.render ? renderedAnswer(answerJson(), options.render) : undefined;
     const body = rendered?.body ?? answer;
     const vendorHeaders = responseHeaders(upstream.headers, rendered === undefined);
     if (rendered) vendorHeaders["content-type"] = rendered.contentType;
@@ -416,10 +420,10 @@ function costInLastUsage(
 
 /** The client's format of a whole answer the vendor gave as JSON for its usage; undefined to send it as is. */
 function renderedAnswer(
-  answer: Buffer,
-  render: UsageFormat["render"] | undefined,
+  json: unknown,
+  render: UsageFormat["render"],
 ): { body: Buffer; contentType: string } | undefined {
-  const json = render && asObject(parseJson(answer.toString()));
-  const out = json && render?.(json);
+  const object = asObject(json);
+  const out = object && render(object);
   return out && { body: Buffer.from(out.body, "utf8"), contentType: out.contentType };
 }
