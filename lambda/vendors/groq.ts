@@ -5,12 +5,13 @@ import type { VendorDefinition, VendorRoute } from "../core/vendor-model";
 import { asObject } from "./json";
 import {
   answeredInTheCall,
+  audioRoute,
   includeUsage,
   OPENAI_REQUEST_HEADERS,
   openAiStyleUsage,
   openAiUsageInEvent,
 } from "./openai";
-import { healthRoutes, JSON_BODY_LIMIT, modelRoutes, UPLOAD_BODY_LIMIT } from "./routes";
+import { healthRoutes, JSON_BODY_LIMIT, modelRoutes } from "./routes";
 import { groqAudioFormat } from "./transcripts";
 
 const json = { kind: "json", bodyLimit: JSON_BODY_LIMIT, billing: "billable" } as const;
@@ -35,19 +36,8 @@ export const groqRoutes: readonly VendorRoute[] = [
     usageInEvent: openAiUsageInEvent,
     check: answeredInTheCall,
   },
-  ...(["transcription", "translation"] as const).map(
-    (operation): VendorRoute => ({
-      method: "POST",
-      path: operation === "transcription" ? "/v1/audio/transcriptions" : "/v1/audio/translations",
-      operation,
-      kind: "multipart",
-      bodyLimit: UPLOAD_BODY_LIMIT,
-      stream: "never",
-      billing: "billable",
-      usageFormat: groqAudioFormat,
-      check: audioInTheUpload,
-    }),
-  ),
+  audioRoute("transcription", groqAudioFormat, audioInTheUpload),
+  audioRoute("translation", groqAudioFormat, audioInTheUpload),
   ...modelRoutes("/v1/models"),
 ];
 

@@ -1,7 +1,7 @@
-import { errors } from "../core/errors";
 // OpenAI as data and its usage: the routes (what a body must have, the hold bounds, what a stream's
 // usage needs, with `stream_options.include_usage` spliced in), usage from bodies and stream events, and
 // the definition the proxy serves under /openai. Groq speaks the same dialect and borrows from here.
+import { errors } from "../core/errors";
 import { addUnpriced, emptyUsage, type Usage, unknownUsageFields } from "../core/usage";
 import type {
   StreamObserver,
@@ -96,6 +96,26 @@ const imageDefault = (field: (name: string) => unknown) =>
   GPT_IMAGE_ONLY.some((name) => field(name) !== undefined) ? "gpt-image-1" : "dall-e-2";
 const upload = { kind: "multipart", bodyLimit: UPLOAD_BODY_LIMIT, stream: "never" } as const;
 
+/**
+ * An audio upload's transcription or translation (OpenAI's and Groq's), with the format its answer is
+ * fetched as for the seconds it bills (vendors/transcripts.ts) and any check of its fields.
+ */
+export function audioRoute(
+  operation: "transcription" | "translation",
+  usageFormat: NonNullable<VendorRoute["usageFormat"]>,
+  check?: VendorRoute["check"],
+): VendorRoute {
+  return {
+    method: "POST",
+    path: operation === "transcription" ? "/v1/audio/transcriptions" : "/v1/audio/translations",
+    operation,
+    ...upload,
+    billing: "billable",
+    usageFormat,
+    ...(check && { check }),
+  };
+}
+
 export const openAiRoutes: readonly VendorRoute[] = [
   ...healthRoutes("openai"),
   {
@@ -136,22 +156,8 @@ export const openAiRoutes: readonly VendorRoute[] = [
     billing: "billable",
   },
   ...modelRoutes("/v1/models"),
-  {
-    method: "POST",
-    path: "/v1/audio/transcriptions",
-    operation: "transcription",
-    ...upload,
-    billing: "billable",
-    usageFormat: openAiTranscriptFormat,
-  },
-  {
-    method: "POST",
-    path: "/v1/audio/translations",
-    operation: "translation",
-    ...upload,
-    billing: "billable",
-    usageFormat: openAiTranslationFormat,
-  },
+  audioRoute("transcription", openAiTranscriptFormat),
+  audioRoute("translation", openAiTranslationFormat),
   {
     method: "POST",
     path: "/v1/audio/speech",
