@@ -1,5 +1,6 @@
 /** OpenAI's media endpoints: audio transcriptions and translations, speech, and images. */
 import { parseMultipart } from "./multipart";
+import type { Flavour } from "./openai-generation";
 import { jsonReply, readJson, requireString, SimulatedError, textReply, unixSeconds } from "./reply";
 import { estimateTokens } from "./text";
 import type { Route } from "./vendor";
@@ -22,7 +23,7 @@ const TRANSCRIPT_WORDS = ["simulated", "transcript", "of", "the", "uploaded", "a
  * Transcriptions and translations, as OpenAI answers them or as Groq does: Groq reports the duration in
  * `verbose_json` only (no `usage`), adds `x_groq`, and has no subtitle formats.
  */
-export function audio(task: "transcribe" | "translate", flavour: "openai" | "groq" = "openai"): Route {
+export function audio(task: "transcribe" | "translate", flavour: Flavour = "openai"): Route {
   return (req) => {
     const form = parseMultipart(req.headers["content-type"], req.body);
     const file = form.files.find((f) => f.field === "file");

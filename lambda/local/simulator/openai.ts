@@ -51,18 +51,18 @@ function modelObject(flavour: Flavour, id: string): Record<string, unknown> {
     : { id, object: "model", created: MODELS_CREATED, owned_by: "system" };
 }
 
+const modelIds = (flavour: Flavour): readonly string[] => (flavour === "groq" ? GROQ_MODELS : OPENAI_MODELS);
+
 function models(flavour: Flavour): Route {
-  const ids = flavour === "groq" ? GROQ_MODELS : OPENAI_MODELS;
-  return () => jsonReply({ object: "list", data: ids.map((id) => modelObject(flavour, id)) });
+  return () => jsonReply({ object: "list", data: modelIds(flavour).map((id) => modelObject(flavour, id)) });
 }
 
 const MODEL_LOOKUP = /^\/v1\/models\/(.+)$/;
 
 /** `GET /v1/models/{model}`: the model, or the vendor's 404 for one it does not serve. */
 function model(flavour: Flavour, id: string): Route {
-  const ids: readonly string[] = flavour === "groq" ? GROQ_MODELS : OPENAI_MODELS;
   return () => {
-    if (!ids.includes(id)) {
+    if (!modelIds(flavour).includes(id)) {
       throw new SimulatedError(
         404,
         `The model \`${id}\` does not exist or you do not have access to it.`,
