@@ -1,11 +1,10 @@
 import Groq, { toFile } from "groq-sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
-import { tableNames } from "../../lambda/adapters/dynamodb/tables";
+import type { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { parseUsd } from "../../lambda/core/credits";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
-import { simulatorEnv, startTestHost, type TestHost, testVendorKey } from "../support/host";
+import { startMeteredHost, type TestHost, testVendorKey } from "../support/host";
 import { recordedCall } from "../support/http";
 
 /**
@@ -25,14 +24,7 @@ let credits: DynamoCredits;
 
 beforeAll(async () => {
   simulator = await startSimulator();
-  stack = await startTestHost({
-    ...simulatorEnv(simulator.origins),
-    DMT_METERING: "on",
-    DMT_WAREHOUSE_FLUSH_MS: "100",
-  });
-  owner = await stack.newKey();
-  credits = new DynamoCredits(stack.db, tableNames(process.env));
-  await credits.grant(owner.projectId, parseUsd("10"), "test");
+  ({ stack, owner, credits } = await startMeteredHost(simulator.origins, "10"));
   groq = new Groq({ apiKey: owner.key, baseURL: `${stack.url}/groq`, maxRetries: 0 });
 });
 afterAll(async () => {

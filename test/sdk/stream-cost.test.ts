@@ -2,11 +2,10 @@ import Anthropic from "@anthropic-ai/sdk";
 import { GoogleGenAI } from "@google/genai";
 import OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
-import { tableNames } from "../../lambda/adapters/dynamodb/tables";
+import type { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
 import { parseUsd } from "../../lambda/core/credits";
 import { type Simulator, startSimulator } from "../../lambda/local/simulator";
-import { simulatorEnv, startTestHost, type TestHost } from "../support/host";
+import { startMeteredHost, type TestHost } from "../support/host";
 import { recordedCall } from "../support/http";
 
 /**
@@ -29,14 +28,7 @@ let credits: DynamoCredits;
 
 beforeAll(async () => {
   simulator = await startSimulator();
-  stack = await startTestHost({
-    ...simulatorEnv(simulator.origins),
-    DMT_METERING: "on",
-    DMT_WAREHOUSE_FLUSH_MS: "100",
-  });
-  owner = await stack.newKey();
-  credits = new DynamoCredits(stack.db, tableNames(process.env));
-  await credits.grant(owner.projectId, parseUsd("10"), "test");
+  ({ stack, owner, credits } = await startMeteredHost(simulator.origins, "10"));
   openai = new OpenAI({ apiKey: owner.key, baseURL: `${stack.url}/openai/v1`, maxRetries: 0 });
   groq = new OpenAI({ apiKey: owner.key, baseURL: `${stack.url}/groq/v1`, maxRetries: 0 });
   anthropic = new Anthropic({ apiKey: owner.key, baseURL: `${stack.url}/anthropic`, maxRetries: 0 });

@@ -1,8 +1,11 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { DynamoCredits } from "../../lambda/adapters/dynamodb/credits";
+import { tableNames } from "../../lambda/adapters/dynamodb/tables";
 import type { NewKeyInput } from "../../lambda/core/accounts";
 import { createKey, createProject } from "../../lambda/core/accounts";
+import { parseUsd } from "../../lambda/core/credits";
 import { silentLogger } from "../../lambda/core/logger";
 import { parseLocalConfig } from "../../lambda/local/config";
 import { type EmbeddedHost, type EmbeddedHostOptions, startEmbeddedHost } from "../../lambda/local/host";
@@ -69,4 +72,23 @@ export function simulatorEnv(origins: Record<string, string>): Record<string, st
     env[`${vendor.toUpperCase()}_API_KEY`] = testVendorKey(vendor);
   }
   return env;
+}
+
+/**
+ * The local stack metering calls to the simulator's vendors (its warehouse flushed every 100 ms), and a
+ * project's key with `usd` dollars of credits: where the tests of charges through the SDKs start.
+ */
+export async function startMeteredHost(
+  origins: Record<string, string>,
+  usd: string,
+): Promise<{ stack: TestHost; owner: { key: string; projectId: string }; credits: DynamoCredits }> {
+  const stack = await startTestHost({
+    ...simulatorEnv(origins),
+    DMT_METERING: "on",
+    DMT_WAREHOUSE_FLUSH_MS: "100",
+  });
+  const owner = await stack.newKey();
+  const credits = new DynamoCredits(stack.db, tableNames(process.env));
+  await credits.grant(owner.projectId, parseUsd(usd), "test");
+  return { stack, owner, credits };
 }
